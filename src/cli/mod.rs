@@ -1,0 +1,45 @@
+//! Command-line parsing and the subcommands.
+
+mod check;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// robotsgate: make automated HTTP clients obey robots.txt (RFC 9309).
+#[derive(Debug, Parser)]
+#[command(name = "robotsgate", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check URLs against a robots.txt file.
+    Check(check::CheckArgs),
+}
+
+/// Exit status for a usage or input error.
+pub const EXIT_USAGE: u8 = 2;
+
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let result = match cli.command {
+        Command::Check(args) => check::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("robotsgate: {e:#}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
