@@ -123,8 +123,10 @@ fn json_line(url: &str, agent: &str, v: &Verdict<'_>) -> serde_json::Value {
         Reason::NoRuleMatched => ("no-rule-matched", serde_json::Value::Null),
         Reason::RobotsTxt => ("robots-txt", serde_json::Value::Null),
     };
-    let groups: Vec<_> =
-        v.groups().map(|g| json!({"line": g.line, "agents": g.agents, "specific": g.specific})).collect();
+    let groups: Vec<_> = v
+        .groups()
+        .map(|g| json!({"line": g.line, "agents": g.agents().collect::<Vec<_>>(), "specific": g.specific}))
+        .collect();
     json!({
         "url": url,
         "allowed": v.allowed(),

@@ -22,7 +22,7 @@ use super::RuleKind;
 use super::aho::WildSet;
 pub(crate) use super::pattern::{Pat, Span};
 
-/// A rule that matched, as offered to [`Best`].
+/// A rule that matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Hit {
     /// Length of the compiled pattern: longer is more specific.
@@ -31,11 +31,25 @@ pub(crate) struct Hit {
     pub rule: u32,
 }
 
-/// The best allow and the best disallow seen so far.
+impl Hit {
+    /// The hit as one number that orders hits the way [`Best`] prefers them: higher
+    /// priority first, then the rule earlier in the file. `0` means "none".
+    #[inline]
+    pub fn key(self) -> u64 {
+        ((self.priority as u64) << 32) | (u32::MAX - self.rule) as u64
+    }
+
+    #[inline]
+    fn from_key(key: u64) -> Option<Hit> {
+        (key != 0).then(|| Hit { priority: (key >> 32) as u32, rule: u32::MAX - key as u32 })
+    }
+}
+
+/// The best allow and the best disallow seen so far, as [`Hit::key`]s.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Best {
-    pub allow: Option<Hit>,
-    pub disallow: Option<Hit>,
+    pub allow: u64,
+    pub disallow: u64,
 }
 
 impl Best {
@@ -43,33 +57,37 @@ impl Best {
     /// of two equal priorities the rule earlier in the file is kept.
     #[inline]
     pub fn offer(&mut self, kind: RuleKind, hit: Hit) {
+        self.offer_key(kind, hit.key());
+    }
+
+    #[inline]
+    pub fn offer_key(&mut self, kind: RuleKind, key: u64) {
         let slot = match kind {
             RuleKind::Allow => &mut self.allow,
             RuleKind::Disallow => &mut self.disallow,
         };
-        match slot {
-            Some(cur)
-                if (cur.priority, std::cmp::Reverse(cur.rule))
-                    >= (hit.priority, std::cmp::Reverse(hit.rule)) => {}
-            _ => *slot = Some(hit),
-        }
+        *slot = (*slot).max(key);
     }
 
     /// Merges another result in (used when several groups apply).
+    #[inline]
     pub fn merge(&mut self, other: &Best) {
-        if let Some(h) = other.allow {
-            self.offer(RuleKind::Allow, h);
-        }
-        if let Some(h) = other.disallow {
-            self.offer(RuleKind::Disallow, h);
-        }
+        self.allow = self.allow.max(other.allow);
+        self.disallow = self.disallow.max(other.disallow);
+    }
+
+    /// Whether a rule set whose best possible hits are `reach` could still change the
+    /// outcome.
+    #[inline]
+    pub fn improvable_by(&self, reach: &Best) -> bool {
+        reach.allow > self.allow || reach.disallow > self.disallow
     }
 
     /// The verdict: allowed unless the best disallow is strictly more specific than the
     /// best allow. Returns the deciding hit, if any rule matched.
     #[inline]
     pub fn allowed(&self) -> (bool, Option<(RuleKind, Hit)>) {
-        match (self.allow, self.disallow) {
+        match (Hit::from_key(self.allow), Hit::from_key(self.disallow)) {
             (None, None) => (true, None),
             (Some(a), None) => (true, Some((RuleKind::Allow, a))),
             (None, Some(d)) => (false, Some((RuleKind::Disallow, d))),
@@ -96,36 +114,148 @@ pub(crate) enum Shape {
     Exact(Span),
     /// `first*last$`: starts with `first`, ends with `last`, long enough for both.
     Suffix { first: Span, last: Span },
-    /// `first*mid*...*mid` with an optional anchored `last`.
-    Wild { first: Span, mids: Vec<Span>, last: Option<Span> },
+    /// `first*mid*...*mid` with an optional anchored `last`; the mids were appended to
+    /// the buffer passed to [`shape`], starting at `mids`.
+    Wild { first: Span, mids: usize, last: Option<Span> },
 }
 
 /// Sorts a compiled pattern into its [`Shape`]. Empty segments (`**`) are dropped and a
-/// pattern ending in `*` or `*$` is not anchored.
-pub(crate) fn shape(arena: &[u8], p: &Pat) -> Shape {
+/// pattern ending in `*` or `*$` is not anchored. The mids of a `Wild` pattern are
+/// appended to `mids`.
+pub(crate) fn shape(arena: &[u8], p: &Pat, mids: &mut Vec<Span>) -> Shape {
     let bytes = p.span.get(arena);
-    if memchr::memchr(b'*', bytes).is_none() {
+    let Some(star) = memchr::memchr(b'*', bytes) else {
         return if p.anchored { Shape::Exact(p.span) } else { Shape::Prefix(p.span) };
-    }
-    let mut parts = Vec::new();
-    let mut at = 0usize;
-    for piece in bytes.split(|&b| b == b'*') {
-        parts.push(Span { start: p.span.start + at as u32, len: piece.len() as u32 });
-        at += piece.len() + 1;
-    }
-    let first = parts[0];
-    let rest = &parts[1..];
-    let ends_in_star = rest.last().is_some_and(|l| l.len == 0);
-    let (mid_parts, last) = if p.anchored && !ends_in_star {
-        (&rest[..rest.len() - 1], rest.last().copied())
-    } else {
-        (rest, None)
     };
-    let mids: Vec<Span> = mid_parts.iter().copied().filter(|m| m.len > 0).collect();
-    match (mids.is_empty(), last) {
+    let first = Span { start: p.span.start, len: star as u32 };
+    let at = mids.len();
+    let mut rest = &bytes[star + 1..];
+    let mut offset = star + 1;
+    // Segments after the first '*'; the final one is kept apart.
+    let last = loop {
+        let end = memchr::memchr(b'*', rest);
+        let piece = Span { start: p.span.start + offset as u32, len: end.unwrap_or(rest.len()) as u32 };
+        match end {
+            Some(e) => {
+                if piece.len > 0 {
+                    mids.push(piece);
+                }
+                rest = &rest[e + 1..];
+                offset += e + 1;
+            }
+            None => break Some(piece).filter(|l| l.len > 0),
+        }
+    };
+    let last = match (p.anchored, last) {
+        (true, Some(l)) => Some(l),
+        (false, Some(l)) => {
+            mids.push(l);
+            None
+        }
+        (_, None) => None,
+    };
+    match (mids.len() == at, last) {
         (true, None) => Shape::Prefix(first),
         (true, Some(last)) => Shape::Suffix { first, last },
-        (false, last) => Shape::Wild { first, mids, last },
+        (false, last) => Shape::Wild { first, mids: at, last },
+    }
+}
+
+/// Whether one compiled pattern matches `path` (greedy, no backtracking): the first
+/// segment is a prefix, each further segment is taken at its leftmost occurrence after
+/// the previous one, and an anchored last segment must end the path.
+#[inline]
+pub(crate) fn glob_match(pattern: &[u8], anchored: bool, path: &[u8]) -> bool {
+    let Some(star) = memchr::memchr(b'*', pattern) else {
+        return if anchored { path == pattern } else { path.starts_with(pattern) };
+    };
+    let first = &pattern[..star];
+    if !path.starts_with(first) {
+        return false;
+    }
+    let mut pos = first.len();
+    let mut rest = &pattern[star + 1..];
+    loop {
+        match memchr::memchr(b'*', rest) {
+            Some(e) => {
+                match find(&path[pos..], &rest[..e]) {
+                    Some(i) => pos += i + e,
+                    None => return false,
+                }
+                rest = &rest[e + 1..];
+            }
+            None if anchored => return path.len() >= pos + rest.len() && path.ends_with(rest),
+            None => return find(&path[pos..], rest).is_some(),
+        }
+    }
+}
+
+/// Leftmost occurrence of `needle` in `hay` (an empty needle is at 0).
+#[inline]
+pub(crate) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    match needle.len() {
+        0 => Some(0),
+        1 => memchr::memchr(needle[0], hay),
+        _ if needle.len() > hay.len() => None,
+        _ => memchr::memmem::find(hay, needle),
+    }
+}
+
+/// Indices of `items` in byte order. A most-significant-first sort on 7-byte chunks
+/// that first skips the prefix every item of a run shares: robots.txt files repeat long
+/// prefixes (`/$27889f02-.../`), which would make plain comparisons slow.
+pub(crate) fn sorted_by_bytes(items: &[&[u8]]) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..items.len() as u32).collect();
+    let mut keyed = Vec::with_capacity(items.len());
+    sort_run(items, &mut order, 0, &mut keyed);
+    order
+}
+
+/// Up to 7 bytes of `b` from `at`, zero-padded, then how many bytes were left (0xFF for
+/// more than 7): ordered like the suffixes themselves, and equal only for equal
+/// suffixes unless both go on past the 7 bytes.
+#[inline]
+fn chunk_key(b: &[u8], at: usize) -> u64 {
+    let rest = &b[at.min(b.len())..];
+    let mut k = [0u8; 8];
+    let n = rest.len().min(7);
+    k[..n].copy_from_slice(&rest[..n]);
+    k[7] = if rest.len() <= 7 { rest.len() as u8 } else { 0xFF };
+    u64::from_be_bytes(k)
+}
+
+fn sort_run(items: &[&[u8]], order: &mut [u32], depth: usize, keyed: &mut Vec<(u64, u32)>) {
+    if order.len() <= 1 {
+        return;
+    }
+    let first = &items[order[0] as usize][depth.min(items[order[0] as usize].len())..];
+    let mut lcp = first.len();
+    for &i in &order[1..] {
+        let other = &items[i as usize][depth.min(items[i as usize].len())..];
+        lcp = lcp.min(first.iter().zip(other).take_while(|(a, b)| a == b).count());
+        if lcp == 0 {
+            break;
+        }
+    }
+    let depth = depth + lcp;
+    keyed.clear();
+    keyed.extend(order.iter().map(|&i| (chunk_key(items[i as usize], depth), i)));
+    keyed.sort_unstable_by_key(|e| e.0);
+    let mut runs = Vec::new();
+    let mut k = 0;
+    while k < keyed.len() {
+        let mut e = k + 1;
+        while e < keyed.len() && keyed[e].0 == keyed[k].0 {
+            e += 1;
+        }
+        if e - k > 1 && keyed[k].0 & 0xFF == 0xFF {
+            runs.push((k, e));
+        }
+        order[k..e].iter_mut().zip(&keyed[k..e]).for_each(|(o, kv)| *o = kv.1);
+        k = e;
+    }
+    for (k, e) in runs {
+        sort_run(items, &mut order[k..e], depth + 7, keyed);
     }
 }
 
@@ -183,22 +313,12 @@ impl LitIndex {
     /// Builds the index over `items` (literal bytes, already in `arena`); returns it and,
     /// for every item, the index of its entry.
     fn build(arena: &[u8], items: &[Span]) -> (LitIndex, Vec<u32>) {
-        // Sort by the first 8 bytes as a number first: most comparisons end there.
-        let key = |s: &Span| {
-            let b = s.get(arena);
-            let mut k = [0u8; 8];
-            let n = b.len().min(8);
-            k[..n].copy_from_slice(&b[..n]);
-            u64::from_be_bytes(k)
-        };
-        let mut order: Vec<(u64, u32)> = items.iter().enumerate().map(|(i, s)| (key(s), i as u32)).collect();
-        order.sort_unstable_by(|a, b| {
-            a.0.cmp(&b.0).then_with(|| items[a.1 as usize].get(arena).cmp(items[b.1 as usize].get(arena)))
-        });
+        let bytes: Vec<&[u8]> = items.iter().map(|s| s.get(arena)).collect();
+        let order = sorted_by_bytes(&bytes);
         let mut index = LitIndex::default();
         let mut entry_of = vec![0u32; items.len()];
         let mut stack: Vec<u32> = Vec::new();
-        for &(_, i) in &order {
+        for &i in &order {
             let lit = items[i as usize];
             let bytes = lit.get(arena);
             if let Some(&last) = index.lits.last().filter(|l| l.get(arena) == bytes) {
@@ -250,18 +370,39 @@ impl LitIndex {
 struct SuffixRule {
     first: Span,
     kind: RuleKind,
-    hit: Hit,
+    key: u64,
 }
 
-/// The compiled rules of one group. Spans point into an arena kept by the caller and
-/// passed to [`RuleSet::eval`].
+/// Groups with at most this many rules are matched rule by rule.
+const LINEAR_MAX_RULES: usize = 8;
+
+/// The compiled rules of one group (or of several merged groups). Spans point into an
+/// arena kept by the caller and passed to [`RuleSet::eval`].
+#[derive(Debug)]
+pub(crate) enum RuleSet {
+    /// A few rules, each matched on its own.
+    Linear(Vec<LinearRule>),
+    /// Rules indexed by shape.
+    Indexed(Box<Indexed>),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LinearRule {
+    pattern: Span,
+    anchored: bool,
+    kind: RuleKind,
+    key: u64,
+}
+
 #[derive(Debug, Default)]
-pub(crate) struct RuleSet {
+pub(crate) struct Indexed {
+    /// Bytes this set adds to the shared arena's (the reversed suffixes).
+    own: Vec<u8>,
     /// Prefix and exact literals.
     lits: LitIndex,
-    /// Per literal: best prefix rule, best exact rule.
+    /// Per literal: best prefix rules, best exact rules.
     lit_best: Vec<(Best, Best)>,
-    /// Reversed `last` of suffix rules.
+    /// Reversed `last` of suffix rules (in `own`).
     sufs: LitIndex,
     /// Per reversed `last`: its rules.
     suf_rules: Vec<Vec<SuffixRule>>,
@@ -269,27 +410,53 @@ pub(crate) struct RuleSet {
     wild: WildSet,
 }
 
+impl Default for RuleSet {
+    fn default() -> Self {
+        RuleSet::Linear(Vec::new())
+    }
+}
+
 impl RuleSet {
-    /// Compiles the rules of one group whose patterns are in `arena` (which may grow);
-    /// `automaton_min_rules` or more wildcard rules use the automaton engine.
-    pub fn build(arena: &mut Vec<u8>, rules: &[RuleInput], automaton_min_rules: usize) -> RuleSet {
-        let mut set = RuleSet::default();
+    /// Compiles rules whose patterns are in `arena`; `automaton_min_rules` or more
+    /// wildcard rules use the automaton engine.
+    pub fn build(arena: &[u8], rules: &[RuleInput], automaton_min_rules: usize) -> RuleSet {
+        if rules.len() <= LINEAR_MAX_RULES {
+            let rules = rules
+                .iter()
+                .map(|r| LinearRule {
+                    pattern: r.pattern.span,
+                    anchored: r.pattern.anchored,
+                    kind: r.kind,
+                    key: Hit { priority: r.pattern.priority, rule: r.rule }.key(),
+                })
+                .collect();
+            return RuleSet::Linear(rules);
+        }
+        let mut set = Indexed::default();
         let mut lit_items: Vec<(Span, bool, RuleKind, Hit)> = Vec::new();
         let mut suf_items: Vec<(Span, Span, RuleKind, Hit)> = Vec::new();
         let mut wild_items = Vec::new();
+        let mut mids = Vec::new();
         for r in rules {
             let hit = Hit { priority: r.pattern.priority, rule: r.rule };
-            match shape(arena, &r.pattern) {
+            match shape(arena, &r.pattern, &mut mids) {
                 Shape::Prefix(lit) => lit_items.push((lit, false, r.kind, hit)),
                 Shape::Exact(lit) => lit_items.push((lit, true, r.kind, hit)),
                 Shape::Suffix { first, last } => {
-                    let start = arena.len();
-                    arena.extend_from_within(last.start as usize..(last.start + last.len) as usize);
-                    arena[start..].reverse();
+                    let start = set.own.len();
+                    set.own.extend(last.get(arena).iter().rev());
                     let rev = Span { start: start as u32, len: last.len };
                     suf_items.push((rev, first, r.kind, hit));
                 }
-                Shape::Wild { first, mids, last } => wild_items.push((first, mids, last, r.kind, hit)),
+                Shape::Wild { first, mids: at, last } => wild_items.push(super::aho::WildItem {
+                    pattern: r.pattern.span,
+                    anchored: r.pattern.anchored,
+                    first,
+                    mids: at as u32,
+                    last,
+                    kind: r.kind,
+                    hit,
+                }),
             }
         }
         let spans: Vec<Span> = lit_items.iter().map(|i| i.0).collect();
@@ -302,53 +469,71 @@ impl RuleSet {
         }
         set.lits = lits;
         let spans: Vec<Span> = suf_items.iter().map(|i| i.0).collect();
-        let (sufs, entry_of) = LitIndex::build(arena, &spans);
+        let (sufs, entry_of) = LitIndex::build(&set.own, &spans);
         set.suf_rules = vec![Vec::new(); sufs.lits.len()];
         for (item, &e) in suf_items.iter().zip(&entry_of) {
             let (_, first, kind, hit) = *item;
-            set.suf_rules[e as usize].push(SuffixRule { first, kind, hit });
+            set.suf_rules[e as usize].push(SuffixRule { first, kind, key: hit.key() });
         }
         set.sufs = sufs;
-        set.wild = WildSet::build(arena, wild_items, automaton_min_rules);
-        set
+        set.wild = WildSet::build(arena, wild_items, mids, automaton_min_rules);
+        RuleSet::Indexed(Box::new(set))
     }
 
-    /// Offers every rule of this group that matches `path` to `best`.
+    /// Offers every rule of this set that matches `path` to `best`.
     pub fn eval(&self, arena: &[u8], path: &[u8], best: &mut Best) {
-        self.lits.for_each_prefix(arena, Forward(path), |e, whole| {
-            let (prefix, exact) = &self.lit_best[e as usize];
+        let set = match self {
+            RuleSet::Linear(rules) => {
+                for r in rules {
+                    if glob_match(r.pattern.get(arena), r.anchored, path) {
+                        best.offer_key(r.kind, r.key);
+                    }
+                }
+                return;
+            }
+            RuleSet::Indexed(set) => set,
+        };
+        set.lits.for_each_prefix(arena, Forward(path), |e, whole| {
+            let (prefix, exact) = &set.lit_best[e as usize];
             best.merge(prefix);
             if whole {
                 best.merge(exact);
             }
         });
-        if !self.suf_rules.is_empty() {
-            self.sufs.for_each_prefix(arena, Backward(path), |e, _| {
-                let last_len = self.sufs.lits[e as usize].len as usize;
-                for r in &self.suf_rules[e as usize] {
+        if !set.suf_rules.is_empty() {
+            set.sufs.for_each_prefix(&set.own, Backward(path), |e, _| {
+                let last_len = set.sufs.lits[e as usize].len as usize;
+                for r in &set.suf_rules[e as usize] {
                     let first = r.first.get(arena);
                     if path.len() >= first.len() + last_len && path.starts_with(first) {
-                        best.offer(r.kind, r.hit);
+                        best.offer_key(r.kind, r.key);
                     }
                 }
             });
         }
-        self.wild.eval(arena, path, best);
+        set.wild.eval(arena, path, best);
     }
 
     /// Approximate heap bytes held (not counting the arena).
     pub fn heap_bytes(&self) -> usize {
-        self.lits.lits.capacity() * 8
-            + self.lits.parent.capacity() * 4
-            + self.lit_best.capacity() * std::mem::size_of::<(Best, Best)>()
-            + self.sufs.lits.capacity() * 8
-            + self.sufs.parent.capacity() * 4
-            + self
-                .suf_rules
-                .iter()
-                .map(|v| v.capacity() * std::mem::size_of::<SuffixRule>() + 24)
-                .sum::<usize>()
-            + self.wild.heap_bytes()
+        match self {
+            RuleSet::Linear(rules) => rules.capacity() * std::mem::size_of::<LinearRule>(),
+            RuleSet::Indexed(set) => {
+                std::mem::size_of::<Indexed>()
+                    + set.own.capacity()
+                    + set.lits.lits.capacity() * 8
+                    + set.lits.parent.capacity() * 4
+                    + set.lit_best.capacity() * std::mem::size_of::<(Best, Best)>()
+                    + set.sufs.lits.capacity() * 8
+                    + set.sufs.parent.capacity() * 4
+                    + set
+                        .suf_rules
+                        .iter()
+                        .map(|v| v.capacity() * std::mem::size_of::<SuffixRule>() + 24)
+                        .sum::<usize>()
+                    + set.wild.heap_bytes()
+            }
+        }
     }
 }
 
@@ -361,14 +546,15 @@ mod tests {
         let mut a = Vec::new();
         let pat = compile_google(p.as_bytes(), &mut a);
         let show = |s: &Span| String::from_utf8_lossy(s.get(&a)).into_owned();
-        match shape(&a, &pat) {
+        let mut mids = vec![Span::default()];
+        match shape(&a, &pat, &mut mids) {
             Shape::Prefix(l) => format!("prefix {}", show(&l)),
             Shape::Exact(l) => format!("exact {}", show(&l)),
             Shape::Suffix { first, last } => format!("suffix {} {}", show(&first), show(&last)),
-            Shape::Wild { first, mids, last } => format!(
+            Shape::Wild { first, mids: at, last } => format!(
                 "wild {} {:?} {:?}",
                 show(&first),
-                mids.iter().map(show).collect::<Vec<_>>(),
+                mids[at..].iter().map(show).collect::<Vec<_>>(),
                 last.map(|l| show(&l))
             ),
         }
@@ -384,6 +570,8 @@ mod tests {
         assert_eq!(s("/*.php$"), "suffix / .php");
         assert_eq!(s("/a**b*c$"), r#"wild /a ["b"] Some("c")"#);
         assert_eq!(s("/a*b*$"), r#"wild /a ["b"] None"#);
+        assert_eq!(s("*a*b"), r#"wild  ["a", "b"] None"#);
+        assert_eq!(s("/a*b"), r#"wild /a ["b"] None"#);
     }
 
     fn eval(rules: &[(&str, RuleKind)], path: &str, min: usize) -> (bool, Option<u32>) {
@@ -397,12 +585,61 @@ mod tests {
                 rule: i as u32,
             })
             .collect();
-        let set = RuleSet::build(&mut arena, &inputs, min);
+        // Pad to more than LINEAR_MAX_RULES with rules that never match, to use the index.
+        let mut inputs = inputs;
+        for i in 0..LINEAR_MAX_RULES {
+            let pattern = compile_google(format!("/never-{i}").as_bytes(), &mut arena);
+            inputs.push(RuleInput { kind: RuleKind::Disallow, pattern, rule: 1000 + i as u32 });
+        }
+        let set = RuleSet::build(&arena, &inputs, min);
         let mut best = Best::default();
         set.eval(&arena, path.as_bytes(), &mut best);
         let (ok, hit) = best.allowed();
         (ok, hit.map(|h| h.1.rule))
     }
+    #[test]
+    fn sorted_by_bytes_is_byte_order() {
+        let words: Vec<&[u8]> = vec![
+            b"/$2788/a/b",
+            b"/$2788/a",
+            b"",
+            b"/",
+            b"/$2788/a/c",
+            b"/$2788/A",
+            b"a\0",
+            b"a",
+            b"/$2788/a/b",
+            b"abcdefghij",
+            b"abcdefg",
+            b"abcdefgh",
+            b"abcdefghi\xff",
+            b"\xff",
+        ];
+        let order = sorted_by_bytes(&words);
+        let got: Vec<&[u8]> = order.iter().map(|&i| words[i as usize]).collect();
+        let mut want = words.clone();
+        want.sort();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn glob_match_cases() {
+        for (p, anchored, path, want) in [
+            ("/a", false, "/ab", true),
+            ("/a", true, "/ab", false),
+            ("/a", true, "/a", true),
+            ("/a*b", false, "/axxb", true),
+            ("/a*b", true, "/axxbx", false),
+            ("/a*b", true, "/abxb", true),
+            ("*", false, "/", true),
+            ("/a*", true, "/abc", true),
+            ("/*b*c", true, "/bcbc", true),
+            ("/*bc*c", true, "/bc", false),
+        ] {
+            assert_eq!(glob_match(p.as_bytes(), anchored, path.as_bytes()), want, "{p} {anchored} {path}");
+        }
+    }
+
     #[test]
     fn precedence_longest_then_allow() {
         use RuleKind::*;

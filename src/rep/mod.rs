@@ -218,15 +218,15 @@ impl RobotsTxt {
     fn verdict(&self, profile: Profile, reading: Reading, agent: &str, path: &[u8]) -> Verdict<'_> {
         let data = self.reading(reading);
         let applied = data.applied(agent);
-        let best = self.parsed.eval(data, applied, path);
+        let best = self.parsed.eval(applied, path);
         let (allowed, hit) = best.allowed();
         let decided = Decided::Rules { robots: self, reading, applied, hit: hit.map(|h| h.1) };
         Verdict { allowed, profile, split: false, decided }
     }
 
     /// Sitemap URLs listed anywhere in the file, in file order.
-    pub fn sitemaps(&self) -> &[String] {
-        &self.parsed.sitemaps
+    pub fn sitemaps(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        self.parsed.sitemaps.iter().map(|&s| self.parsed.text(s))
     }
 
     /// The `crawl-delay` (in seconds) of the groups that apply to `agent`, under the
@@ -323,14 +323,22 @@ pub struct MatchedRule<'a> {
 }
 
 /// A group that applied to the agent of a check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct GroupRef<'a> {
     /// Line of the group's first `user-agent` line.
     pub line: u32,
-    /// The product tokens the group names, lower-cased as the reading read them.
-    pub agents: &'a [Box<str>],
     /// The group applied because it names the agent (not through `*`).
     pub specific: bool,
+    reading: &'a ReadingData,
+    group: &'a reading::GroupData,
+}
+
+impl<'a> GroupRef<'a> {
+    /// The product tokens the group names, lower-cased as the reading read them (a `*`
+    /// line is not listed).
+    pub fn agents(&self) -> impl Iterator<Item = &'a str> + 'a {
+        self.reading.group_agents(self.group)
+    }
 }
 
 impl<'a> Verdict<'a> {
@@ -394,8 +402,9 @@ impl<'a> Verdict<'a> {
         applied.into_iter().flat_map(move |a| {
             let data = robots.map(|r| r.reading(reading));
             a.groups.iter().filter_map(move |&g| {
-                let group = &data?.groups[g as usize];
-                Some(GroupRef { line: group.line, agents: &group.agents, specific: a.specific })
+                let reading = data?;
+                let group = &reading.groups[g as usize];
+                Some(GroupRef { line: group.line, specific: a.specific, reading, group })
             })
         })
     }

@@ -111,12 +111,7 @@ pub fn parse<H: Handler>(body: &[u8], dialect: Dialect, handler: &mut H) -> Body
     facts.ignored_bytes = body.len() - cut;
     let (body, bom) = strip_bom(&body[..cut]);
     facts.bom = bom;
-    let mut number = 0u32;
-    for_each_line(body, |line| {
-        number += 1;
-        parse_line(number, line, dialect, handler);
-    });
-    facts.lines = number;
+    facts.lines = for_each_line(body, |number, line| parse_line(number, line, dialect, handler));
     facts
 }
 
@@ -127,32 +122,52 @@ fn strip_bom(body: &[u8]) -> (&[u8], bool) {
     (&body[n..], n > 0)
 }
 
-/// Calls `f` with every line of `body` (without its line break). A final line without a
-/// line break is reported too; an empty body is one empty line, as in Google's parser.
-pub(crate) fn for_each_line<'a>(body: &'a [u8], mut f: impl FnMut(&'a [u8])) {
+/// Calls `f(number, line)` for every non-empty line of `body` (without its line
+/// break); returns the number of lines. Line numbers count CR, LF and CRLF as one break.
+pub(crate) fn for_each_line<'a>(body: &'a [u8], mut f: impl FnMut(u32, &'a [u8])) -> u32 {
+    let mut number = 1u32;
     let mut start = 0;
-    loop {
-        match memchr2(b'\n', b'\r', &body[start..]) {
-            Some(off) => {
-                let end = start + off;
-                f(&body[start..end]);
-                start = end + 1;
-                if body[end] == b'\r' && body.get(start) == Some(&b'\n') {
-                    start += 1;
-                }
-            }
-            None => {
-                f(&body[start..]);
-                return;
-            }
+    while let Some(off) = memchr2(b'\n', b'\r', &body[start..]) {
+        let end = start + off;
+        if end > start {
+            f(number, &body[start..end]);
         }
+        // The run of line breaks: each CR or LF is one, except an LF right after a CR.
+        let mut i = end;
+        let mut prev = 0u8;
+        while let Some(&b) = body.get(i) {
+            match b {
+                b'\n' if prev == b'\r' => {}
+                b'\n' | b'\r' => number += 1,
+                _ => break,
+            }
+            prev = b;
+            i += 1;
+        }
+        start = i;
     }
+    if start < body.len() {
+        f(number, &body[start..]);
+    }
+    number
 }
 
 /// ASCII whitespace as C's `isspace` sees it: space, `\t`, `\n`, `\v`, `\f`, `\r`.
 #[inline]
 fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r')
+}
+
+#[inline]
+fn trim_start(mut s: &[u8]) -> &[u8] {
+    while let [first, rest @ ..] = s {
+        if is_space(*first) {
+            s = rest;
+        } else {
+            break;
+        }
+    }
+    s
 }
 
 #[inline]
@@ -205,14 +220,30 @@ fn google_cut<'a, H: Handler>(number: u32, mut line: &'a [u8], handler: &mut H) 
 #[allow(clippy::type_complexity)]
 #[inline]
 fn split_key_value(mut line: &[u8], dialect: Dialect) -> Result<Option<(&[u8], &[u8])>, (&[u8], Malformed)> {
-    if let Some(hash) = memchr(b'#', line) {
-        line = &line[..hash];
+    // One pass for the comment and the first ':' (short lines are the rule: no memchr).
+    let mut colon = None;
+    if line.len() <= 64 {
+        for (i, &b) in line.iter().enumerate() {
+            if b == b'#' {
+                line = &line[..i];
+                break;
+            }
+            if b == b':' && colon.is_none() {
+                colon = Some(i);
+            }
+        }
+    } else {
+        if let Some(hash) = memchr(b'#', line) {
+            line = &line[..hash];
+        }
+        colon = memchr(b':', line);
     }
+    let start = line.len() - trim_start(line).len();
     let line = trim(line);
     if line.is_empty() {
         return Ok(None);
     }
-    let (key, value) = match memchr(b':', line) {
+    let (key, value) = match colon.map(|c| c - start) {
         Some(colon) => (trim(&line[..colon]), trim(&line[colon + 1..])),
         None => match dialect {
             Dialect::Rfc => return Err((line, Malformed::NoSeparator)),
@@ -248,9 +279,7 @@ pub(crate) fn parse_dual<'a>(
     facts.ignored_bytes = body.len() - cut;
     let (body, bom) = strip_bom(&body[..cut]);
     facts.bom = bom;
-    let mut number = 0u32;
-    for_each_line(body, |line| {
-        number += 1;
+    facts.lines = for_each_line(body, |number, line| {
         let rfc = split_key_value(line, Dialect::Rfc);
         let gline = google_cut(number, line, &mut Quiet);
         let google = if gline.len() == line.len() {
@@ -268,7 +297,6 @@ pub(crate) fn parse_dual<'a>(
             f(number, g, r);
         }
     });
-    facts.lines = number;
     facts
 }
 

@@ -205,6 +205,16 @@ pub(crate) fn canonicalize(input: &[u8], rule: bool, out: &mut Vec<u8>) {
     let mut query_at = None;
     let mut i = 0;
     while i < input.len() {
+        // Copy the run of octets that stay as they are in one go.
+        let run = input[i..]
+            .iter()
+            .position(|&b| CLASS[b as usize] & LITERAL == 0 || b == b'?' || b == b'*')
+            .unwrap_or(input.len() - i);
+        out.extend_from_slice(&input[i..i + run]);
+        i += run;
+        if i == input.len() {
+            break;
+        }
         let b = input[i];
         if b == b'?' && !in_query {
             in_query = true;

@@ -2,8 +2,11 @@
 //! rule sets are shared between the readings wherever the readings agree, which they do
 //! for nearly every line of nearly every file.
 
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
 use super::RuleKind;
-use super::matcher::{Best, RuleInput, RuleSet};
+use super::matcher::{Best, RuleInput, RuleSet, sorted_by_bytes};
 use super::parser::{self, BodyFacts, Key, LineView};
 use super::pattern::{self, Pat, Span};
 
@@ -23,21 +26,41 @@ pub(crate) struct RuleInfo {
 pub(crate) struct GroupData {
     /// Line of the group's first user-agent line.
     pub line: u32,
-    /// The product tokens as the reading extracted them (lower-case), in file order.
-    pub agents: Vec<Box<str>>,
-    /// Index into [`Parsed::rulesets`].
-    pub ruleset: u32,
+    /// The product tokens as the reading extracted them (lower-case), in file order:
+    /// a range of [`ReadingData::agent_spans`].
+    pub agents: (u32, u32),
+    /// Range of [`ReadingData::rules`].
+    pub rules: (u32, u32),
     pub crawl_delay: Option<f64>,
+}
+
+/// No rule set: no group applies.
+pub(crate) const NO_SET: u32 = u32::MAX;
+
+/// The groups one product token (or `*`) selects.
+#[derive(Debug, Clone, Copy, Default)]
+struct AgentEntry {
+    token: Span,
+    /// Range of [`ReadingData::agent_groups`].
+    groups: (u32, u32),
+    /// The rule set of all these groups' rules: an index into [`Parsed::sets`], or
+    /// [`NO_SET`].
+    set: u32,
 }
 
 /// The groups of one reading and an index from agent to groups.
 #[derive(Debug, Default)]
 pub(crate) struct ReadingData {
     pub groups: Vec<GroupData>,
-    /// Sorted by token: (lower-case token, range in `agent_groups`).
-    agents: Vec<(Box<[u8]>, u32, u32)>,
+    /// Every group's rules, group after group.
+    rules: Vec<GroupRule>,
+    /// Lower-case tokens; `agent_spans` and the entries point here.
+    tokens: Vec<u8>,
+    agent_spans: Vec<Span>,
+    /// Sorted by token.
+    agents: Vec<AgentEntry>,
     agent_groups: Vec<u32>,
-    global_groups: Vec<u32>,
+    global: AgentEntry,
 }
 
 /// The groups that apply to one agent.
@@ -46,6 +69,19 @@ pub(crate) struct Applied<'a> {
     pub groups: &'a [u32],
     /// The groups name the agent (rather than `*`).
     pub specific: bool,
+    /// Their rule set, or [`NO_SET`].
+    set: u32,
+}
+
+/// A rule set that is compiled the first time a check needs it: the rules of some
+/// groups of one reading. Most agents a file names are never checked, so most sets are
+/// never built.
+#[derive(Debug)]
+pub(crate) struct SetSlot {
+    google: bool,
+    /// Range of that reading's `agent_groups`.
+    groups: (u32, u32),
+    set: OnceLock<RuleSet>,
 }
 
 /// Both readings of a file.
@@ -54,10 +90,12 @@ pub(crate) struct Parsed {
     pub rules: Vec<RuleInfo>,
     /// Rule values as written (valid UTF-8) and compiled patterns; rule sets point here.
     pub arena: Vec<u8>,
-    pub rulesets: Vec<RuleSet>,
+    pub sets: Vec<SetSlot>,
+    automaton_min_rules: usize,
     pub google: ReadingData,
     pub rfc: ReadingData,
-    pub sitemaps: Vec<String>,
+    /// Sitemap URLs: (start, end) of UTF-8 text in `arena`.
+    pub sitemaps: Vec<(u32, u32)>,
     pub facts: BodyFacts,
 }
 
@@ -73,30 +111,45 @@ impl Parsed {
     }
 
     pub fn rule_text(&self, rule: &RuleInfo) -> &str {
-        std::str::from_utf8(&self.arena[rule.text.0 as usize..rule.text.1 as usize]).unwrap_or("")
+        self.text(rule.text)
+    }
+
+    /// Text stored in the arena (always UTF-8).
+    pub fn text(&self, (start, end): (u32, u32)) -> &str {
+        std::str::from_utf8(&self.arena[start as usize..end as usize]).unwrap_or("")
     }
 
     /// The best allow and disallow among the groups that apply.
-    pub fn eval(&self, reading: &ReadingData, applied: Applied<'_>, path: &[u8]) -> Best {
+    pub fn eval(&self, applied: Applied<'_>, path: &[u8]) -> Best {
         let mut best = Best::default();
-        let mut last = u32::MAX;
-        for &g in applied.groups {
-            let set = reading.groups[g as usize].ruleset;
-            if set != last {
-                self.rulesets[set as usize].eval(&self.arena, path, &mut best);
-                last = set;
-            }
+        if let Some(slot) = self.sets.get(applied.set as usize) {
+            slot.set.get_or_init(|| self.build_set(slot)).eval(&self.arena, path, &mut best);
         }
         best
+    }
+
+    fn build_set(&self, slot: &SetSlot) -> RuleSet {
+        let reading = if slot.google { &self.google } else { &self.rfc };
+        let groups = &reading.agent_groups[slot.groups.0 as usize..slot.groups.1 as usize];
+        let inputs: Vec<RuleInput> = groups
+            .iter()
+            .flat_map(|&g| reading.group_rules(g))
+            .map(|r| RuleInput { kind: self.rules[r.id as usize].kind, pattern: r.pat, rule: r.id })
+            .collect();
+        RuleSet::build(&self.arena, &inputs, self.automaton_min_rules)
     }
 
     pub fn heap_bytes(&self) -> usize {
         self.rules.capacity() * std::mem::size_of::<RuleInfo>()
             + self.arena.capacity()
-            + self.rulesets.iter().map(|r| r.heap_bytes() + std::mem::size_of::<RuleSet>()).sum::<usize>()
+            + self
+                .sets
+                .iter()
+                .map(|s| std::mem::size_of::<SetSlot>() + s.set.get().map_or(0, |r| r.heap_bytes()))
+                .sum::<usize>()
             + self.google.heap_bytes()
             + self.rfc.heap_bytes()
-            + self.sitemaps.iter().map(|s| s.capacity() + 24).sum::<usize>()
+            + self.sitemaps.capacity() * 8
     }
 }
 
@@ -104,24 +157,36 @@ impl ReadingData {
     /// The groups that apply to `agent`: every group naming it, else every `*` group.
     pub fn applied(&self, agent: &str) -> Applied<'_> {
         let agent = agent.as_bytes();
-        let found = self.agents.binary_search_by(|(token, _, _)| {
-            token.iter().copied().cmp(agent.iter().map(|b| b.to_ascii_lowercase()))
+        let found = self.agents.binary_search_by(|e| {
+            e.token.get(&self.tokens).iter().copied().cmp(agent.iter().map(|b| b.to_ascii_lowercase()))
         });
-        match found {
-            Ok(i) if !agent.is_empty() => {
-                let (_, lo, hi) = self.agents[i];
-                Applied { groups: &self.agent_groups[lo as usize..hi as usize], specific: true }
-            }
-            _ => Applied { groups: &self.global_groups, specific: false },
-        }
+        let (entry, specific) = match found {
+            Ok(i) if !agent.is_empty() => (&self.agents[i], true),
+            _ => (&self.global, false),
+        };
+        let (lo, hi) = entry.groups;
+        Applied { groups: &self.agent_groups[lo as usize..hi as usize], specific, set: entry.set }
+    }
+
+    fn group_rules(&self, g: u32) -> &[GroupRule] {
+        let (a, b) = self.groups[g as usize].rules;
+        &self.rules[a as usize..b as usize]
+    }
+
+    /// The tokens a group names.
+    pub fn group_agents(&self, g: &GroupData) -> impl Iterator<Item = &str> + '_ {
+        self.agent_spans[g.agents.0 as usize..g.agents.1 as usize]
+            .iter()
+            .map(|s| std::str::from_utf8(s.get(&self.tokens)).unwrap_or(""))
     }
 
     fn heap_bytes(&self) -> usize {
         self.groups.capacity() * std::mem::size_of::<GroupData>()
-            + self.groups.iter().map(|g| g.agents.iter().map(|a| a.len() + 16).sum::<usize>()).sum::<usize>()
-            + self.agents.iter().map(|a| a.0.len() + 24).sum::<usize>()
+            + self.rules.capacity() * std::mem::size_of::<GroupRule>()
+            + self.tokens.capacity()
+            + self.agent_spans.capacity() * 8
+            + self.agents.capacity() * std::mem::size_of::<AgentEntry>()
             + self.agent_groups.capacity() * 4
-            + self.global_groups.capacity() * 4
     }
 }
 
@@ -135,9 +200,11 @@ struct GroupRule {
 #[derive(Debug, Default)]
 struct GroupBuild {
     line: u32,
-    agents: Vec<Box<str>>,
+    /// Range of `ReadingBuild::agent_spans`.
+    agents: (u32, u32),
     global: bool,
-    rules: Vec<GroupRule>,
+    /// Range of `ReadingBuild::rules`.
+    rules: (u32, u32),
     crawl_delay: Option<f64>,
 }
 
@@ -146,6 +213,9 @@ struct GroupBuild {
 struct ReadingBuild {
     google: bool,
     groups: Vec<GroupBuild>,
+    rules: Vec<GroupRule>,
+    tokens: Vec<u8>,
+    agent_spans: Vec<Span>,
     /// The current group has seen an allow/disallow line (even an empty one), so the
     /// next user-agent line starts a new group.
     rule_open: bool,
@@ -154,28 +224,42 @@ struct ReadingBuild {
 impl ReadingBuild {
     fn user_agent(&mut self, line: u32, value: &[u8]) {
         if self.groups.is_empty() || self.rule_open {
-            self.groups.push(GroupBuild { line, ..GroupBuild::default() });
+            let (a, r) = (self.agent_spans.len() as u32, self.rules.len() as u32);
+            self.groups.push(GroupBuild { line, agents: (a, a), rules: (r, r), ..GroupBuild::default() });
             self.rule_open = false;
         }
-        let Some(group) = self.groups.last_mut() else { return };
-        if self.google {
+        let token = if self.google {
             // Google: a '*' followed by whitespace and more is still global; otherwise the
             // token is the leading run of [a-zA-Z_-].
             if value.first() == Some(&b'*') && value.get(1).is_none_or(|b| b.is_ascii_whitespace()) {
-                group.global = true;
+                None
             } else {
                 let n = value
                     .iter()
                     .take_while(|b| b.is_ascii_alphabetic() || **b == b'-' || **b == b'_')
                     .count();
-                if n > 0 {
-                    group.agents.push(lower(&value[..n]));
-                }
+                Some(&value[..n])
             }
         } else if value == b"*" {
-            group.global = true;
-        } else if !value.is_empty() {
-            group.agents.push(lower(value));
+            None
+        } else {
+            Some(value)
+        };
+        let Some(group) = self.groups.last_mut() else { return };
+        match token {
+            None => group.global = true,
+            Some([]) => {}
+            Some(token) => {
+                let start = self.tokens.len();
+                match std::str::from_utf8(token) {
+                    Ok(t) => self.tokens.extend_from_slice(t.as_bytes()),
+                    Err(_) => self.tokens.extend_from_slice(String::from_utf8_lossy(token).as_bytes()),
+                }
+                self.tokens[start..].make_ascii_lowercase();
+                let span = Span { start: start as u32, len: (self.tokens.len() - start) as u32 };
+                self.agent_spans.push(span);
+                group.agents.1 = self.agent_spans.len() as u32;
+            }
         }
     }
 
@@ -190,7 +274,8 @@ impl ReadingBuild {
 
     fn push(&mut self, rule: GroupRule) {
         if let Some(g) = self.groups.last_mut() {
-            g.rules.push(rule);
+            self.rules.push(rule);
+            g.rules.1 = self.rules.len() as u32;
         }
     }
 
@@ -201,17 +286,13 @@ impl ReadingBuild {
     }
 }
 
-fn lower(bytes: &[u8]) -> Box<str> {
-    String::from_utf8_lossy(bytes).to_ascii_lowercase().into_boxed_str()
-}
-
 #[derive(Debug)]
 struct DualBuilder {
     google: ReadingBuild,
     rfc: ReadingBuild,
     rules: Vec<RuleInfo>,
     arena: Vec<u8>,
-    sitemaps: Vec<String>,
+    sitemaps: Vec<(u32, u32)>,
     body_utf8: bool,
 }
 
@@ -309,7 +390,9 @@ impl DualBuilder {
             && !v.is_empty()
         {
             {
-                self.sitemaps.push(String::from_utf8_lossy(v).into_owned());
+                let start = self.arena.len() as u32;
+                self.push_text(v, true);
+                self.sitemaps.push((start, self.arena.len() as u32));
             }
         }
     }
@@ -318,19 +401,29 @@ impl DualBuilder {
     /// limit), so it is UTF-8 when the body is.
     fn add_rule(&mut self, kind: RuleKind, line: u32, value: &[u8], uncut: bool) -> u32 {
         let start = self.arena.len() as u32;
-        if (uncut && self.body_utf8) || std::str::from_utf8(value).is_ok() {
-            self.arena.extend_from_slice(value);
-        } else {
-            self.arena.extend_from_slice(String::from_utf8_lossy(value).as_bytes());
-        }
+        self.push_text(value, uncut);
         let id = self.rules.len() as u32;
         self.rules.push(RuleInfo { kind, line, text: (start, self.arena.len() as u32), implied: false });
         id
     }
 
+    /// Appends `value` to the arena as UTF-8 text (lossy when it is not UTF-8).
+    fn push_text(&mut self, value: &[u8], uncut: bool) {
+        if (uncut && self.body_utf8) || std::str::from_utf8(value).is_ok() {
+            self.arena.extend_from_slice(value);
+        } else {
+            self.arena.extend_from_slice(String::from_utf8_lossy(value).as_bytes());
+        }
+    }
+
     /// Google: an allow whose last `/` is followed by `index.htm` also allows the
     /// directory itself: the pattern up to that `/`, plus `$`.
     fn index_html(&mut self, line: u32, value: &[u8]) {
+        // Escaping leaves '/' and the ASCII of "index.htm" alone: test the raw value first.
+        let raw_slash = value.iter().rposition(|&b| b == b'/');
+        if !raw_slash.is_some_and(|s| value[s..].starts_with(b"/index.htm")) {
+            return;
+        }
         let mut escaped = Vec::new();
         pattern::google_escape(value, &mut escaped);
         let Some(slash) = escaped.iter().rposition(|&b| b == b'/') else { return };
@@ -345,74 +438,128 @@ impl DualBuilder {
     }
 
     fn finish(self, automaton_min_rules: usize) -> Parsed {
-        let mut parsed = Parsed { rules: self.rules, sitemaps: self.sitemaps, ..Parsed::default() };
-        let mut arena = self.arena;
-        let build = |parsed: &mut Parsed, arena: &mut Vec<u8>, rules: &[GroupRule]| -> u32 {
-            let inputs: Vec<RuleInput> = rules
-                .iter()
-                .map(|r| RuleInput { kind: parsed.rules[r.id as usize].kind, pattern: r.pat, rule: r.id })
-                .collect();
-            parsed.rulesets.push(RuleSet::build(arena, &inputs, automaton_min_rules));
-            parsed.rulesets.len() as u32 - 1
+        let mut parsed = Parsed {
+            rules: self.rules,
+            sitemaps: self.sitemaps,
+            arena: self.arena,
+            automaton_min_rules,
+            ..Parsed::default()
         };
-        let same = |arena: &[u8], a: &[GroupRule], b: &[GroupRule]| {
-            a.len() == b.len()
-                && a.iter().zip(b).all(|(x, y)| {
-                    x.id == y.id
-                        && x.pat.anchored == y.pat.anchored
-                        && (x.pat.span == y.pat.span || x.pat.span.get(arena) == y.pat.span.get(arena))
-                })
-        };
-        let mut google_sets = Vec::with_capacity(self.google.groups.len());
-        for g in &self.google.groups {
-            google_sets.push(build(&mut parsed, &mut arena, &g.rules));
-        }
-        let mut rfc_sets = Vec::with_capacity(self.rfc.groups.len());
-        for (i, g) in self.rfc.groups.iter().enumerate() {
-            let shared = self.google.groups.get(i).is_some_and(|gg| same(&arena, &gg.rules, &g.rules));
-            rfc_sets.push(if shared { google_sets[i] } else { build(&mut parsed, &mut arena, &g.rules) });
-        }
-        parsed.google = index(self.google.groups, google_sets);
-        parsed.rfc = index(self.rfc.groups, rfc_sets);
-        arena.shrink_to_fit();
-        parsed.arena = arena;
+        parsed.arena.shrink_to_fit();
+        let (google, google_slots) = index(self.google, &mut parsed.sets, true, None);
+        // An rfc group with the same rules as the google group at the same place can use
+        // google's sets.
+        let same: Vec<bool> = (0..self.rfc.groups.len())
+            .map(|g| {
+                let (Some(gg), Some(rg)) = (google.groups.get(g), self.rfc.groups.get(g)) else {
+                    return false;
+                };
+                let a = &google.rules[gg.rules.0 as usize..gg.rules.1 as usize];
+                let b = &self.rfc.rules[rg.rules.0 as usize..rg.rules.1 as usize];
+                a.len() == b.len()
+                    && a.iter().zip(b).all(|(x, y)| {
+                        x.id == y.id
+                            && x.pat.anchored == y.pat.anchored
+                            && (x.pat.span == y.pat.span
+                                || x.pat.span.get(&parsed.arena) == y.pat.span.get(&parsed.arena))
+                    })
+            })
+            .collect();
+        let (rfc, _) = index(self.rfc, &mut parsed.sets, false, Some((&google_slots, &same)));
+        parsed.google = google;
+        parsed.rfc = rfc;
         parsed
     }
 }
 
-fn index(groups: Vec<GroupBuild>, sets: Vec<u32>) -> ReadingData {
-    let mut data = ReadingData::default();
-    let mut tokens: Vec<(Box<[u8]>, u32)> = Vec::new();
-    for (g, (build, set)) in groups.into_iter().zip(sets).enumerate() {
-        let g = g as u32;
-        for a in &build.agents {
-            tokens.push((a.as_bytes().into(), g));
+/// Indexes one reading: agents to their groups, and one (lazy) rule set per distinct
+/// list of groups. With `shared`, lists whose groups all have the same rules as in the
+/// google reading reuse google's set.
+#[allow(clippy::type_complexity)]
+fn index(
+    build: ReadingBuild,
+    sets: &mut Vec<SetSlot>,
+    google: bool,
+    shared: Option<(&HashMap<Vec<u32>, u32, foldhash::fast::RandomState>, &[bool])>,
+) -> (ReadingData, HashMap<Vec<u32>, u32, foldhash::fast::RandomState>) {
+    let ReadingBuild { groups, rules, tokens, agent_spans, .. } = build;
+    let mut data = ReadingData { rules, tokens, agent_spans, ..ReadingData::default() };
+    let mut pairs: Vec<(Span, u32)> = Vec::new();
+    let mut global: Vec<u32> = Vec::new();
+    for (g, gb) in groups.iter().enumerate() {
+        for &s in &data.agent_spans[gb.agents.0 as usize..gb.agents.1 as usize] {
+            pairs.push((s, g as u32));
         }
-        if build.global {
-            data.global_groups.push(g);
+        if gb.global {
+            global.push(g as u32);
         }
         data.groups.push(GroupData {
-            line: build.line,
-            agents: build.agents,
-            ruleset: set,
-            crawl_delay: build.crawl_delay,
+            line: gb.line,
+            agents: gb.agents,
+            rules: gb.rules,
+            crawl_delay: gb.crawl_delay,
         });
     }
-    tokens.sort_unstable();
-    tokens.dedup();
-    let mut i = 0;
-    while i < tokens.len() {
+    let tokens = &data.tokens;
+    let order = sorted_by_bytes(&pairs.iter().map(|p| p.0.get(tokens)).collect::<Vec<_>>());
+    let mut entries: Vec<AgentEntry> = Vec::new();
+    let mut k = 0;
+    while k < order.len() {
+        let token = pairs[order[k] as usize].0;
         let lo = data.agent_groups.len() as u32;
-        let mut j = i;
-        while j < tokens.len() && tokens[j].0 == tokens[i].0 {
-            data.agent_groups.push(tokens[j].1);
-            j += 1;
+        while k < order.len() && pairs[order[k] as usize].0.get(tokens) == token.get(tokens) {
+            data.agent_groups.push(pairs[order[k] as usize].1);
+            k += 1;
         }
-        let token = std::mem::take(&mut tokens[i].0);
-        data.agents.push((token, lo, data.agent_groups.len() as u32));
-        i = j;
+        // Group ids in file order, once each.
+        let list = &mut data.agent_groups[lo as usize..];
+        list.sort_unstable();
+        let n = dedup_sorted(list);
+        data.agent_groups.truncate(lo as usize + n);
+        entries.push(AgentEntry { token, groups: (lo, data.agent_groups.len() as u32), set: NO_SET });
     }
-    data
+    let lo = data.agent_groups.len() as u32;
+    data.agent_groups.extend_from_slice(&global);
+    let mut global =
+        AgentEntry { token: Span::default(), groups: (lo, data.agent_groups.len() as u32), set: NO_SET };
+    let mut slots: HashMap<Vec<u32>, u32, foldhash::fast::RandomState> = HashMap::default();
+    for e in entries.iter_mut().chain([&mut global]) {
+        let list = &data.agent_groups[e.groups.0 as usize..e.groups.1 as usize];
+        if list.is_empty() {
+            continue;
+        }
+        if let Some(&set) = slots.get(list) {
+            e.set = set;
+            continue;
+        }
+        let reuse = shared.and_then(|(google_slots, same)| {
+            if list.iter().all(|&g| same.get(g as usize).copied().unwrap_or(false)) {
+                google_slots.get(list).copied()
+            } else {
+                None
+            }
+        });
+        e.set = reuse.unwrap_or_else(|| {
+            sets.push(SetSlot { google, groups: e.groups, set: OnceLock::new() });
+            sets.len() as u32 - 1
+        });
+        slots.insert(list.to_vec(), e.set);
+    }
+    data.agents = entries;
+    data.global = global;
+    (data, slots)
+}
+
+/// Removes adjacent duplicates in place; returns the new length.
+fn dedup_sorted(list: &mut [u32]) -> usize {
+    let mut n = 0;
+    for i in 0..list.len() {
+        if n == 0 || list[n - 1] != list[i] {
+            list[n] = list[i];
+            n += 1;
+        }
+    }
+    n
 }
 
 /// A crawl-delay value in seconds: a non-negative finite decimal number.
