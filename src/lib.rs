@@ -2,8 +2,26 @@
 //! without changing them.
 //!
 //! - [`rep`]: the robots.txt engine (parsing and matching; pure, no I/O).
+//! - [`origin`]: the origin (scheme, host, port) a robots.txt file belongs to.
+//! - [`net`]: outbound connections (DNS, destination guard, TCP, TLS).
+//! - [`fetch`]: getting an origin's robots.txt (status classes, redirects, limits).
+//! - [`policy`]: the per-origin cache and the decision for a request.
+//! - [`audit`]: the decision log (JSON Lines) and robots.txt snapshots.
+//! - [`layer`]: `RobotsLayer`, the tower middleware that enforces the decisions.
+//! - [`proxy`]: the forward proxy (HTTP/1.1, CONNECT) around the layer.
+//! - [`config`]: the TOML configuration.
+//! - [`app`]: the proxy assembled from a configuration.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod app;
+pub mod audit;
+pub mod config;
+pub mod fetch;
+pub mod layer;
+pub mod net;
+pub mod origin;
+pub mod policy;
+pub mod proxy;
 pub mod rep;

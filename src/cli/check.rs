@@ -1,19 +1,47 @@
-//! `robotsgate check`: decide URLs against a robots.txt file.
+//! `robotsgate check`: decide URLs against a robots.txt file, or against each origin's
+//! live robots.txt.
 
+use std::collections::HashMap;
 use std::io::{self, Read, Write};
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use robotsgate::fetch::{FetchConfig, Fetcher};
+use robotsgate::net::{self, Connector, DnsConfig, Guard, Resolver, TlsConfig};
+use robotsgate::origin::Origin;
+use robotsgate::policy::{Decision, PolicyConfig, Reason as PolicyReason, RobotsPolicy};
 use robotsgate::rep::{self, Profile, Reason, RobotsTxt, Verdict};
 use serde_json::json;
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// The robots.txt file to check against (`-` reads standard input).
+    /// The robots.txt file to check against (`-` reads standard input). Without it, each
+    /// URL's origin's robots.txt is fetched (live mode).
     #[arg(long, value_name = "FILE|-")]
-    robots: PathBuf,
+    robots: Option<PathBuf>,
+
+    /// Live mode: the User-Agent sent when fetching robots.txt (default: the token and
+    /// robotsgate's name and version).
+    #[arg(long, value_name = "STRING")]
+    user_agent: Option<String>,
+
+    /// Live mode: timeout for connecting, for the response headers and for the body, each.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    timeout: f64,
+
+    /// Live mode: also trust the CA certificates in this PEM file.
+    #[arg(long, value_name = "FILE")]
+    upstream_ca: Vec<PathBuf>,
+
+    /// Live mode: resolve HOST to ADDRESS instead of asking DNS (repeatable), as curl's
+    /// `--resolve`.
+    #[arg(long, value_name = "HOST=ADDRESS")]
+    resolve: Vec<String>,
 
     /// The crawler's product token (letters, `-` and `_`), e.g. `ExampleBot`.
     #[arg(long, value_name = "TOKEN")]
@@ -48,7 +76,10 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     for url in &args.urls {
         check_url(url)?;
     }
-    let body = read_robots(&args.robots)?;
+    let Some(robots_path) = &args.robots else {
+        return live(&args);
+    };
+    let body = read_robots(robots_path)?;
     let robots = RobotsTxt::parse(&body);
     let mut out = io::BufWriter::new(io::stdout().lock());
     let mut any_disallowed = false;
@@ -70,6 +101,137 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         return stdout_error(e);
     }
     Ok(ExitCode::from(if any_disallowed { 1 } else { 0 }))
+}
+
+/// Live mode: fetch each origin's robots.txt (once per origin) and decide.
+fn live(args: &CheckArgs) -> anyhow::Result<ExitCode> {
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        bail!("--timeout must be a positive number of seconds");
+    }
+    let timeout = Duration::from_secs_f64(args.timeout);
+    let mut overrides: HashMap<String, Vec<IpAddr>> = HashMap::new();
+    for r in &args.resolve {
+        let (host, addr) =
+            r.split_once('=').with_context(|| format!("--resolve {r:?}: expected HOST=ADDRESS"))?;
+        let ip: IpAddr =
+            addr.parse().with_context(|| format!("--resolve {r:?}: {addr:?} is not an IP address"))?;
+        overrides.entry(host.to_ascii_lowercase()).or_default().push(ip);
+    }
+    let mut tls = TlsConfig::default();
+    for path in &args.upstream_ca {
+        tls.extra_roots.extend(net::load_pem_certs(path)?);
+    }
+    let user_agent = args
+        .user_agent
+        .clone()
+        .unwrap_or_else(|| format!("{} robotsgate/{}", args.agent, env!("CARGO_PKG_VERSION")));
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start tokio")?;
+    runtime.block_on(async {
+        let resolver = Resolver::new(&DnsConfig { servers: Vec::new(), overrides });
+        let tls = net::client_config(&tls, &[b"http/1.1"])?;
+        // The operator runs this by hand: no destination guard.
+        let connector = Connector::new(resolver, Arc::new(Guard::permissive()), tls, timeout);
+        let config = FetchConfig {
+            user_agent,
+            header_timeout: timeout,
+            body_timeout: timeout,
+            ..FetchConfig::default()
+        };
+        let policy = RobotsPolicy::new(Fetcher::new(connector, config), PolicyConfig::default());
+        let agent: Arc<str> = args.agent.as_str().into();
+        let mut out = io::BufWriter::new(io::stdout().lock());
+        let mut any_disallowed = false;
+        for url in &args.urls {
+            let origin = Origin::parse(url)?;
+            let path = rep::path_of_url(url);
+            let d = policy.decide_with(&origin, &path, agent.clone(), args.profile).await;
+            any_disallowed |= !d.allowed;
+            let written = if args.json {
+                writeln!(out, "{}", json_decision(url, &d))
+            } else {
+                let word = if d.allowed { "allowed" } else { "disallowed" };
+                match fetch_summary(&d) {
+                    Some(s) => writeln!(out, "{word} {url} {d}; robots.txt: {s}"),
+                    None => writeln!(out, "{word} {url} {d}"),
+                }
+            };
+            if let Err(e) = written {
+                return stdout_error(e);
+            }
+        }
+        if let Err(e) = out.flush() {
+            return stdout_error(e);
+        }
+        Ok(ExitCode::from(if any_disallowed { 1 } else { 0 }))
+    })
+}
+
+/// What the robots.txt fetch gave, in a few words: `200, 1234 bytes`, `404 → allow all`,
+/// `HTTP status 503 → disallow all`.
+fn fetch_summary(d: &Decision) -> Option<String> {
+    let facts = d.fetch_facts()?;
+    let redirects = match facts.redirects {
+        0 => String::new(),
+        n => format!(" after {n} redirect{} to {}", if n == 1 { "" } else { "s" }, facts.final_url),
+    };
+    Some(match &d.reason {
+        // The decision says it all, but for the redirects.
+        PolicyReason::Unavailable { .. }
+        | PolicyReason::TooManyRedirects
+        | PolicyReason::Unreachable { .. } => {
+            if redirects.is_empty() {
+                return None;
+            }
+            redirects.trim_start().to_owned()
+        }
+        _ => {
+            let status = facts.status.map_or_else(String::new, |s| s.to_string());
+            let cut = if facts.truncated { ", cut at 500 KiB" } else { "" };
+            format!("{status}{redirects}, {} bytes{cut}", facts.bytes)
+        }
+    })
+}
+
+fn json_decision(url: &str, d: &Decision) -> serde_json::Value {
+    let rule = match &d.reason {
+        PolicyReason::Rule { kind, line, reading, implied_by_index_html, .. } => json!({
+            "kind": kind.as_str(),
+            "pattern": d.rule_pattern(),
+            "line": line,
+            "reading": reading.as_str(),
+            "implied_by_index_html": implied_by_index_html,
+        }),
+        _ => serde_json::Value::Null,
+    };
+    let robots = d.fetch_facts().map(|f| {
+        json!({
+            "url": f.url,
+            "final_url": f.final_url,
+            "redirects": f.redirects,
+            "status": f.status,
+            "bytes": f.bytes,
+            "truncated": f.truncated,
+            "sha256": f.sha256_hex(),
+            "duration_ms": f.duration.as_secs_f64() * 1000.0,
+        })
+    });
+    let cause = match &d.reason {
+        PolicyReason::Unreachable { cause } => Some(cause.to_string()),
+        _ => d.failure.as_ref().map(|f| f.cause.to_string()),
+    };
+    json!({
+        "url": url,
+        "allowed": d.allowed,
+        "agent": &*d.agent,
+        "profile": d.profile.as_str(),
+        "reason": d.reason.class(),
+        "rule": rule,
+        "robots_txt": robots,
+        "unreachable_cause": cause,
+        "stale": d.stale,
+        "explanation": d.to_string(),
+    })
 }
 
 fn stdout_error(e: io::Error) -> anyhow::Result<ExitCode> {

@@ -1,6 +1,7 @@
 //! Command-line parsing and the subcommands.
 
 mod check;
+mod run;
 
 use std::process::ExitCode;
 
@@ -16,7 +17,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Check URLs against a robots.txt file.
+    /// Run the forward proxy (built-in configuration unless --config is given).
+    Run(run::RunArgs),
+    /// Check URLs against a robots.txt file, or against each origin's live robots.txt.
     Check(check::CheckArgs),
 }
 
@@ -33,6 +36,7 @@ pub fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
+        Command::Run(args) => run::run(args),
         Command::Check(args) => check::run(args),
     };
     match result {

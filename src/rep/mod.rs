@@ -224,6 +224,23 @@ impl RobotsTxt {
         Verdict { allowed, profile, split: false, decided }
     }
 
+    /// The rule `id` (from a [`MatchedRule`] of this file), as the given reading saw it.
+    pub fn rule(&self, id: RuleId, reading: Reading) -> Option<MatchedRule<'_>> {
+        self.matched(id, reading)
+    }
+
+    fn matched(&self, id: RuleId, reading: Reading) -> Option<MatchedRule<'_>> {
+        let info = self.parsed.rules.get(id.0 as usize)?;
+        Some(MatchedRule {
+            id,
+            kind: info.kind,
+            pattern: self.parsed.rule_text(info),
+            line: info.line,
+            reading,
+            implied_by_index_html: info.implied,
+        })
+    }
+
     /// Sitemap URLs listed anywhere in the file, in file order.
     pub fn sitemaps(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
         self.parsed.sitemaps.iter().map(|&s| self.parsed.text(s))
@@ -310,6 +327,8 @@ pub enum Reason<'a> {
 /// The rule that decided a verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MatchedRule<'a> {
+    /// Which rule of the file this is: [`RobotsTxt::rule`] finds it again.
+    pub id: RuleId,
     /// Allow or disallow.
     pub kind: RuleKind,
     /// The pattern as written in the file (after Google's line cut, in that reading).
@@ -321,6 +340,11 @@ pub struct MatchedRule<'a> {
     /// Google's `index.html` rule: `allow: /d/index.html` also allows `/d/` itself.
     pub implied_by_index_html: bool,
 }
+
+/// Identifies a rule of one [`RobotsTxt`], so a caller can keep a verdict's rule without
+/// borrowing the file (see [`RobotsTxt::rule`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RuleId(u32);
 
 /// A group that applied to the agent of a check.
 #[derive(Debug, Clone, Copy)]
@@ -358,14 +382,14 @@ impl<'a> Verdict<'a> {
             Decided::RobotsTxt => Reason::RobotsTxt,
             Decided::Rules { hit: None, .. } => Reason::NoRuleMatched,
             Decided::Rules { robots, reading, hit: Some(hit), .. } => {
-                let info = &robots.parsed.rules[hit.rule as usize];
-                Reason::Rule(MatchedRule {
-                    kind: info.kind,
-                    pattern: robots.parsed.rule_text(info),
-                    line: info.line,
+                Reason::Rule(robots.matched(RuleId(hit.rule), reading).unwrap_or(MatchedRule {
+                    id: RuleId(hit.rule),
+                    kind: RuleKind::Disallow,
+                    pattern: "",
+                    line: 0,
                     reading,
-                    implied_by_index_html: info.implied,
-                })
+                    implied_by_index_html: false,
+                }))
             }
         }
     }

@@ -1,0 +1,432 @@
+//! Getting one origin's robots.txt the way RFC 9309 §2.3 and Google say.
+//!
+//! | what comes back | [`FetchResult`] | means |
+//! |---|---|---|
+//! | 2xx | `Success` | parse the body |
+//! | 3xx with `Location` | (followed, up to [`FetchConfig::max_redirects`] hops, across hosts) | |
+//! | more redirects than that | `TooManyRedirects` | unavailable: allow all |
+//! | 4xx except 429 | `Unavailable` | allow all |
+//! | 429, 5xx, any other status, a 3xx without a usable `Location` | `Unreachable` | disallow all |
+//! | DNS failure, refused or reset connection, TLS failure, invalid HTTP, a body that cannot be decoded, a timeout | `Unreachable` | disallow all |
+//!
+//! Only the first [`FetchConfig::max_body_bytes`] (500 KiB) of the *decoded* body are
+//! read; the rest is ignored and the fetch does not fail, so a compressed bomb stays small.
+//! `gzip`, `deflate` and `br` are decoded.
+
+use std::io;
+use std::time::{Duration, SystemTime};
+
+use async_compression::tokio::bufread::{BrotliDecoder, GzipDecoder, ZlibDecoder};
+use bytes::Bytes;
+use futures_util::TryStreamExt;
+use http::header::{
+    ACCEPT, ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING, LOCATION, RETRY_AFTER, USER_AGENT,
+};
+use http::{HeaderMap, Request, StatusCode};
+use http_body_util::{BodyDataStream, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::time::Instant;
+use tokio_util::io::StreamReader;
+
+use crate::net::{ConnectError, Connector};
+use crate::origin::Origin;
+use crate::rep::MAX_ROBOTS_TXT_BYTES;
+
+/// How robots.txt files are fetched.
+#[derive(Debug, Clone)]
+pub struct FetchConfig {
+    /// The `User-Agent` sent; it should contain the crawler's product token.
+    pub user_agent: String,
+    /// From sending a request to having the response headers.
+    pub header_timeout: Duration,
+    /// For reading the whole body.
+    pub body_timeout: Duration,
+    /// Redirect hops followed before giving up (RFC 9309: at least 5).
+    pub max_redirects: u8,
+    /// Decoded body bytes read (RFC 9309: at least 500 KiB).
+    pub max_body_bytes: usize,
+}
+
+impl Default for FetchConfig {
+    fn default() -> Self {
+        FetchConfig {
+            user_agent: concat!("robotsgate/", env!("CARGO_PKG_VERSION")).into(),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(20),
+            max_redirects: 5,
+            max_body_bytes: MAX_ROBOTS_TXT_BYTES,
+        }
+    }
+}
+
+/// What a fetch of one origin's robots.txt gave.
+#[derive(Debug, Clone)]
+pub struct FetchOutcome {
+    /// The robots.txt URL of the origin.
+    pub url: String,
+    /// The URL the last response came from (after redirects).
+    pub final_url: String,
+    /// Redirect hops followed.
+    pub redirects: u8,
+    /// The class of the result.
+    pub result: FetchResult,
+    /// The decoded body (at most `max_body_bytes`); empty unless `Success`.
+    pub body: Bytes,
+    /// The body went on past `max_body_bytes` (the rest was ignored).
+    pub truncated: bool,
+    /// SHA-256 of `body`, when a 2xx body was read.
+    pub sha256: Option<[u8; 32]>,
+    /// Wall-clock time the fetch started.
+    pub fetched_at: SystemTime,
+    /// How long the fetch took.
+    pub duration: Duration,
+    /// `Cache-Control: max-age` (`no-cache`/`no-store`: zero) of the last response.
+    pub max_age: Option<Duration>,
+    /// `Retry-After` of a 429 or 503 answer.
+    pub retry_after: Option<Duration>,
+}
+
+/// The class of a fetch result (see the [module docs](self)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FetchResult {
+    /// A 2xx response: its body holds the rules.
+    Success {
+        /// The status code.
+        status: u16,
+    },
+    /// A 4xx response other than 429: no rules (allow all).
+    Unavailable {
+        /// The status code.
+        status: u16,
+    },
+    /// More redirects than allowed: treated as unavailable (allow all).
+    TooManyRedirects,
+    /// Server or network error: the rules are unknown (disallow all).
+    Unreachable(Unreachable),
+}
+
+/// Why a robots.txt was unreachable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unreachable {
+    /// 429, 5xx or a status RFC 9309 does not define.
+    #[error("HTTP status {0}")]
+    Status(u16),
+    /// No connection (DNS, refused, reset, TLS, guard, connect timeout).
+    #[error("{0}")]
+    Connect(ConnectError),
+    /// No response headers within the header timeout.
+    #[error("no response headers within {0:?}")]
+    HeaderTimeout(Duration),
+    /// The body did not arrive within the body timeout.
+    #[error("body not received within {0:?}")]
+    BodyTimeout(Duration),
+    /// Invalid HTTP or a connection that broke mid-response.
+    #[error("invalid or interrupted response: {0}")]
+    Protocol(String),
+    /// A body that could not be decoded.
+    #[error("cannot decode the body: {0}")]
+    Decode(String),
+    /// A redirect without a usable `Location`.
+    #[error("bad redirect: {0}")]
+    BadRedirect(String),
+}
+
+impl Unreachable {
+    /// A short stable name of the failure class, for logs, metrics and the audit log.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Unreachable::Status(429) => "status_429",
+            Unreachable::Status(s) if (500..600).contains(s) => "status_5xx",
+            Unreachable::Status(_) => "status_other",
+            Unreachable::Connect(e) => e.class(),
+            Unreachable::HeaderTimeout(_) => "header_timeout",
+            Unreachable::BodyTimeout(_) => "body_timeout",
+            Unreachable::Protocol(_) => "protocol",
+            Unreachable::Decode(_) => "decode",
+            Unreachable::BadRedirect(_) => "bad_redirect",
+        }
+    }
+}
+
+/// Fetches robots.txt files over a pooled HTTP/1.1 client.
+#[derive(Clone, Debug)]
+pub struct Fetcher {
+    client: Client<Connector, Empty<Bytes>>,
+    config: FetchConfig,
+}
+
+impl Fetcher {
+    /// A fetcher connecting through `connector`.
+    pub fn new(connector: Connector, config: FetchConfig) -> Fetcher {
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .pool_max_idle_per_host(2)
+            .build(connector);
+        Fetcher { client, config }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &FetchConfig {
+        &self.config
+    }
+
+    /// Fetches `origin`'s robots.txt. Never fails: every failure is an outcome.
+    pub async fn fetch(&self, origin: &Origin) -> FetchOutcome {
+        let started = Instant::now();
+        let url = origin.robots_url();
+        let mut outcome = FetchOutcome {
+            final_url: url.clone(),
+            url,
+            redirects: 0,
+            result: FetchResult::Unreachable(Unreachable::Protocol("not fetched".into())),
+            body: Bytes::new(),
+            truncated: false,
+            sha256: None,
+            fetched_at: SystemTime::now(),
+            duration: Duration::ZERO,
+            max_age: None,
+            retry_after: None,
+        };
+        outcome.result = self.run(&mut outcome).await;
+        outcome.duration = started.elapsed();
+        outcome
+    }
+
+    async fn run(&self, out: &mut FetchOutcome) -> FetchResult {
+        loop {
+            let uri: http::Uri = match out.final_url.parse() {
+                Ok(u) => u,
+                Err(e) => {
+                    return FetchResult::Unreachable(Unreachable::BadRedirect(format!(
+                        "{}: {e}",
+                        out.final_url
+                    )));
+                }
+            };
+            let req = Request::get(uri)
+                .header(USER_AGENT, &self.config.user_agent)
+                .header(ACCEPT, "text/plain, */*;q=0.5")
+                .header(ACCEPT_ENCODING, "gzip, deflate, br")
+                .body(Empty::new());
+            let req = match req {
+                Ok(r) => r,
+                Err(e) => return FetchResult::Unreachable(Unreachable::Protocol(e.to_string())),
+            };
+            let response = match tokio::time::timeout(self.config.header_timeout, self.client.request(req))
+                .await
+            {
+                Err(_) => {
+                    return FetchResult::Unreachable(Unreachable::HeaderTimeout(self.config.header_timeout));
+                }
+                Ok(Err(e)) => return FetchResult::Unreachable(client_error(&e)),
+                Ok(Ok(r)) => r,
+            };
+            let status = response.status();
+            out.max_age = max_age(response.headers());
+            if status.is_redirection() {
+                let Some(next) = redirect_target(&out.final_url, response.headers(), status) else {
+                    let why = format!("{} without a usable Location", status.as_u16());
+                    return FetchResult::Unreachable(Unreachable::BadRedirect(why));
+                };
+                if out.redirects >= self.config.max_redirects {
+                    return FetchResult::TooManyRedirects;
+                }
+                out.redirects += 1;
+                out.final_url = next;
+                continue;
+            }
+            let code = status.as_u16();
+            if status.is_success() {
+                return match self.read_body(response).await {
+                    Ok((body, truncated)) => {
+                        out.sha256 = Some(Sha256::digest(&body).into());
+                        out.body = body;
+                        out.truncated = truncated;
+                        FetchResult::Success { status: code }
+                    }
+                    Err(e) => FetchResult::Unreachable(e),
+                };
+            }
+            if status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS {
+                return FetchResult::Unavailable { status: code };
+            }
+            if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+                out.retry_after = retry_after(response.headers());
+            }
+            return FetchResult::Unreachable(Unreachable::Status(code));
+        }
+    }
+
+    /// Reads and decodes the body, at most `max_body_bytes` of it.
+    async fn read_body(
+        &self,
+        response: http::Response<hyper::body::Incoming>,
+    ) -> Result<(Bytes, bool), Unreachable> {
+        let encoding = response
+            .headers()
+            .get(CONTENT_ENCODING)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_ascii_lowercase())
+            .unwrap_or_default();
+        let stream = BodyDataStream::new(response.into_body()).map_err(io::Error::other);
+        let raw = StreamReader::new(stream);
+        let mut reader: Box<dyn AsyncRead + Unpin + Send> = match encoding.as_str() {
+            "" | "identity" => Box::new(raw),
+            "gzip" | "x-gzip" => Box::new(GzipDecoder::new(raw)),
+            "deflate" => Box::new(ZlibDecoder::new(raw)),
+            "br" => Box::new(BrotliDecoder::new(raw)),
+            other => return Err(Unreachable::Decode(format!("unsupported content-encoding {other:?}"))),
+        };
+        let limit = self.config.max_body_bytes;
+        let mut buf = Vec::with_capacity(limit.min(64 * 1024));
+        let mut limited = (&mut reader).take(limit as u64 + 1);
+        match tokio::time::timeout(self.config.body_timeout, limited.read_to_end(&mut buf)).await {
+            Err(_) => return Err(Unreachable::BodyTimeout(self.config.body_timeout)),
+            Ok(Err(e)) => return Err(body_error(e)),
+            Ok(Ok(_)) => {}
+        }
+        let truncated = buf.len() > limit;
+        buf.truncate(limit);
+        Ok((Bytes::from(buf), truncated))
+    }
+}
+
+/// The next URL of a redirect: `Location` resolved against the current URL, http(s) only.
+fn redirect_target(current: &str, headers: &HeaderMap, status: StatusCode) -> Option<String> {
+    if !matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308) {
+        return None;
+    }
+    let location = headers.get(LOCATION)?.to_str().ok()?;
+    let next = url::Url::parse(current).ok()?.join(location.trim()).ok()?;
+    matches!(next.scheme(), "http" | "https").then(|| next.to_string())
+}
+
+/// `max-age` (or `s-maxage`, which a shared cache like this one prefers) of a
+/// `Cache-Control` header; `no-cache` and `no-store` count as zero.
+fn max_age(headers: &HeaderMap) -> Option<Duration> {
+    let mut max_age = None;
+    let mut shared = None;
+    for value in headers.get_all(CACHE_CONTROL) {
+        let Ok(value) = value.to_str() else { continue };
+        for directive in value.split(',') {
+            let directive = directive.trim();
+            let (name, arg) = match directive.split_once('=') {
+                Some((n, a)) => (n.trim(), Some(a.trim().trim_matches('"'))),
+                None => (directive, None),
+            };
+            let secs = || arg.and_then(|a| a.parse::<u64>().ok()).map(Duration::from_secs);
+            match name.to_ascii_lowercase().as_str() {
+                "no-store" | "no-cache" => return Some(Duration::ZERO),
+                "max-age" => max_age = max_age.or_else(secs),
+                "s-maxage" => shared = shared.or_else(secs),
+                _ => {}
+            }
+        }
+    }
+    shared.or(max_age)
+}
+
+/// `Retry-After` in seconds or as an HTTP date.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(when.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO))
+}
+
+/// Classifies an error of the HTTP client.
+fn client_error(e: &hyper_util::client::legacy::Error) -> Unreachable {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(c) = s.downcast_ref::<ConnectError>() {
+            return Unreachable::Connect(c.clone());
+        }
+        source = s.source();
+    }
+    Unreachable::Protocol(error_chain(e))
+}
+
+/// Classifies an error while reading the body: the transport (hyper) or the decoder.
+fn body_error(e: io::Error) -> Unreachable {
+    let transport = e.get_ref().is_some_and(|inner| inner.downcast_ref::<hyper::Error>().is_some());
+    if transport || e.kind() == io::ErrorKind::UnexpectedEof && e.get_ref().is_none() {
+        Unreachable::Protocol(error_chain(&e))
+    } else {
+        Unreachable::Decode(error_chain(&e))
+    }
+}
+
+/// An error and its sources, joined with ": ".
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        let text = inner.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        source = inner.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn cache_control() {
+        assert_eq!(
+            max_age(&headers(&[("cache-control", "public, max-age=600")])),
+            Some(Duration::from_secs(600))
+        );
+        assert_eq!(
+            max_age(&headers(&[("cache-control", "max-age=600, s-maxage=60")])),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(max_age(&headers(&[("cache-control", "no-cache")])), Some(Duration::ZERO));
+        assert_eq!(max_age(&headers(&[("cache-control", "max-age=abc")])), None);
+        assert_eq!(max_age(&headers(&[])), None);
+    }
+
+    #[test]
+    fn redirects() {
+        let h = headers(&[("location", "/other/robots.txt")]);
+        assert_eq!(
+            redirect_target("http://a.test/robots.txt", &h, StatusCode::MOVED_PERMANENTLY).as_deref(),
+            Some("http://a.test/other/robots.txt")
+        );
+        let h = headers(&[("location", "https://b.test:8443/robots.txt")]);
+        assert_eq!(
+            redirect_target("http://a.test/robots.txt", &h, StatusCode::FOUND).as_deref(),
+            Some("https://b.test:8443/robots.txt")
+        );
+        let h = headers(&[("location", "ftp://b.test/robots.txt")]);
+        assert_eq!(redirect_target("http://a.test/robots.txt", &h, StatusCode::FOUND), None);
+        assert_eq!(redirect_target("http://a.test/robots.txt", &headers(&[]), StatusCode::FOUND), None);
+        let h = headers(&[("location", "/x")]);
+        assert_eq!(redirect_target("http://a.test/robots.txt", &h, StatusCode::NOT_MODIFIED), None);
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        assert_eq!(retry_after(&headers(&[("retry-after", "120")])), Some(Duration::from_secs(120)));
+        let past = httpdate::fmt_http_date(SystemTime::now() - Duration::from_secs(60));
+        assert_eq!(retry_after(&headers(&[("retry-after", &past)])), Some(Duration::ZERO));
+        assert_eq!(retry_after(&headers(&[("retry-after", "soon")])), None);
+    }
+}

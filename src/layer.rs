@@ -1,0 +1,456 @@
+//! `RobotsLayer`: a tower middleware that lets a request through only when the target's
+//! robots.txt allows it for the crawler's product token.
+//!
+//! The target comes from an absolute-form URI (`GET http://example.com/x`), else from the
+//! `Host` header and a configured scheme, or from the authority of a `CONNECT` (a
+//! host-level check: "is `/` allowed?", logged with `path_visible: false`).
+//!
+//! - Disallowed: the inner service is **not** called. The answer is `403` with a short
+//!   `text/plain` body, the header `x-robotsgate: disallowed`, and the [`Decision`] in the
+//!   response extensions, so an embedding client can tell it from an origin's 403.
+//! - Allowed: the inner service is called with the [`Decision`] in the request extensions.
+//! - Report-only ([`RobotsLayer::report_only`]): decide and log, never block.
+//! - Every decision goes to the audit log, if one is set; when the log fails closed, the
+//!   answer is `503` and nothing is forwarded.
+//!
+//! # Example
+//! ```no_run
+//! # async fn demo(policy: robotsgate::policy::RobotsPolicy) {
+//! use bytes::Bytes;
+//! use http_body_util::Empty;
+//! use hyper_util::client::legacy::Client;
+//! use hyper_util::rt::TokioExecutor;
+//! use robotsgate::layer::RobotsLayer;
+//! use tower::{Service, ServiceBuilder, ServiceExt};
+//!
+//! let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+//! let mut svc = ServiceBuilder::new().layer(RobotsLayer::new(policy, "ExampleBot")).service(client);
+//! let req = http::Request::get("http://example.com/private/x").body(Empty::new()).unwrap();
+//! let res = svc.ready().await.unwrap().call(req).await.unwrap();
+//! if robotsgate::layer::is_robotsgate_refusal(&res) {
+//!     println!("robots.txt says no");
+//! }
+//! # }
+//! ```
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HOST, USER_AGENT};
+use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{Either, Full};
+use tokio::time::Instant;
+use tower::{Layer, Service};
+
+use crate::audit::{AuditLog, RequestFacts};
+use crate::origin::{Origin, Scheme, request_path};
+use crate::policy::{Decision, RobotsPolicy};
+use crate::rep::is_valid_product_token;
+
+/// The header robotsgate puts on the answers it makes itself.
+pub const ROBOTSGATE_HEADER: &str = "x-robotsgate";
+
+/// Whether a response is robotsgate's own refusal (not the origin's).
+pub fn is_robotsgate_refusal<B>(res: &Response<B>) -> bool {
+    res.headers().get(ROBOTSGATE_HEADER).is_some_and(|v| v == "disallowed")
+}
+
+/// The client's address, put into the request extensions by the proxy (for the log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub SocketAddr);
+
+/// The authenticated proxy user, put into the request extensions by the proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyUser(pub Arc<str>);
+
+/// The response body: the inner service's, or robotsgate's own.
+pub type RobotsBody<B> = Either<B, Full<Bytes>>;
+
+/// Why no product token could be chosen for a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// The request does not say which crawler it is for.
+    #[error("no product token for this request: {0}")]
+    Missing(String),
+    /// The token given is not an RFC 9309 product token.
+    #[error("invalid product token {0:?} (letters, '-' and '_' only)")]
+    Invalid(String),
+}
+
+/// Chooses the product token a request is checked for. It may also change the request
+/// (e.g. remove a header that carried the token, before the request is forwarded).
+pub trait SelectToken: Send + Sync + 'static {
+    /// The token for this request.
+    fn select(&self, parts: &mut http::request::Parts) -> Result<Arc<str>, TokenError>;
+}
+
+impl<F> SelectToken for F
+where
+    F: Fn(&mut http::request::Parts) -> Result<Arc<str>, TokenError> + Send + Sync + 'static,
+{
+    fn select(&self, parts: &mut http::request::Parts) -> Result<Arc<str>, TokenError> {
+        self(parts)
+    }
+}
+
+/// The built-in ways to choose a product token.
+#[derive(Debug, Clone)]
+pub enum TokenSelector {
+    /// Always the same token.
+    Fixed(Arc<str>),
+    /// By the authenticated proxy user: a per-user token, else the default.
+    ProxyUser {
+        /// user → token
+        users: HashMap<String, Arc<str>>,
+        /// For users not listed (none: such requests are refused).
+        default: Option<Arc<str>>,
+    },
+    /// From a request header, which is removed before forwarding.
+    Header {
+        /// The header.
+        name: HeaderName,
+        /// When the header is absent (none: such requests are refused).
+        default: Option<Arc<str>>,
+    },
+    /// By the request's `User-Agent`: the first rule whose text it contains.
+    UserAgent {
+        /// (substring, token), in order.
+        rules: Vec<(String, Arc<str>)>,
+        /// When no rule matches (none: such requests are refused).
+        default: Option<Arc<str>>,
+    },
+}
+
+impl SelectToken for TokenSelector {
+    fn select(&self, parts: &mut http::request::Parts) -> Result<Arc<str>, TokenError> {
+        let or_default = |d: &Option<Arc<str>>, why: String| d.clone().ok_or(TokenError::Missing(why));
+        match self {
+            TokenSelector::Fixed(t) => Ok(t.clone()),
+            TokenSelector::ProxyUser { users, default } => match parts.extensions.get::<ProxyUser>() {
+                Some(u) => match users.get(&*u.0) {
+                    Some(t) => Ok(t.clone()),
+                    None => or_default(default, format!("proxy user {:?} has no product token", u.0)),
+                },
+                None => or_default(default, "no proxy user".into()),
+            },
+            TokenSelector::Header { name, default } => match parts.headers.remove(name) {
+                Some(v) => {
+                    let t = v
+                        .to_str()
+                        .map_err(|_| TokenError::Invalid(String::from_utf8_lossy(v.as_bytes()).into()))?;
+                    let t = t.trim();
+                    if !is_valid_product_token(t) {
+                        return Err(TokenError::Invalid(t.to_owned()));
+                    }
+                    Ok(t.into())
+                }
+                None => or_default(default, format!("no {name} header")),
+            },
+            TokenSelector::UserAgent { rules, default } => {
+                let ua = parts.headers.get(USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("");
+                match rules.iter().find(|(needle, _)| ua.contains(needle.as_str())) {
+                    Some((_, t)) => Ok(t.clone()),
+                    None => or_default(default, format!("no product token for User-Agent {ua:?}")),
+                }
+            }
+        }
+    }
+}
+
+/// Enforce or only report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Disallowed requests are answered with 403.
+    #[default]
+    Enforce,
+    /// Decide and log; let everything through.
+    ReportOnly,
+}
+
+/// Applies [`RobotsService`] to a service.
+#[derive(Clone)]
+pub struct RobotsLayer {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    policy: RobotsPolicy,
+    selector: Arc<dyn SelectToken>,
+    mode: Mode,
+    scheme: Scheme,
+    audit: Option<AuditLog>,
+    ids: RequestIds,
+}
+
+impl fmt::Debug for RobotsLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RobotsLayer")
+            .field("mode", &self.shared.mode)
+            .field("scheme", &self.shared.scheme)
+            .field("audit", &self.shared.audit.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RobotsLayer {
+    /// A layer checking every request for the fixed product `token`.
+    pub fn new(policy: RobotsPolicy, token: impl Into<Arc<str>>) -> RobotsLayer {
+        RobotsLayer {
+            shared: Arc::new(Shared {
+                policy,
+                selector: Arc::new(TokenSelector::Fixed(token.into())),
+                mode: Mode::Enforce,
+                scheme: Scheme::Http,
+                audit: None,
+                ids: RequestIds::new(),
+            }),
+        }
+    }
+
+    fn edit(mut self, f: impl FnOnce(&mut Shared)) -> RobotsLayer {
+        match Arc::get_mut(&mut self.shared) {
+            Some(s) => f(s),
+            None => {
+                let s = &*self.shared;
+                let mut copy = Shared {
+                    policy: s.policy.clone(),
+                    selector: s.selector.clone(),
+                    mode: s.mode,
+                    scheme: s.scheme,
+                    audit: s.audit.clone(),
+                    ids: RequestIds::new(),
+                };
+                f(&mut copy);
+                self.shared = Arc::new(copy);
+            }
+        }
+        self
+    }
+
+    /// Chooses the product token per request.
+    pub fn with_selector(self, selector: impl SelectToken) -> RobotsLayer {
+        self.edit(|s| s.selector = Arc::new(selector))
+    }
+
+    /// Enforce (default) or report only.
+    pub fn with_mode(self, mode: Mode) -> RobotsLayer {
+        self.edit(|s| s.mode = mode)
+    }
+
+    /// Decide and log, never block.
+    pub fn report_only(self) -> RobotsLayer {
+        self.with_mode(Mode::ReportOnly)
+    }
+
+    /// The scheme of requests in origin form (`GET /x` with a `Host` header); http by
+    /// default.
+    pub fn with_scheme(self, scheme: Scheme) -> RobotsLayer {
+        self.edit(|s| s.scheme = scheme)
+    }
+
+    /// Writes every decision to `audit`.
+    pub fn with_audit(self, audit: AuditLog) -> RobotsLayer {
+        self.edit(|s| s.audit = Some(audit))
+    }
+}
+
+impl<S> Layer<S> for RobotsLayer {
+    type Service = RobotsService<S>;
+
+    fn layer(&self, inner: S) -> RobotsService<S> {
+        RobotsService { inner, shared: self.shared.clone() }
+    }
+}
+
+/// Checks each request against robots.txt before passing it on. See the [module
+/// docs](self).
+#[derive(Clone)]
+pub struct RobotsService<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S: fmt::Debug> fmt::Debug for RobotsService<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RobotsService").field("inner", &self.inner).finish_non_exhaustive()
+    }
+}
+
+/// The response future of [`RobotsService`].
+pub struct ResponseFuture<T, E> {
+    inner: Pin<Box<dyn Future<Output = Result<T, E>> + Send>>,
+}
+
+impl<T, E> Future for ResponseFuture<T, E> {
+    type Output = Result<T, E>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl<T, E> fmt::Debug for ResponseFuture<T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ResponseFuture")
+    }
+}
+
+impl<S, B, ResBody> Service<Request<B>> for RobotsService<S>
+where
+    S: Service<Request<B>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: Send + 'static,
+    ResBody: Send + 'static,
+{
+    type Response = Response<RobotsBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<Self::Response, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        // The clone is not ready; the instance that was polled ready serves this call.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let shared = self.shared.clone();
+        ResponseFuture {
+            inner: Box::pin(async move {
+                let (mut parts, body) = req.into_parts();
+                match shared.check(&mut parts).await {
+                    Ok(decision) => {
+                        parts.extensions.insert(decision);
+                        let res = inner.call(Request::from_parts(parts, body)).await?;
+                        Ok(res.map(Either::Left))
+                    }
+                    Err(refusal) => Ok(refusal.map(Either::Right)),
+                }
+            }),
+        }
+    }
+}
+
+/// Where a request goes, as the layer sees it.
+struct Target {
+    origin: Origin,
+    path: String,
+    path_visible: bool,
+    url: String,
+}
+
+impl Shared {
+    /// Decides a request: `Ok` with the decision to forward it, `Err` with robotsgate's
+    /// own answer.
+    async fn check(&self, parts: &mut http::request::Parts) -> Result<Decision, Response<Full<Bytes>>> {
+        let started = Instant::now();
+        let target =
+            self.target(parts).map_err(|why| answer(StatusCode::BAD_REQUEST, "bad-request", &why))?;
+        if let Some(audit) = &self.audit
+            && let Err(e) = audit.accepting()
+        {
+            return Err(answer(StatusCode::SERVICE_UNAVAILABLE, "audit-unavailable", &e.to_string()));
+        }
+        let token = self
+            .selector
+            .select(parts)
+            .map_err(|e| answer(StatusCode::BAD_REQUEST, "no-token", &e.to_string()))?;
+        let decision = self.policy.decide(&target.origin, &target.path, token).await;
+        let report_only = self.mode == Mode::ReportOnly;
+        if let Some(audit) = &self.audit {
+            let id = self.ids.next();
+            let user = parts.extensions.get::<ProxyUser>().map(|u| u.0.clone());
+            let facts = RequestFacts {
+                request_id: &id,
+                client: parts.extensions.get::<ClientAddr>().map(|c| c.0),
+                user: user.as_deref(),
+                method: parts.method.as_str(),
+                url: &target.url,
+                path_visible: target.path_visible,
+                report_only,
+                elapsed: started.elapsed(),
+            };
+            let record = audit.decision_record(&decision, facts);
+            if let Err(e) = audit.decision(record).await {
+                return Err(answer(StatusCode::SERVICE_UNAVAILABLE, "audit-unavailable", &e.to_string()));
+            }
+        }
+        if decision.allowed || report_only {
+            return Ok(decision);
+        }
+        let body = format!(
+            "robotsgate: request disallowed by robots.txt\nURL: {}\nProduct token: {}\nDecided by: {}\nrobots.txt: {}\n",
+            target.url,
+            decision.agent,
+            decision,
+            decision.origin.robots_url(),
+        );
+        let mut res = answer(StatusCode::FORBIDDEN, "disallowed", "");
+        *res.body_mut() = Full::new(Bytes::from(body));
+        res.extensions_mut().insert(decision);
+        Err(res)
+    }
+
+    fn target(&self, parts: &http::request::Parts) -> Result<Target, String> {
+        let uri = &parts.uri;
+        if parts.method == Method::CONNECT {
+            let authority = uri.authority().ok_or("CONNECT needs host:port")?;
+            let scheme = if authority.port_u16() == Some(80) { Scheme::Http } else { Scheme::Https };
+            let origin = Origin::from_authority(scheme, authority.as_str()).map_err(|e| e.to_string())?;
+            let url = format!("{origin}/");
+            return Ok(Target { origin, path: "/".into(), path_visible: false, url });
+        }
+        let origin = if uri.scheme().is_some() {
+            Origin::from_uri(uri).map_err(|e| e.to_string())?
+        } else {
+            let host = parts
+                .headers
+                .get(HOST)
+                .and_then(|h| h.to_str().ok())
+                .ok_or("the request has neither an absolute URI nor a Host header")?;
+            Origin::from_authority(self.scheme, host).map_err(|e| e.to_string())?
+        };
+        let path = request_path(uri).into_owned();
+        let url = format!("{origin}{path}");
+        Ok(Target { origin, path, path_visible: true, url })
+    }
+}
+
+/// A short `text/plain` answer made by robotsgate.
+pub(crate) fn answer(status: StatusCode, kind: &'static str, text: &str) -> Response<Full<Bytes>> {
+    let mut body = String::from("robotsgate: ");
+    body.push_str(if text.is_empty() { status.canonical_reason().unwrap_or("") } else { text });
+    body.push('\n');
+    let mut res = Response::new(Full::new(Bytes::from(body)));
+    *res.status_mut() = status;
+    res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    res.headers_mut().insert(ROBOTSGATE_HEADER, HeaderValue::from_static(kind));
+    res
+}
+
+/// Request ids: unique within a process run, ordered, and unlikely to repeat across runs.
+struct RequestIds {
+    prefix: u64,
+    next: AtomicU64,
+}
+
+impl RequestIds {
+    fn new() -> RequestIds {
+        let nanos =
+            SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        RequestIds { prefix: nanos ^ (std::process::id() as u64) << 48, next: AtomicU64::new(0) }
+    }
+
+    fn next(&self) -> String {
+        format!("{:016x}-{:08x}", self.prefix, self.next.fetch_add(1, Ordering::Relaxed))
+    }
+}

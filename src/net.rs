@@ -1,0 +1,737 @@
+//! Outbound connections, shared by the robots.txt fetcher and the proxy: DNS
+//! (hickory-resolver, plus static `host → address` overrides), the destination guard,
+//! TCP with a deadline, and TLS (rustls with the webpki roots plus configured extra roots).
+//!
+//! A destination is resolved once, every address is checked by the [`Guard`], and the
+//! connection goes to an address that passed, so a name cannot be re-resolved to
+//! something else between check and connect (no DNS rebinding).
+//!
+//! [`Connector`] is a `tower::Service<Uri>` usable by hyper-util's pooled client;
+//! its errors are typed ([`ConnectError`]) so callers can tell a DNS failure from a
+//! refused connection, a timeout, a certificate problem or a refused destination.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hickory_resolver::TokioResolver;
+use hickory_resolver::config::{NameServerConfig, ResolverConfig};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hyper_util::client::legacy::connect::{Connected, Connection};
+use hyper_util::rt::TokioIo;
+use ipnet::IpNet;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::origin::{Host, Origin, Scheme};
+
+/// Why an outbound connection could not be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectError {
+    /// The name did not resolve.
+    #[error("DNS lookup of {host} failed: {reason}")]
+    Dns {
+        /// The name looked up.
+        host: String,
+        /// What the resolver said.
+        reason: String,
+    },
+    /// Every address of the destination is refused by the guard.
+    #[error("destination {host} ({ip}) refused: {reason}")]
+    Denied {
+        /// The host asked for.
+        host: String,
+        /// The (first) address that was refused.
+        ip: IpAddr,
+        /// Which rule refused it.
+        reason: DenyReason,
+    },
+    /// No connection within the connect timeout.
+    #[error("connecting to {host} timed out after {timeout:?}")]
+    Timeout {
+        /// The host.
+        host: String,
+        /// The configured connect timeout.
+        timeout: Duration,
+    },
+    /// The TCP connection failed (refused, reset, unreachable).
+    #[error("connecting to {addr} failed: {reason}")]
+    Connect {
+        /// The address tried last.
+        addr: SocketAddr,
+        /// The operating system's reason.
+        reason: String,
+        /// The error kind (e.g. `ConnectionRefused`).
+        kind: io::ErrorKind,
+    },
+    /// The TLS handshake failed (certificate not trusted, wrong name, protocol error).
+    #[error("TLS with {host} failed: {reason}")]
+    Tls {
+        /// The server name.
+        host: String,
+        /// rustls' reason.
+        reason: String,
+    },
+    /// The URI cannot be connected to (no host, not http/https).
+    #[error("cannot connect to {0}")]
+    BadDestination(String),
+}
+
+impl ConnectError {
+    /// A short stable name of the failure class, for logs and metrics.
+    pub fn class(&self) -> &'static str {
+        match self {
+            ConnectError::Dns { .. } => "dns",
+            ConnectError::Denied { .. } => "denied",
+            ConnectError::Timeout { .. } => "connect_timeout",
+            ConnectError::Connect { kind: io::ErrorKind::ConnectionRefused, .. } => "connection_refused",
+            ConnectError::Connect { .. } => "connect",
+            ConnectError::Tls { .. } => "tls",
+            ConnectError::BadDestination(_) => "bad_destination",
+        }
+    }
+}
+
+/// Why the guard refuses an address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DenyReason {
+    /// 127.0.0.0/8, ::1
+    Loopback,
+    /// RFC 1918: 10/8, 172.16/12, 192.168/16
+    Private,
+    /// 100.64.0.0/10 (carrier-grade NAT)
+    SharedAddressSpace,
+    /// 169.254.0.0/16 (cloud metadata lives here), fe80::/10
+    LinkLocal,
+    /// fc00::/7
+    UniqueLocal,
+    /// 224.0.0.0/4, ff00::/8
+    Multicast,
+    /// 0.0.0.0/8, ::
+    Unspecified,
+    /// 255.255.255.255
+    Broadcast,
+    /// 192.0.0.0/24, 198.18.0.0/15, 240.0.0.0/4 and other non-global IPv4 blocks
+    Reserved,
+    /// The proxy's own listening address.
+    OwnListener,
+}
+
+impl DenyReason {
+    /// A short stable name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DenyReason::Loopback => "loopback",
+            DenyReason::Private => "private",
+            DenyReason::SharedAddressSpace => "shared-address-space",
+            DenyReason::LinkLocal => "link-local",
+            DenyReason::UniqueLocal => "unique-local",
+            DenyReason::Multicast => "multicast",
+            DenyReason::Unspecified => "unspecified",
+            DenyReason::Broadcast => "broadcast",
+            DenyReason::Reserved => "reserved",
+            DenyReason::OwnListener => "own-listener",
+        }
+    }
+}
+
+impl fmt::Display for DenyReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The IPv4 address an IPv6 address stands for: IPv4-mapped (`::ffff:a.b.c.d`),
+/// IPv4-compatible (`::a.b.c.d`) or NAT64 (`64:ff9b::a.b.c.d`, `64:ff9b:1::/48`).
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let tail = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    match s {
+        [0, 0, 0, 0, 0, 0xffff, _, _] => Some(tail),
+        // ::a.b.c.d (deprecated compatible form), but not :: and ::1 themselves.
+        [0, 0, 0, 0, 0, 0, _, _] if !(s[6] == 0 && s[7] <= 1) => Some(tail),
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] | [0x64, 0xff9b, 1, _, _, _, _, _] => Some(tail),
+        _ => None,
+    }
+}
+
+/// Which special-purpose range `ip` falls in, if any.
+pub fn classify(ip: IpAddr) -> Option<DenyReason> {
+    match ip {
+        IpAddr::V4(v4) => classify_v4(v4),
+        // An IPv6 form of an IPv4 address is judged as that address.
+        IpAddr::V6(v6) => match embedded_v4(v6) {
+            Some(v4) => classify_v4(v4),
+            None => classify_v6(v6),
+        },
+    }
+}
+
+fn classify_v4(ip: Ipv4Addr) -> Option<DenyReason> {
+    let o = ip.octets();
+    Some(match o {
+        [127, ..] => DenyReason::Loopback,
+        [10, ..] => DenyReason::Private,
+        [172, b, ..] if (16..32).contains(&b) => DenyReason::Private,
+        [192, 168, ..] => DenyReason::Private,
+        [100, b, ..] if (64..128).contains(&b) => DenyReason::SharedAddressSpace,
+        [169, 254, ..] => DenyReason::LinkLocal,
+        [0, ..] => DenyReason::Unspecified,
+        [255, 255, 255, 255] => DenyReason::Broadcast,
+        [224..=239, ..] => DenyReason::Multicast,
+        [240..=255, ..] => DenyReason::Reserved,
+        [192, 0, 0, _] | [198, 18 | 19, ..] => DenyReason::Reserved,
+        _ => return None,
+    })
+}
+
+fn classify_v6(ip: Ipv6Addr) -> Option<DenyReason> {
+    let s = ip.segments();
+    Some(match s {
+        _ if ip == Ipv6Addr::UNSPECIFIED => DenyReason::Unspecified,
+        _ if ip == Ipv6Addr::LOCALHOST => DenyReason::Loopback,
+        [a, ..] if a & 0xffc0 == 0xfe80 => DenyReason::LinkLocal,
+        [a, ..] if a & 0xfe00 == 0xfc00 => DenyReason::UniqueLocal,
+        [a, ..] if a & 0xff00 == 0xff00 => DenyReason::Multicast,
+        // fec0::/10 (deprecated site-local) behaves like private space.
+        [a, ..] if a & 0xffc0 == 0xfec0 => DenyReason::Private,
+        _ => return None,
+    })
+}
+
+/// Decides which destination addresses outbound connections may go to.
+///
+/// By default every special-purpose range is refused (loopback, RFC 1918, CGNAT,
+/// link-local and cloud metadata, unique-local, multicast, unspecified, broadcast, and
+/// the IPv6 forms that embed such IPv4 addresses); `allow` opens CIDRs on purpose.
+///
+/// ```
+/// use robotsgate::net::{Guard, DenyReason};
+/// let guard = Guard::default();
+/// assert_eq!(guard.check("169.254.169.254".parse().unwrap()), Err(DenyReason::LinkLocal));
+/// assert_eq!(guard.check("::ffff:10.0.0.1".parse().unwrap()), Err(DenyReason::Private));
+/// assert!(guard.check("93.184.216.34".parse().unwrap()).is_ok());
+/// let open = Guard::default().allow("127.0.0.0/8".parse().unwrap());
+/// assert!(open.check("127.0.0.1".parse().unwrap()).is_ok());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Guard {
+    allowed: Vec<IpNet>,
+    own: Vec<SocketAddr>,
+    allow_all: bool,
+}
+
+impl Guard {
+    /// A guard that refuses nothing (for tools run by an operator, e.g. `robotsgate check`).
+    pub fn permissive() -> Guard {
+        Guard { allow_all: true, ..Guard::default() }
+    }
+
+    /// Opens a CIDR (checked before the built-in denials).
+    pub fn allow(mut self, net: IpNet) -> Guard {
+        self.allowed.push(net.trunc());
+        self
+    }
+
+    /// Refuses the proxy's own listening address, whatever else is allowed (a request to
+    /// the proxy through the proxy would loop). For a listener on an unspecified address
+    /// (`0.0.0.0`, `::`), loopback and unspecified destinations on that port are refused;
+    /// other local interface addresses are private ranges, refused by default anyway.
+    pub fn deny_own_listener(mut self, addr: SocketAddr) -> Guard {
+        self.own.push(addr);
+        self
+    }
+
+    /// Whether a destination address may be connected to.
+    pub fn check(&self, ip: IpAddr) -> Result<(), DenyReason> {
+        self.check_addr(SocketAddr::new(ip, 0))
+    }
+
+    /// [`Guard::check`] for an address and port (the port matters for the own-listener
+    /// rule).
+    pub fn check_addr(&self, addr: SocketAddr) -> Result<(), DenyReason> {
+        let ip = canonical_ip(addr.ip());
+        let own = self.own.iter().any(|o| {
+            o.port() == addr.port()
+                && (canonical_ip(o.ip()) == ip
+                    || (o.ip().is_unspecified() && (ip.is_loopback() || ip.is_unspecified())))
+        });
+        if own && addr.port() != 0 {
+            return Err(DenyReason::OwnListener);
+        }
+        if self.allow_all || self.allowed.iter().any(|n| n.contains(&ip) || n.contains(&addr.ip())) {
+            return Ok(());
+        }
+        match classify(addr.ip()) {
+            Some(reason) => Err(reason),
+            None => Ok(()),
+        }
+    }
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it is.
+fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => ip,
+        },
+        v4 => v4,
+    }
+}
+
+/// How names are resolved.
+#[derive(Debug, Clone, Default)]
+pub struct DnsConfig {
+    /// Name servers to ask; empty means the system configuration (`/etc/resolv.conf`).
+    pub servers: Vec<IpAddr>,
+    /// Fixed answers, consulted first: lower-case host name → addresses.
+    pub overrides: HashMap<String, Vec<IpAddr>>,
+}
+
+/// Resolves host names: static overrides first, then DNS.
+#[derive(Clone)]
+pub struct Resolver {
+    overrides: Arc<HashMap<String, Vec<IpAddr>>>,
+    dns: Option<TokioResolver>,
+    /// Why DNS is not available (a broken system configuration), for the error.
+    dns_error: Option<String>,
+}
+
+impl fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Resolver")
+            .field("overrides", &self.overrides)
+            .field("dns", &self.dns.is_some())
+            .finish()
+    }
+}
+
+impl Resolver {
+    /// A resolver for `config`. A system configuration that cannot be read does not fail
+    /// here: lookups then fail with the reason (overrides still work).
+    pub fn new(config: &DnsConfig) -> Resolver {
+        let overrides = config
+            .overrides
+            .iter()
+            .map(|(k, v)| (k.trim_end_matches('.').to_ascii_lowercase(), v.clone()))
+            .collect();
+        let built = if config.servers.is_empty() {
+            TokioResolver::builder_tokio().and_then(|b| b.build())
+        } else {
+            let servers = config.servers.iter().map(|ip| NameServerConfig::udp_and_tcp(*ip)).collect();
+            TokioResolver::builder_with_config(
+                ResolverConfig::from_name_servers(servers),
+                TokioRuntimeProvider::default(),
+            )
+            .build()
+        };
+        let (dns, dns_error) = match built {
+            Ok(r) => (Some(r), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        Resolver { overrides: Arc::new(overrides), dns, dns_error }
+    }
+
+    /// The addresses of `host` (an IP literal is its own answer).
+    pub async fn resolve(&self, host: &Host) -> Result<Vec<IpAddr>, ConnectError> {
+        if let Some(ip) = host.ip() {
+            return Ok(vec![ip]);
+        }
+        let name = host.name();
+        if let Some(ips) = self.overrides.get(name.as_ref()) {
+            return Ok(ips.clone());
+        }
+        let Some(dns) = &self.dns else {
+            let reason = self.dns_error.clone().unwrap_or_else(|| "no resolver".into());
+            return Err(ConnectError::Dns { host: name.into_owned(), reason });
+        };
+        // A trailing dot: the name is absolute (no search domains).
+        let fqdn = format!("{}.", name.trim_end_matches('.'));
+        match dns.lookup_ip(fqdn.as_str()).await {
+            Ok(lookup) => {
+                let ips: Vec<IpAddr> = lookup.iter().collect();
+                if ips.is_empty() {
+                    Err(ConnectError::Dns { host: name.into_owned(), reason: "no addresses".into() })
+                } else {
+                    Ok(ips)
+                }
+            }
+            Err(e) => {
+                let reason = if e.is_no_records_found() { "no such host".to_owned() } else { e.to_string() };
+                Err(ConnectError::Dns { host: name.into_owned(), reason })
+            }
+        }
+    }
+}
+
+/// TLS trust for outbound connections.
+#[derive(Debug, Clone)]
+pub struct TlsConfig {
+    /// Trust the Mozilla root store shipped in `webpki-roots`.
+    pub webpki_roots: bool,
+    /// Additional trusted roots (e.g. a company CA, or a test CA).
+    pub extra_roots: Vec<CertificateDer<'static>>,
+}
+
+impl Default for TlsConfig {
+    fn default() -> Self {
+        TlsConfig { webpki_roots: true, extra_roots: Vec::new() }
+    }
+}
+
+/// A TLS configuration problem.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsSetupError {
+    /// A root certificate was rejected by rustls.
+    #[error("root certificate {index} is not usable: {reason}")]
+    BadRoot {
+        /// Position in `extra_roots`.
+        index: usize,
+        /// rustls' reason.
+        reason: String,
+    },
+    /// rustls refused the protocol setup.
+    #[error("TLS setup failed: {0}")]
+    Rustls(#[from] rustls::Error),
+    /// A PEM file could not be read.
+    #[error("cannot read certificates from {path}: {reason}")]
+    Pem {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+/// Reads all certificates from a PEM file.
+pub fn load_pem_certs(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, TlsSetupError> {
+    use rustls::pki_types::pem::PemObject;
+    let err = |reason: String| TlsSetupError::Pem { path: path.display().to_string(), reason };
+    let certs: Vec<_> = CertificateDer::pem_file_iter(path)
+        .map_err(|e| err(e.to_string()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| err(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(err("no certificates found".into()));
+    }
+    Ok(certs)
+}
+
+/// The rustls client configuration for `tls`, offering the ALPN protocols given.
+pub fn client_config(tls: &TlsConfig, alpn: &[&[u8]]) -> Result<Arc<rustls::ClientConfig>, TlsSetupError> {
+    let mut roots = rustls::RootCertStore::empty();
+    if tls.webpki_roots {
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    }
+    for (index, cert) in tls.extra_roots.iter().enumerate() {
+        roots.add(cert.clone()).map_err(|e| TlsSetupError::BadRoot { index, reason: e.to_string() })?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(Arc::new(config))
+}
+
+/// Opens TCP (and TLS) connections to origins, through the resolver and the guard.
+#[derive(Clone)]
+pub struct Connector {
+    resolver: Resolver,
+    guard: Arc<Guard>,
+    tls: tokio_rustls::TlsConnector,
+    connect_timeout: Duration,
+}
+
+impl fmt::Debug for Connector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connector")
+            .field("resolver", &self.resolver)
+            .field("guard", &self.guard)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}
+
+impl Connector {
+    /// A connector; `connect_timeout` bounds DNS, TCP and the TLS handshake together.
+    pub fn new(
+        resolver: Resolver,
+        guard: Arc<Guard>,
+        tls: Arc<rustls::ClientConfig>,
+        connect_timeout: Duration,
+    ) -> Connector {
+        Connector { resolver, guard, tls: tls.into(), connect_timeout }
+    }
+
+    /// Connects to `origin` (TLS for https).
+    pub async fn connect(&self, origin: &Origin) -> Result<Stream, ConnectError> {
+        let host = origin.host();
+        let deadline = Instant::now() + self.connect_timeout;
+        let timeout = |h: &Host| ConnectError::Timeout { host: h.to_string(), timeout: self.connect_timeout };
+        let ips = tokio::time::timeout_at(deadline, self.resolver.resolve(host))
+            .await
+            .map_err(|_| timeout(host))??;
+        let tcp = tokio::time::timeout_at(deadline, self.connect_addrs(host, &ips, origin.port()))
+            .await
+            .map_err(|_| timeout(host))??;
+        match origin.scheme() {
+            Scheme::Http => Ok(Stream::Plain(tcp)),
+            Scheme::Https => {
+                let name = match host {
+                    Host::Domain(d) => ServerName::try_from(d.clone()),
+                    Host::V4(ip) => Ok(ServerName::IpAddress(IpAddr::V4(*ip).into())),
+                    Host::V6(ip) => Ok(ServerName::IpAddress(IpAddr::V6(*ip).into())),
+                }
+                .map_err(|e| ConnectError::Tls { host: host.to_string(), reason: e.to_string() })?;
+                let tls = tokio::time::timeout_at(deadline, self.tls.connect(name, tcp))
+                    .await
+                    .map_err(|_| timeout(host))?
+                    .map_err(|e| ConnectError::Tls { host: host.to_string(), reason: tls_reason(&e) })?;
+                Ok(Stream::Tls(Box::new(tls)))
+            }
+        }
+    }
+
+    /// A plain TCP connection to `origin`'s host and port (no TLS, whatever the scheme),
+    /// through the resolver and the guard, within the connect timeout: for tunnels.
+    pub async fn connect_tcp(&self, origin: &Origin) -> Result<TcpStream, ConnectError> {
+        let host = origin.host();
+        let deadline = Instant::now() + self.connect_timeout;
+        let timeout = || ConnectError::Timeout { host: host.to_string(), timeout: self.connect_timeout };
+        let ips =
+            tokio::time::timeout_at(deadline, self.resolver.resolve(host)).await.map_err(|_| timeout())??;
+        tokio::time::timeout_at(deadline, self.connect_addrs(host, &ips, origin.port()))
+            .await
+            .map_err(|_| timeout())?
+    }
+
+    /// Connects to the first address the guard allows and that answers.
+    async fn connect_addrs(&self, host: &Host, ips: &[IpAddr], port: u16) -> Result<TcpStream, ConnectError> {
+        let mut denied = None;
+        let mut last_err = None;
+        for &ip in ips {
+            let addr = SocketAddr::new(ip, port);
+            if let Err(reason) = self.guard.check_addr(addr) {
+                denied.get_or_insert((ip, reason));
+                continue;
+            }
+            match TcpStream::connect(addr).await {
+                Ok(s) => {
+                    let _ = s.set_nodelay(true);
+                    return Ok(s);
+                }
+                Err(e) => {
+                    last_err = Some(ConnectError::Connect { addr, reason: e.to_string(), kind: e.kind() })
+                }
+            }
+        }
+        if let Some(e) = last_err {
+            return Err(e);
+        }
+        match denied {
+            Some((ip, reason)) => Err(ConnectError::Denied { host: host.to_string(), ip, reason }),
+            None => Err(ConnectError::Dns { host: host.to_string(), reason: "no addresses".into() }),
+        }
+    }
+
+    /// Checks a destination against the guard without connecting: resolves it and
+    /// returns the addresses that may be used.
+    pub async fn admit(&self, origin: &Origin) -> Result<Vec<SocketAddr>, ConnectError> {
+        let host = origin.host();
+        let ips = tokio::time::timeout(self.connect_timeout, self.resolver.resolve(host))
+            .await
+            .map_err(|_| ConnectError::Timeout { host: host.to_string(), timeout: self.connect_timeout })??;
+        let mut first_denied = None;
+        let ok: Vec<SocketAddr> = ips
+            .iter()
+            .map(|&ip| SocketAddr::new(ip, origin.port()))
+            .filter(|a| match self.guard.check_addr(*a) {
+                Ok(()) => true,
+                Err(r) => {
+                    first_denied.get_or_insert((a.ip(), r));
+                    false
+                }
+            })
+            .collect();
+        match (ok.is_empty(), first_denied) {
+            (true, Some((ip, reason))) => Err(ConnectError::Denied { host: host.to_string(), ip, reason }),
+            _ => Ok(ok),
+        }
+    }
+}
+
+/// rustls' own message for a handshake error, without the io::Error wrapping.
+fn tls_reason(e: &io::Error) -> String {
+    match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
+        Some(r) => r.to_string(),
+        None => e.to_string(),
+    }
+}
+
+impl tower::Service<http::Uri> for Connector {
+    type Response = TokioIo<Stream>;
+    type Error = ConnectError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, ConnectError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), ConnectError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            let origin = Origin::from_uri(&uri).map_err(|e| ConnectError::BadDestination(e.to_string()))?;
+            this.connect(&origin).await.map(TokioIo::new)
+        })
+    }
+}
+
+/// A plain or TLS connection to an origin.
+#[derive(Debug)]
+pub enum Stream {
+    /// TCP.
+    Plain(TcpStream),
+    /// TLS over TCP.
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(s) => s.get_ref().0,
+        }
+    }
+}
+
+impl Connection for Stream {
+    fn connected(&self) -> Connected {
+        let connected = self.tcp().connected();
+        match self {
+            Stream::Tls(s) if s.get_ref().1.alpn_protocol() == Some(b"h2") => connected.negotiated_h2(),
+            _ => connected,
+        }
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stream::Tls(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Stream::Plain(s) => s.is_write_vectored(),
+            Stream::Tls(s) => s.is_write_vectored(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn special_ranges() {
+        for (a, want) in [
+            ("127.0.0.1", Some(DenyReason::Loopback)),
+            ("127.255.255.254", Some(DenyReason::Loopback)),
+            ("10.1.2.3", Some(DenyReason::Private)),
+            ("172.16.0.1", Some(DenyReason::Private)),
+            ("172.31.255.255", Some(DenyReason::Private)),
+            ("172.32.0.1", None),
+            ("192.168.1.1", Some(DenyReason::Private)),
+            ("100.64.0.1", Some(DenyReason::SharedAddressSpace)),
+            ("100.127.255.255", Some(DenyReason::SharedAddressSpace)),
+            ("100.128.0.1", None),
+            ("169.254.169.254", Some(DenyReason::LinkLocal)),
+            ("0.0.0.0", Some(DenyReason::Unspecified)),
+            ("255.255.255.255", Some(DenyReason::Broadcast)),
+            ("224.0.0.1", Some(DenyReason::Multicast)),
+            ("93.184.216.34", None),
+            ("::1", Some(DenyReason::Loopback)),
+            ("::", Some(DenyReason::Unspecified)),
+            ("fe80::1", Some(DenyReason::LinkLocal)),
+            ("fd00::1", Some(DenyReason::UniqueLocal)),
+            ("fc00::1", Some(DenyReason::UniqueLocal)),
+            ("ff02::1", Some(DenyReason::Multicast)),
+            ("::ffff:127.0.0.1", Some(DenyReason::Loopback)),
+            ("::ffff:169.254.169.254", Some(DenyReason::LinkLocal)),
+            ("::10.0.0.1", Some(DenyReason::Private)),
+            ("64:ff9b::10.0.0.1", Some(DenyReason::Private)),
+            ("64:ff9b::7f00:1", Some(DenyReason::Loopback)),
+            ("64:ff9b:1::a9fe:a9fe", Some(DenyReason::LinkLocal)),
+            ("::ffff:93.184.216.34", None),
+            ("2606:2800:220:1:248:1893:25c8:1946", None),
+        ] {
+            assert_eq!(classify(ip(a)), want, "{a}");
+        }
+    }
+
+    #[test]
+    fn guard_allow_and_own_listener() {
+        let g = Guard::default().allow("127.0.0.0/8".parse().unwrap());
+        assert!(g.check(ip("127.0.0.1")).is_ok());
+        assert!(g.check(ip("::ffff:127.0.0.1")).is_ok());
+        assert_eq!(g.check(ip("10.0.0.1")), Err(DenyReason::Private));
+        let g = g.deny_own_listener("127.0.0.1:3128".parse().unwrap());
+        assert_eq!(g.check_addr("127.0.0.1:3128".parse().unwrap()), Err(DenyReason::OwnListener));
+        assert!(g.check_addr("127.0.0.1:3129".parse().unwrap()).is_ok());
+        let g = Guard::permissive().deny_own_listener("0.0.0.0:3128".parse().unwrap());
+        assert_eq!(g.check_addr("127.0.0.1:3128".parse().unwrap()), Err(DenyReason::OwnListener));
+        assert!(g.check_addr("10.0.0.5:3128".parse().unwrap()).is_ok());
+        assert!(Guard::permissive().check(ip("10.0.0.1")).is_ok());
+    }
+}

@@ -1,0 +1,344 @@
+//! The origin a robots.txt file belongs to: scheme, host and port.
+//!
+//! RFC 9309 §2.3 and Google's table of valid robots.txt URLs: the rules of
+//! `https://example.com/robots.txt` apply to `https://example.com/...` and nothing else (not
+//! to other subdomains, other schemes or other ports). Hosts are compared lower-case, IDNs
+//! in punycode; the default port of the scheme is the same as no port.
+//!
+//! ```
+//! use robotsgate::origin::Origin;
+//!
+//! let o = Origin::parse("https://WWW.Exämple.com:443/a/b?c").unwrap();
+//! assert_eq!(o.to_string(), "https://www.xn--exmple-cua.com");
+//! assert_eq!(o.robots_url(), "https://www.xn--exmple-cua.com/robots.txt");
+//! assert_eq!(o, Origin::parse("https://www.xn--exmple-cua.com/").unwrap());
+//! assert_ne!(o, Origin::parse("http://www.xn--exmple-cua.com/").unwrap());
+//! ```
+
+use std::borrow::Cow;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// `http` or `https`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Scheme {
+    /// `http`
+    Http,
+    /// `https`
+    Https,
+}
+
+impl Scheme {
+    /// The scheme's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+
+    /// 80 or 443.
+    pub fn default_port(self) -> u16 {
+        match self {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        }
+    }
+}
+
+/// The host part of an origin: a lower-case ASCII domain (IDNs in punycode) or an IP.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Host {
+    /// A domain name, lower-case, punycode for non-ASCII labels.
+    Domain(String),
+    /// An IPv4 address.
+    V4(Ipv4Addr),
+    /// An IPv6 address.
+    V6(Ipv6Addr),
+}
+
+impl Host {
+    /// Parses a host as it appears in a URL authority (IPv6 in brackets).
+    pub fn parse(host: &str) -> Result<Host, OriginError> {
+        match url::Host::parse(host) {
+            Ok(url::Host::Domain(d)) if d.is_empty() => Err(OriginError::NoHost),
+            Ok(url::Host::Domain(d)) => Ok(Host::Domain(d)),
+            Ok(url::Host::Ipv4(ip)) => Ok(Host::V4(ip)),
+            Ok(url::Host::Ipv6(ip)) => Ok(Host::V6(ip)),
+            Err(e) => Err(OriginError::BadHost { host: host.to_owned(), reason: e.to_string() }),
+        }
+    }
+
+    /// The address, when the host is an IP literal.
+    pub fn ip(&self) -> Option<IpAddr> {
+        match self {
+            Host::Domain(_) => None,
+            Host::V4(ip) => Some(IpAddr::V4(*ip)),
+            Host::V6(ip) => Some(IpAddr::V6(*ip)),
+        }
+    }
+
+    /// The host without brackets: a domain or the textual IP (for DNS, TLS names).
+    pub fn name(&self) -> Cow<'_, str> {
+        match self {
+            Host::Domain(d) => Cow::Borrowed(d),
+            Host::V4(ip) => Cow::Owned(ip.to_string()),
+            Host::V6(ip) => Cow::Owned(ip.to_string()),
+        }
+    }
+}
+
+impl fmt::Display for Host {
+    /// As in a URL: IPv6 in brackets.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Host::Domain(d) => f.write_str(d),
+            Host::V4(ip) => write!(f, "{ip}"),
+            Host::V6(ip) => write!(f, "[{ip}]"),
+        }
+    }
+}
+
+/// The key of a robots.txt file: scheme, host and port.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Origin {
+    scheme: Scheme,
+    host: Host,
+    port: u16,
+}
+
+/// Why a URL has no origin robotsgate can work with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OriginError {
+    /// Not an `http` or `https` URL.
+    #[error("unsupported scheme {0:?}: only http and https URLs have robots.txt files here")]
+    UnsupportedScheme(String),
+    /// The URL names no host.
+    #[error("the URL has no host")]
+    NoHost,
+    /// The host is not a valid domain name or IP address.
+    #[error("invalid host {host:?}: {reason}")]
+    BadHost {
+        /// The host as given.
+        host: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The port is not a number from 0 to 65535.
+    #[error("invalid port {0:?}")]
+    BadPort(String),
+    /// The URL does not parse at all.
+    #[error("invalid URL: {0}")]
+    BadUrl(String),
+}
+
+impl Origin {
+    /// An origin from its parts. `port: None` means the scheme's default.
+    pub fn new(scheme: Scheme, host: Host, port: Option<u16>) -> Origin {
+        Origin { scheme, host, port: port.unwrap_or(scheme.default_port()) }
+    }
+
+    /// The origin of an absolute `http`/`https` URL (IDNs allowed).
+    pub fn parse(url: &str) -> Result<Origin, OriginError> {
+        let url = url::Url::parse(url).map_err(|e| OriginError::BadUrl(e.to_string()))?;
+        let scheme = match url.scheme() {
+            "http" => Scheme::Http,
+            "https" => Scheme::Https,
+            s => return Err(OriginError::UnsupportedScheme(s.to_owned())),
+        };
+        let host = match url.host() {
+            Some(url::Host::Domain("")) | None => return Err(OriginError::NoHost),
+            Some(url::Host::Domain(d)) => Host::Domain(d.to_owned()),
+            Some(url::Host::Ipv4(ip)) => Host::V4(ip),
+            Some(url::Host::Ipv6(ip)) => Host::V6(ip),
+        };
+        Ok(Origin::new(scheme, host, url.port()))
+    }
+
+    /// The origin of an absolute-form request URI.
+    pub fn from_uri(uri: &http::Uri) -> Result<Origin, OriginError> {
+        let scheme = match uri.scheme_str() {
+            Some(s) if s.eq_ignore_ascii_case("http") => Scheme::Http,
+            Some(s) if s.eq_ignore_ascii_case("https") => Scheme::Https,
+            Some(s) => return Err(OriginError::UnsupportedScheme(s.to_owned())),
+            None => return Err(OriginError::BadUrl("not an absolute URL (no scheme)".into())),
+        };
+        let authority = uri.authority().ok_or(OriginError::NoHost)?;
+        Self::from_authority(scheme, authority.as_str())
+    }
+
+    /// The origin for `scheme` and an authority (`host[:port]`, as in a `Host` header or
+    /// a `CONNECT` target); user information before `@` is ignored.
+    pub fn from_authority(scheme: Scheme, authority: &str) -> Result<Origin, OriginError> {
+        let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        let (host, port) = split_host_port(hostport)?;
+        if host.is_empty() {
+            return Err(OriginError::NoHost);
+        }
+        Ok(Origin::new(scheme, Host::parse(host)?, port))
+    }
+
+    /// `http` or `https`.
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+
+    /// The host.
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    /// The port (the scheme's default when the URL had none).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `host` or `host:port` when the port is not the default, as in a `Host` header.
+    pub fn authority(&self) -> String {
+        if self.port == self.scheme.default_port() {
+            self.host.to_string()
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+
+    /// The URL of this origin's robots.txt.
+    pub fn robots_url(&self) -> String {
+        format!("{self}/robots.txt")
+    }
+}
+
+impl fmt::Display for Origin {
+    /// `scheme://host[:port]`, the port only when it is not the default.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://{}", self.scheme.as_str(), self.authority())
+    }
+}
+
+fn split_host_port(hostport: &str) -> Result<(&str, Option<u16>), OriginError> {
+    let (host, port) = if let Some(rest) = hostport.strip_prefix('[') {
+        // [v6]:port
+        let end = rest.find(']').ok_or_else(|| OriginError::BadHost {
+            host: hostport.to_owned(),
+            reason: "unclosed '['".into(),
+        })?;
+        let after = &rest[end + 1..];
+        let port = match after {
+            "" => None,
+            p => Some(p.strip_prefix(':').ok_or_else(|| OriginError::BadPort(p.to_owned()))?),
+        };
+        (&hostport[..end + 2], port)
+    } else {
+        match hostport.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (hostport, None),
+        }
+    };
+    let port = match port {
+        None | Some("") => None,
+        Some(p) => Some(p.parse::<u16>().map_err(|_| OriginError::BadPort(p.to_owned()))?),
+    };
+    Ok((host, port))
+}
+
+/// The part of a request URI that robots.txt rules are matched against: the path and
+/// query exactly as sent (`/` when empty).
+pub fn request_path(uri: &http::Uri) -> Cow<'_, str> {
+    match uri.path_and_query().map(|pq| pq.as_str()) {
+        Some(pq) if pq.starts_with('/') => Cow::Borrowed(pq),
+        Some(pq) if pq.starts_with('?') => Cow::Owned(format!("/{pq}")),
+        _ => Cow::Borrowed("/"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn o(s: &str) -> Origin {
+        Origin::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    /// Google's table of valid robots.txt URLs (google-robots-txt-spec.md), row by row:
+    /// (robots.txt URL, valid for, not valid for).
+    #[test]
+    fn google_robots_url_table() {
+        let rows: &[(&str, &[&str], &[&str])] = &[
+            (
+                "https://example.com/robots.txt",
+                &["https://example.com/", "https://example.com/folder/file"],
+                &["https://other.example.com/", "http://example.com/", "https://example.com:8181/"],
+            ),
+            (
+                "https://www.example.com/robots.txt",
+                &["https://www.example.com/"],
+                &["https://example.com/", "https://shop.www.example.com/", "https://www.shop.example.com/"],
+            ),
+            (
+                "https://www.exämple.com/robots.txt",
+                &["https://www.exämple.com/", "https://www.xn--exmple-cua.com/"],
+                &["https://www.example.com/"],
+            ),
+            ("https://212.96.82.21/robots.txt", &["https://212.96.82.21/"], &["https://example.com/"]),
+            (
+                "https://example.com:443/robots.txt",
+                &["https://example.com:443/", "https://example.com/"],
+                &["https://example.com:444/"],
+            ),
+            (
+                "https://example.com:8181/robots.txt",
+                &["https://example.com:8181/"],
+                &["https://example.com/"],
+            ),
+        ];
+        for (robots, valid, invalid) in rows {
+            let origin = o(robots);
+            assert_eq!(format!("{origin}/robots.txt"), origin.robots_url());
+            for v in *valid {
+                assert_eq!(o(v), origin, "{robots} should be valid for {v}");
+            }
+            for v in *invalid {
+                assert_ne!(o(v), origin, "{robots} should not be valid for {v}");
+            }
+        }
+        // A robots.txt in a subdirectory is not a robots.txt: the origin's is always at /.
+        assert_eq!(o("https://example.com/folder/robots.txt").robots_url(), "https://example.com/robots.txt");
+        // ftp has robots.txt files, but robotsgate only serves http(s).
+        assert!(matches!(
+            Origin::parse("ftp://example.com/robots.txt"),
+            Err(OriginError::UnsupportedScheme(_))
+        ));
+    }
+
+    #[test]
+    fn hosts_ports_and_ipv6() {
+        assert_eq!(o("HTTP://EXAMPLE.com").to_string(), "http://example.com");
+        assert_eq!(o("http://example.com:80/").to_string(), "http://example.com");
+        assert_eq!(o("http://example.com:8080/").to_string(), "http://example.com:8080");
+        assert_eq!(o("https://user:pw@example.com/").to_string(), "https://example.com");
+        assert_eq!(o("http://[::1]:8080/x").to_string(), "http://[::1]:8080");
+        assert_eq!(o("http://[::1]/x").host().ip(), Some("::1".parse().unwrap()));
+        assert_eq!(o("https://[2001:DB8::1]/").to_string(), "https://[2001:db8::1]");
+        assert_eq!(o("http://127.0.0.1:1/").host(), &Host::V4(Ipv4Addr::LOCALHOST));
+        // url's host parser normalises IPv4 spellings (which matters for the SSRF guard).
+        assert_eq!(o("http://0x7f.1/").host(), &Host::V4(Ipv4Addr::LOCALHOST));
+        assert!(Origin::parse("http://example.com:99999/").is_err());
+        let uri: http::Uri = "http://EXAMPLE.com:80/x".parse().unwrap();
+        assert_eq!(Origin::from_uri(&uri).unwrap(), o("http://example.com/"));
+        assert!(matches!(Origin::from_authority(Scheme::Http, ":80"), Err(OriginError::NoHost)));
+        assert!(matches!(Origin::from_authority(Scheme::Http, "a b"), Err(OriginError::BadHost { .. })));
+        assert_eq!(
+            Origin::from_authority(Scheme::Https, "Example.COM:443").unwrap(),
+            o("https://example.com")
+        );
+    }
+
+    #[test]
+    fn request_paths() {
+        let p = |s: &str| request_path(&s.parse::<http::Uri>().unwrap()).into_owned();
+        assert_eq!(p("http://example.com"), "/");
+        assert_eq!(p("http://example.com/a/b?c=d"), "/a/b?c=d");
+        assert_eq!(p("http://example.com?q"), "/?q");
+        assert_eq!(p("/x/y"), "/x/y");
+    }
+}
