@@ -12,10 +12,12 @@ use tokio::net::TcpListener;
 use crate::audit::{AuditConfig, AuditLog, AuditSetupError, OnError, Target};
 use crate::config::{Config, ModeName, OnErrorName, Select};
 use crate::fetch::{FetchConfig, Fetcher};
+use crate::intercept::Interception;
 use crate::layer::{Mode, RobotsLayer, TokenSelector};
 use crate::net::{self, Connector, DnsConfig, Guard, Resolver, TlsConfig, TlsSetupError};
 use crate::policy::{FetchObserver, PolicyConfig, RobotsPolicy};
 use crate::proxy::{Forwarder, Proxy, ProxyConfig};
+use crate::tls::{Ca, Interceptor};
 
 /// Why robotsgate could not start.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +36,14 @@ pub enum StartError {
     /// The audit log could not be opened.
     #[error(transparent)]
     Audit(#[from] AuditSetupError),
+    /// The interception CA could not be loaded.
+    #[error("cannot load the CA in {dir}: {source}")]
+    Ca {
+        /// tls.ca_dir
+        dir: PathBuf,
+        /// Why.
+        source: crate::tls::CaError,
+    },
 }
 
 /// A started robotsgate: bound, with its audit log open.
@@ -136,7 +146,17 @@ impl App {
             ..ProxyConfig::default()
         };
         let forwarder = Forwarder::new(forward_connector, &proxy_config);
-        let proxy = Proxy::from_listener(listener, proxy_config, layer, forwarder);
+        let mut proxy = Proxy::from_listener(listener, proxy_config, layer, forwarder);
+        if !config.tls.ca_dir.is_empty() {
+            let dir = PathBuf::from(&config.tls.ca_dir);
+            let ca = Ca::load(&dir).map_err(|source| StartError::Ca { dir, source })?;
+            proxy = proxy.with_interception(Interception {
+                interceptor: Interceptor::new(ca, config.tls.leaf_cache),
+                bypass: config.tls.bypass.iter().map(|b| b.0.clone()).collect(),
+                ports: config.tls.intercept_ports.clone(),
+                handshake_timeout: config.tls.handshake_timeout.0,
+            });
+        }
         Ok(App { proxy, audit, policy, addr })
     }
 

@@ -197,6 +197,11 @@ pub struct DnsSection {
 pub struct TlsSection {
     pub webpki_roots: bool,
     pub extra_roots: Vec<PathBuf>,
+    pub ca_dir: String,
+    pub intercept_ports: Vec<u16>,
+    pub bypass: Vec<HostPatternValue>,
+    pub handshake_timeout: Dur,
+    pub leaf_cache: u64,
 }
 
 /// `[guard]`
@@ -329,7 +334,15 @@ impl Default for FetchSection {
 
 impl Default for TlsSection {
     fn default() -> Self {
-        TlsSection { webpki_roots: true, extra_roots: Vec::new() }
+        TlsSection {
+            webpki_roots: true,
+            extra_roots: Vec::new(),
+            ca_dir: String::new(),
+            intercept_ports: vec![443],
+            bypass: Vec::new(),
+            handshake_timeout: Dur::secs(10),
+            leaf_cache: 10_000,
+        }
     }
 }
 
@@ -591,6 +604,9 @@ impl Config {
         }
         if self.audit.queue == 0 {
             return Err(err("audit.queue", "must be at least 1".into()));
+        }
+        if self.tls.leaf_cache == 0 {
+            return Err(err("tls.leaf_cache", "must be at least 1".into()));
         }
         if self.fetch.max_redirects > 20 {
             return Err(err("fetch.max_redirects", "must be at most 20".into()));

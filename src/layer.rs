@@ -9,6 +9,9 @@
 //!   `text/plain` body, the header `x-robotsgate: disallowed`, and the [`Decision`] in the
 //!   response extensions, so an embedding client can tell it from an origin's 403.
 //! - Allowed: the inner service is called with the [`Decision`] in the request extensions.
+//! - Disallowed because robots.txt could not be fetched as the origin itself cannot be
+//!   reached (DNS, refused connection, certificate, destination guard): `502` (`504` for a
+//!   timeout, `403` for a refused destination) saying why, as the request would fail too.
 //! - Report-only ([`RobotsLayer::report_only`]): decide and log, never block.
 //! - Every decision goes to the audit log, if one is set; when the log fails closed, the
 //!   answer is `503` and nothing is forwarded.
@@ -51,8 +54,10 @@ use tokio::time::Instant;
 use tower::{Layer, Service};
 
 use crate::audit::{AuditLog, RequestFacts};
+use crate::fetch::Unreachable;
+use crate::net::ConnectError;
 use crate::origin::{Origin, Scheme, request_path};
-use crate::policy::{Decision, RobotsPolicy};
+use crate::policy::{Decision, Reason, RobotsPolicy};
 use crate::rep::is_valid_product_token;
 
 /// The header robotsgate puts on the answers it makes itself.
@@ -387,6 +392,13 @@ impl Shared {
         if decision.allowed || report_only {
             return Ok(decision);
         }
+        // robots.txt could not be fetched because the origin itself cannot be reached
+        // (DNS, refused, certificate, guard): say that, as the request would fail too.
+        if let Reason::Unreachable { cause: Unreachable::Connect(e) } = &decision.reason {
+            let mut res = connect_error_answer(e);
+            res.extensions_mut().insert(decision);
+            return Err(res);
+        }
         let body = format!(
             "robotsgate: request disallowed by robots.txt\nURL: {}\nProduct token: {}\nDecided by: {}\nrobots.txt: {}\n",
             target.url,
@@ -422,6 +434,18 @@ impl Shared {
         let path = request_path(uri).into_owned();
         let url = format!("{origin}{path}");
         Ok(Target { origin, path, path_visible: true, url })
+    }
+}
+
+/// The answer when the origin cannot be reached: 403 for a destination the guard refuses,
+/// 504 for a timeout, 502 otherwise.
+pub(crate) fn connect_error_answer(e: &ConnectError) -> Response<Full<Bytes>> {
+    match e {
+        ConnectError::Denied { .. } => answer(StatusCode::FORBIDDEN, "destination-denied", &e.to_string()),
+        ConnectError::Timeout { .. } => {
+            answer(StatusCode::GATEWAY_TIMEOUT, "upstream-timeout", &e.to_string())
+        }
+        _ => answer(StatusCode::BAD_GATEWAY, "upstream-unreachable", &e.to_string()),
     }
 }
 

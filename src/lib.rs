@@ -11,6 +11,7 @@
 //! - [`proxy`]: the forward proxy (HTTP/1.1, CONNECT) around the layer.
 //! - [`config`]: the TOML configuration.
 //! - [`app`]: the proxy assembled from a configuration.
+//! - [`tls`]: the local CA and leaf certificates for TLS interception.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -19,9 +20,11 @@ pub mod app;
 pub mod audit;
 pub mod config;
 pub mod fetch;
+pub mod intercept;
 pub mod layer;
 pub mod net;
 pub mod origin;
 pub mod policy;
 pub mod proxy;
 pub mod rep;
+pub mod tls;

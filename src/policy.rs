@@ -655,7 +655,9 @@ impl RobotsPolicy {
         let now = Instant::now();
         let facts = FetchFacts::of(&outcome);
         let content = match &outcome.result {
-            FetchResult::Success { .. } => Some(CopyContent::Parsed(Box::new(RobotsTxt::parse(&outcome.body)))),
+            FetchResult::Success { .. } => {
+                Some(CopyContent::Parsed(Box::new(RobotsTxt::parse(&outcome.body))))
+            }
             FetchResult::Unavailable { status } => Some(CopyContent::Unavailable { status: *status }),
             FetchResult::TooManyRedirects => Some(CopyContent::TooManyRedirects),
             FetchResult::Unreachable(_) => None,

@@ -35,7 +35,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::{Service, ServiceExt};
 
-use crate::layer::{ClientAddr, RobotsLayer, answer};
+use crate::intercept::{self, InnerService, Interception};
+use crate::layer::{ClientAddr, RobotsLayer, answer, connect_error_answer};
 use crate::net::{ConnectError, Connector};
 use crate::origin::{Origin, Scheme};
 
@@ -219,16 +220,6 @@ fn upstream_error(e: &hyper_util::client::legacy::Error) -> Response<Full<Bytes>
     )
 }
 
-fn connect_error_answer(e: &ConnectError) -> Response<Full<Bytes>> {
-    match e {
-        ConnectError::Denied { .. } => answer(StatusCode::FORBIDDEN, "destination-denied", &e.to_string()),
-        ConnectError::Timeout { .. } => {
-            answer(StatusCode::GATEWAY_TIMEOUT, "upstream-timeout", &e.to_string())
-        }
-        _ => answer(StatusCode::BAD_GATEWAY, "upstream-unreachable", &e.to_string()),
-    }
-}
-
 /// Removes the hop-by-hop headers (RFC 9110 §7.6.1) and every `Proxy-*` header.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let listed: Vec<HeaderName> = headers
@@ -268,6 +259,7 @@ pub struct Proxy {
     layer: RobotsLayer,
     forwarder: Forwarder,
     config: ProxyConfig,
+    interception: Option<Interception>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -280,7 +272,7 @@ impl Proxy {
     /// Binds the listener.
     pub async fn bind(config: ProxyConfig, layer: RobotsLayer, forwarder: Forwarder) -> io::Result<Proxy> {
         let listener = TcpListener::bind(config.listen).await?;
-        Ok(Proxy { listener, layer, forwarder, config })
+        Ok(Proxy { listener, layer, forwarder, config, interception: None })
     }
 
     /// A proxy on a listener bound already.
@@ -290,7 +282,13 @@ impl Proxy {
         layer: RobotsLayer,
         forwarder: Forwarder,
     ) -> Proxy {
-        Proxy { listener, layer, forwarder, config }
+        Proxy { listener, layer, forwarder, config, interception: None }
+    }
+
+    /// Intercepts CONNECT tunnels (TLS with leaves from the local CA) for per-path checks.
+    pub fn with_interception(mut self, interception: Interception) -> Proxy {
+        self.interception = Some(interception);
+        self
     }
 
     /// The address it listens on (with the port the system chose for port 0).
@@ -304,6 +302,11 @@ impl Proxy {
         let connections = TaskTracker::new();
         let stop = CancellationToken::new();
         let service = tower::ServiceBuilder::new().layer(self.layer.clone()).service(self.forwarder.clone());
+        let inner: InnerService = InnerService::new(
+            service.clone().map_response(|res: Response<_>| res.map(|b| b.map_err(Into::into).boxed())),
+        );
+        let interception = self.interception.clone();
+        let tunnels = self.forwarder.tunnels.clone();
         tokio::pin!(shutdown);
         loop {
             let (stream, client) = tokio::select! {
@@ -322,10 +325,35 @@ impl Proxy {
             let service = service.clone();
             let stop = stop.clone();
             let header_timeout = self.config.header_read_timeout;
+            let (inner, interception, tunnels, via) =
+                (inner.clone(), interception.clone(), tunnels.clone(), self.forwarder.via.clone());
+            let stop_tunnels = stop.clone();
             connections.spawn(async move {
                 let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
                     let service = service.clone();
+                    let (inner, interception, tunnels, stop, via) =
+                        (inner.clone(), interception.clone(), tunnels.clone(), stop_tunnels.clone(), via.clone());
                     async move {
+                        if req.method() == Method::CONNECT
+                            && let Some(interception) = interception
+                            && let Some(origin) = req
+                                .uri()
+                                .authority()
+                                .and_then(|a| Origin::from_authority(Scheme::Https, a.as_str()).ok())
+                            && interception.applies(&origin)
+                        {
+                            tunnels.spawn(async move {
+                                match hyper::upgrade::on(req).await {
+                                    Ok(upgraded) => {
+                                        intercept::serve(upgraded, origin, interception, inner, client, stop).await
+                                    }
+                                    Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+                                }
+                            });
+                            let mut res = Response::new(Full::new(Bytes::new()).map_err(|never| match never {}).boxed());
+                            res.headers_mut().insert(header::VIA, via);
+                            return Ok::<_, Infallible>(res);
+                        }
                         // A request for the proxy itself, not through it: no robots decision.
                         if req.method() != Method::CONNECT && req.uri().scheme().is_none() {
                             return Ok::<_, Infallible>(boxed(answer(

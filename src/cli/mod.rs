@@ -1,5 +1,6 @@
 //! Command-line parsing and the subcommands.
 
+mod ca;
 mod check;
 mod run;
 
@@ -21,6 +22,8 @@ enum Command {
     Run(run::RunArgs),
     /// Check URLs against a robots.txt file, or against each origin's live robots.txt.
     Check(check::CheckArgs),
+    /// Manage the local CA used for TLS interception.
+    Ca(ca::CaArgs),
 }
 
 /// Exit status for a usage or input error.
@@ -38,6 +41,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Check(args) => check::run(args),
+        Command::Ca(args) => ca::run(args),
     };
     match result {
         Ok(code) => code,

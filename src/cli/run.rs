@@ -32,6 +32,16 @@ pub struct RunArgs {
     #[arg(long, value_name = "CIDR")]
     allow_destination: Vec<String>,
 
+    /// Intercept HTTPS with the CA in this folder (made by `robotsgate ca init`), for
+    /// path-level checks (overrides tls.ca_dir).
+    #[arg(long, value_name = "DIR")]
+    ca_dir: Option<PathBuf>,
+
+    /// Also trust the CA certificates in this PEM file for origins (repeatable; adds to
+    /// tls.extra_roots).
+    #[arg(long, value_name = "FILE")]
+    upstream_ca: Vec<PathBuf>,
+
     /// Check the configuration, print it is fine, and exit.
     #[arg(long)]
     check_config: bool,
@@ -53,6 +63,10 @@ fn configuration(args: &RunArgs) -> anyhow::Result<Config> {
     if let Some(path) = &args.audit_log {
         config.audit.path = path.clone();
     }
+    if let Some(dir) = &args.ca_dir {
+        config.tls.ca_dir = dir.display().to_string();
+    }
+    config.tls.extra_roots.extend(args.upstream_ca.iter().cloned());
     for cidr in &args.allow_destination {
         config
             .guard
@@ -91,7 +105,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 fn init_logging(config: &Config) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(config.log.level.as_str()));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     let _ = match config.log.format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),

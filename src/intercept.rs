@@ -1,0 +1,177 @@
+//! TLS interception of `CONNECT` tunnels: the proxy answers `200`, completes a TLS
+//! handshake as the CONNECT host with a leaf from the local CA ([`crate::tls`]), and
+//! serves the HTTP/1.1 or HTTP/2 requests inside through the same [`RobotsLayer`] as plain
+//! HTTP, with the origin `https://host:port`: per-path decisions, 403s and audit records
+//! alike. Requests that pass go upstream over a separate TLS connection that verifies the
+//! origin's real certificate; a certificate that does not verify gives `502`.
+//!
+//! Hosts on the bypass list (certificate-pinned apps, sensitive hosts) and ports not
+//! intercepted are tunnelled as before, with the host-level check only. A client that does
+//! not start TLS inside the tunnel gets a plain-text `400` and the tunnel is closed.
+//!
+//! [`RobotsLayer`]: crate::layer::RobotsLayer
+
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::{Request, Response, Uri};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+use crate::layer::ClientAddr;
+use crate::origin::Origin;
+use crate::policy::HostPattern;
+use crate::proxy::ProxyBody;
+use crate::tls::Interceptor;
+
+/// When and how CONNECT tunnels are intercepted.
+#[derive(Clone, Debug)]
+pub struct Interception {
+    /// Mints the leaf certificates.
+    pub interceptor: Interceptor,
+    /// Hosts never intercepted (tunnelled with the host-level check only).
+    pub bypass: Vec<HostPattern>,
+    /// Ports intercepted; empty means every port.
+    pub ports: Vec<u16>,
+    /// Time for the client to complete the TLS handshake.
+    pub handshake_timeout: Duration,
+}
+
+impl Interception {
+    /// Whether a CONNECT to `origin` is intercepted.
+    pub fn applies(&self, origin: &Origin) -> bool {
+        (self.ports.is_empty() || self.ports.contains(&origin.port()))
+            && !self.bypass.iter().any(|p| p.matches(origin.host()))
+    }
+}
+
+/// The service intercepted requests go to (the robots layer over the forwarder).
+pub(crate) type InnerService =
+    tower::util::BoxCloneSyncService<Request<Incoming>, Response<ProxyBody>, Infallible>;
+
+/// Serves one intercepted tunnel after the CONNECT was answered with 200.
+pub(crate) async fn serve(
+    upgraded: hyper::upgrade::Upgraded,
+    origin: Origin,
+    interception: Interception,
+    service: InnerService,
+    client: SocketAddr,
+    stop: CancellationToken,
+) {
+    let mut io = TokioIo::new(upgraded);
+    // A TLS connection starts with a handshake record (0x16); anything else is refused
+    // with a readable answer instead of a hang.
+    let mut first = [0u8; 1];
+    let read = tokio::time::timeout(interception.handshake_timeout, io.read(&mut first)).await;
+    match read {
+        Ok(Ok(1)) if first[0] == 0x16 => {}
+        Ok(Ok(1)) => {
+            let body = format!(
+                "robotsgate intercepts TLS in tunnels to {origin}: start a TLS handshake after CONNECT, \
+                 or ask the operator to add the host to the bypass list\n"
+            );
+            let answer = format!(
+                "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\nx-robotsgate: tls-expected\r\n\
+                 connection: close\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = io.write_all(answer.as_bytes()).await;
+            let _ = io.shutdown().await;
+            return;
+        }
+        _ => return, // closed or silent
+    }
+    let config = match interception.interceptor.server_config(origin.host()).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(%origin, error = %e, "cannot mint a certificate");
+            return;
+        }
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let io = Prefixed { prefix: Some(first[0]), inner: io };
+    let tls = match tokio::time::timeout(interception.handshake_timeout, acceptor.accept(io)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            tracing::debug!(%origin, %client, error = %e, "client TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%origin, %client, "client TLS handshake timed out");
+            return;
+        }
+    };
+    let authority = origin.authority();
+    let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        let service = service.clone();
+        let authority = authority.clone();
+        async move {
+            // Requests inside the tunnel are for the CONNECT origin, whatever form they
+            // came in: make the URI absolute so the layer and the forwarder see it.
+            let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str()).to_owned();
+            if let Ok(uri) = format!("https://{authority}{pq}").parse::<Uri>() {
+                *req.uri_mut() = uri;
+            }
+            req.extensions_mut().insert(ClientAddr(client));
+            service.oneshot(req).await
+        }
+    });
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let conn = builder.serve_connection(TokioIo::new(tls), svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!(%origin, %client, error = %e, "intercepted connection ended with an error");
+            }
+        }
+        _ = stop.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
+/// A stream that first yields one byte read ahead.
+struct Prefixed<T> {
+    prefix: Option<u8>,
+    inner: T,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Prefixed<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if let Some(b) = self.prefix.take() {
+            if buf.remaining() > 0 {
+                buf.put_slice(&[b]);
+                return Poll::Ready(Ok(()));
+            }
+            self.prefix = Some(b);
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Prefixed<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
