@@ -347,7 +347,9 @@ impl Resolver {
             return Ok(vec![ip]);
         }
         let name = host.name();
-        if let Some(ips) = self.overrides.get(name.as_ref()) {
+        // `example.com.` is `example.com` written as a fully qualified name (the keys are
+        // stored without the dot).
+        if let Some(ips) = self.overrides.get(name.trim_end_matches('.')) {
             return Ok(ips.clone());
         }
         let Some(dns) = &self.dns else {

@@ -58,15 +58,25 @@ pub enum Host {
 }
 
 impl Host {
-    /// Parses a host as it appears in a URL authority (IPv6 in brackets).
+    /// Parses a host as it appears in a URL authority (IPv6 in brackets). A fully
+    /// qualified name (`example.com.`) is the same host as `example.com`.
     pub fn parse(host: &str) -> Result<Host, OriginError> {
         match url::Host::parse(host) {
-            Ok(url::Host::Domain(d)) if d.is_empty() => Err(OriginError::NoHost),
-            Ok(url::Host::Domain(d)) => Ok(Host::Domain(d)),
+            Ok(url::Host::Domain(d)) => Host::domain(d),
             Ok(url::Host::Ipv4(ip)) => Ok(Host::V4(ip)),
             Ok(url::Host::Ipv6(ip)) => Ok(Host::V6(ip)),
             Err(e) => Err(OriginError::BadHost { host: host.to_owned(), reason: e.to_string() }),
         }
+    }
+
+    fn domain(mut d: String) -> Result<Host, OriginError> {
+        if d.ends_with('.') {
+            d.pop();
+        }
+        if d.is_empty() || d.ends_with('.') {
+            return Err(OriginError::NoHost);
+        }
+        Ok(Host::Domain(d))
     }
 
     /// The address, when the host is an IP literal.
@@ -147,8 +157,8 @@ impl Origin {
             s => return Err(OriginError::UnsupportedScheme(s.to_owned())),
         };
         let host = match url.host() {
-            Some(url::Host::Domain("")) | None => return Err(OriginError::NoHost),
-            Some(url::Host::Domain(d)) => Host::Domain(d.to_owned()),
+            None => return Err(OriginError::NoHost),
+            Some(url::Host::Domain(d)) => Host::domain(d.to_owned())?,
             Some(url::Host::Ipv4(ip)) => Host::V4(ip),
             Some(url::Host::Ipv6(ip)) => Host::V6(ip),
         };
@@ -313,6 +323,12 @@ mod tests {
     #[test]
     fn hosts_ports_and_ipv6() {
         assert_eq!(o("HTTP://EXAMPLE.com").to_string(), "http://example.com");
+        assert_eq!(o("http://example.com./x"), o("http://example.com/"));
+        assert_eq!(
+            Origin::from_authority(Scheme::Http, "a.test.:8080").unwrap().to_string(),
+            "http://a.test:8080"
+        );
+        assert!(Origin::parse("http://./").is_err());
         assert_eq!(o("http://example.com:80/").to_string(), "http://example.com");
         assert_eq!(o("http://example.com:8080/").to_string(), "http://example.com:8080");
         assert_eq!(o("https://user:pw@example.com/").to_string(), "https://example.com");

@@ -92,7 +92,8 @@ impl HostPattern {
             Some(rest) => (true, rest),
             None => (false, s),
         };
-        let host = Host::parse(rest).map_err(|e| e.to_string())?;
+        // `example.com.` (fully qualified) is the same host as `example.com`.
+        let host = Host::parse(rest.strip_suffix('.').unwrap_or(rest)).map_err(|e| e.to_string())?;
         let name = host.to_string();
         match (wild, host) {
             (true, Host::Domain(_)) => Ok(HostPattern::Subdomains(name)),
@@ -103,7 +104,9 @@ impl HostPattern {
 
     /// Whether `host` matches.
     pub fn matches(&self, host: &Host) -> bool {
-        let name = host.to_string();
+        let full = host.to_string();
+        // A fully qualified name (`example.com.`) is the same host as `example.com`.
+        let name = full.strip_suffix('.').unwrap_or(&full);
         match self {
             HostPattern::Exact(h) => *h == name,
             HostPattern::Subdomains(d) => {

@@ -122,6 +122,18 @@ impl Forwarder {
         let (mut parts, body) = req.into_parts();
         strip_hop_by_hop(&mut parts.headers);
         append_via(&mut parts.headers, &self.via);
+        // RFC 9112 §3.2.2: the target's authority replaces the client's Host, so the
+        // origin serves the host whose robots.txt was checked (default port left out).
+        let default_port = if parts.uri.scheme_str() == Some("https") { 443 } else { 80 };
+        if let Some(host) = parts.uri.authority().and_then(|a| {
+            let host = match a.port_u16() {
+                Some(p) if p != default_port => format!("{}:{p}", a.host()),
+                _ => a.host().to_owned(),
+            };
+            HeaderValue::from_str(&host).ok()
+        }) {
+            parts.headers.insert(header::HOST, host);
+        }
         parts.extensions = http::Extensions::new();
         parts.version = http::Version::HTTP_11;
         let upstream = Request::from_parts(parts, body);

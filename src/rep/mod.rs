@@ -255,10 +255,7 @@ impl RobotsTxt {
 
     /// [`RobotsTxt::crawl_delay`] under a chosen profile.
     pub fn crawl_delay_with(&self, profile: Profile, agent: &str) -> Option<f64> {
-        let of = |r: &ReadingData| {
-            let applied = r.applied(agent);
-            applied.groups.iter().filter_map(|&g| r.groups[g as usize].crawl_delay).reduce(f64::max)
-        };
+        let of = |r: &ReadingData| r.crawl_delay(agent);
         match profile {
             Profile::Google => of(&self.parsed.google),
             Profile::Rfc => of(&self.parsed.rfc),

@@ -154,7 +154,7 @@ pub(crate) fn for_each_line<'a>(body: &'a [u8], mut f: impl FnMut(u32, &'a [u8])
 
 /// ASCII whitespace as C's `isspace` sees it: space, `\t`, `\n`, `\v`, `\f`, `\r`.
 #[inline]
-fn is_space(b: u8) -> bool {
+pub(crate) fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r')
 }
 

@@ -31,7 +31,8 @@ pub(crate) struct GroupData {
     pub agents: (u32, u32),
     /// Range of [`ReadingData::rules`].
     pub rules: (u32, u32),
-    pub crawl_delay: Option<f64>,
+    /// `crawl-delay` of the group's `*` line, if any.
+    pub global_delay: Option<f64>,
 }
 
 /// No rule set: no group applies.
@@ -57,6 +58,8 @@ pub(crate) struct ReadingData {
     /// Lower-case tokens; `agent_spans` and the entries point here.
     tokens: Vec<u8>,
     agent_spans: Vec<Span>,
+    /// The `crawl-delay` that applies to each agent line (parallel to `agent_spans`).
+    agent_delays: Vec<Option<f64>>,
     /// Sorted by token.
     agents: Vec<AgentEntry>,
     agent_groups: Vec<u32>,
@@ -173,6 +176,28 @@ impl ReadingData {
         &self.rules[a as usize..b as usize]
     }
 
+    /// The `crawl-delay` for `agent` in the groups that apply: the largest given for it.
+    pub fn crawl_delay(&self, agent: &str) -> Option<f64> {
+        let applied = self.applied(agent);
+        let agent = agent.as_bytes();
+        let mut best: Option<f64> = None;
+        for &g in applied.groups {
+            let group = &self.groups[g as usize];
+            let delays: Vec<f64> = if applied.specific {
+                (group.agents.0..group.agents.1)
+                    .filter(|&i| self.agent_spans[i as usize].get(&self.tokens).eq_ignore_ascii_case(agent))
+                    .filter_map(|i| self.agent_delays[i as usize])
+                    .collect()
+            } else {
+                group.global_delay.into_iter().collect()
+            };
+            for d in delays {
+                best = Some(best.map_or(d, |b| b.max(d)));
+            }
+        }
+        best
+    }
+
     /// The tokens a group names.
     pub fn group_agents(&self, g: &GroupData) -> impl Iterator<Item = &str> + '_ {
         self.agent_spans[g.agents.0 as usize..g.agents.1 as usize]
@@ -205,7 +230,11 @@ struct GroupBuild {
     global: bool,
     /// Range of `ReadingBuild::rules`.
     rules: (u32, u32),
-    crawl_delay: Option<f64>,
+    global_delay: Option<f64>,
+    /// Agent lines since the last `crawl-delay` line start here; `global_pending`: a `*`
+    /// line came since then.
+    delay_from: u32,
+    global_pending: bool,
 }
 
 /// One reading's groups while the file is read.
@@ -216,6 +245,7 @@ struct ReadingBuild {
     rules: Vec<GroupRule>,
     tokens: Vec<u8>,
     agent_spans: Vec<Span>,
+    agent_delays: Vec<Option<f64>>,
     /// The current group has seen an allow/disallow line (even an empty one), so the
     /// next user-agent line starts a new group.
     rule_open: bool,
@@ -225,13 +255,19 @@ impl ReadingBuild {
     fn user_agent(&mut self, line: u32, value: &[u8]) {
         if self.groups.is_empty() || self.rule_open {
             let (a, r) = (self.agent_spans.len() as u32, self.rules.len() as u32);
-            self.groups.push(GroupBuild { line, agents: (a, a), rules: (r, r), ..GroupBuild::default() });
+            self.groups.push(GroupBuild {
+                line,
+                agents: (a, a),
+                rules: (r, r),
+                delay_from: a,
+                ..GroupBuild::default()
+            });
             self.rule_open = false;
         }
         let token = if self.google {
             // Google: a '*' followed by whitespace and more is still global; otherwise the
             // token is the leading run of [a-zA-Z_-].
-            if value.first() == Some(&b'*') && value.get(1).is_none_or(|b| b.is_ascii_whitespace()) {
+            if value.first() == Some(&b'*') && value.get(1).is_none_or(|&b| parser::is_space(b)) {
                 None
             } else {
                 let n = value
@@ -247,7 +283,10 @@ impl ReadingBuild {
         };
         let Some(group) = self.groups.last_mut() else { return };
         match token {
-            None => group.global = true,
+            None => {
+                group.global = true;
+                group.global_pending = true;
+            }
             Some([]) => {}
             Some(token) => {
                 let start = self.tokens.len();
@@ -258,6 +297,7 @@ impl ReadingBuild {
                 self.tokens[start..].make_ascii_lowercase();
                 let span = Span { start: start as u32, len: (self.tokens.len() - start) as u32 };
                 self.agent_spans.push(span);
+                self.agent_delays.push(None);
                 group.agents.1 = self.agent_spans.len() as u32;
             }
         }
@@ -279,10 +319,22 @@ impl ReadingBuild {
         }
     }
 
+    /// A `crawl-delay` line applies to the agent lines since the previous one (so
+    /// `User-agent: a / Crawl-delay: 5 / User-agent: b / Crawl-delay: 12` gives a 5 and
+    /// b 12, although a and b share their rules); after rules, to the group's agents that
+    /// have none yet.
     fn crawl_delay(&mut self, value: &[u8]) {
-        if let (Some(g), Some(d)) = (self.groups.last_mut(), parse_crawl_delay(value)) {
-            g.crawl_delay.get_or_insert(d);
+        let (Some(g), Some(d)) = (self.groups.last_mut(), parse_crawl_delay(value)) else { return };
+        let pending = g.delay_from < g.agents.1 || g.global_pending;
+        let from = if pending { g.delay_from } else { g.agents.0 };
+        for slot in &mut self.agent_delays[from as usize..g.agents.1 as usize] {
+            slot.get_or_insert(d);
         }
+        if g.global_pending || (!pending && g.global) {
+            g.global_delay.get_or_insert(d);
+        }
+        g.delay_from = g.agents.1;
+        g.global_pending = false;
     }
 }
 
@@ -482,8 +534,8 @@ fn index(
     google: bool,
     shared: Option<(&HashMap<Vec<u32>, u32, foldhash::fast::RandomState>, &[bool])>,
 ) -> (ReadingData, HashMap<Vec<u32>, u32, foldhash::fast::RandomState>) {
-    let ReadingBuild { groups, rules, tokens, agent_spans, .. } = build;
-    let mut data = ReadingData { rules, tokens, agent_spans, ..ReadingData::default() };
+    let ReadingBuild { groups, rules, tokens, agent_spans, agent_delays, .. } = build;
+    let mut data = ReadingData { rules, tokens, agent_spans, agent_delays, ..ReadingData::default() };
     let mut pairs: Vec<(Span, u32)> = Vec::new();
     let mut global: Vec<u32> = Vec::new();
     for (g, gb) in groups.iter().enumerate() {
@@ -497,7 +549,7 @@ fn index(
             line: gb.line,
             agents: gb.agents,
             rules: gb.rules,
-            crawl_delay: gb.crawl_delay,
+            global_delay: gb.global_delay,
         });
     }
     let tokens = &data.tokens;

@@ -1,0 +1,371 @@
+//! The real `robotsgate` binary: `run` with a config file, graceful SIGTERM with a request
+//! in flight, `--check-config` errors naming the line, and curl through the proxy.
+//!
+//! Readiness is read from the child's stderr (the "robotsgate is running ... at
+//! http://ADDR" line, then "shutting down"), never guessed with sleeps.
+
+mod e2e_support;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use e2e_support::*;
+use http::StatusCode;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::{Notify, mpsc};
+
+const BIN: &str = env!("CARGO_BIN_EXE_robotsgate");
+const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
+
+/// A `robotsgate run` child process and its stderr, line by line.
+struct ProxyProcess {
+    child: Child,
+    addr: SocketAddr,
+    lines: mpsc::UnboundedReceiver<String>,
+    seen: Vec<String>,
+}
+
+/// Removes ANSI colour sequences (`ESC [ ... letter`).
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl ProxyProcess {
+    /// Starts `robotsgate run` with `args` and waits for its "running" line.
+    async fn start(args: &[&str]) -> ProxyProcess {
+        let mut child = Command::new(BIN)
+            .arg("run")
+            .args(args)
+            .env("NO_COLOR", "1")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn robotsgate");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                if tx.send(strip_ansi(&line)).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut p = ProxyProcess { child, addr: "0.0.0.0:0".parse().unwrap(), lines, seen: Vec::new() };
+        let line = p.wait_line("the running line", |l| l.contains("robotsgate is running")).await;
+        let at = line.split("at http://").nth(1).expect("address in the running line");
+        let addr: String = at.chars().take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':').collect();
+        p.addr = addr.parse().unwrap_or_else(|_| panic!("no address in {line:?}"));
+        p
+    }
+
+    /// Waits (bounded) for a stderr line that satisfies `pred`.
+    async fn wait_line(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let seen = &mut self.seen;
+        let lines = &mut self.lines;
+        let found = tokio::time::timeout(BOUND, async {
+            while let Some(line) = lines.recv().await {
+                seen.push(line.clone());
+                if pred(&line) {
+                    return Some(line);
+                }
+            }
+            None
+        })
+        .await;
+        match found {
+            Ok(Some(line)) => line,
+            Ok(None) => panic!("{what}: robotsgate's stderr ended; it said:\n{}", self.seen.join("\n")),
+            Err(_) => panic!("{what}: not within {BOUND:?}; robotsgate said:\n{}", self.seen.join("\n")),
+        }
+    }
+
+    /// Sends a signal with kill(1).
+    fn signal(&self, name: &str) {
+        let pid = self.child.id().expect("child still running").to_string();
+        let status = std::process::Command::new("kill").args([name, &pid]).status().expect("run kill");
+        assert!(status.success(), "kill {name} {pid} failed");
+    }
+
+    /// Waits (bounded) for the process to exit.
+    async fn wait_exit(&mut self) -> std::process::ExitStatus {
+        bounded("robotsgate exits", self.child.wait()).await.expect("wait for robotsgate")
+    }
+}
+
+/// A config file for the binary: audit log and snapshots in `dir`, a short grace period.
+fn write_config(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("robotsgate.toml");
+    let text = format!(
+        "# e2e test configuration\n\
+         [proxy]\n\
+         listen = \"127.0.0.1:0\"\n\
+         upstream_timeout = \"10s\"\n\
+         shutdown_grace = \"10s\"\n\
+         \n\
+         [agent]\n\
+         token = \"ExampleBot\"\n\
+         \n\
+         [audit]\n\
+         path = \"{audit}\"\n\
+         snapshots = \"{snapshots}\"\n\
+         \n\
+         [log]\n\
+         level = \"info\"\n",
+        audit = dir.join("audit.jsonl").display(),
+        snapshots = dir.join("snapshots").display(),
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_the_request_in_flight_then_exits_0() {
+    let dir = temp_dir();
+    let release = Arc::new(Notify::new());
+    let origin = TestOrigin::start([
+        ("/robots.txt", Route::text(ROBOTS)),
+        (
+            "/slow",
+            Route::Slow { release: release.clone(), body: Bytes::from_static(b"finished after SIGTERM") },
+        ),
+    ])
+    .await;
+    let config = write_config(dir.path());
+    let config = config.to_str().unwrap();
+    let mut proxy = ProxyProcess::start(&["--config", config, "--allow-destination", "127.0.0.0/8"]).await;
+
+    let url = origin.url("/slow");
+    let addr = proxy.addr;
+    let in_flight = tokio::spawn(async move { get(addr, &url).await });
+    origin.wait_hits("/slow", 1).await;
+
+    proxy.signal("-TERM");
+    proxy.wait_line("the shutdown line", |l| l.contains("shutting down")).await;
+    release.notify_one();
+
+    let got = bounded("the request in flight", in_flight).await.unwrap();
+    assert_eq!(got.status, StatusCode::OK, "{}", got.text());
+    assert_eq!(got.body.as_ref(), b"finished after SIGTERM");
+    let status = proxy.wait_exit().await;
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "exit status after SIGTERM: {status:?}; said:\n{}",
+        proxy.seen.join("\n")
+    );
+
+    let records = read_jsonl(&dir.path().join("audit.jsonl"));
+    let decisions = of_type(&records, "decision");
+    assert_eq!(decisions.len(), 1, "{records:?}");
+    check_decision_record(decisions[0]);
+    assert_eq!(decisions[0]["url"], origin.url("/slow").as_str());
+    assert_eq!(decisions[0]["outcome"], "allowed");
+    assert_eq!(decisions[0]["agent"], "ExampleBot");
+    let fetches = of_type(&records, "fetch");
+    assert_eq!(fetches.len(), 1);
+    let sha = sha256_hex(ROBOTS.as_bytes());
+    assert_eq!(fetches[0]["sha256"], sha.as_str());
+    let snapshot = dir.path().join("snapshots").join(format!("{sha}.txt"));
+    assert_eq!(std::fs::read(snapshot).unwrap(), ROBOTS.as_bytes());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_line_overrides_apply() {
+    // --listen, --agent and --audit-log override the file; SIGINT stops it like SIGTERM.
+    let dir = temp_dir();
+    let origin = TestOrigin::start([
+        (
+            "/robots.txt",
+            Route::text("User-agent: OtherBot\nDisallow: /\n\nUser-agent: *\nDisallow: /private\n"),
+        ),
+        ("/page", Route::text("page")),
+    ])
+    .await;
+    let config = write_config(dir.path());
+    let audit = dir.path().join("cli-audit.jsonl");
+    let mut proxy = ProxyProcess::start(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--agent",
+        "OtherBot",
+        "--audit-log",
+        audit.to_str().unwrap(),
+        "--allow-destination",
+        "127.0.0.1/32",
+    ])
+    .await;
+    let got = get(proxy.addr, &origin.url("/page")).await;
+    assert_eq!(got.status, StatusCode::FORBIDDEN, "OtherBot is disallowed everywhere: {}", got.text());
+    assert!(got.text().contains("OtherBot"), "{}", got.text());
+    assert_eq!(origin.hits("/page"), 0);
+    proxy.signal("-INT");
+    let status = proxy.wait_exit().await;
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let records = read_jsonl(&audit);
+    let d = of_type(&records, "decision");
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0]["agent"], "OtherBot");
+    assert!(!dir.path().join("audit.jsonl").exists(), "the file's audit path was overridden");
+}
+
+fn check_config(path: &Path) -> std::process::Output {
+    std::process::Command::new(BIN)
+        .args(["run", "--config", path.to_str().unwrap(), "--check-config"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run robotsgate")
+}
+
+#[test]
+fn check_config_names_the_file_line_and_key() {
+    let dir = temp_dir();
+    let cases = [
+        // A value of the wrong form.
+        (
+            "[proxy]\nlisten = \"127.0.0.1:0\"\nupstream_timeout = \"5 parsecs\"\n",
+            3,
+            "proxy.upstream_timeout",
+        ),
+        // An unknown key.
+        ("# comment\n[policy]\nprofile = \"rfc\"\n\nmode = \"enforce\"\nmodee = \"x\"\n", 6, "modee"),
+        // A value checked against another.
+        ("[policy]\nmin_ttl = \"2h\"\nmax_ttl = \"1h\"\n", 2, "policy.min_ttl"),
+        // A bad product token.
+        ("[log]\nlevel = \"info\"\n[agent]\ntoken = \"MJ12bot\"\n", 4, "agent.token"),
+    ];
+    for (text, line, key) in cases {
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, text).unwrap();
+        let out = check_config(&bad);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "exit status for {text:?}; stderr: {stderr}");
+        assert!(stderr.contains(&format!("bad.toml:{line}:")), "line {line} named for {text:?}: {stderr}");
+        assert!(stderr.contains(key), "key {key} named for {text:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "nothing on stdout for a bad file");
+    }
+
+    let good = write_config(dir.path());
+    let out = check_config(&good);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("OK"), "{stdout}");
+    assert!(stdout.contains("robotsgate.toml"), "names the file: {stdout}");
+
+    // The documented default file is good as well.
+    let documented = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/robotsgate.toml");
+    let out = check_config(&documented);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curl_through_the_proxy() {
+    if !std::process::Command::new("which").arg("curl").output().is_ok_and(|o| o.status.success()) {
+        eprintln!("note: curl is not installed; skipping the curl test");
+        return;
+    }
+    let dir = temp_dir();
+    let origin = TestOrigin::start([
+        ("/robots.txt", Route::text(ROBOTS)),
+        ("/hello.txt", Route::text("hello from the origin\n")),
+        ("/private/x", Route::text("secret")),
+        ("/upload", Route::Upload { progress: None }),
+    ])
+    .await;
+    let config = write_config(dir.path());
+    let mut proxy =
+        ProxyProcess::start(&["--config", config.to_str().unwrap(), "--allow-destination", "127.0.0.0/8"])
+            .await;
+    let proxy_url = format!("http://{}", proxy.addr);
+
+    let curl = |url: String, extra: Vec<String>| {
+        let proxy_url = proxy_url.clone();
+        async move {
+            let out = bounded(
+                "curl",
+                Command::new("curl")
+                    .args([
+                        "--silent",
+                        "--show-error",
+                        "--include",
+                        "--max-time",
+                        "10",
+                        "--proxy",
+                        &proxy_url,
+                    ])
+                    .args(&extra)
+                    .arg(&url)
+                    .env_remove("http_proxy")
+                    .env_remove("HTTP_PROXY")
+                    .env_remove("no_proxy")
+                    .env_remove("NO_PROXY")
+                    .env_remove("all_proxy")
+                    .env_remove("ALL_PROXY")
+                    .stdin(Stdio::null())
+                    .kill_on_drop(true)
+                    .output(),
+            )
+            .await
+            .expect("run curl");
+            assert!(out.status.success(), "curl failed: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+    };
+
+    let allowed = curl(origin.url("/hello.txt"), vec![]).await;
+    assert!(allowed.starts_with("HTTP/1.1 200"), "{allowed}");
+    assert!(allowed.ends_with("\r\n\r\nhello from the origin\n"), "{allowed}");
+    assert!(allowed.to_ascii_lowercase().contains("\nvia: 1.1 robotsgate"), "{allowed}");
+
+    let refused = curl(origin.url("/private/x"), vec![]).await;
+    assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+    assert!(refused.to_ascii_lowercase().contains("\nx-robotsgate: disallowed"), "{refused}");
+    assert!(refused.contains(&origin.url("/private/x")), "{refused}");
+    assert!(!refused.contains("secret"));
+    assert_eq!(origin.hits("/hello.txt"), 1);
+    assert_eq!(origin.hits("/private/x"), 0);
+
+    // An upload large enough that curl asks `Expect: 100-continue` first.
+    let upload = dir.path().join("upload.bin");
+    let data = pattern(3 * 1024 * 1024 + 7);
+    std::fs::write(&upload, &data).unwrap();
+    let mut sum = Checksum::default();
+    sum.update(&data);
+    let uploaded = curl(
+        origin.url("/upload"),
+        vec![
+            "--data-binary".into(),
+            format!("@{}", upload.display()),
+            "-H".into(),
+            "Expect: 100-continue".into(),
+        ],
+    )
+    .await;
+    assert!(uploaded.ends_with(&format!("\r\n\r\n{}", sum.hex())), "{uploaded}");
+    assert_eq!(origin.seen_for("/upload")[0].method, "POST");
+
+    proxy.signal("-TERM");
+    assert_eq!(proxy.wait_exit().await.code(), Some(0));
+}
