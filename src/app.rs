@@ -1,22 +1,27 @@
 //! The running proxy assembled from a [`Config`]: listener, guard, resolver, TLS, fetcher,
-//! policy, audit log, layer and forwarder. The binary and the tests start robotsgate
-//! through [`App::start`].
+//! policy, audit log, layer, forwarder, authentication, metrics and the admin listener.
+//! The binary and the tests start robotsgate through [`App::start`], and reload it
+//! through [`Reloader`].
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
+use crate::admin::{Admin, Readiness};
 use crate::audit::{AuditConfig, AuditLog, AuditSetupError, OnError, Target};
+use crate::auth::{AuthError, ProxyAuth};
 use crate::config::{Config, ModeName, OnErrorName, Select};
 use crate::fetch::{FetchConfig, Fetcher};
 use crate::intercept::Interception;
-use crate::layer::{Mode, RobotsLayer, TokenSelector};
+use crate::layer::{Mode, RobotsLayer, Settings, TokenSelector};
+use crate::metrics::{Metrics, Sources};
 use crate::net::{self, Connector, DnsConfig, Guard, Resolver, TlsConfig, TlsSetupError};
 use crate::policy::{FetchObserver, PolicyConfig, RobotsPolicy};
-use crate::proxy::{Forwarder, Proxy, ProxyConfig};
+use crate::proxy::{ClientNetworks, Forwarder, Proxy, ProxyConfig};
 use crate::tls::{Ca, Interceptor};
 
 /// Why robotsgate could not start.
@@ -44,6 +49,17 @@ pub enum StartError {
         /// Why.
         source: crate::tls::CaError,
     },
+    /// The admin listener could not be bound.
+    #[error("cannot listen on {addr} (admin): {source}")]
+    AdminListen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A user's password hash is unusable.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
 }
 
 /// A started robotsgate: bound, with its audit log open.
@@ -52,6 +68,116 @@ pub struct App {
     audit: AuditLog,
     policy: RobotsPolicy,
     addr: SocketAddr,
+    admin: Option<Admin>,
+    admin_addr: Option<SocketAddr>,
+    metrics: Arc<Metrics>,
+    reloader: Reloader,
+}
+
+/// Applies a new configuration to a running [`App`] (SIGHUP): the policy (profile,
+/// freshness, failure handling, overrides), the token selection and mode, the proxy
+/// users, the destination guard and the allowed client networks. Connections and the
+/// robots.txt cache stay. Other changes (listen addresses, timeouts, TLS, DNS, audit,
+/// cache bounds) need a restart; [`Reloader::reload`] names them.
+#[derive(Clone)]
+pub struct Reloader {
+    inner: Arc<ReloadInner>,
+}
+
+struct ReloadInner {
+    policy: RobotsPolicy,
+    layer: RobotsLayer,
+    auth: ProxyAuth,
+    guard: Guard,
+    clients: ClientNetworks,
+    listen: SocketAddr,
+    current: Mutex<Config>,
+}
+
+impl std::fmt::Debug for Reloader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reloader").finish_non_exhaustive()
+    }
+}
+
+impl Reloader {
+    /// Applies `new` (already parsed and checked). Returns the changed settings that
+    /// take effect only on the next start; they are left as they were.
+    pub fn reload(&self, new: &Config) -> Result<Vec<&'static str>, AuthError> {
+        let i = &self.inner;
+        // The only step that can fail goes first, so a refused file changes nothing.
+        i.auth.reload(users(new))?;
+        i.policy.reload(policy_config(new));
+        i.layer.reload(Settings { selector: Arc::new(selector(new)), mode: mode(new) });
+        i.guard.replace_rules(&guard(new, i.listen));
+        i.clients.set(new.proxy.allow_clients.iter().map(|c| c.0).collect());
+        let mut current = match i.current.lock() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let old = std::mem::replace(&mut *current, new.clone());
+        Ok(restart_needed(&old, new))
+    }
+}
+
+/// The settings that differ between `old` and `new` and are not reloaded.
+fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
+    let (o, n) = (&old.proxy, &new.proxy);
+    let mut changed = Vec::new();
+    let mut check = |name: &'static str, differs: bool| {
+        if differs {
+            changed.push(name);
+        }
+    };
+    check("proxy.listen", o.listen != n.listen);
+    check(
+        "proxy timeouts and limits",
+        (o.upstream_timeout, o.header_read_timeout, o.shutdown_grace, o.max_connections, o.max_header_bytes)
+            != (
+                n.upstream_timeout,
+                n.header_read_timeout,
+                n.shutdown_grace,
+                n.max_connections,
+                n.max_header_bytes,
+            )
+            || o.tunnel_idle_timeout != n.tunnel_idle_timeout,
+    );
+    check("agent.user_agent (robots.txt fetches)", old.user_agent() != new.user_agent());
+    check(
+        "policy.cache_max_entries/cache_max_bytes",
+        (old.policy.cache_max_entries, old.policy.cache_max_bytes)
+            != (new.policy.cache_max_entries, new.policy.cache_max_bytes),
+    );
+    check("[fetch]", old.fetch != new.fetch);
+    check("[dns]", old.dns != new.dns);
+    check("[tls]", old.tls != new.tls);
+    check("[audit]", old.audit != new.audit);
+    check("[log]", old.log != new.log);
+    check("[admin]", old.admin != new.admin);
+    check("auth.realm", old.auth.realm != new.auth.realm);
+    changed
+}
+
+/// Cache and audit figures read when `/metrics` is scraped.
+struct AppSources {
+    policy: RobotsPolicy,
+    audit: AuditLog,
+    interceptor: Option<Interceptor>,
+}
+
+impl Sources for AppSources {
+    fn cache(&self) -> (u64, u64, u64, u64, u64) {
+        let (hits, misses, stale) = self.policy.cache_stats();
+        (self.policy.cached_origins(), self.policy.cached_bytes(), hits, misses, stale)
+    }
+
+    fn audit(&self) -> (u64, u64) {
+        (self.audit.written(), self.audit.lost())
+    }
+
+    fn leaves_minted(&self) -> Option<u64> {
+        self.interceptor.as_ref().map(Interceptor::minted)
+    }
 }
 
 impl std::fmt::Debug for App {
@@ -67,10 +193,17 @@ impl App {
         let listener = TcpListener::bind(addr).await.map_err(|source| StartError::Listen { addr, source })?;
         let addr = listener.local_addr().map_err(|source| StartError::Listen { addr, source })?;
 
-        let mut guard = Guard::default().deny_own_listener(addr);
-        for cidr in &config.guard.allow {
-            guard = guard.allow(cidr.0);
-        }
+        let auth = ProxyAuth::new(users(config), &config.auth.realm)?;
+        let admin = match config.admin.listen {
+            Some(a) => Some(
+                Admin::bind(a, Arc::new(Metrics::default()), Readiness::default())
+                    .await
+                    .map_err(|source| StartError::AdminListen { addr: a, source })?,
+            ),
+            None => None,
+        };
+        let guard = self::guard(config, addr);
+        let guard_handle = guard.clone();
         let guard = Arc::new(guard);
         let dns = DnsConfig {
             servers: config.dns.servers.clone(),
@@ -113,56 +246,95 @@ impl App {
                 ..FetchConfig::default()
             },
         );
-        let p = &config.policy;
-        let policy = RobotsPolicy::with_observer(
+        let metrics = admin.as_ref().map_or_else(|| Arc::new(Metrics::default()), Admin::metrics);
+        let policy = RobotsPolicy::with_observers(
             fetcher,
-            PolicyConfig {
-                profile: p.profile.0,
-                default_ttl: p.default_ttl.0,
-                min_ttl: p.min_ttl.0,
-                max_ttl: p.max_ttl.0,
-                stale_if_error: p.stale_if_error.0,
-                retry_min: p.retry_min.0,
-                retry_max: p.retry_max.0,
-                retry_busy: p.retry_busy.0,
-                max_entries: p.cache_max_entries,
-                max_bytes: p.cache_max_bytes.0,
-                overrides: config.overrides(),
-            },
-            Some(Arc::new(audit.clone()) as Arc<dyn FetchObserver>),
+            policy_config(config),
+            vec![
+                Arc::new(audit.clone()) as Arc<dyn FetchObserver>,
+                metrics.clone() as Arc<dyn FetchObserver>,
+            ],
         );
         let layer = RobotsLayer::new(policy.clone(), config.agent.token.0.clone())
             .with_selector(selector(config))
-            .with_mode(match p.mode {
-                ModeName::Enforce => Mode::Enforce,
-                ModeName::ReportOnly => Mode::ReportOnly,
-            })
-            .with_audit(audit.clone());
+            .with_mode(mode(config))
+            .with_audit(audit.clone())
+            .with_admission(forward_connector.clone())
+            .with_metrics(metrics.clone());
+        let px = &config.proxy;
         let proxy_config = ProxyConfig {
             listen: addr,
-            upstream_timeout: config.proxy.upstream_timeout.0,
-            shutdown_grace: config.proxy.shutdown_grace.0,
-            header_read_timeout: config.proxy.header_read_timeout.0,
+            upstream_timeout: px.upstream_timeout.0,
+            shutdown_grace: px.shutdown_grace.0,
+            header_read_timeout: px.header_read_timeout.0,
+            max_connections: px.max_connections,
+            max_header_bytes: usize::try_from(px.max_header_bytes.0).unwrap_or(usize::MAX),
+            tunnel_idle_timeout: px.tunnel_idle_timeout.0,
             ..ProxyConfig::default()
         };
-        let forwarder = Forwarder::new(forward_connector, &proxy_config);
-        let mut proxy = Proxy::from_listener(listener, proxy_config, layer, forwarder);
+        let forwarder = Forwarder::new(forward_connector, &proxy_config).with_metrics(metrics.clone());
+        let clients = ClientNetworks::default();
+        clients.set(px.allow_clients.iter().map(|c| c.0).collect());
+        let ready = admin.as_ref().map_or_else(Readiness::default, Admin::readiness);
+        let mut proxy = Proxy::from_listener(listener, proxy_config, layer.clone(), forwarder)
+            .with_auth(auth.clone())
+            .with_client_networks(clients.clone())
+            .with_metrics(metrics.clone())
+            .with_readiness(ready);
+        let mut interceptor = None;
         if !config.tls.ca_dir.is_empty() {
             let dir = PathBuf::from(&config.tls.ca_dir);
             let ca = Ca::load(&dir).map_err(|source| StartError::Ca { dir, source })?;
+            let minter = Interceptor::new(ca, config.tls.leaf_cache);
+            interceptor = Some(minter.clone());
             proxy = proxy.with_interception(Interception {
-                interceptor: Interceptor::new(ca, config.tls.leaf_cache),
+                interceptor: minter,
                 bypass: config.tls.bypass.iter().map(|b| b.0.clone()).collect(),
                 ports: config.tls.intercept_ports.clone(),
                 handshake_timeout: config.tls.handshake_timeout.0,
             });
         }
-        Ok(App { proxy, audit, policy, addr })
+        metrics.set_sources(Arc::new(AppSources {
+            policy: policy.clone(),
+            audit: audit.clone(),
+            interceptor,
+        }));
+        let reloader = Reloader {
+            inner: Arc::new(ReloadInner {
+                policy: policy.clone(),
+                layer,
+                auth,
+                guard: guard_handle,
+                clients,
+                listen: addr,
+                current: Mutex::new(config.clone()),
+            }),
+        };
+        let admin_addr = match &admin {
+            Some(a) => Some(a.local_addr().map_err(|source| StartError::AdminListen { addr, source })?),
+            None => None,
+        };
+        Ok(App { proxy, audit, policy, addr, admin, admin_addr, metrics, reloader })
     }
 
     /// The address the proxy listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address of the admin listener, when configured.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// A handle that applies a new configuration while running.
+    pub fn reloader(&self) -> Reloader {
+        self.reloader.clone()
     }
 
     /// The policy (for inspection).
@@ -179,9 +351,55 @@ impl App {
     /// audit log.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
         let audit = self.audit.clone();
+        let stop_admin = CancellationToken::new();
+        let admin = self.admin.map(|a| tokio::spawn(a.run(stop_admin.clone())));
         let result = self.proxy.run(shutdown).await;
         audit.shutdown().await;
+        stop_admin.cancel();
+        if let Some(task) = admin {
+            let _ = task.await;
+        }
         result
+    }
+}
+
+/// The destination guard of `config` for a proxy listening on `listen`.
+fn guard(config: &Config, listen: SocketAddr) -> Guard {
+    let mut guard = Guard::default().deny_own_listener(listen);
+    for cidr in &config.guard.allow {
+        guard = guard.allow(cidr.0);
+    }
+    for host in &config.guard.allow_hosts {
+        guard = guard.allow_host(host.0.clone());
+    }
+    guard
+}
+
+fn users(config: &Config) -> std::collections::HashMap<String, String> {
+    config.auth.users.iter().map(|(u, h)| (u.clone(), h.0.clone())).collect()
+}
+
+fn mode(config: &Config) -> Mode {
+    match config.policy.mode {
+        ModeName::Enforce => Mode::Enforce,
+        ModeName::ReportOnly => Mode::ReportOnly,
+    }
+}
+
+fn policy_config(config: &Config) -> PolicyConfig {
+    let p = &config.policy;
+    PolicyConfig {
+        profile: p.profile.0,
+        default_ttl: p.default_ttl.0,
+        min_ttl: p.min_ttl.0,
+        max_ttl: p.max_ttl.0,
+        stale_if_error: p.stale_if_error.0,
+        retry_min: p.retry_min.0,
+        retry_max: p.retry_max.0,
+        retry_busy: p.retry_busy.0,
+        max_entries: p.cache_max_entries,
+        max_bytes: p.cache_max_bytes.0,
+        overrides: config.overrides(),
     }
 }
 

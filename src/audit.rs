@@ -402,10 +402,11 @@ impl AuditLog {
 
     /// The decision record for a decision (the layer fills in the request fields).
     pub fn decision_record(&self, d: &Decision, request: RequestFacts<'_>) -> DecisionRecord {
-        let outcome = match (d.allowed, request.report_only) {
-            (true, _) => "allowed",
-            (false, false) => "disallowed",
-            (false, true) => "would-disallow",
+        let outcome = match (d.allowed, request.report_only, &d.reason) {
+            (_, _, Reason::DestinationDenied { .. }) => "destination-denied",
+            (true, _, _) => "allowed",
+            (false, false, _) => "disallowed",
+            (false, true, _) => "would-disallow",
         };
         let rule = match &d.reason {
             Reason::Rule { kind, line, reading, implied_by_index_html, .. } => Some(RuleRecord {

@@ -74,6 +74,8 @@ pub struct Config {
     pub guard: GuardSection,
     pub audit: AuditSection,
     pub log: LogSection,
+    pub admin: AdminSection,
+    pub auth: AuthSection,
 }
 
 /// `[proxy]`
@@ -85,6 +87,10 @@ pub struct ProxySection {
     pub upstream_timeout: Dur,
     pub header_read_timeout: Dur,
     pub shutdown_grace: Dur,
+    pub allow_clients: Vec<Cidr>,
+    pub max_connections: usize,
+    pub max_header_bytes: Size,
+    pub tunnel_idle_timeout: Dur,
 }
 
 /// `[agent]`
@@ -210,6 +216,32 @@ pub struct TlsSection {
 #[allow(missing_docs)]
 pub struct GuardSection {
     pub allow: Vec<Cidr>,
+    pub allow_hosts: Vec<HostPatternValue>,
+}
+
+/// `[admin]`
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct AdminSection {
+    /// Off when absent.
+    pub listen: Option<SocketAddr>,
+}
+
+/// `[auth]`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct AuthSection {
+    pub realm: String,
+    /// user name → Argon2 PHC hash; empty: no authentication.
+    pub users: BTreeMap<String, PasswordHashValue>,
+}
+
+impl Default for AuthSection {
+    fn default() -> Self {
+        AuthSection { realm: "robotsgate".into(), users: BTreeMap::new() }
+    }
 }
 
 /// `[audit]`
@@ -285,6 +317,10 @@ impl Default for ProxySection {
             upstream_timeout: Dur::secs(60),
             header_read_timeout: Dur::secs(30),
             shutdown_grace: Dur::secs(30),
+            allow_clients: Vec::new(),
+            max_connections: 10_000,
+            max_header_bytes: Size(64 * 1024),
+            tunnel_idle_timeout: Dur::secs(600),
         }
     }
 }
@@ -520,6 +556,19 @@ from_str_value!(HeaderNameValue, "an HTTP header name");
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Expiry(pub SystemTime);
 
+/// A password hash: an Argon2 PHC string (`$argon2id$v=19$...`), as made by
+/// `robotsgate hash-password`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PasswordHashValue(pub String);
+
+impl FromStr for PasswordHashValue {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        crate::auth::check_hash(s).map(|()| PasswordHashValue(s.to_owned()))
+    }
+}
+from_str_value!(PasswordHashValue, "an argon2 hash made by `robotsgate hash-password`");
+
 impl FromStr for Expiry {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -607,6 +656,36 @@ impl Config {
         }
         if self.tls.leaf_cache == 0 {
             return Err(err("tls.leaf_cache", "must be at least 1".into()));
+        }
+        let px = &self.proxy;
+        if px.max_connections == 0 {
+            return Err(err("proxy.max_connections", "must be at least 1".into()));
+        }
+        if !(1024..=1024 * 1024).contains(&px.max_header_bytes.0) {
+            return Err(err("proxy.max_header_bytes", "must be between 1KiB and 1MiB".into()));
+        }
+        if self.auth.realm.is_empty()
+            || self.auth.realm.contains(['"', '\\'])
+            || self.auth.realm.chars().any(char::is_control)
+        {
+            return Err(err(
+                "auth.realm",
+                "must be non-empty, without quotes, backslashes or control characters".into(),
+            ));
+        }
+        for user in self.auth.users.keys() {
+            if user.is_empty() || user.contains(':') || user.chars().any(char::is_control) {
+                return Err(err(
+                    "auth.users",
+                    format!("{user:?} is not a usable user name (no ':' or control characters)"),
+                ));
+            }
+        }
+        if self.agent.select == Select::ProxyUser && self.auth.users.is_empty() {
+            return Err(err("agent.select", "\"proxy-user\" needs users in [auth.users]".into()));
+        }
+        if let Some(user) = self.agent.users.keys().find(|u| !self.auth.users.contains_key(*u)) {
+            return Err(err("agent.users", format!("{user:?} is not a user in [auth.users]")));
         }
         if self.fetch.max_redirects > 20 {
             return Err(err("fetch.max_redirects", "must be at most 20".into()));

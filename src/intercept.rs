@@ -15,6 +15,7 @@ use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -25,7 +26,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-use crate::layer::ClientAddr;
+use crate::layer::{ClientAddr, ProxyUser};
 use crate::origin::Origin;
 use crate::policy::HostPattern;
 use crate::proxy::ProxyBody;
@@ -63,6 +64,7 @@ pub(crate) async fn serve(
     interception: Interception,
     service: InnerService,
     client: SocketAddr,
+    user: Option<Arc<str>>,
     stop: CancellationToken,
 ) {
     let mut io = TokioIo::new(upgraded);
@@ -112,6 +114,7 @@ pub(crate) async fn serve(
     let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         let service = service.clone();
         let authority = authority.clone();
+        let user = user.clone();
         async move {
             // Requests inside the tunnel are for the CONNECT origin, whatever form they
             // came in: make the URI absolute so the layer and the forwarder see it.
@@ -120,6 +123,9 @@ pub(crate) async fn serve(
                 *req.uri_mut() = uri;
             }
             req.extensions_mut().insert(ClientAddr(client));
+            if let Some(u) = &user {
+                req.extensions_mut().insert(ProxyUser(u.clone()));
+            }
             service.oneshot(req).await
         }
     });

@@ -53,9 +53,12 @@ use http_body_util::{Either, Full};
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
+use arc_swap::ArcSwap;
+
 use crate::audit::{AuditLog, RequestFacts};
 use crate::fetch::Unreachable;
-use crate::net::ConnectError;
+use crate::metrics::Metrics;
+use crate::net::{ConnectError, Connector};
 use crate::origin::{Origin, Scheme, request_path};
 use crate::policy::{Decision, Reason, RobotsPolicy};
 use crate::rep::is_valid_product_token;
@@ -188,17 +191,34 @@ pub struct RobotsLayer {
 
 struct Shared {
     policy: RobotsPolicy,
-    selector: Arc<dyn SelectToken>,
-    mode: Mode,
+    /// The token selector and the mode, replaced whole on reload.
+    settings: ArcSwap<Settings>,
     scheme: Scheme,
     audit: Option<AuditLog>,
+    admission: Option<Connector>,
+    metrics: Option<Arc<Metrics>>,
     ids: RequestIds,
+}
+
+/// What [`RobotsLayer::reload`] can change while running.
+#[derive(Clone)]
+pub struct Settings {
+    /// Chooses the product token per request.
+    pub selector: Arc<dyn SelectToken>,
+    /// Enforce or report only.
+    pub mode: Mode,
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings").field("mode", &self.mode).finish_non_exhaustive()
+    }
 }
 
 impl fmt::Debug for RobotsLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RobotsLayer")
-            .field("mode", &self.shared.mode)
+            .field("mode", &self.shared.settings.load().mode)
             .field("scheme", &self.shared.scheme)
             .field("audit", &self.shared.audit.is_some())
             .finish_non_exhaustive()
@@ -211,10 +231,14 @@ impl RobotsLayer {
         RobotsLayer {
             shared: Arc::new(Shared {
                 policy,
-                selector: Arc::new(TokenSelector::Fixed(token.into())),
-                mode: Mode::Enforce,
+                settings: ArcSwap::from_pointee(Settings {
+                    selector: Arc::new(TokenSelector::Fixed(token.into())),
+                    mode: Mode::Enforce,
+                }),
                 scheme: Scheme::Http,
                 audit: None,
+                admission: None,
+                metrics: None,
                 ids: RequestIds::new(),
             }),
         }
@@ -227,10 +251,11 @@ impl RobotsLayer {
                 let s = &*self.shared;
                 let mut copy = Shared {
                     policy: s.policy.clone(),
-                    selector: s.selector.clone(),
-                    mode: s.mode,
+                    settings: ArcSwap::new(s.settings.load_full()),
                     scheme: s.scheme,
                     audit: s.audit.clone(),
+                    admission: s.admission.clone(),
+                    metrics: s.metrics.clone(),
                     ids: RequestIds::new(),
                 };
                 f(&mut copy);
@@ -242,12 +267,33 @@ impl RobotsLayer {
 
     /// Chooses the product token per request.
     pub fn with_selector(self, selector: impl SelectToken) -> RobotsLayer {
-        self.edit(|s| s.selector = Arc::new(selector))
+        let selector: Arc<dyn SelectToken> = Arc::new(selector);
+        self.edit(|s| s.settings.store(Arc::new(Settings { selector, mode: s.settings.load().mode })))
     }
 
     /// Enforce (default) or report only.
     pub fn with_mode(self, mode: Mode) -> RobotsLayer {
-        self.edit(|s| s.mode = mode)
+        self.edit(|s| {
+            s.settings.store(Arc::new(Settings { selector: s.settings.load().selector.clone(), mode }))
+        })
+    }
+
+    /// Refuses requests whose destination the connector's guard refuses, before any robots
+    /// decision (no robots.txt is fetched for them): `403`, logged with the outcome
+    /// `destination-denied`.
+    pub fn with_admission(self, connector: Connector) -> RobotsLayer {
+        self.edit(|s| s.admission = Some(connector))
+    }
+
+    /// Counts decisions in `metrics`.
+    pub fn with_metrics(self, metrics: Arc<Metrics>) -> RobotsLayer {
+        self.edit(|s| s.metrics = Some(metrics))
+    }
+
+    /// Replaces the token selector and the mode of this layer and every service made from
+    /// it, for requests that start from now on.
+    pub fn reload(&self, settings: Settings) {
+        self.shared.settings.store(Arc::new(settings));
     }
 
     /// Decide and log, never block.
@@ -365,12 +411,44 @@ impl Shared {
         {
             return Err(answer(StatusCode::SERVICE_UNAVAILABLE, "audit-unavailable", &e.to_string()));
         }
-        let token = self
-            .selector
-            .select(parts)
-            .map_err(|e| answer(StatusCode::BAD_REQUEST, "no-token", &e.to_string()))?;
-        let decision = self.policy.decide(&target.origin, &target.path, token).await;
-        let report_only = self.mode == Mode::ReportOnly;
+        let settings = self.settings.load_full();
+        let token = settings.selector.select(parts).map_err(|e| {
+            if let Some(m) = &self.metrics {
+                m.refused("no-token");
+            }
+            answer(StatusCode::BAD_REQUEST, "no-token", &e.to_string())
+        })?;
+        let report_only = settings.mode == Mode::ReportOnly;
+        let denied = match &self.admission {
+            Some(connector) => match connector.admit(&target.origin).await {
+                Err(e @ ConnectError::Denied { .. }) => Some(e),
+                _ => None,
+            },
+            None => None,
+        };
+        let decision = match denied {
+            Some(cause) => Decision {
+                allowed: false,
+                origin: Arc::new(target.origin.clone()),
+                agent: token,
+                profile: self.policy.config().profile,
+                reason: Reason::DestinationDenied { cause },
+                robots: None,
+                failure: None,
+                age: None,
+                stale: false,
+            },
+            None => self.policy.decide(&target.origin, &target.path, token).await,
+        };
+        if let Some(m) = &self.metrics {
+            let outcome = match (&decision.reason, decision.allowed, report_only) {
+                (Reason::DestinationDenied { .. }, _, _) => "destination-denied",
+                (_, true, _) => "allowed",
+                (_, false, false) => "disallowed",
+                (_, false, true) => "would-disallow",
+            };
+            m.decision(outcome, decision.reason.class(), started.elapsed());
+        }
         if let Some(audit) = &self.audit {
             let id = self.ids.next();
             let user = parts.extensions.get::<ProxyUser>().map(|u| u.0.clone());
@@ -388,6 +466,11 @@ impl Shared {
             if let Err(e) = audit.decision(record).await {
                 return Err(answer(StatusCode::SERVICE_UNAVAILABLE, "audit-unavailable", &e.to_string()));
             }
+        }
+        if let Reason::DestinationDenied { cause } = &decision.reason {
+            let mut res = connect_error_answer(cause);
+            res.extensions_mut().insert(decision);
+            return Err(res);
         }
         if decision.allowed || report_only {
             return Ok(decision);

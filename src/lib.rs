@@ -12,16 +12,21 @@
 //! - [`config`]: the TOML configuration.
 //! - [`app`]: the proxy assembled from a configuration.
 //! - [`tls`]: the local CA and leaf certificates for TLS interception.
+//! - [`metrics`]: Prometheus metrics; [`admin`]: `/healthz`, `/readyz`, `/metrics`.
+//! - [`auth`]: proxy authentication (Basic, argon2 hashes).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod app;
 pub mod audit;
+pub mod auth;
 pub mod config;
 pub mod fetch;
 pub mod intercept;
 pub mod layer;
+pub mod metrics;
 pub mod net;
 pub mod origin;
 pub mod policy;

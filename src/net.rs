@@ -31,7 +31,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use crate::origin::{Host, Origin, Scheme};
+use arc_swap::ArcSwap;
+
+use crate::origin::{Host, HostPattern, Origin, Scheme};
 
 /// Why an outbound connection could not be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -224,30 +226,53 @@ fn classify_v6(ip: Ipv6Addr) -> Option<DenyReason> {
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct Guard {
+    /// Shared by every clone, so [`Guard::replace_rules`] reaches all connectors.
+    rules: Arc<ArcSwap<GuardRules>>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct GuardRules {
     allowed: Vec<IpNet>,
+    allowed_hosts: Vec<HostPattern>,
     own: Vec<SocketAddr>,
     allow_all: bool,
 }
 
 impl Guard {
-    /// A guard that refuses nothing (for tools run by an operator, e.g. `robotsgate check`).
+    fn with(&self, f: impl FnOnce(&mut GuardRules)) -> Guard {
+        let mut rules = GuardRules::clone(&self.rules.load());
+        f(&mut rules);
+        Guard { rules: Arc::new(ArcSwap::from_pointee(rules)) }
+    }
+
+    /// A guard that refuses nothing but the proxy's own listener (for tools run by an
+    /// operator, e.g. `robotsgate check`).
     pub fn permissive() -> Guard {
-        Guard { allow_all: true, ..Guard::default() }
+        Guard::default().with(|r| r.allow_all = true)
     }
 
     /// Opens a CIDR (checked before the built-in denials).
-    pub fn allow(mut self, net: IpNet) -> Guard {
-        self.allowed.push(net.trunc());
-        self
+    pub fn allow(self, net: IpNet) -> Guard {
+        self.with(|r| r.allowed.push(net.trunc()))
+    }
+
+    /// Opens every address of the hosts matching `pattern` (e.g. an intranet service the
+    /// scrapers are meant to reach).
+    pub fn allow_host(self, pattern: HostPattern) -> Guard {
+        self.with(|r| r.allowed_hosts.push(pattern))
     }
 
     /// Refuses the proxy's own listening address, whatever else is allowed (a request to
     /// the proxy through the proxy would loop). For a listener on an unspecified address
     /// (`0.0.0.0`, `::`), loopback and unspecified destinations on that port are refused;
     /// other local interface addresses are private ranges, refused by default anyway.
-    pub fn deny_own_listener(mut self, addr: SocketAddr) -> Guard {
-        self.own.push(addr);
-        self
+    pub fn deny_own_listener(self, addr: SocketAddr) -> Guard {
+        self.with(|r| r.own.push(addr))
+    }
+
+    /// Takes over the rules of `other`, for this guard and every clone of it (reload).
+    pub fn replace_rules(&self, other: &Guard) {
+        self.rules.store(other.rules.load_full());
     }
 
     /// Whether a destination address may be connected to.
@@ -258,8 +283,14 @@ impl Guard {
     /// [`Guard::check`] for an address and port (the port matters for the own-listener
     /// rule).
     pub fn check_addr(&self, addr: SocketAddr) -> Result<(), DenyReason> {
+        self.check_dest(None, addr)
+    }
+
+    /// Whether `host` may be reached at `addr`.
+    pub fn check_dest(&self, host: Option<&Host>, addr: SocketAddr) -> Result<(), DenyReason> {
+        let rules = self.rules.load();
         let ip = canonical_ip(addr.ip());
-        let own = self.own.iter().any(|o| {
+        let own = rules.own.iter().any(|o| {
             o.port() == addr.port()
                 && (canonical_ip(o.ip()) == ip
                     || (o.ip().is_unspecified() && (ip.is_loopback() || ip.is_unspecified())))
@@ -267,7 +298,10 @@ impl Guard {
         if own && addr.port() != 0 {
             return Err(DenyReason::OwnListener);
         }
-        if self.allow_all || self.allowed.iter().any(|n| n.contains(&ip) || n.contains(&addr.ip())) {
+        if rules.allow_all
+            || rules.allowed.iter().any(|n| n.contains(&ip) || n.contains(&addr.ip()))
+            || host.is_some_and(|h| rules.allowed_hosts.iter().any(|p| p.matches(h)))
+        {
             return Ok(());
         }
         match classify(addr.ip()) {
@@ -524,7 +558,7 @@ impl Connector {
         let mut last_err = None;
         for &ip in ips {
             let addr = SocketAddr::new(ip, port);
-            if let Err(reason) = self.guard.check_addr(addr) {
+            if let Err(reason) = self.guard.check_dest(Some(host), addr) {
                 denied.get_or_insert((ip, reason));
                 continue;
             }
@@ -558,7 +592,7 @@ impl Connector {
         let ok: Vec<SocketAddr> = ips
             .iter()
             .map(|&ip| SocketAddr::new(ip, origin.port()))
-            .filter(|a| match self.guard.check_addr(*a) {
+            .filter(|a| match self.guard.check_dest(Some(host), *a) {
                 Ok(()) => true,
                 Err(r) => {
                     first_denied.get_or_insert((a.ip(), r));
@@ -735,5 +769,14 @@ mod tests {
         assert_eq!(g.check_addr("127.0.0.1:3128".parse().unwrap()), Err(DenyReason::OwnListener));
         assert!(g.check_addr("10.0.0.5:3128".parse().unwrap()).is_ok());
         assert!(Guard::permissive().check(ip("10.0.0.1")).is_ok());
+        let hosts = Guard::default().allow_host(HostPattern::parse("*.intranet.test").unwrap());
+        let h = Host::parse("wiki.intranet.test").unwrap();
+        assert!(hosts.check_dest(Some(&h), "10.0.0.5:80".parse().unwrap()).is_ok());
+        assert!(hosts.check_dest(None, "10.0.0.5:80".parse().unwrap()).is_err());
+        // Reload: every clone sees the new rules.
+        let live = Guard::default();
+        let clone = live.clone();
+        live.replace_rules(&Guard::default().allow("10.0.0.0/8".parse().unwrap()));
+        assert!(clone.check(ip("10.1.2.3")).is_ok());
     }
 }

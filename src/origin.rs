@@ -251,6 +251,57 @@ fn split_host_port(hostport: &str) -> Result<(&str, Option<u16>), OriginError> {
     Ok((host, port))
 }
 
+/// Hosts an override applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostPattern {
+    /// Exactly this host (lower-case, punycode, or an IP).
+    Exact(String),
+    /// `*.example.com`: any subdomain of `example.com` (not `example.com` itself).
+    Subdomains(String),
+}
+
+impl HostPattern {
+    /// Parses `example.com`, `*.example.com` or an IP address.
+    pub fn parse(s: &str) -> Result<HostPattern, String> {
+        let (wild, rest) = match s.strip_prefix("*.") {
+            Some(rest) => (true, rest),
+            None => (false, s),
+        };
+        // `example.com.` (fully qualified) is the same host as `example.com`.
+        let host = Host::parse(rest.strip_suffix('.').unwrap_or(rest)).map_err(|e| e.to_string())?;
+        let name = host.to_string();
+        match (wild, host) {
+            (true, Host::Domain(_)) => Ok(HostPattern::Subdomains(name)),
+            (true, _) => Err(format!("{s:?}: a wildcard needs a domain name, not an IP address")),
+            (false, _) => Ok(HostPattern::Exact(name)),
+        }
+    }
+
+    /// Whether `host` matches.
+    pub fn matches(&self, host: &Host) -> bool {
+        let full = host.to_string();
+        // A fully qualified name (`example.com.`) is the same host as `example.com`.
+        let name = full.strip_suffix('.').unwrap_or(&full);
+        match self {
+            HostPattern::Exact(h) => *h == name,
+            HostPattern::Subdomains(d) => {
+                name.len() > d.len() + 1
+                    && name.ends_with(d.as_str())
+                    && name.as_bytes()[name.len() - d.len() - 1] == b'.'
+            }
+        }
+    }
+}
+
+impl fmt::Display for HostPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostPattern::Exact(h) => f.write_str(h),
+            HostPattern::Subdomains(d) => write!(f, "*.{d}"),
+        }
+    }
+}
+
 /// The part of a request URI that robots.txt rules are matched against: the path and
 /// query exactly as sent (`/` when empty).
 pub fn request_path(uri: &http::Uri) -> Cow<'_, str> {

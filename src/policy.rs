@@ -21,14 +21,15 @@
 //! [moka]: https://docs.rs/moka
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
 use crate::fetch::{FetchOutcome, FetchResult, Fetcher, Unreachable};
-use crate::origin::{Host, Origin};
+pub use crate::origin::HostPattern;
+use crate::origin::Origin;
 use crate::rep::{Profile, Reading, Reason as RepReason, RobotsTxt, RuleId, RuleKind};
 
 /// How the policy caches and judges robots.txt files.
@@ -72,57 +73,6 @@ impl Default for PolicyConfig {
             max_entries: 100_000,
             max_bytes: 512 * 1024 * 1024,
             overrides: Vec::new(),
-        }
-    }
-}
-
-/// Hosts an override applies to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HostPattern {
-    /// Exactly this host (lower-case, punycode, or an IP).
-    Exact(String),
-    /// `*.example.com`: any subdomain of `example.com` (not `example.com` itself).
-    Subdomains(String),
-}
-
-impl HostPattern {
-    /// Parses `example.com`, `*.example.com` or an IP address.
-    pub fn parse(s: &str) -> Result<HostPattern, String> {
-        let (wild, rest) = match s.strip_prefix("*.") {
-            Some(rest) => (true, rest),
-            None => (false, s),
-        };
-        // `example.com.` (fully qualified) is the same host as `example.com`.
-        let host = Host::parse(rest.strip_suffix('.').unwrap_or(rest)).map_err(|e| e.to_string())?;
-        let name = host.to_string();
-        match (wild, host) {
-            (true, Host::Domain(_)) => Ok(HostPattern::Subdomains(name)),
-            (true, _) => Err(format!("{s:?}: a wildcard needs a domain name, not an IP address")),
-            (false, _) => Ok(HostPattern::Exact(name)),
-        }
-    }
-
-    /// Whether `host` matches.
-    pub fn matches(&self, host: &Host) -> bool {
-        let full = host.to_string();
-        // A fully qualified name (`example.com.`) is the same host as `example.com`.
-        let name = full.strip_suffix('.').unwrap_or(&full);
-        match self {
-            HostPattern::Exact(h) => *h == name,
-            HostPattern::Subdomains(d) => {
-                name.len() > d.len() + 1
-                    && name.ends_with(d.as_str())
-                    && name.as_bytes()[name.len() - d.len() - 1] == b'.'
-            }
-        }
-    }
-}
-
-impl fmt::Display for HostPattern {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            HostPattern::Exact(h) => f.write_str(h),
-            HostPattern::Subdomains(d) => write!(f, "*.{d}"),
         }
     }
 }
@@ -278,6 +228,12 @@ pub enum Reason {
         /// Why.
         cause: Unreachable,
     },
+    /// The destination resolves to an address the guard refuses (set by the layer; the
+    /// policy never sees such requests).
+    DestinationDenied {
+        /// What the connector said.
+        cause: crate::net::ConnectError,
+    },
     /// An operator's override decided.
     Override {
         /// Allow or deny.
@@ -300,6 +256,7 @@ impl Reason {
             Reason::Unavailable { .. } => "robots-unavailable",
             Reason::TooManyRedirects => "robots-redirect-limit",
             Reason::Unreachable { .. } => "robots-unreachable",
+            Reason::DestinationDenied { .. } => "destination-denied",
             Reason::Override { .. } => "override",
         }
     }
@@ -369,6 +326,7 @@ impl fmt::Display for Decision {
             Reason::Unavailable { status } => write!(f, "robots.txt unavailable ({status}): allow all"),
             Reason::TooManyRedirects => f.write_str("robots.txt redirect limit exceeded: allow all"),
             Reason::Unreachable { cause } => write!(f, "robots.txt unreachable ({cause}): disallow all"),
+            Reason::DestinationDenied { cause } => write!(f, "{cause}"),
             Reason::Override { action, hosts, reason } => {
                 write!(f, "override: {} {hosts} ({reason})", action.as_str())
             }
@@ -446,14 +404,24 @@ pub struct RobotsPolicy {
 
 struct Inner {
     fetcher: Fetcher,
-    config: PolicyConfig,
+    /// Replaced whole on reload; the cache stays.
+    config: arc_swap::ArcSwap<PolicyConfig>,
     cache: moka::future::Cache<Origin, Arc<Cell>>,
-    observer: Option<Arc<dyn FetchObserver>>,
+    observers: Vec<Arc<dyn FetchObserver>>,
+    stats: CacheStats,
+}
+
+/// How decisions found the cache.
+#[derive(Debug, Default)]
+struct CacheStats {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    stale: AtomicU64,
 }
 
 impl fmt::Debug for RobotsPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RobotsPolicy").field("config", &self.inner.config).finish_non_exhaustive()
+        f.debug_struct("RobotsPolicy").field("config", &self.inner.config.load()).finish_non_exhaustive()
     }
 }
 
@@ -472,6 +440,15 @@ impl RobotsPolicy {
         config: PolicyConfig,
         observer: Option<Arc<dyn FetchObserver>>,
     ) -> RobotsPolicy {
+        Self::with_observers(fetcher, config, observer.into_iter().collect())
+    }
+
+    /// A policy that reports every fetch to each of `observers`.
+    pub fn with_observers(
+        fetcher: Fetcher,
+        config: PolicyConfig,
+        observers: Vec<Arc<dyn FetchObserver>>,
+    ) -> RobotsPolicy {
         // One weight bounds both bytes and entries: every entry weighs at least
         // max_bytes / max_entries.
         let floor =
@@ -480,12 +457,28 @@ impl RobotsPolicy {
             .max_capacity(config.max_bytes)
             .weigher(move |_: &Origin, cell: &Arc<Cell>| cell.weight.load(Ordering::Relaxed).max(floor))
             .build();
-        RobotsPolicy { inner: Arc::new(Inner { fetcher, config, cache, observer }) }
+        let config = arc_swap::ArcSwap::from_pointee(config);
+        RobotsPolicy {
+            inner: Arc::new(Inner { fetcher, config, cache, observers, stats: CacheStats::default() }),
+        }
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &PolicyConfig {
-        &self.inner.config
+    /// The configuration in force.
+    pub fn config(&self) -> Arc<PolicyConfig> {
+        self.inner.config.load_full()
+    }
+
+    /// Replaces the configuration (profile, freshness, failure handling, overrides); the
+    /// cached files stay. The cache bounds are fixed at start: changes to them apply on
+    /// the next start.
+    pub fn reload(&self, config: PolicyConfig) {
+        self.inner.config.store(Arc::new(config));
+    }
+
+    /// Decisions that found a fresh copy, that needed a fetch, and that used a stale copy.
+    pub fn cache_stats(&self) -> (u64, u64, u64) {
+        let s = &self.inner.stats;
+        (s.hits.load(Ordering::Relaxed), s.misses.load(Ordering::Relaxed), s.stale.load(Ordering::Relaxed))
     }
 
     /// Origins cached (approximate, as moka counts).
@@ -505,7 +498,8 @@ impl RobotsPolicy {
 
     /// Decides `path` (path and query) on `origin` for `agent`, under the configured profile.
     pub async fn decide(&self, origin: &Origin, path: &str, agent: Arc<str>) -> Decision {
-        self.decide_with(origin, path, agent, self.inner.config.profile).await
+        let profile = self.inner.config.load().profile;
+        self.decide_with(origin, path, agent, profile).await
     }
 
     /// [`RobotsPolicy::decide`] under a chosen profile.
@@ -536,6 +530,7 @@ impl RobotsPolicy {
             return base(Arc::new(origin.clone()), reason, o.action == OverrideAction::Allow);
         }
         let cell = self.cell(origin).await;
+        let was_fresh = cell.entry().fresh_until.is_some_and(|t| Instant::now() < t);
         let entry = self.current(&cell).await;
         let now = Instant::now();
         let fresh = entry.fresh_until.is_some_and(|t| now < t);
@@ -560,16 +555,26 @@ impl RobotsPolicy {
                 d.failure = failure;
             }
         }
+        let stats = &self.inner.stats;
+        let counter = if was_fresh {
+            &stats.hits
+        } else if d.stale {
+            &stats.stale
+        } else {
+            &stats.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
         d
     }
 
-    fn override_for(&self, origin: &Origin) -> Option<&Override> {
+    fn override_for(&self, origin: &Origin) -> Option<Override> {
         let now = SystemTime::now();
-        self.inner
-            .config
+        let config = self.inner.config.load();
+        config
             .overrides
             .iter()
             .find(|o| o.expires.is_none_or(|e| now < e) && o.hosts.matches(origin.host()))
+            .cloned()
     }
 
     async fn cell(&self, origin: &Origin) -> Arc<Cell> {
@@ -591,7 +596,7 @@ impl RobotsPolicy {
     /// failed refresh for up to `stale_if_error` past its expiry.
     fn stale_usable(&self, entry: &Entry, now: Instant) -> bool {
         let (Some(_), Some(expired)) = (&entry.copy, entry.fresh_until) else { return false };
-        expired + self.inner.config.stale_if_error > now
+        expired + self.inner.config.load().stale_if_error > now
     }
 
     /// The entry to decide from: fetches when there is nothing usable (one fetch per
@@ -651,9 +656,10 @@ impl RobotsPolicy {
     /// Fetches and stores the result. The caller holds `cell.refresh`.
     async fn refresh(&self, cell: &Arc<Cell>) {
         let outcome = self.inner.fetcher.fetch(&cell.origin).await;
-        if let Some(observer) = &self.inner.observer {
+        for observer in &self.inner.observers {
             observer.fetched(&cell.origin, &outcome);
         }
+        let config = self.inner.config.load();
         let old = cell.entry();
         let now = Instant::now();
         let facts = FetchFacts::of(&outcome);
@@ -667,11 +673,8 @@ impl RobotsPolicy {
         };
         let entry = match (content, outcome.result) {
             (Some(content), _) => {
-                let ttl = outcome.max_age.map_or(self.inner.config.default_ttl, |a| {
-                    a.clamp(
-                        self.inner.config.min_ttl,
-                        self.inner.config.max_ttl.max(self.inner.config.min_ttl),
-                    )
+                let ttl = outcome.max_age.map_or(config.default_ttl, |a| {
+                    a.clamp(config.min_ttl, config.max_ttl.max(config.min_ttl))
                 });
                 let weight = match &content {
                     // Room for the rule sets built on first use, too.
@@ -703,7 +706,7 @@ impl RobotsPolicy {
 
     /// Delay before the next try after `streak` failures in a row.
     fn backoff(&self, cause: &Unreachable, streak: u32, retry_after: Option<Duration>) -> Duration {
-        let c = &self.inner.config;
+        let c = self.inner.config.load();
         let busy = matches!(cause, Unreachable::Status(429 | 503));
         let base = if busy { c.retry_busy } else { c.retry_min };
         let doubling = base.saturating_mul(1u32 << (streak - 1).min(16));
@@ -753,6 +756,7 @@ fn judge(d: &mut Decision, copy: &RobotsCopy, path: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::origin::Host;
 
     #[test]
     fn host_patterns() {

@@ -19,6 +19,8 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -30,13 +32,17 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::{Service, ServiceExt};
 
+use crate::admin::Readiness;
+use crate::auth::ProxyAuth;
 use crate::intercept::{self, InnerService, Interception};
-use crate::layer::{ClientAddr, RobotsLayer, answer, connect_error_answer};
+use crate::layer::{ClientAddr, ProxyUser, RobotsLayer, answer, connect_error_answer};
+use crate::metrics::Metrics;
 use crate::net::{ConnectError, Connector};
 use crate::origin::{Origin, Scheme};
 
@@ -52,10 +58,17 @@ pub struct ProxyConfig {
     pub upstream_timeout: Duration,
     /// How long in-flight requests may take to finish on shutdown.
     pub shutdown_grace: Duration,
-    /// Time a client has to send a request's headers.
+    /// Time a client has to send a request's headers (also how long an idle keep-alive
+    /// connection is kept).
     pub header_read_timeout: Duration,
     /// The `Via` pseudonym.
     pub via: String,
+    /// Client connections served at once; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// Most bytes of request head (request line and headers) read.
+    pub max_header_bytes: usize,
+    /// A tunnel with no bytes either way for this long is closed.
+    pub tunnel_idle_timeout: Duration,
 }
 
 impl Default for ProxyConfig {
@@ -66,6 +79,9 @@ impl Default for ProxyConfig {
             shutdown_grace: Duration::from_secs(30),
             header_read_timeout: Duration::from_secs(30),
             via: "robotsgate".into(),
+            max_connections: 10_000,
+            max_header_bytes: 64 * 1024,
+            tunnel_idle_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -76,6 +92,8 @@ pub struct Forwarder {
     client: Client<Connector, Incoming>,
     connector: Connector,
     upstream_timeout: Duration,
+    tunnel_idle_timeout: Duration,
+    metrics: Option<Arc<Metrics>>,
     via: HeaderValue,
     tunnels: TaskTracker,
     shutdown: CancellationToken,
@@ -102,9 +120,23 @@ impl Forwarder {
             client,
             connector,
             upstream_timeout: config.upstream_timeout,
+            tunnel_idle_timeout: config.tunnel_idle_timeout,
+            metrics: None,
             via,
             tunnels: TaskTracker::new(),
             shutdown: CancellationToken::new(),
+        }
+    }
+
+    /// Counts upstream errors in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Forwarder {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    fn upstream_failed(&self, class: &'static str) {
+        if let Some(m) = &self.metrics {
+            m.upstream_error(class);
         }
     }
 
@@ -138,12 +170,18 @@ impl Forwarder {
         parts.version = http::Version::HTTP_11;
         let upstream = Request::from_parts(parts, body);
         match tokio::time::timeout(self.upstream_timeout, self.client.request(upstream)).await {
-            Err(_) => boxed(answer(
-                StatusCode::GATEWAY_TIMEOUT,
-                "upstream-timeout",
-                &format!("the origin did not answer within {:?}", self.upstream_timeout),
-            )),
-            Ok(Err(e)) => boxed(upstream_error(&e)),
+            Err(_) => {
+                self.upstream_failed("timeout");
+                boxed(answer(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "upstream-timeout",
+                    &format!("the origin did not answer within {:?}", self.upstream_timeout),
+                ))
+            }
+            Ok(Err(e)) => {
+                self.upstream_failed(upstream_error_class(&e));
+                boxed(upstream_error(&e))
+            }
             Ok(Ok(res)) => {
                 let (mut parts, body) = res.into_parts();
                 strip_hop_by_hop(&mut parts.headers);
@@ -168,8 +206,12 @@ impl Forwarder {
         };
         let upstream = match self.connector.connect_tcp(&origin).await {
             Ok(s) => s,
-            Err(e) => return boxed(connect_error_answer(&e)),
+            Err(e) => {
+                self.upstream_failed(e.class());
+                return boxed(connect_error_answer(&e));
+            }
         };
+        let idle = self.tunnel_idle_timeout;
         let shutdown = self.shutdown.clone();
         self.tunnels.spawn(async move {
             let upgraded = match hyper::upgrade::on(req).await {
@@ -179,10 +221,9 @@ impl Forwarder {
                     return;
                 }
             };
-            let mut client = TokioIo::new(upgraded);
-            let mut upstream = upstream;
+            let client = TokioIo::new(upgraded);
             tokio::select! {
-                r = tokio::io::copy_bidirectional(&mut client, &mut upstream) => {
+                r = copy_until_idle(client, upstream, idle) => {
                     if let Err(e) = r {
                         tracing::debug!(error = %e, "tunnel closed with an error");
                     }
@@ -211,12 +252,83 @@ impl Service<Request<Incoming>> for Forwarder {
     }
 }
 
+/// Copies both ways until either side closes or nothing moves for `idle`.
+async fn copy_until_idle<A, B>(a: A, b: B, idle: Duration) -> io::Result<()>
+where
+    A: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin,
+{
+    let start = tokio::time::Instant::now();
+    let last = Arc::new(AtomicU64::new(0));
+    let mut a = Active { io: a, start, last: last.clone() };
+    let mut b = Active { io: b, start, last: last.clone() };
+    let watchdog = async {
+        loop {
+            tokio::time::sleep(idle / 4 + Duration::from_millis(1)).await;
+            let seen = Duration::from_millis(last.load(Ordering::Relaxed));
+            if start.elapsed().saturating_sub(seen) >= idle {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        r = tokio::io::copy_bidirectional(&mut a, &mut b) => r.map(|_| ()),
+        () = watchdog => Ok(()),
+    }
+}
+
+/// A stream that stamps `last` (milliseconds since `start`) whenever bytes arrive.
+struct Active<T> {
+    io: T,
+    start: tokio::time::Instant,
+    last: Arc<AtomicU64>,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Active<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let res = Pin::new(&mut self.io).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+            self.last.store(now, Ordering::Relaxed);
+        }
+        res
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Active<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
 fn boxed(res: Response<Full<Bytes>>) -> Response<ProxyBody> {
     res.map(|b| b.map_err(|never| match never {}).boxed())
 }
 
 /// The answer for an upstream failure: 403 for a refused destination, 504 for a
 /// timeout, 502 otherwise.
+fn upstream_error_class(e: &hyper_util::client::legacy::Error) -> &'static str {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(c) = s.downcast_ref::<ConnectError>() {
+            return c.class();
+        }
+        source = s.source();
+    }
+    "protocol"
+}
+
 fn upstream_error(e: &hyper_util::client::legacy::Error) -> Response<Full<Bytes>> {
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     while let Some(s) = source {
@@ -272,6 +384,32 @@ pub struct Proxy {
     forwarder: Forwarder,
     config: ProxyConfig,
     interception: Option<Interception>,
+    auth: Option<ProxyAuth>,
+    clients: ClientNetworks,
+    metrics: Option<Arc<Metrics>>,
+    ready: Readiness,
+}
+
+/// The client networks allowed to use the proxy (empty: any); shared, so it can be
+/// replaced while running.
+#[derive(Debug, Clone, Default)]
+pub struct ClientNetworks(Arc<arc_swap::ArcSwap<Vec<ipnet::IpNet>>>);
+
+impl ClientNetworks {
+    /// Replaces the allowed networks.
+    pub fn set(&self, nets: Vec<ipnet::IpNet>) {
+        self.0.store(Arc::new(nets));
+    }
+
+    /// Whether `addr` may connect.
+    pub fn allows(&self, addr: std::net::IpAddr) -> bool {
+        let nets = self.0.load();
+        let addr = match addr {
+            std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, std::net::IpAddr::V4),
+            v4 => v4,
+        };
+        nets.is_empty() || nets.iter().any(|n| n.contains(&addr))
+    }
 }
 
 impl std::fmt::Debug for Proxy {
@@ -280,11 +418,25 @@ impl std::fmt::Debug for Proxy {
     }
 }
 
+/// What every connection task needs.
+#[derive(Clone)]
+struct Shared {
+    service: tower::util::BoxCloneSyncService<Request<Incoming>, Response<ProxyBody>, Infallible>,
+    inner: InnerService,
+    interception: Option<Interception>,
+    auth: Option<ProxyAuth>,
+    metrics: Option<Arc<Metrics>>,
+    tunnels: TaskTracker,
+    stop: CancellationToken,
+    via: HeaderValue,
+    config: ProxyConfig,
+}
+
 impl Proxy {
     /// Binds the listener.
     pub async fn bind(config: ProxyConfig, layer: RobotsLayer, forwarder: Forwarder) -> io::Result<Proxy> {
         let listener = TcpListener::bind(config.listen).await?;
-        Ok(Proxy { listener, layer, forwarder, config, interception: None })
+        Ok(Self::from_listener(listener, config, layer, forwarder))
     }
 
     /// A proxy on a listener bound already.
@@ -294,12 +446,47 @@ impl Proxy {
         layer: RobotsLayer,
         forwarder: Forwarder,
     ) -> Proxy {
-        Proxy { listener, layer, forwarder, config, interception: None }
+        Proxy {
+            listener,
+            layer,
+            forwarder,
+            config,
+            interception: None,
+            auth: None,
+            clients: ClientNetworks::default(),
+            metrics: None,
+            ready: Readiness::default(),
+        }
     }
 
     /// Intercepts CONNECT tunnels (TLS with leaves from the local CA) for per-path checks.
     pub fn with_interception(mut self, interception: Interception) -> Proxy {
         self.interception = Some(interception);
+        self
+    }
+
+    /// Requires `Proxy-Authorization` when `auth` has users; the user name goes into the
+    /// request extensions ([`crate::layer::ProxyUser`]).
+    pub fn with_auth(mut self, auth: ProxyAuth) -> Proxy {
+        self.auth = Some(auth);
+        self
+    }
+
+    /// Only these client networks may connect.
+    pub fn with_client_networks(mut self, clients: ClientNetworks) -> Proxy {
+        self.clients = clients;
+        self
+    }
+
+    /// Counts connections, requests and refusals in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Proxy {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Reports whether the proxy accepts connections (for `/readyz`).
+    pub fn with_readiness(mut self, ready: Readiness) -> Proxy {
+        self.ready = ready;
         self
     }
 
@@ -314,13 +501,31 @@ impl Proxy {
         let connections = TaskTracker::new();
         let stop = CancellationToken::new();
         let service = tower::ServiceBuilder::new().layer(self.layer.clone()).service(self.forwarder.clone());
-        let inner: InnerService = InnerService::new(
-            service.clone().map_response(|res: Response<_>| res.map(|b| b.map_err(Into::into).boxed())),
+        let boxed_service = tower::util::BoxCloneSyncService::new(
+            service.map_response(|res: Response<_>| res.map(|b| b.map_err(Into::into).boxed())),
         );
-        let interception = self.interception.clone();
-        let tunnels = self.forwarder.tunnels.clone();
+        let shared = Shared {
+            service: boxed_service.clone(),
+            inner: boxed_service,
+            interception: self.interception.clone(),
+            auth: self.auth.clone(),
+            metrics: self.metrics.clone(),
+            tunnels: self.forwarder.tunnels.clone(),
+            stop: stop.clone(),
+            via: self.forwarder.via.clone(),
+            config: self.config.clone(),
+        };
+        let slots = Arc::new(tokio::sync::Semaphore::new(self.config.max_connections.max(1)));
+        self.ready.set(true);
         tokio::pin!(shutdown);
         loop {
+            let permit = tokio::select! {
+                _ = &mut shutdown => break,
+                p = slots.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+            };
             let (stream, client) = tokio::select! {
                 _ = &mut shutdown => break,
                 accepted = self.listener.accept() => match accepted {
@@ -333,70 +538,24 @@ impl Proxy {
                     }
                 },
             };
-            let _ = stream.set_nodelay(true);
-            let service = service.clone();
-            let stop = stop.clone();
-            let header_timeout = self.config.header_read_timeout;
-            let (inner, interception, tunnels, via) =
-                (inner.clone(), interception.clone(), tunnels.clone(), self.forwarder.via.clone());
-            let stop_tunnels = stop.clone();
-            connections.spawn(async move {
-                let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
-                    let service = service.clone();
-                    let (inner, interception, tunnels, stop, via) =
-                        (inner.clone(), interception.clone(), tunnels.clone(), stop_tunnels.clone(), via.clone());
-                    async move {
-                        if req.method() == Method::CONNECT
-                            && let Some(interception) = interception
-                            && let Some(origin) = req
-                                .uri()
-                                .authority()
-                                .and_then(|a| Origin::from_authority(Scheme::Https, a.as_str()).ok())
-                            && interception.applies(&origin)
-                        {
-                            tunnels.spawn(async move {
-                                match hyper::upgrade::on(req).await {
-                                    Ok(upgraded) => {
-                                        intercept::serve(upgraded, origin, interception, inner, client, stop).await
-                                    }
-                                    Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
-                                }
-                            });
-                            let mut res = Response::new(Full::new(Bytes::new()).map_err(|never| match never {}).boxed());
-                            res.headers_mut().insert(header::VIA, via);
-                            return Ok::<_, Infallible>(res);
-                        }
-                        // A request for the proxy itself, not through it: no robots decision.
-                        if req.method() != Method::CONNECT && req.uri().scheme().is_none() {
-                            return Ok::<_, Infallible>(boxed(answer(
-                                StatusCode::BAD_REQUEST,
-                                "not-a-proxy-request",
-                                "this is a forward proxy: send requests in absolute form (e.g. set HTTP_PROXY)",
-                            )));
-                        }
-                        req.extensions_mut().insert(ClientAddr(client));
-                        let res = service.oneshot(req).await?;
-                        Ok(res.map(|b| b.map_err(Into::into).boxed()))
-                    }
-                });
-                let mut builder = hyper::server::conn::http1::Builder::new();
-                builder.timer(TokioTimer::new()).header_read_timeout(header_timeout).keep_alive(true);
-                let conn = builder.serve_connection(TokioIo::new(stream), svc).with_upgrades();
-                tokio::pin!(conn);
-                tokio::select! {
-                    r = conn.as_mut() => {
-                        if let Err(e) = r {
-                            tracing::debug!(%client, error = %e, "connection ended with an error");
-                        }
-                    }
-                    _ = stop.cancelled() => {
-                        conn.as_mut().graceful_shutdown();
-                        let _ = conn.await;
-                    }
+            if !self.clients.allows(client.ip()) {
+                if let Some(m) = &self.metrics {
+                    m.refused("client-network");
                 }
+                tracing::info!(%client, "connection from a client network that is not allowed");
+                connections.spawn(refuse_client(stream));
+                continue;
+            }
+            let _ = stream.set_nodelay(true);
+            let shared = shared.clone();
+            connections.spawn(async move {
+                let _permit = permit;
+                let _open = shared.metrics.as_ref().map(|m| m.connection());
+                serve_connection(stream, client, shared).await;
             });
         }
         // Drain.
+        self.ready.set(false);
         drop(self.listener);
         stop.cancel();
         connections.close();
@@ -412,6 +571,105 @@ impl Proxy {
             self.forwarder.shutdown.cancel();
         }
         Ok(())
+    }
+}
+
+/// Tells a client from a network that is not allowed so, and closes.
+async fn refuse_client(mut stream: tokio::net::TcpStream) {
+    let body = "robotsgate: your network may not use this proxy\n";
+    let answer = format!(
+        "HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain; charset=utf-8\r\nx-robotsgate: client-denied\r\n\
+         connection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(5), stream.write_all(answer.as_bytes())).await;
+    let _ = stream.shutdown().await;
+}
+
+/// Serves one client connection.
+async fn serve_connection(stream: tokio::net::TcpStream, client: SocketAddr, shared: Shared) {
+    let stop = shared.stop.clone();
+    let config = shared.config.clone();
+    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let shared = shared.clone();
+        async move {
+            let started = tokio::time::Instant::now();
+            let res = handle(req, client, &shared).await;
+            if let Some(m) = &shared.metrics {
+                m.request(started.elapsed());
+            }
+            Ok::<_, Infallible>(res)
+        }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_read_timeout)
+        .max_buf_size(config.max_header_bytes.max(8192))
+        .keep_alive(true);
+    let conn = builder.serve_connection(TokioIo::new(stream), svc).with_upgrades();
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!(%client, error = %e, "connection ended with an error");
+            }
+        }
+        _ = stop.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
+/// One request from a client: authentication, then interception or the robots service.
+async fn handle(mut req: Request<Incoming>, client: SocketAddr, shared: &Shared) -> Response<ProxyBody> {
+    // A request for the proxy itself, not through it: no robots decision.
+    if req.method() != Method::CONNECT && req.uri().scheme().is_none() {
+        return boxed(answer(
+            StatusCode::BAD_REQUEST,
+            "not-a-proxy-request",
+            "this is a forward proxy: send requests in absolute form (e.g. set HTTP_PROXY)",
+        ));
+    }
+    let mut user = None;
+    if let Some(auth) = shared.auth.as_ref().filter(|a| a.enabled()) {
+        match auth.authenticate(req.headers()).await {
+            Ok(u) => user = Some(u),
+            Err(refusal) => {
+                if let Some(m) = &shared.metrics {
+                    m.refused("auth");
+                }
+                return boxed(auth.challenge(&refusal));
+            }
+        }
+    }
+    if let Some(u) = &user {
+        req.extensions_mut().insert(ProxyUser(u.clone()));
+    }
+    req.extensions_mut().insert(ClientAddr(client));
+    if req.method() == Method::CONNECT
+        && let Some(interception) = shared.interception.clone()
+        && let Some(origin) =
+            req.uri().authority().and_then(|a| Origin::from_authority(Scheme::Https, a.as_str()).ok())
+        && interception.applies(&origin)
+    {
+        let (inner, stop) = (shared.inner.clone(), shared.stop.clone());
+        shared.tunnels.spawn(async move {
+            match hyper::upgrade::on(req).await {
+                Ok(upgraded) => {
+                    intercept::serve(upgraded, origin, interception, inner, client, user, stop).await
+                }
+                Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+            }
+        });
+        let mut res = Response::new(Full::new(Bytes::new()).map_err(|never| match never {}).boxed());
+        res.headers_mut().insert(header::VIA, shared.via.clone());
+        return res;
+    }
+    match shared.service.clone().oneshot(req).await {
+        Ok(res) => res,
+        Err(never) => match never {},
     }
 }
 

@@ -2,6 +2,7 @@
 
 mod ca;
 mod check;
+mod hash;
 mod run;
 
 use std::process::ExitCode;
@@ -24,6 +25,8 @@ enum Command {
     Check(check::CheckArgs),
     /// Manage the local CA used for TLS interception.
     Ca(ca::CaArgs),
+    /// Hash a password (read from standard input) for [auth.users].
+    HashPassword(hash::HashArgs),
 }
 
 /// Exit status for a usage or input error.
@@ -42,6 +45,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Check(args) => check::run(args),
         Command::Ca(args) => ca::run(args),
+        Command::HashPassword(args) => hash::run(args),
     };
     match result {
         Ok(code) => code,

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use robotsgate::app::App;
+use robotsgate::app::{App, Reloader};
 use robotsgate::config::{Cidr, Config, LogFormat, Token};
 
 #[derive(Debug, Args)]
@@ -42,6 +42,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     upstream_ca: Vec<PathBuf>,
 
+    /// Serve /healthz, /readyz and /metrics here (overrides admin.listen).
+    #[arg(long, value_name = "ADDR")]
+    admin_listen: Option<SocketAddr>,
+
     /// Check the configuration, print it is fine, and exit.
     #[arg(long)]
     check_config: bool,
@@ -59,6 +63,9 @@ fn configuration(args: &RunArgs) -> anyhow::Result<Config> {
     if let Some(agent) = &args.agent {
         config.agent.token = agent.parse::<Token>().map_err(anyhow::Error::msg).context("--agent")?;
         config.agent.user_agent.clear();
+    }
+    if let Some(addr) = args.admin_listen {
+        config.admin.listen = Some(addr);
     }
     if let Some(path) = &args.audit_log {
         config.audit.path = path.clone();
@@ -90,17 +97,71 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let app = App::start(&config).await?;
         tracing::info!(
             listen = %app.local_addr(),
+            admin = ?app.admin_addr(),
             agent = %config.agent.token.0,
             profile = %config.policy.profile.0,
             audit = %config.audit.path,
             "robotsgate is running; point HTTP_PROXY/HTTPS_PROXY at http://{}",
             app.local_addr()
         );
+        warn_if_open(&config, app.local_addr());
+        let reloads = tokio::spawn(reload_on_sighup(args, app.reloader()));
         app.run(shutdown_signal()).await.context("proxy failed")?;
+        reloads.abort();
         tracing::info!("stopped");
         Ok(ExitCode::SUCCESS)
     })
 }
+
+/// A proxy on a non-loopback address with neither client networks nor users is open to
+/// whoever can reach it: say so.
+fn warn_if_open(config: &Config, addr: SocketAddr) {
+    if !addr.ip().is_loopback() && config.proxy.allow_clients.is_empty() && config.auth.users.is_empty() {
+        tracing::warn!(
+            %addr,
+            "listening beyond loopback with no proxy.allow_clients and no auth.users: anyone who can \
+             reach this address can use the proxy"
+        );
+    }
+}
+
+/// Reloads the configuration on each SIGHUP; a file that does not load is refused and
+/// the configuration in force kept.
+#[cfg(unix)]
+async fn reload_on_sighup(args: RunArgs, reloader: Reloader) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGHUP; reloading is off");
+            return;
+        }
+    };
+    while hup.recv().await.is_some() {
+        let file = args.config.as_ref().map_or("built-in configuration".into(), |p| p.display().to_string());
+        let new = match configuration(&args) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(file, error = %format!("{e:#}"), "reload refused; keeping the configuration in force");
+                continue;
+            }
+        };
+        match reloader.reload(&new) {
+            Ok(restart) => {
+                tracing::info!(file, "configuration reloaded");
+                for key in restart {
+                    tracing::warn!(file, setting = key, "changed, but takes effect only on restart");
+                }
+            }
+            Err(e) => {
+                tracing::error!(file, error = %e, "reload refused; keeping the configuration in force")
+            }
+        }
+    }
+}
+
+#[cfg(not(unix))]
+async fn reload_on_sighup(_: RunArgs, _: Reloader) {}
 
 fn init_logging(config: &Config) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

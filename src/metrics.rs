@@ -1,0 +1,271 @@
+//! Prometheus metrics (`robotsgate_*`), served by the admin listener at `/metrics`.
+//!
+//! Per-request events (decisions, proxied requests, refusals, connections) are counted as
+//! they happen; state owned elsewhere (cache size, audit counters, leaves minted) is read
+//! when `/metrics` is scraped, through the [`Sources`] the application registers.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabels {
+    outcome: &'static str,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FetchLabels {
+    result: &'static str,
+    cause: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassLabels {
+    class: &'static str,
+}
+
+/// State read at scrape time.
+pub trait Sources: Send + Sync {
+    /// (origins cached, bytes cached, hits, misses, stale hits)
+    fn cache(&self) -> (u64, u64, u64, u64, u64);
+    /// (records written, records lost)
+    fn audit(&self) -> (u64, u64);
+    /// Leaf certificates minted, if interception is on.
+    fn leaves_minted(&self) -> Option<u64>;
+}
+
+/// The metrics of one robotsgate process.
+pub struct Metrics {
+    registry: Registry,
+    decisions: Family<DecisionLabels, Counter>,
+    decision_seconds: Histogram,
+    fetches: Family<FetchLabels, Counter>,
+    requests: Counter,
+    request_seconds: Histogram,
+    upstream_errors: Family<ClassLabels, Counter>,
+    refused: Family<ClassLabels, Counter>,
+    connections_open: Gauge,
+    connections: Counter,
+    cache_entries: Gauge,
+    cache_bytes: Gauge,
+    cache_lookups: Family<ClassLabels, Counter>,
+    audit_written: Gauge,
+    audit_lost: Gauge,
+    leaves_minted: Gauge,
+    sources: std::sync::RwLock<Option<Arc<dyn Sources>>>,
+    // Last values of the pulled counters, to add only the difference.
+    pulled: [AtomicI64; 3],
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// All series registered, at zero.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("robotsgate");
+        let m = Metrics {
+            registry: Registry::default(),
+            decisions: Family::default(),
+            decision_seconds: Histogram::new(exponential_buckets(0.000_01, 4.0, 10)),
+            fetches: Family::default(),
+            requests: Counter::default(),
+            request_seconds: Histogram::new(exponential_buckets(0.000_1, 4.0, 10)),
+            upstream_errors: Family::default(),
+            refused: Family::default(),
+            connections_open: Gauge::default(),
+            connections: Counter::default(),
+            cache_entries: Gauge::default(),
+            cache_bytes: Gauge::default(),
+            cache_lookups: Family::default(),
+            audit_written: Gauge::default(),
+            audit_lost: Gauge::default(),
+            leaves_minted: Gauge::default(),
+            sources: std::sync::RwLock::new(None),
+            pulled: Default::default(),
+        };
+        registry.register("decisions", "Decisions by outcome and reason", m.decisions.clone());
+        registry.register(
+            "decision_duration_seconds",
+            "Time to decide a request",
+            m.decision_seconds.clone(),
+        );
+        registry.register(
+            "robots_fetches",
+            "robots.txt fetches by result and failure cause",
+            m.fetches.clone(),
+        );
+        registry.register("requests", "Requests received (including CONNECT)", m.requests.clone());
+        registry.register(
+            "request_duration_seconds",
+            "Time from a request to its response headers",
+            m.request_seconds.clone(),
+        );
+        registry.register(
+            "upstream_errors",
+            "Forwarded requests that failed upstream, by class",
+            m.upstream_errors.clone(),
+        );
+        registry.register(
+            "refused",
+            "Requests refused before a robots decision (auth, client network, destination guard)",
+            m.refused.clone(),
+        );
+        registry.register("open_connections", "Client connections open", m.connections_open.clone());
+        registry.register("connections", "Client connections accepted", m.connections.clone());
+        registry.register("robots_cache_entries", "Origins in the robots.txt cache", m.cache_entries.clone());
+        registry.register(
+            "robots_cache_bytes",
+            "Approximate bytes in the robots.txt cache",
+            m.cache_bytes.clone(),
+        );
+        registry.register(
+            "robots_cache_lookups",
+            "robots.txt cache lookups (hit, miss, stale)",
+            m.cache_lookups.clone(),
+        );
+        registry.register("audit_records_written", "Audit records written", m.audit_written.clone());
+        registry.register(
+            "audit_records_lost",
+            "Audit records lost because writing failed",
+            m.audit_lost.clone(),
+        );
+        registry.register(
+            "tls_leaves_minted",
+            "Leaf certificates minted for interception",
+            m.leaves_minted.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Registers the state read at scrape time.
+    pub fn set_sources(&self, sources: Arc<dyn Sources>) {
+        if let Ok(mut s) = self.sources.write() {
+            *s = Some(sources);
+        }
+    }
+
+    /// A decision with its outcome (`allowed`, `disallowed`, ...) and reason class.
+    pub fn decision(&self, outcome: &'static str, reason: &'static str, took: Duration) {
+        self.decisions.get_or_create(&DecisionLabels { outcome, reason }).inc();
+        self.decision_seconds.observe(took.as_secs_f64());
+    }
+
+    /// A robots.txt fetch.
+    pub fn fetch(&self, result: &'static str, cause: &'static str) {
+        self.fetches.get_or_create(&FetchLabels { result, cause }).inc();
+    }
+
+    /// A request and the time to its response headers.
+    pub fn request(&self, took: Duration) {
+        self.requests.inc();
+        self.request_seconds.observe(took.as_secs_f64());
+    }
+
+    /// A forwarded request that failed upstream.
+    pub fn upstream_error(&self, class: &'static str) {
+        self.upstream_errors.get_or_create(&ClassLabels { class }).inc();
+    }
+
+    /// A request refused before a robots decision.
+    pub fn refused(&self, class: &'static str) {
+        self.refused.get_or_create(&ClassLabels { class }).inc();
+    }
+
+    /// A client connection opened; the guard closes it.
+    pub fn connection(self: &Arc<Self>) -> ConnectionGuard {
+        self.connections.inc();
+        self.connections_open.inc();
+        ConnectionGuard(self.clone())
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let sources = self.sources.read().ok().and_then(|s| s.clone());
+        if let Some(s) = sources {
+            let (entries, bytes, hits, misses, stale) = s.cache();
+            self.cache_entries.set(entries as i64);
+            self.cache_bytes.set(bytes as i64);
+            for (i, (class, now)) in
+                [("hit", hits), ("miss", misses), ("stale", stale)].into_iter().enumerate()
+            {
+                let before = self.pulled[i].swap(now as i64, Ordering::Relaxed);
+                let c = self.cache_lookups.get_or_create(&ClassLabels { class });
+                c.inc_by((now as i64 - before).max(0) as u64);
+            }
+            let (written, lost) = s.audit();
+            self.audit_written.set(written as i64);
+            self.audit_lost.set(lost as i64);
+            if let Some(n) = s.leaves_minted() {
+                self.leaves_minted.set(n as i64);
+            }
+        }
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            let _ = writeln!(out, "# encoding failed");
+        }
+        out
+    }
+}
+
+impl crate::policy::FetchObserver for Metrics {
+    fn fetched(&self, _: &crate::origin::Origin, outcome: &crate::fetch::FetchOutcome) {
+        use crate::fetch::FetchResult;
+        let (result, cause) = match &outcome.result {
+            FetchResult::Success { .. } => ("success", ""),
+            FetchResult::Unavailable { .. } => ("unavailable", ""),
+            FetchResult::TooManyRedirects => ("too-many-redirects", ""),
+            FetchResult::Unreachable(u) => ("unreachable", u.class()),
+        };
+        self.fetch(result, cause);
+    }
+}
+
+/// Decrements the open-connections gauge when dropped.
+#[derive(Debug)]
+pub struct ConnectionGuard(Arc<Metrics>);
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.0.connections_open.dec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_are_prefixed_and_count() {
+        let m = Arc::new(Metrics::new());
+        m.decision("disallowed", "disallow-rule", Duration::from_micros(20));
+        m.fetch("success", "");
+        let c = m.connection();
+        let text = m.render();
+        assert!(
+            text.contains(r#"robotsgate_decisions_total{outcome="disallowed",reason="disallow-rule"} 1"#),
+            "{text}"
+        );
+        assert!(text.contains("robotsgate_open_connections 1"), "{text}");
+        drop(c);
+        assert!(m.render().contains("robotsgate_open_connections 0"));
+    }
+}
