@@ -383,6 +383,7 @@ fn mode(config: &Config) -> Mode {
     match config.policy.mode {
         ModeName::Enforce => Mode::Enforce,
         ModeName::ReportOnly => Mode::ReportOnly,
+        ModeName::Off => Mode::Off,
     }
 }
 

@@ -145,13 +145,14 @@ pub struct PolicySection {
     pub overrides: Vec<OverrideEntry>,
 }
 
-/// `report-only` or `enforce`.
+/// `enforce`, `report-only` or `off`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 #[allow(missing_docs)]
 pub enum ModeName {
     Enforce,
     ReportOnly,
+    Off,
 }
 
 /// One `[[policy.overrides]]` entry.

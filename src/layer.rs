@@ -181,6 +181,10 @@ pub enum Mode {
     Enforce,
     /// Decide and log; let everything through.
     ReportOnly,
+    /// No decisions and no audit records: every request goes to the inner service
+    /// untouched (an emergency switch, and robotsgate's own pass-through ceiling in
+    /// benchmarks).
+    Off,
 }
 
 /// Applies [`RobotsService`] to a service.
@@ -375,6 +379,11 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let shared = self.shared.clone();
+        if shared.settings.load().mode == Mode::Off {
+            return ResponseFuture {
+                inner: Box::pin(async move { Ok(inner.call(req).await?.map(Either::Left)) }),
+            };
+        }
         ResponseFuture {
             inner: Box::pin(async move {
                 let (mut parts, body) = req.into_parts();

@@ -32,7 +32,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -574,8 +574,21 @@ impl Proxy {
     }
 }
 
-/// Tells a client from a network that is not allowed so, and closes.
+/// Tells a client from a network that is not allowed so, and closes. The request head is
+/// read first (up to 16 KiB, within 5 s): an answer sent before the request is an
+/// unsolicited response, which clients such as hyper's discard as an error.
 async fn refuse_client(mut stream: tokio::net::TcpStream) {
+    let read_head = async {
+        let mut head = Vec::with_capacity(1024);
+        let mut chunk = [0u8; 1024];
+        while head.len() < 16 * 1024 && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&chunk[..n]),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(5), read_head).await;
     let body = "robotsgate: your network may not use this proxy\n";
     let answer = format!(
         "HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain; charset=utf-8\r\nx-robotsgate: client-denied\r\n\
@@ -606,6 +619,8 @@ async fn serve_connection(stream: tokio::net::TcpStream, client: SocketAddr, sha
         .timer(TokioTimer::new())
         .header_read_timeout(config.header_read_timeout)
         .max_buf_size(config.max_header_bytes.max(8192))
+        // The buffer cannot be smaller than 8 KiB; this holds heads to the limit exactly.
+        .max_header_size(config.max_header_bytes)
         .keep_alive(true);
     let conn = builder.serve_connection(TokioIo::new(stream), svc).with_upgrades();
     tokio::pin!(conn);

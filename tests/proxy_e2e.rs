@@ -382,6 +382,36 @@ async fn report_only_forwards_and_logs_would_disallow() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mode_off_forwards_everything_without_fetching_or_auditing_but_keeps_the_guard() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([
+        ("/robots.txt", Route::text(ROBOTS)),
+        ("/private/x", Route::text("private, mode off")),
+    ])
+    .await;
+    let mut config = test_config(dir.path());
+    config.policy.mode = ModeName::Off;
+    let proxy = proxy_for(&config).await;
+    let got = get(proxy.addr, &origin.url("/private/x")).await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.text());
+    assert_eq!(got.body.as_ref(), b"private, mode off");
+    assert_eq!(origin.hits("/robots.txt"), 0, "mode off fetches no robots.txt");
+    let records = proxy.records().await;
+    assert!(of_type(&records, "decision").is_empty(), "{records:?}");
+    proxy.stop().await;
+
+    // The destination guard does not depend on the mode.
+    let mut config = test_config(dir.path());
+    config.policy.mode = ModeName::Off;
+    config.guard.allow.clear();
+    let proxy = proxy_for(&config).await;
+    let got = get(proxy.addr, &origin.url("/private/x")).await;
+    assert_eq!(got.status, StatusCode::FORBIDDEN, "{}", got.text());
+    assert_eq!(origin.hits("/private/x"), 1, "the guarded request never reached the origin");
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn audit_log_has_one_record_per_decision_and_fetch_and_the_snapshot() {
     let dir = temp_dir();
     let robots_a = "# site A\nUser-agent: ExampleBot\nAllow: /private/ok\nDisallow: /private\n";

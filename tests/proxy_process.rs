@@ -369,3 +369,84 @@ async fn curl_through_the_proxy() {
     proxy.signal("-TERM");
     assert_eq!(proxy.wait_exit().await.code(), Some(0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_applies_a_good_file_and_refuses_a_bad_one() {
+    let dir = temp_dir();
+    let origin =
+        TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/page", Route::text("page"))]).await;
+    let config = write_config(dir.path());
+    let base = std::fs::read_to_string(&config).unwrap();
+    let mut proxy = ProxyProcess::start(&["--config", config.to_str().unwrap()]).await;
+
+    // The default guard refuses loopback destinations.
+    let got = get(proxy.addr, &origin.url("/page")).await;
+    assert_eq!(got.status, StatusCode::FORBIDDEN, "{}", got.text());
+    assert_eq!(got.header("x-robotsgate"), "destination-denied", "{}", got.text());
+    assert_eq!(origin.hits("/page"), 0);
+
+    // A good file that opens loopback: applied on SIGHUP, without a restart.
+    std::fs::write(&config, format!("{base}\n[guard]\nallow = [\"127.0.0.0/8\"]\n")).unwrap();
+    proxy.signal("-HUP");
+    proxy.wait_line("the reloaded line", |l| l.contains("configuration reloaded")).await;
+    let got = get(proxy.addr, &origin.url("/page")).await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.text());
+    assert_eq!(origin.hits("/page"), 1);
+
+    // A bad file: refused with the line and key named, and the configuration in force kept.
+    std::fs::write(&config, format!("{base}\n[guard]\nallow = [\"not-a-cidr\"]\n")).unwrap();
+    proxy.signal("-HUP");
+    let refused = proxy.wait_line("the refused line", |l| l.contains("reload refused")).await;
+    assert!(refused.contains("robotsgate.toml:"), "names the file and line: {refused}");
+    assert!(refused.contains("allow"), "names the key: {refused}");
+    let got = get(proxy.addr, &origin.url("/page")).await;
+    assert_eq!(got.status, StatusCode::OK, "the good configuration is still in force: {}", got.text());
+    assert_eq!(origin.hits("/page"), 2);
+
+    proxy.signal("-TERM");
+    assert_eq!(proxy.wait_exit().await.code(), Some(0));
+}
+
+#[test]
+fn hash_password_prints_a_hash_the_config_accepts() {
+    use std::io::Write;
+    let hash_of = |args: &[&str], stdin: &[u8]| {
+        let mut child = std::process::Command::new(BIN)
+            .arg("hash-password")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn robotsgate hash-password");
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = hash_of(&[], b"correct horse\n");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let hash = String::from_utf8(out.stdout).unwrap();
+    let hash = hash.trim_end();
+    assert!(hash.starts_with("$argon2id$"), "{hash}");
+    assert!(!hash.contains("correct horse"));
+    robotsgate::auth::check_hash(hash).expect("a hash the config accepts");
+
+    // The same password twice gives different salts.
+    let again = hash_of(&[], b"correct horse\n");
+    assert_ne!(String::from_utf8(again.stdout).unwrap().trim_end(), hash);
+
+    // `--user` prints a ready `[auth.users]` line, and the config loads it.
+    let out = hash_of(&["--user", "team-a"], b"s3cret\r\n");
+    assert_eq!(out.status.code(), Some(0));
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert!(line.starts_with("team-a = \"$argon2id$"), "{line}");
+    let dir = temp_dir();
+    let path = dir.path().join("auth.toml");
+    std::fs::write(&path, format!("[auth]\n[auth.users]\n{line}")).unwrap();
+    let out = check_config(&path);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // An empty password is refused.
+    let out = hash_of(&[], b"\n");
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("empty"));
+}

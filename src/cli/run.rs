@@ -116,6 +116,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 /// A proxy on a non-loopback address with neither client networks nor users is open to
 /// whoever can reach it: say so.
 fn warn_if_open(config: &Config, addr: SocketAddr) {
+    if config.policy.mode == robotsgate::config::ModeName::Off {
+        tracing::warn!("policy.mode = \"off\": robots.txt is not checked and nothing is audited");
+    }
     if !addr.ip().is_loopback() && config.proxy.allow_clients.is_empty() && config.auth.users.is_empty() {
         tracing::warn!(
             %addr,

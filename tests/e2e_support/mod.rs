@@ -27,9 +27,10 @@ use hyper::body::{Frame, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use robotsgate::app::App;
+use robotsgate::app::{App, Reloader};
 use robotsgate::audit::AuditLog;
 use robotsgate::config::{Config, Dur};
+use robotsgate::metrics::Metrics;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -316,6 +317,12 @@ impl TestOrigin {
         TestOrigin::launch(routes, None).await
     }
 
+    /// A plain HTTP origin with these routes on `[::1]:0` (IPv6 loopback).
+    pub async fn start_v6<'a>(routes: impl IntoIterator<Item = (&'a str, Route)>) -> TestOrigin {
+        let listener = TcpListener::bind((std::net::Ipv6Addr::LOCALHOST, 0)).await.expect("bind [::1]:0");
+        TestOrigin::launch_on(listener, routes, None)
+    }
+
     /// An HTTPS origin with these routes, presenting `ca`'s leaf certificate.
     pub async fn start_tls<'a>(
         routes: impl IntoIterator<Item = (&'a str, Route)>,
@@ -329,6 +336,14 @@ impl TestOrigin {
         tls: Option<tokio_rustls::TlsAcceptor>,
     ) -> TestOrigin {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.expect("bind 127.0.0.1:0");
+        TestOrigin::launch_on(listener, routes, tls)
+    }
+
+    fn launch_on<'a>(
+        listener: TcpListener,
+        routes: impl IntoIterator<Item = (&'a str, Route)>,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+    ) -> TestOrigin {
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(OriginState::default());
         for (path, route) in routes {
@@ -349,9 +364,9 @@ impl TestOrigin {
         self.addr.port()
     }
 
-    /// `http://127.0.0.1:PORT` (or `https://`).
+    /// `http://127.0.0.1:PORT` (or `https://`; `[::1]` for [`TestOrigin::start_v6`]).
     pub fn base(&self) -> String {
-        format!("{}://127.0.0.1:{}", if self.tls { "https" } else { "http" }, self.port())
+        format!("{}://{}", if self.tls { "https" } else { "http" }, self.addr)
     }
 
     /// `base()` + `path`.
@@ -359,9 +374,9 @@ impl TestOrigin {
         format!("{}{path}", self.base())
     }
 
-    /// `127.0.0.1:PORT`.
+    /// `127.0.0.1:PORT` (`[::1]:PORT` for [`TestOrigin::start_v6`]).
     pub fn authority(&self) -> String {
-        format!("127.0.0.1:{}", self.port())
+        self.addr.to_string()
     }
 
     /// Sets (or replaces) the answer for `path`.
@@ -826,6 +841,12 @@ pub struct RunningProxy {
     pub audit_path: PathBuf,
     /// The snapshot folder.
     pub snapshots: PathBuf,
+    /// The admin listener (`/healthz`, `/readyz`, `/metrics`), when configured.
+    pub admin: Option<SocketAddr>,
+    /// Its metrics.
+    pub metrics: Arc<Metrics>,
+    /// Applies a new configuration while it runs (what SIGHUP does).
+    pub reloader: Reloader,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<io::Result<()>>>,
 }
@@ -836,6 +857,9 @@ impl RunningProxy {
         let app = bounded("App::start", App::start(config)).await.expect("App::start");
         let addr = app.local_addr();
         let audit = app.audit().clone();
+        let admin = app.admin_addr();
+        let metrics = app.metrics().clone();
+        let reloader = app.reloader();
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(app.run(async move {
             let _ = rx.await;
@@ -845,6 +869,9 @@ impl RunningProxy {
             audit,
             audit_path: PathBuf::from(&config.audit.path),
             snapshots: PathBuf::from(&config.audit.snapshots),
+            admin,
+            metrics,
+            reloader,
             stop: Some(tx),
             task: Some(task),
         }
