@@ -7,9 +7,10 @@
 //! robotsgate's CA, sends `CONNECT localhost:PORT` by hand, reads the `200`, then does TLS
 //! with SNI `localhost` through the tunnel and speaks HTTP/1.1 or HTTP/2 inside it.
 //!
-//! Most tests start robotsgate with `App::start` (the real configuration path); the tests
-//! that count minted leaves build it from its parts as `App::start` does, to hold the
-//! `Interceptor`. The measurements are in `measure_interception` (ignored; run with
+//! Every test starts robotsgate with `App::start` (the real configuration path); the tests
+//! that count minted leaves read `robotsgate_tls_leaves_minted` from its metrics, which
+//! takes the interceptor's count each time they are rendered. The measurements are in
+//! `measure_interception` (ignored; run with
 //! `cargo test --release --test intercept -- --ignored --nocapture`).
 
 mod e2e_support;
@@ -231,10 +232,10 @@ async fn the_leaf_is_for_the_connect_host_and_is_minted_once() {
         [("/robots.txt", Route::body(ROBOTS)), ("/page", Route::body("page"))],
     )
     .await;
-    let proxy = PartsProxy::start(&s.config()).await;
+    let proxy = RunningProxy::start(&s.config()).await;
     let host = format!("localhost:{}", origin.port());
     let client = s.client(&[b"http/1.1"]);
-    assert_eq!(proxy.interceptor.minted(), 0);
+    assert_eq!(minted(&proxy), 0);
 
     let mut leaves = Vec::new();
     for round in 1..=3 {
@@ -243,7 +244,7 @@ async fn the_leaf_is_for_the_connect_host_and_is_minted_once() {
         let mut conn = h1(tls).await;
         let got = h1_get(&mut conn, &host, "/page").await;
         assert_eq!(got.status, StatusCode::OK, "round {round}: {}", describe(&got));
-        assert_eq!(proxy.interceptor.minted(), 1, "round {round}: the cached leaf is reused");
+        assert_eq!(minted(&proxy), 1, "round {round}: the cached leaf is reused");
     }
     assert!(leaves.iter().all(|l| *l == leaves[0]), "the same leaf in every tunnel");
     let leaf = &leaves[0];
@@ -260,7 +261,7 @@ async fn the_leaf_is_for_the_connect_host_and_is_minted_once() {
     let err =
         handshake(&client, "other.test", tcp).await.expect_err("the leaf is for localhost, not other.test");
     assert!(err.to_string().contains("not valid for name"), "{err}");
-    assert_eq!(proxy.interceptor.minted(), 1);
+    assert_eq!(minted(&proxy), 1);
 
     // An IP-address CONNECT gets an IP-address leaf (a second mint).
     let ip_host = format!("127.0.0.1:{}", origin.port());
@@ -271,7 +272,7 @@ async fn the_leaf_is_for_the_connect_host_and_is_minted_once() {
     assert!(verify(&ip_leaf, proxy_roots(&s.ca_dir), "localhost").is_err());
     let mut conn = h1(tls).await;
     assert_eq!(h1_get(&mut conn, &ip_host, "/page").await.status, StatusCode::OK);
-    assert_eq!(proxy.interceptor.minted(), 2);
+    assert_eq!(minted(&proxy), 2);
     drop(conn);
     proxy.stop().await;
 }
@@ -282,10 +283,10 @@ async fn concurrent_handshakes_for_a_new_host_mint_one_leaf() {
     let s = Setup::new();
     let mut config = s.config();
     config.dns.static_hosts.insert("fresh.test".into(), vec!["127.0.0.1".parse().unwrap()]);
-    let proxy = PartsProxy::start(&config).await;
+    let proxy = RunningProxy::start(&config).await;
     let client = s.client(&[b"http/1.1"]);
     let addr = proxy.addr;
-    assert_eq!(proxy.interceptor.minted(), 0);
+    assert_eq!(minted(&proxy), 0);
 
     // All CONNECTs are answered first, then all handshakes start together.
     let start = Arc::new(Barrier::new(N));
@@ -303,7 +304,7 @@ async fn concurrent_handshakes_for_a_new_host_mint_one_leaf() {
     for t in tasks {
         leaves.push(bounded("handshake task", t).await.unwrap());
     }
-    assert_eq!(proxy.interceptor.minted(), 1, "{N} handshakes for one new host mint one leaf");
+    assert_eq!(minted(&proxy), 1, "{N} handshakes for one new host mint one leaf");
     assert!(leaves.iter().all(|l| *l == leaves[0]));
     verify(&leaves[0], proxy_roots(&s.ca_dir), "fresh.test").unwrap();
     proxy.stop().await;
@@ -701,7 +702,7 @@ async fn measure_interception() {
         }
     }
     config.audit.snapshots = String::new();
-    let proxy = PartsProxy::start(&config).await;
+    let proxy = RunningProxy::start(&config).await;
     // No TLS session resumption: every handshake below is a full one.
     let client = {
         let mut c = (*s.client(&[b"http/1.1"])).clone();
@@ -722,11 +723,11 @@ async fn measure_interception() {
         drop(tls);
     }
     let d = t.elapsed();
-    assert_eq!(proxy.interceptor.minted(), HOSTS as u64);
+    assert_eq!(minted(&proxy), HOSTS as u64);
     println!("  CONNECT + TLS, new host each (mint), sequential:   {}", rate(HOSTS, d));
 
     // Handshakes for new hosts, CLIENTS at once.
-    let before = proxy.interceptor.minted();
+    let before = minted(&proxy);
     let t = Instant::now();
     let mut tasks = Vec::new();
     for c in 0..CLIENTS {
@@ -741,7 +742,7 @@ async fn measure_interception() {
         task.await.unwrap();
     }
     let d = t.elapsed();
-    assert_eq!(proxy.interceptor.minted() - before, HOSTS as u64);
+    assert_eq!(minted(&proxy) - before, HOSTS as u64);
     println!("  CONNECT + TLS, new host each (mint), {CLIENTS} clients: {}", rate(HOSTS, d));
 
     // The same hosts again (cached leaves), for comparison.
@@ -750,7 +751,7 @@ async fn measure_interception() {
         drop(tunnel(addr, &format!("h{i}.test:{port}"), &client, &format!("h{i}.test")).await);
     }
     let d = t.elapsed();
-    assert_eq!(proxy.interceptor.minted(), 2 * HOSTS as u64, "cached leaves reused");
+    assert_eq!(minted(&proxy), 2 * HOSTS as u64, "cached leaves reused");
     println!("  CONNECT + TLS, known host (cached leaf), sequential: {}", rate(HOSTS, d));
 
     // Requests with keep-alive in one tunnel.

@@ -2,8 +2,7 @@
 //! leaf names several test hosts, an HTTPS origin on `127.0.0.1:0` speaking HTTP/1.1 and
 //! HTTP/2 (counting TCP connections, completed TLS handshakes and requests per path), a
 //! client that opens a `CONNECT` tunnel by hand and does TLS through it trusting exactly the
-//! roots it is given, and robotsgate built from its parts (as `App::start` builds it) so a
-//! test holds the [`Interceptor`] and can read `minted()`.
+//! roots it is given, and the number of leaves a running proxy has minted (from its metrics).
 //!
 //! Everything is on loopback; every network await goes through [`bounded`].
 #![allow(dead_code)]
@@ -22,25 +21,17 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use robotsgate::audit::{AuditConfig, AuditLog, OnError, Target};
-use robotsgate::config::{Config, ModeName, OnErrorName};
-use robotsgate::fetch::{FetchConfig, Fetcher};
-use robotsgate::intercept::Interception;
-use robotsgate::layer::{Mode, RobotsLayer};
-use robotsgate::net::{self, Connector, DnsConfig, Guard, Resolver, TlsConfig};
-use robotsgate::policy::{FetchObserver, PolicyConfig, RobotsPolicy};
-use robotsgate::proxy::{Forwarder, Proxy, ProxyConfig};
-use robotsgate::tls::{Ca, Interceptor};
+use robotsgate::config::Config;
+use robotsgate::net;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, RootCertStore};
-use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Barrier, oneshot};
+use tokio::sync::Barrier;
 use tokio::task::JoinHandle;
 use tokio_rustls::client::TlsStream;
 
-use crate::e2e_support::{Got, ReqBody, bounded, collect, empty, read_jsonl, test_config};
+use crate::e2e_support::{Got, ReqBody, RunningProxy, bounded, collect, empty, test_config};
 
 /// The names on the origin's leaf certificate (besides `127.0.0.1`).
 pub const ORIGIN_NAMES: &[&str] = &["localhost", "bypass.test"];
@@ -479,140 +470,17 @@ pub fn intercept_config(dir: &Path, ca_dir: &Path, origin_roots: &[PathBuf]) -> 
     c
 }
 
-/// robotsgate assembled from its parts exactly as `App::start` does, keeping a handle
-/// on the [`Interceptor`] (which `App` does not expose).
-pub struct PartsProxy {
-    /// Where it listens.
-    pub addr: SocketAddr,
-    /// The interceptor the proxy uses.
-    pub interceptor: Interceptor,
-    audit: AuditLog,
-    audit_path: PathBuf,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<io::Result<()>>>,
-}
-
-impl PartsProxy {
-    /// Builds and starts robotsgate for `config` (which must set `tls.ca_dir` and an audit
-    /// file).
-    pub async fn start(config: &Config) -> PartsProxy {
-        let listener = TcpListener::bind(config.proxy.listen).await.expect("bind");
-        let addr = listener.local_addr().unwrap();
-        let mut guard = Guard::default().deny_own_listener(addr);
-        for cidr in &config.guard.allow {
-            guard = guard.allow(cidr.0);
-        }
-        let guard = Arc::new(guard);
-        let dns = DnsConfig {
-            servers: config.dns.servers.clone(),
-            overrides: config.dns.static_hosts.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-        };
-        let resolver = Resolver::new(&dns);
-        let mut tls = TlsConfig { webpki_roots: config.tls.webpki_roots, extra_roots: Vec::new() };
-        for path in &config.tls.extra_roots {
-            tls.extra_roots.extend(net::load_pem_certs(path).unwrap());
-        }
-        let fetch_tls = net::client_config(&tls, &[b"http/1.1"]).unwrap();
-        let forward_tls = net::client_config(&tls, &[b"h2", b"http/1.1"]).unwrap();
-        let fetch_connector =
-            Connector::new(resolver.clone(), guard.clone(), fetch_tls, config.fetch.connect_timeout.0);
-        let forward_connector = Connector::new(resolver, guard, forward_tls, config.fetch.connect_timeout.0);
-        let audit_path = PathBuf::from(&config.audit.path);
-        let audit = AuditLog::start(AuditConfig {
-            target: Target::File(audit_path.clone()),
-            snapshots: (!config.audit.snapshots.is_empty()).then(|| PathBuf::from(&config.audit.snapshots)),
-            queue: config.audit.queue,
-            on_error: match config.audit.on_error {
-                OnErrorName::Refuse => OnError::Refuse,
-                OnErrorName::Continue => OnError::Continue,
-            },
-            redact_query: config.audit.redact_query,
-        })
-        .await
-        .expect("audit log");
-        let fetcher = Fetcher::new(
-            fetch_connector,
-            FetchConfig {
-                user_agent: config.user_agent(),
-                header_timeout: config.fetch.header_timeout.0,
-                body_timeout: config.fetch.body_timeout.0,
-                max_redirects: config.fetch.max_redirects,
-                ..FetchConfig::default()
-            },
-        );
-        let p = &config.policy;
-        let policy = RobotsPolicy::with_observer(
-            fetcher,
-            PolicyConfig {
-                profile: p.profile.0,
-                default_ttl: p.default_ttl.0,
-                min_ttl: p.min_ttl.0,
-                max_ttl: p.max_ttl.0,
-                stale_if_error: p.stale_if_error.0,
-                retry_min: p.retry_min.0,
-                retry_max: p.retry_max.0,
-                retry_busy: p.retry_busy.0,
-                max_entries: p.cache_max_entries,
-                max_bytes: p.cache_max_bytes.0,
-                overrides: config.overrides(),
-            },
-            Some(Arc::new(audit.clone()) as Arc<dyn FetchObserver>),
-        );
-        let layer = RobotsLayer::new(policy, config.agent.token.0.clone())
-            .with_mode(match p.mode {
-                ModeName::Enforce => Mode::Enforce,
-                ModeName::ReportOnly => Mode::ReportOnly,
-                ModeName::Off => Mode::Off,
-            })
-            .with_audit(audit.clone());
-        let proxy_config = ProxyConfig {
-            listen: addr,
-            upstream_timeout: config.proxy.upstream_timeout.0,
-            shutdown_grace: config.proxy.shutdown_grace.0,
-            header_read_timeout: config.proxy.header_read_timeout.0,
-            ..ProxyConfig::default()
-        };
-        let forwarder = Forwarder::new(forward_connector, &proxy_config);
-        let ca = Ca::load(Path::new(&config.tls.ca_dir)).expect("Ca::load");
-        let interceptor = Interceptor::new(ca, config.tls.leaf_cache);
-        let proxy =
-            Proxy::from_listener(listener, proxy_config, layer, forwarder).with_interception(Interception {
-                interceptor: interceptor.clone(),
-                bypass: config.tls.bypass.iter().map(|b| b.0.clone()).collect(),
-                ports: config.tls.intercept_ports.clone(),
-                handshake_timeout: config.tls.handshake_timeout.0,
-            });
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(proxy.run(async move {
-            let _ = rx.await;
-        }));
-        PartsProxy { addr, interceptor, audit, audit_path, stop: Some(tx), task: Some(task) }
-    }
-
-    /// The audit records so far (after a flush).
-    pub async fn records(&self) -> Vec<Value> {
-        bounded("audit flush", self.audit.flush()).await;
-        read_jsonl(&self.audit_path)
-    }
-
-    /// Shuts down (drain) and waits for it.
-    pub async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(task) = self.task.take() {
-            bounded("proxy shutdown", task).await.expect("proxy task").expect("proxy run");
-        }
-        self.audit.shutdown().await;
-    }
-}
-
-impl Drop for PartsProxy {
-    fn drop(&mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-    }
+/// The leaves `proxy` has minted, as its metrics report them: `tls_leaves_minted` is read
+/// from the interceptor each time the metrics are rendered, so this is the count now.
+pub fn minted(proxy: &RunningProxy) -> u64 {
+    const SERIES: &str = "robotsgate_tls_leaves_minted";
+    let text = proxy.metrics.render();
+    text.lines()
+        .find_map(|l| l.strip_prefix(SERIES).and_then(|rest| rest.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("no {SERIES} sample in\n{text}"))
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{SERIES}: not a whole number in\n{text}"))
 }
 
 /// The response status of a whole answer, for messages.
