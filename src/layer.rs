@@ -471,8 +471,7 @@ impl Shared {
                 report_only,
                 elapsed: started.elapsed(),
             };
-            let record = audit.decision_record(&decision, facts);
-            if let Err(e) = audit.decision(record).await {
+            if let Err(e) = audit.log_decision(&decision, facts).await {
                 return Err(answer(StatusCode::SERVICE_UNAVAILABLE, "audit-unavailable", &e.to_string()));
             }
         }
@@ -567,6 +566,35 @@ impl RequestIds {
     }
 
     fn next(&self) -> String {
-        format!("{:016x}-{:08x}", self.prefix, self.next.fetch_add(1, Ordering::Relaxed))
+        // `{:016x}-{:08x}`, written by hand: this runs for every request.
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        if n > u64::from(u32::MAX) {
+            return format!("{:016x}-{n:08x}", self.prefix);
+        }
+        let mut out = [b'-'; 25];
+        for i in 0..16 {
+            out[i] = DIGITS[((self.prefix >> (60 - 4 * i)) & 0xf) as usize];
+        }
+        for i in 0..8 {
+            out[17 + i] = DIGITS[((n >> (28 - 4 * i)) & 0xf) as usize];
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_ids_are_hex_prefix_and_counter() {
+        let ids = RequestIds { prefix: 0x0123_4567_89ab_cdef, next: AtomicU64::new(0) };
+        assert_eq!(ids.next(), "0123456789abcdef-00000000");
+        assert_eq!(ids.next(), "0123456789abcdef-00000001");
+        ids.next.store(0xfedc_ba98, Ordering::Relaxed);
+        assert_eq!(ids.next(), "0123456789abcdef-fedcba98");
+        ids.next.store(0x1_0000_0000, Ordering::Relaxed);
+        assert_eq!(ids.next(), "0123456789abcdef-100000000");
     }
 }

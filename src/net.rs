@@ -481,8 +481,14 @@ pub fn client_config(tls: &TlsConfig, alpn: &[&[u8]]) -> Result<Arc<rustls::Clie
 }
 
 /// Opens TCP (and TLS) connections to origins, through the resolver and the guard.
+///
+/// Cheap to clone (one reference count): hyper-util clones its connector per request.
 #[derive(Clone)]
 pub struct Connector {
+    inner: Arc<ConnectorInner>,
+}
+
+struct ConnectorInner {
     resolver: Resolver,
     guard: Arc<Guard>,
     tls: tokio_rustls::TlsConnector,
@@ -492,9 +498,9 @@ pub struct Connector {
 impl fmt::Debug for Connector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Connector")
-            .field("resolver", &self.resolver)
-            .field("guard", &self.guard)
-            .field("connect_timeout", &self.connect_timeout)
+            .field("resolver", &self.inner.resolver)
+            .field("guard", &self.inner.guard)
+            .field("connect_timeout", &self.inner.connect_timeout)
             .finish()
     }
 }
@@ -507,15 +513,16 @@ impl Connector {
         tls: Arc<rustls::ClientConfig>,
         connect_timeout: Duration,
     ) -> Connector {
-        Connector { resolver, guard, tls: tls.into(), connect_timeout }
+        Connector { inner: Arc::new(ConnectorInner { resolver, guard, tls: tls.into(), connect_timeout }) }
     }
 
     /// Connects to `origin` (TLS for https).
     pub async fn connect(&self, origin: &Origin) -> Result<Stream, ConnectError> {
         let host = origin.host();
-        let deadline = Instant::now() + self.connect_timeout;
-        let timeout = |h: &Host| ConnectError::Timeout { host: h.to_string(), timeout: self.connect_timeout };
-        let ips = tokio::time::timeout_at(deadline, self.resolver.resolve(host))
+        let deadline = Instant::now() + self.inner.connect_timeout;
+        let timeout =
+            |h: &Host| ConnectError::Timeout { host: h.to_string(), timeout: self.inner.connect_timeout };
+        let ips = tokio::time::timeout_at(deadline, self.inner.resolver.resolve(host))
             .await
             .map_err(|_| timeout(host))??;
         let tcp = tokio::time::timeout_at(deadline, self.connect_addrs(host, &ips, origin.port()))
@@ -530,7 +537,7 @@ impl Connector {
                     Host::V6(ip) => Ok(ServerName::IpAddress(IpAddr::V6(*ip).into())),
                 }
                 .map_err(|e| ConnectError::Tls { host: host.to_string(), reason: e.to_string() })?;
-                let tls = tokio::time::timeout_at(deadline, self.tls.connect(name, tcp))
+                let tls = tokio::time::timeout_at(deadline, self.inner.tls.connect(name, tcp))
                     .await
                     .map_err(|_| timeout(host))?
                     .map_err(|e| ConnectError::Tls { host: host.to_string(), reason: tls_reason(&e) })?;
@@ -543,10 +550,12 @@ impl Connector {
     /// through the resolver and the guard, within the connect timeout: for tunnels.
     pub async fn connect_tcp(&self, origin: &Origin) -> Result<TcpStream, ConnectError> {
         let host = origin.host();
-        let deadline = Instant::now() + self.connect_timeout;
-        let timeout = || ConnectError::Timeout { host: host.to_string(), timeout: self.connect_timeout };
-        let ips =
-            tokio::time::timeout_at(deadline, self.resolver.resolve(host)).await.map_err(|_| timeout())??;
+        let deadline = Instant::now() + self.inner.connect_timeout;
+        let timeout =
+            || ConnectError::Timeout { host: host.to_string(), timeout: self.inner.connect_timeout };
+        let ips = tokio::time::timeout_at(deadline, self.inner.resolver.resolve(host))
+            .await
+            .map_err(|_| timeout())??;
         tokio::time::timeout_at(deadline, self.connect_addrs(host, &ips, origin.port()))
             .await
             .map_err(|_| timeout())?
@@ -558,7 +567,7 @@ impl Connector {
         let mut last_err = None;
         for &ip in ips {
             let addr = SocketAddr::new(ip, port);
-            if let Err(reason) = self.guard.check_dest(Some(host), addr) {
+            if let Err(reason) = self.inner.guard.check_dest(Some(host), addr) {
                 denied.get_or_insert((ip, reason));
                 continue;
             }
@@ -585,14 +594,17 @@ impl Connector {
     /// returns the addresses that may be used.
     pub async fn admit(&self, origin: &Origin) -> Result<Vec<SocketAddr>, ConnectError> {
         let host = origin.host();
-        let ips = tokio::time::timeout(self.connect_timeout, self.resolver.resolve(host))
+        let ips = tokio::time::timeout(self.inner.connect_timeout, self.inner.resolver.resolve(host))
             .await
-            .map_err(|_| ConnectError::Timeout { host: host.to_string(), timeout: self.connect_timeout })??;
+            .map_err(|_| ConnectError::Timeout {
+                host: host.to_string(),
+                timeout: self.inner.connect_timeout,
+            })??;
         let mut first_denied = None;
         let ok: Vec<SocketAddr> = ips
             .iter()
             .map(|&ip| SocketAddr::new(ip, origin.port()))
-            .filter(|a| match self.guard.check_dest(Some(host), *a) {
+            .filter(|a| match self.inner.guard.check_dest(Some(host), *a) {
                 Ok(()) => true,
                 Err(r) => {
                     first_denied.get_or_insert((a.ip(), r));

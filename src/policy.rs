@@ -154,7 +154,15 @@ impl FetchFacts {
 
     /// The body hash in lower-case hex.
     pub fn sha256_hex(&self) -> Option<String> {
-        self.sha256.map(hex::encode)
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        self.sha256.map(|sha| {
+            let mut out = [0u8; 64];
+            for (pair, byte) in out.chunks_exact_mut(2).zip(sha) {
+                pair[0] = DIGITS[usize::from(byte >> 4)];
+                pair[1] = DIGITS[usize::from(byte & 0x0f)];
+            }
+            String::from_utf8_lossy(&out).into_owned()
+        })
     }
 }
 
@@ -287,6 +295,21 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// The deciding rule as the audit log names it: kind, pattern, line, reading and
+    /// whether Google's index.html rule implied it.
+    pub fn rule_fields(&self) -> Option<(&'static str, &str, u32, &'static str, bool)> {
+        match &self.reason {
+            Reason::Rule { kind, line, reading, implied_by_index_html, .. } => Some((
+                kind.as_str(),
+                self.rule_pattern().unwrap_or(""),
+                *line,
+                reading.as_str(),
+                *implied_by_index_html,
+            )),
+            _ => None,
+        }
+    }
+
     /// The text of the deciding rule, as written in the robots.txt.
     pub fn rule_pattern(&self) -> Option<&str> {
         let Reason::Rule { id, reading, .. } = &self.reason else { return None };

@@ -89,6 +89,11 @@ impl Default for ProxyConfig {
 /// Forwards proxy requests to origins (the service below [`RobotsLayer`]).
 #[derive(Clone)]
 pub struct Forwarder {
+    inner: Arc<ForwarderInner>,
+}
+
+#[derive(Clone)]
+struct ForwarderInner {
     client: Client<Connector, Incoming>,
     connector: Connector,
     upstream_timeout: Duration,
@@ -101,7 +106,9 @@ pub struct Forwarder {
 
 impl std::fmt::Debug for Forwarder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Forwarder").field("upstream_timeout", &self.upstream_timeout).finish_non_exhaustive()
+        f.debug_struct("Forwarder")
+            .field("upstream_timeout", &self.inner.upstream_timeout)
+            .finish_non_exhaustive()
     }
 }
 
@@ -116,7 +123,7 @@ impl Forwarder {
             .build(connector.clone());
         let via = HeaderValue::from_str(&format!("1.1 {}", config.via))
             .unwrap_or(HeaderValue::from_static("1.1 robotsgate"));
-        Forwarder {
+        let inner = ForwarderInner {
             client,
             connector,
             upstream_timeout: config.upstream_timeout,
@@ -125,17 +132,18 @@ impl Forwarder {
             via,
             tunnels: TaskTracker::new(),
             shutdown: CancellationToken::new(),
-        }
+        };
+        Forwarder { inner: Arc::new(inner) }
     }
 
     /// Counts upstream errors in `metrics`.
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Forwarder {
-        self.metrics = Some(metrics);
+        Arc::make_mut(&mut self.inner).metrics = Some(metrics);
         self
     }
 
     fn upstream_failed(&self, class: &'static str) {
-        if let Some(m) = &self.metrics {
+        if let Some(m) = &self.inner.metrics {
             m.upstream_error(class);
         }
     }
@@ -153,7 +161,7 @@ impl Forwarder {
         }
         let (mut parts, body) = req.into_parts();
         strip_hop_by_hop(&mut parts.headers);
-        append_via(&mut parts.headers, &self.via);
+        append_via(&mut parts.headers, &self.inner.via);
         // RFC 9112 §3.2.2: the target's authority replaces the client's Host, so the
         // origin serves the host whose robots.txt was checked (default port left out).
         let default_port = if parts.uri.scheme_str() == Some("https") { 443 } else { 80 };
@@ -169,13 +177,13 @@ impl Forwarder {
         parts.extensions = http::Extensions::new();
         parts.version = http::Version::HTTP_11;
         let upstream = Request::from_parts(parts, body);
-        match tokio::time::timeout(self.upstream_timeout, self.client.request(upstream)).await {
+        match tokio::time::timeout(self.inner.upstream_timeout, self.inner.client.request(upstream)).await {
             Err(_) => {
                 self.upstream_failed("timeout");
                 boxed(answer(
                     StatusCode::GATEWAY_TIMEOUT,
                     "upstream-timeout",
-                    &format!("the origin did not answer within {:?}", self.upstream_timeout),
+                    &format!("the origin did not answer within {:?}", self.inner.upstream_timeout),
                 ))
             }
             Ok(Err(e)) => {
@@ -185,7 +193,7 @@ impl Forwarder {
             Ok(Ok(res)) => {
                 let (mut parts, body) = res.into_parts();
                 strip_hop_by_hop(&mut parts.headers);
-                append_via(&mut parts.headers, &self.via);
+                append_via(&mut parts.headers, &self.inner.via);
                 // The proxy speaks HTTP/1.1 to its clients whatever the origin spoke.
                 parts.version = http::Version::HTTP_11;
                 Response::from_parts(parts, body.map_err(Into::into).boxed())
@@ -204,16 +212,16 @@ impl Forwarder {
             Ok(o) => o,
             Err(e) => return boxed(answer(StatusCode::BAD_REQUEST, "bad-request", &e.to_string())),
         };
-        let upstream = match self.connector.connect_tcp(&origin).await {
+        let upstream = match self.inner.connector.connect_tcp(&origin).await {
             Ok(s) => s,
             Err(e) => {
                 self.upstream_failed(e.class());
                 return boxed(connect_error_answer(&e));
             }
         };
-        let idle = self.tunnel_idle_timeout;
-        let shutdown = self.shutdown.clone();
-        self.tunnels.spawn(async move {
+        let idle = self.inner.tunnel_idle_timeout;
+        let shutdown = self.inner.shutdown.clone();
+        self.inner.tunnels.spawn(async move {
             let upgraded = match hyper::upgrade::on(req).await {
                 Ok(u) => u,
                 Err(e) => {
@@ -232,7 +240,7 @@ impl Forwarder {
             }
         });
         let mut res = Response::new(Full::new(Bytes::new()).map_err(|never| match never {}).boxed());
-        res.headers_mut().insert(header::VIA, self.via.clone());
+        res.headers_mut().insert(header::VIA, self.inner.via.clone());
         res
     }
 }
@@ -346,29 +354,31 @@ fn upstream_error(e: &hyper_util::client::legacy::Error) -> Response<Full<Bytes>
 
 /// Removes the hop-by-hop headers (RFC 9110 §7.6.1) and every `Proxy-*` header.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let listed: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for name in listed {
-        headers.remove(name);
+    // One pass over the distinct names; most messages carry none or one of these, and
+    // removing an absent name still costs a hash and a probe.
+    let mut doomed: Vec<HeaderName> = Vec::new();
+    for name in headers.keys() {
+        if name == header::CONNECTION {
+            let listed = headers
+                .get_all(header::CONNECTION)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok());
+            doomed.extend(listed);
+        }
+        let hop = name == header::CONNECTION
+            || name == header::TE
+            || name == header::TRAILER
+            || name == header::TRANSFER_ENCODING
+            || name == header::UPGRADE
+            || name.as_str() == "keep-alive"
+            || name.as_str().starts_with("proxy-");
+        if hop {
+            doomed.push(name.clone());
+        }
     }
-    for name in [
-        header::CONNECTION,
-        header::TE,
-        header::TRAILER,
-        header::TRANSFER_ENCODING,
-        header::UPGRADE,
-        HeaderName::from_static("keep-alive"),
-    ] {
-        headers.remove(name);
-    }
-    let proxy: Vec<HeaderName> =
-        headers.keys().filter(|k| k.as_str().starts_with("proxy-")).cloned().collect();
-    for name in proxy {
+    for name in doomed {
         headers.remove(name);
     }
 }
@@ -510,9 +520,9 @@ impl Proxy {
             interception: self.interception.clone(),
             auth: self.auth.clone(),
             metrics: self.metrics.clone(),
-            tunnels: self.forwarder.tunnels.clone(),
+            tunnels: self.forwarder.inner.tunnels.clone(),
             stop: stop.clone(),
-            via: self.forwarder.via.clone(),
+            via: self.forwarder.inner.via.clone(),
             config: self.config.clone(),
         };
         let slots = Arc::new(tokio::sync::Semaphore::new(self.config.max_connections.max(1)));
@@ -559,16 +569,16 @@ impl Proxy {
         drop(self.listener);
         stop.cancel();
         connections.close();
-        self.forwarder.tunnels.close();
+        self.forwarder.inner.tunnels.close();
         let grace = self.config.shutdown_grace;
         let drained = tokio::time::timeout(grace, async {
             connections.wait().await;
-            self.forwarder.tunnels.wait().await;
+            self.forwarder.inner.tunnels.wait().await;
         })
         .await;
         if drained.is_err() {
             tracing::warn!(?grace, "shutdown grace period over; closing the remaining connections");
-            self.forwarder.shutdown.cancel();
+            self.forwarder.inner.shutdown.cancel();
         }
         Ok(())
     }
