@@ -91,6 +91,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     init_logging(&config);
+    raise_open_file_limit(&config);
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start tokio")?;
     runtime.block_on(async {
@@ -111,6 +112,22 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         tracing::info!("stopped");
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Raises the soft open-file limit towards what `max_connections` may need (a client
+/// connection and its upstream one each, plus some for fetches and files), never above
+/// the hard limit; warns when the limit stays below one descriptor per client connection.
+fn raise_open_file_limit(config: &Config) {
+    let clients = u64::try_from(config.proxy.max_connections).unwrap_or(u64::MAX).saturating_add(256);
+    match rlimit::increase_nofile_limit(clients.saturating_mul(2)) {
+        Ok(limit) if limit < clients => tracing::warn!(
+            limit,
+            max_connections = config.proxy.max_connections,
+            "the open-file limit is below max_connections; raise it (ulimit -n, LimitNOFILE=)"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot read or raise the open-file limit"),
+    }
 }
 
 /// A proxy on a non-loopback address with neither client networks nor users is open to
