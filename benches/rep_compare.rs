@@ -78,8 +78,9 @@ fn load() -> Vec<File> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/robots");
     let mut files: Vec<File> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| {
-            let path = e.expect("dir entry").path();
+        .map(|e| e.expect("dir entry").path())
+        .filter(|path| path.extension().is_some_and(|x| x == "txt"))
+        .map(|path| {
             let mut body = std::fs::read(&path).expect("read");
             body.truncate(MAX_ROBOTS_TXT_BYTES);
             let text = String::from_utf8_lossy(&body).into_owned();
