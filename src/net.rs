@@ -335,6 +335,10 @@ pub struct DnsConfig {
 #[derive(Clone)]
 pub struct Resolver {
     overrides: Arc<HashMap<String, Vec<IpAddr>>>,
+    /// Answers from DNS, kept until their TTL (at most [`MAX_ANSWER_AGE`]): every request
+    /// resolves its destination for the guard, and a lookup through hickory costs more
+    /// than the rest of a cached decision.
+    answers: moka::sync::Cache<String, Arc<Answer>>,
     dns: Option<TokioResolver>,
     /// Why DNS is not available (a broken system configuration), for the error.
     dns_error: Option<String>,
@@ -347,6 +351,17 @@ impl fmt::Debug for Resolver {
             .field("dns", &self.dns.is_some())
             .finish()
     }
+}
+
+/// The longest an answer from DNS is reused, whatever its TTL.
+const MAX_ANSWER_AGE: Duration = Duration::from_secs(300);
+
+/// Names whose answers are kept at once.
+const MAX_ANSWERS: u64 = 10_000;
+
+struct Answer {
+    ips: Vec<IpAddr>,
+    until: std::time::Instant,
 }
 
 impl Resolver {
@@ -372,7 +387,8 @@ impl Resolver {
             Ok(r) => (Some(r), None),
             Err(e) => (None, Some(e.to_string())),
         };
-        Resolver { overrides: Arc::new(overrides), dns, dns_error }
+        let answers = moka::sync::Cache::builder().max_capacity(MAX_ANSWERS).build();
+        Resolver { overrides: Arc::new(overrides), answers, dns, dns_error }
     }
 
     /// The addresses of `host` (an IP literal is its own answer).
@@ -386,6 +402,13 @@ impl Resolver {
         if let Some(ips) = self.overrides.get(name.trim_end_matches('.')) {
             return Ok(ips.clone());
         }
+        let key = name.trim_end_matches('.');
+        if let Some(answer) = self.answers.get(key) {
+            if std::time::Instant::now() < answer.until {
+                return Ok(answer.ips.clone());
+            }
+            self.answers.invalidate(key);
+        }
         let Some(dns) = &self.dns else {
             let reason = self.dns_error.clone().unwrap_or_else(|| "no resolver".into());
             return Err(ConnectError::Dns { host: name.into_owned(), reason });
@@ -398,6 +421,8 @@ impl Resolver {
                 if ips.is_empty() {
                     Err(ConnectError::Dns { host: name.into_owned(), reason: "no addresses".into() })
                 } else {
+                    let until = lookup.valid_until().min(std::time::Instant::now() + MAX_ANSWER_AGE);
+                    self.answers.insert(key.to_owned(), Arc::new(Answer { ips: ips.clone(), until }));
                     Ok(ips)
                 }
             }
@@ -726,6 +751,26 @@ impl AsyncWrite for Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A name from the system configuration (`localhost`, from the hosts file) resolves,
+    /// is kept, and the kept answer is the one DNS gave.
+    #[tokio::test]
+    async fn dns_answers_are_kept_until_their_ttl() {
+        let resolver = Resolver::new(&DnsConfig::default());
+        let host = Host::parse("localhost").unwrap();
+        let first = resolver.resolve(&host).await.expect("localhost resolves");
+        assert!(first.iter().all(|ip| ip.is_loopback()), "{first:?}");
+        let kept = resolver.answers.get("localhost").expect("answer kept");
+        assert_eq!(kept.ips, first);
+        assert!(kept.until <= std::time::Instant::now() + MAX_ANSWER_AGE);
+        assert_eq!(resolver.resolve(&host).await.expect("again"), first);
+        // An expired answer is not used: it is dropped and asked again.
+        resolver.answers.insert(
+            "localhost".into(),
+            Arc::new(Answer { ips: vec![ip("192.0.2.1")], until: std::time::Instant::now() }),
+        );
+        assert_eq!(resolver.resolve(&host).await.expect("after expiry"), first);
+    }
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
