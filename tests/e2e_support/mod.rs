@@ -555,6 +555,46 @@ async fn answer(state: Arc<OriginState>, req: Request<Incoming>) -> Result<Respo
 // A test CA and TLS configurations
 // ---------------------------------------------------------------------------------------
 
+/// A CA made with rcgen, and one server leaf it signed.
+pub struct MadeCa {
+    /// The CA certificate (PEM).
+    pub ca_pem: String,
+    /// The CA certificate (DER).
+    pub ca_der: CertificateDer<'static>,
+    /// The leaf certificate (DER).
+    pub leaf_der: CertificateDer<'static>,
+    /// The leaf's private key (PKCS#8 DER).
+    pub leaf_key: Vec<u8>,
+}
+
+/// A fresh CA named `ca_name` and a leaf for `names` (DNS names or IP addresses; the first
+/// is also the common name), for serverAuth.
+pub fn make_ca(ca_name: &str, names: &[&str]) -> MadeCa {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(DnType::CommonName, ca_name);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca_key = KeyPair::generate().unwrap();
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let mut leaf_params =
+        CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
+    leaf_params.distinguished_name.push(DnType::CommonName, names.first().copied().unwrap_or("localhost"));
+    leaf_params.use_authority_key_identifier_extension = true;
+    leaf_params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    leaf_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let leaf_key = KeyPair::generate().unwrap();
+    let leaf = leaf_params.signed_by(&leaf_key, &issuer).unwrap();
+    MadeCa {
+        ca_pem: ca_cert.pem(),
+        ca_der: ca_cert.der().clone(),
+        leaf_der: leaf.der().clone(),
+        leaf_key: leaf_key.serialize_der(),
+    }
+}
+
 /// A CA and a leaf certificate for `localhost` and `127.0.0.1`, signed by it.
 pub struct TestCa {
     /// The CA certificate (PEM).
@@ -567,29 +607,8 @@ pub struct TestCa {
 impl TestCa {
     /// Makes a fresh CA and leaf.
     pub fn new() -> TestCa {
-        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.distinguished_name.push(DnType::CommonName, "robotsgate test CA");
-        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let ca_key = KeyPair::generate().unwrap();
-        let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-        let issuer = Issuer::new(ca_params, ca_key);
-
-        let mut leaf_params =
-            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
-        leaf_params.distinguished_name.push(DnType::CommonName, "localhost");
-        leaf_params.use_authority_key_identifier_extension = true;
-        leaf_params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        leaf_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-        let leaf_key = KeyPair::generate().unwrap();
-        let leaf = leaf_params.signed_by(&leaf_key, &issuer).unwrap();
-        TestCa {
-            ca_pem: ca_cert.pem(),
-            ca_der: ca_cert.der().clone(),
-            leaf_der: leaf.der().clone(),
-            leaf_key: leaf_key.serialize_der(),
-        }
+        let made = make_ca("robotsgate test CA", &["localhost", "127.0.0.1"]);
+        TestCa { ca_pem: made.ca_pem, ca_der: made.ca_der, leaf_der: made.leaf_der, leaf_key: made.leaf_key }
     }
 
     /// Writes the CA certificate as PEM into `dir`, returning the path.

@@ -58,29 +58,14 @@ pub struct OriginCa {
 impl OriginCa {
     /// A fresh CA and leaf.
     pub fn new(label: &str) -> OriginCa {
-        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.distinguished_name.push(DnType::CommonName, format!("origin test CA {label}"));
-        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let ca_key = KeyPair::generate().unwrap();
-        let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-        let issuer = Issuer::new(ca_params, ca_key);
-
-        let mut names: Vec<String> = ORIGIN_NAMES.iter().map(|s| s.to_string()).collect();
-        names.push("127.0.0.1".into());
-        let mut leaf_params = CertificateParams::new(names).unwrap();
-        leaf_params.distinguished_name.push(DnType::CommonName, "localhost");
-        leaf_params.use_authority_key_identifier_extension = true;
-        leaf_params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        leaf_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-        let leaf_key = KeyPair::generate().unwrap();
-        let leaf = leaf_params.signed_by(&leaf_key, &issuer).unwrap();
+        let mut names: Vec<&str> = ORIGIN_NAMES.to_vec();
+        names.push("127.0.0.1");
+        let made = crate::e2e_support::make_ca(&format!("origin test CA {label}"), &names);
         OriginCa {
-            ca_pem: ca_cert.pem(),
-            ca_der: ca_cert.der().clone(),
-            leaf_der: leaf.der().clone(),
-            leaf_key: leaf_key.serialize_der(),
+            ca_pem: made.ca_pem,
+            ca_der: made.ca_der,
+            leaf_der: made.leaf_der,
+            leaf_key: made.leaf_key,
         }
     }
 
