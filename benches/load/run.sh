@@ -145,6 +145,16 @@ measure() {
     done
     python3 "$HERE/report.py" row "$name" "$WORK/results"
 }
+# sweep NAME [oha args...]: both body sizes at both concurrencies, plain HTTP.
+sweep() {
+    local name=$1
+    shift
+    for size in 1k 100k; do
+        for c in 32 256; do
+            measure "$name-$size-c$c" "$c" "$URL_PLAIN/$size" "$@"
+        done
+    done
+}
 URL_PLAIN="http://127.0.0.1:$ORIGIN_PORT"
 URL_TLS="https://localhost:$ORIGIN_TLS_PORT"
 PROXY_SQUID="http://127.0.0.1:$SQUID_PORT"
@@ -154,26 +164,14 @@ for section in $SECTIONS; do
 case $section in
 plain)
     log "plain HTTP through the proxies (${RUNS} x ${DURATION}s each)"
-    for size in 1k 100k; do
-        for c in 32 256; do
-            measure "direct-$size-c$c" "$c" "$URL_PLAIN/$size"
-            measure "squid-$size-c$c" "$c" "$URL_PLAIN/$size" -x "$PROXY_SQUID"
-        done
-    done
+    sweep direct
+    sweep squid -x "$PROXY_SQUID"
     start_robotsgate enforce
-    for size in 1k 100k; do
-        for c in 32 256; do
-            measure "robotsgate-$size-c$c" "$c" "$URL_PLAIN/$size" -x "$PROXY_RG"
-        done
-    done
+    sweep robotsgate -x "$PROXY_RG"
     decisions=$(grep -c '"type":"decision"' "$WORK/audit.jsonl" || true)
     [ "${decisions:-0}" -gt 0 ] || die "enforce mode wrote no decisions to the audit log"
     start_robotsgate off
-    for size in 1k 100k; do
-        for c in 32 256; do
-            measure "robotsgate_off-$size-c$c" "$c" "$URL_PLAIN/$size" -x "$PROXY_RG"
-        done
-    done
+    sweep robotsgate_off -x "$PROXY_RG"
     stop_robotsgate
     ;;
 tls)
