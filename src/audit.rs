@@ -20,6 +20,7 @@
 //! ```
 
 use std::borrow::Cow;
+use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -35,7 +36,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::fetch::{FetchOutcome, FetchResult};
 use crate::origin::Origin;
-use crate::policy::{Decision, FetchObserver, Reason};
+use crate::policy::{Decision, FetchFacts, FetchObserver, Reason};
 
 /// Version of the record schema (`schema_version` in every record).
 pub const SCHEMA_VERSION: u32 = 1;
@@ -478,13 +479,17 @@ impl AuditLog {
         let o = &mut out;
         o.extend_from_slice(b"{\"schema_version\":");
         json_num(o, SCHEMA_VERSION);
-        o.extend_from_slice(b",\"type\":\"decision\",\"time\":");
-        json_str(o, &rfc3339(now));
-        o.extend_from_slice(b",\"request_id\":");
+        o.extend_from_slice(b",\"type\":\"decision\",\"time\":\"");
+        rfc3339_into(o, now);
+        o.extend_from_slice(b"\",\"request_id\":");
         json_str(o, request.request_id);
         o.extend_from_slice(b",\"client\":");
         match request.client {
-            Some(c) => json_str(o, &c.to_string()),
+            Some(c) => {
+                o.push(b'"');
+                socket_addr_into(o, c);
+                o.push(b'"');
+            }
             None => o.extend_from_slice(b"null"),
         }
         o.extend_from_slice(b",\"user\":");
@@ -493,9 +498,9 @@ impl AuditLog {
         json_str(o, request.method);
         o.extend_from_slice(b",\"url\":");
         json_str(o, &self.logged_url(request.url));
-        o.extend_from_slice(b",\"origin\":");
-        json_str(o, &d.origin.to_string());
-        o.extend_from_slice(b",\"agent\":");
+        o.extend_from_slice(b",\"origin\":\"");
+        let _ = d.origin.write_to(&mut JsonText(o));
+        o.extend_from_slice(b"\",\"agent\":");
         json_str(o, d.agent.as_ref());
         o.extend_from_slice(b",\"profile\":");
         json_str(o, d.profile.as_str());
@@ -522,30 +527,15 @@ impl AuditLog {
             }
             None => o.extend_from_slice(b"null"),
         }
-        o.extend_from_slice(b",\"explanation\":");
-        json_str(o, &d.to_string());
-        o.extend_from_slice(b",\"path_visible\":");
+        o.extend_from_slice(b",\"explanation\":\"");
+        let _ = fmt::Write::write_fmt(&mut JsonText(o), format_args!("{d}"));
+        o.extend_from_slice(b"\",\"path_visible\":");
         json_bool(o, request.path_visible);
         o.extend_from_slice(b",\"robots\":");
         match d.fetch_facts() {
             Some(f) => {
-                o.extend_from_slice(b"{\"url\":");
-                json_str(o, &f.url);
-                o.extend_from_slice(b",\"final_url\":");
-                json_str(o, &f.final_url);
-                o.extend_from_slice(b",\"status\":");
-                match f.status {
-                    Some(s) => json_num(o, s),
-                    None => o.extend_from_slice(b"null"),
-                }
-                o.extend_from_slice(b",\"sha256\":");
-                json_opt_str(o, f.sha256_hex().as_deref());
-                o.extend_from_slice(b",\"fetched_at\":");
-                json_str(o, &rfc3339(f.fetched_at));
-                o.extend_from_slice(b",\"bytes\":");
-                json_num(o, f.bytes);
-                o.extend_from_slice(b",\"redirects\":");
-                json_num(o, f.redirects);
+                // Everything up to the age is the same for every decision on this copy.
+                o.extend_from_slice(f.audit_json.get_or_init(|| robots_head(f)).as_bytes());
                 o.extend_from_slice(b",\"age_s\":");
                 match d.age {
                     Some(a) => {
@@ -628,6 +618,86 @@ fn json_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
     match s {
         Some(s) => json_str(out, s),
         None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// `{"url":…,"final_url":…,"status":…,"sha256":…,"fetched_at":…,"bytes":…,"redirects":…`
+/// of a decision record's `robots` object: the part that depends on the fetch alone.
+fn robots_head(f: &FetchFacts) -> Box<str> {
+    let mut o = Vec::with_capacity(320);
+    o.extend_from_slice(b"{\"url\":");
+    json_str(&mut o, &f.url);
+    o.extend_from_slice(b",\"final_url\":");
+    json_str(&mut o, &f.final_url);
+    o.extend_from_slice(b",\"status\":");
+    match f.status {
+        Some(s) => json_num(&mut o, s),
+        None => o.extend_from_slice(b"null"),
+    }
+    o.extend_from_slice(b",\"sha256\":");
+    json_opt_str(&mut o, f.sha256_hex().as_deref());
+    o.extend_from_slice(b",\"fetched_at\":\"");
+    rfc3339_into(&mut o, f.fetched_at);
+    o.extend_from_slice(b"\",\"bytes\":");
+    json_num(&mut o, f.bytes);
+    o.extend_from_slice(b",\"redirects\":");
+    json_num(&mut o, f.redirects);
+    // Built from `&str`s and digits: always UTF-8.
+    String::from_utf8(o).unwrap_or_default().into_boxed_str()
+}
+
+/// `a.b.c.d:port` or `[v6]:port`, as `SocketAddr`'s `Display` writes it.
+fn socket_addr_into(out: &mut Vec<u8>, addr: std::net::SocketAddr) {
+    let mut digits = itoa::Buffer::new();
+    match addr {
+        std::net::SocketAddr::V4(a) => {
+            for (i, octet) in a.ip().octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                out.extend_from_slice(digits.format(octet).as_bytes());
+            }
+        }
+        std::net::SocketAddr::V6(a) => {
+            let _ = std::io::Write::write_fmt(out, format_args!("[{}]", a.ip()));
+        }
+    }
+    out.push(b':');
+    out.extend_from_slice(digits.format(addr.port()).as_bytes());
+}
+
+/// Text written into a JSON string (between its quotes), escaped as serde_json does.
+struct JsonText<'a>(&'a mut Vec<u8>);
+
+impl fmt::Write for JsonText<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let out = &mut *self.0;
+        let mut start = 0;
+        for (i, &b) in s.as_bytes().iter().enumerate() {
+            let escape: &[u8] = match b {
+                b'"' => b"\\\"",
+                b'\\' => b"\\\\",
+                b'\n' => b"\\n",
+                b'\r' => b"\\r",
+                b'\t' => b"\\t",
+                0x08 => b"\\b",
+                0x0c => b"\\f",
+                0..0x20 => b"",
+                _ => continue,
+            };
+            out.extend_from_slice(&s.as_bytes()[start..i]);
+            if escape.is_empty() {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(b >> 4)]);
+                out.push(HEX[usize::from(b & 0xf)]);
+            } else {
+                out.extend_from_slice(escape);
+            }
+            start = i + 1;
+        }
+        out.extend_from_slice(&s.as_bytes()[start..]);
+        Ok(())
     }
 }
 
@@ -733,12 +803,21 @@ fn to_line<T: Serialize>(record: &T) -> Vec<u8> {
 /// and a general formatter costs several times more. Times outside 1970..=9999 go
 /// through the `time` crate.
 pub fn rfc3339(t: SystemTime) -> String {
+    let mut out = Vec::with_capacity(24);
+    rfc3339_into(&mut out, t);
+    // Digits and separators (or the `time` crate's text): always UTF-8.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// [`rfc3339`], appended to `out`.
+fn rfc3339_into(out: &mut Vec<u8>, t: SystemTime) {
     let since = match t.duration_since(SystemTime::UNIX_EPOCH) {
         Ok(d) if d.as_secs() < 253_402_300_800 => d, // 10000-01-01
         _ => {
             let t = OffsetDateTime::from(t);
             let t = t.replace_nanosecond(t.nanosecond() / 1_000_000 * 1_000_000).unwrap_or(t);
-            return t.format(&Rfc3339).unwrap_or_default();
+            out.extend_from_slice(t.format(&Rfc3339).unwrap_or_default().as_bytes());
+            return;
         }
     };
     let secs = since.as_secs();
@@ -753,21 +832,21 @@ pub fn rfc3339(t: SystemTime) -> String {
         (sod % 60, 2),
         (u64::from(since.subsec_millis()), 3),
     ];
-    let mut out = [0u8; 24];
+    let mut text = [0u8; 24];
     let mut at = 0;
     for (i, (value, width)) in fields.into_iter().enumerate() {
         let mut v = value;
         for k in (0..width).rev() {
-            out[at + k] = b'0' + (v % 10) as u8;
+            text[at + k] = b'0' + (v % 10) as u8;
             v /= 10;
         }
         at += width;
         if let Some(&sep) = b"--T::.Z".get(i) {
-            out[at] = sep;
+            text[at] = sep;
             at += 1;
         }
     }
-    String::from_utf8_lossy(&out[..at]).into_owned()
+    out.extend_from_slice(&text[..at]);
 }
 
 /// (year, month, day) of a day count since 1970-01-01, proleptic Gregorian calendar
@@ -935,5 +1014,33 @@ mod tests {
             rfc3339(SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_441_017_398)),
             "2026-11-23T13:36:57.398Z"
         );
+    }
+
+    /// Text escaped into a JSON string reads as serde_json writes it, for every ASCII
+    /// byte, non-ASCII text and text split across several writes.
+    #[test]
+    fn json_text_escapes_as_serde_json_does() {
+        let ascii: String = (0u8..0x80).map(char::from).collect();
+        for text in [ascii.as_str(), "", "plain", "a\"b\\c\u{7f}é\u{2028}😀", "\u{0}\u{1f}end"] {
+            let mut ours = b"\"".to_vec();
+            let half = text.char_indices().nth(text.chars().count() / 2).map_or(text.len(), |(i, _)| i);
+            let (a, b) = text.split_at(half);
+            let _ = fmt::Write::write_str(&mut JsonText(&mut ours), a);
+            let _ = fmt::Write::write_str(&mut JsonText(&mut ours), b);
+            ours.push(b'"');
+            assert_eq!(String::from_utf8_lossy(&ours), serde_json::to_string(text).unwrap(), "{text:?}");
+        }
+    }
+
+    /// Client addresses read as `SocketAddr`'s `Display` writes them.
+    #[test]
+    fn socket_addresses_as_display_writes_them() {
+        for addr in ["127.0.0.1:3128", "0.0.0.0:0", "255.255.255.255:65535", "[::1]:80", "[2001:db8::1]:443"]
+        {
+            let addr: std::net::SocketAddr = addr.parse().unwrap();
+            let mut ours = Vec::new();
+            socket_addr_into(&mut ours, addr);
+            assert_eq!(String::from_utf8_lossy(&ours), addr.to_string());
+        }
     }
 }

@@ -509,7 +509,9 @@ impl Shared {
             let authority = uri.authority().ok_or("CONNECT needs host:port")?;
             let scheme = if authority.port_u16() == Some(80) { Scheme::Http } else { Scheme::Https };
             let origin = Origin::from_authority(scheme, authority.as_str()).map_err(|e| e.to_string())?;
-            let url = format!("{origin}/");
+            let mut url = String::with_capacity(48);
+            let _ = origin.write_to(&mut url);
+            url.push('/');
             return Ok(Target { origin, path: "/".into(), path_visible: false, url });
         }
         let origin = if uri.scheme().is_some() {
@@ -523,7 +525,9 @@ impl Shared {
             Origin::from_authority(self.scheme, host).map_err(|e| e.to_string())?
         };
         let path = request_path(uri).into_owned();
-        let url = format!("{origin}{path}");
+        let mut url = String::with_capacity(path.len() + 48);
+        let _ = origin.write_to(&mut url);
+        url.push_str(&path);
         Ok(Target { origin, path, path_visible: true, url })
     }
 }
@@ -579,7 +583,8 @@ impl RequestIds {
         for i in 0..8 {
             out[17 + i] = DIGITS[((n >> (28 - 4 * i)) & 0xf) as usize];
         }
-        String::from_utf8_lossy(&out).into_owned()
+        // Hex digits and a dash: always UTF-8.
+        std::str::from_utf8(&out).unwrap_or_default().to_owned()
     }
 }
 

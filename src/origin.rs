@@ -127,23 +127,29 @@ impl Host {
 }
 
 impl fmt::Display for Host {
-    /// As in a URL: IPv6 in brackets.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_to(f)
+    }
+}
+
+impl Host {
+    /// What `Display` writes, without the formatting machinery for names and IPv4
+    /// addresses (`Ipv4Addr`'s `Display`, which supports padding, costs several times
+    /// more, and this runs for every request's URL).
+    fn write_to(&self, w: &mut impl fmt::Write) -> fmt::Result {
         match self {
-            Host::Domain(d) => f.write_str(d),
+            Host::Domain(d) => w.write_str(d),
             Host::V4(ip) => {
-                // Octet by octet: `Ipv4Addr`'s Display (which supports padding) costs
-                // several times more, and this runs for every request's URL.
                 let mut digits = itoa::Buffer::new();
                 for (i, octet) in ip.octets().into_iter().enumerate() {
                     if i > 0 {
-                        f.write_str(".")?;
+                        w.write_str(".")?;
                     }
-                    f.write_str(digits.format(octet))?;
+                    w.write_str(digits.format(octet))?;
                 }
                 Ok(())
             }
-            Host::V6(ip) => write!(f, "[{ip}]"),
+            Host::V6(ip) => write!(w, "[{ip}]"),
         }
     }
 }
@@ -260,9 +266,20 @@ impl Origin {
 impl fmt::Display for Origin {
     /// `scheme://host[:port]`, the port only when it is not the default.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}://{}", self.scheme.as_str(), self.host)?;
+        self.write_to(f)
+    }
+}
+
+impl Origin {
+    /// Writes what `Display` writes (`scheme://host[:port]`) straight to `w`: the audit
+    /// log and the layer do this for every request.
+    pub fn write_to(&self, w: &mut impl fmt::Write) -> fmt::Result {
+        w.write_str(self.scheme.as_str())?;
+        w.write_str("://")?;
+        self.host.write_to(w)?;
         if self.port != self.scheme.default_port() {
-            write!(f, ":{}", self.port)?;
+            w.write_str(":")?;
+            w.write_str(itoa::Buffer::new().format(self.port))?;
         }
         Ok(())
     }

@@ -130,6 +130,9 @@ pub struct FetchFacts {
     pub fetched_at: SystemTime,
     /// How long the fetch took.
     pub duration: Duration,
+    /// The audit log's JSON of these facts, made once: every decision resting on this
+    /// copy repeats it.
+    pub(crate) audit_json: std::sync::OnceLock<Box<str>>,
 }
 
 impl FetchFacts {
@@ -149,6 +152,7 @@ impl FetchFacts {
             sha256: outcome.sha256,
             fetched_at: outcome.fetched_at,
             duration: outcome.duration,
+            audit_json: std::sync::OnceLock::new(),
         }
     }
 
@@ -161,7 +165,7 @@ impl FetchFacts {
                 pair[0] = DIGITS[usize::from(byte >> 4)];
                 pair[1] = DIGITS[usize::from(byte & 0x0f)];
             }
-            String::from_utf8_lossy(&out).into_owned()
+            std::str::from_utf8(&out).unwrap_or_default().to_owned()
         })
     }
 }
