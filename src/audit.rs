@@ -591,12 +591,16 @@ fn micros(d: Duration) -> u64 {
     d.as_micros().min(u64::MAX as u128) as u64
 }
 
+/// Whether `s` has a byte a JSON string must escape.
+fn needs_escape(s: &str) -> bool {
+    // No early exit, so the compiler can check many bytes per instruction.
+    s.bytes().fold(false, |acc, b| acc | (b < 0x20) | (b == b'"') | (b == b'\\'))
+}
+
 /// A JSON string: copied as is when nothing in it needs escaping (the usual case),
 /// else through serde_json's escaper.
 fn json_str(out: &mut Vec<u8>, s: &str) {
-    // No early exit, so the compiler can check many bytes per instruction.
-    let plain = !s.bytes().fold(false, |acc, b| acc | (b < 0x20) | (b == b'"') | (b == b'\\'));
-    if plain {
+    if !needs_escape(s) {
         out.reserve(s.len() + 2);
         out.push(b'"');
         out.extend_from_slice(s.as_bytes());
@@ -672,6 +676,10 @@ struct JsonText<'a>(&'a mut Vec<u8>);
 impl fmt::Write for JsonText<'_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         let out = &mut *self.0;
+        if !needs_escape(s) {
+            out.extend_from_slice(s.as_bytes());
+            return Ok(());
+        }
         let mut start = 0;
         for (i, &b) in s.as_bytes().iter().enumerate() {
             let escape: &[u8] = match b {

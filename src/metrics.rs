@@ -47,6 +47,9 @@ pub trait Sources: Send + Sync {
 pub struct Metrics {
     registry: Registry,
     decisions: Family<DecisionLabels, Counter>,
+    /// The decision counters made so far (at most outcomes x reasons), found by comparing
+    /// labels: cheaper than hashing them into the family on every request.
+    decision_memo: arc_swap::ArcSwap<Vec<(DecisionLabels, Counter)>>,
     decision_seconds: Histogram,
     fetches: Family<FetchLabels, Counter>,
     requests: Counter,
@@ -85,6 +88,7 @@ impl Metrics {
         let m = Metrics {
             registry: Registry::default(),
             decisions: Family::default(),
+            decision_memo: Default::default(),
             decision_seconds: Histogram::new(exponential_buckets(0.000_01, 4.0, 10)),
             fetches: Family::default(),
             requests: Counter::default(),
@@ -165,7 +169,24 @@ impl Metrics {
 
     /// A decision with its outcome (`allowed`, `disallowed`, ...) and reason class.
     pub fn decision(&self, outcome: &'static str, reason: &'static str, took: Duration) {
-        self.decisions.get_or_create(&DecisionLabels { outcome, reason }).inc();
+        let memo = self.decision_memo.load();
+        match memo.iter().find(|(l, _)| l.outcome == outcome && l.reason == reason) {
+            Some((_, counter)) => {
+                counter.inc();
+            }
+            None => {
+                let labels = DecisionLabels { outcome, reason };
+                let counter = self.decisions.get_or_create(&labels).clone();
+                counter.inc();
+                self.decision_memo.rcu(|memo| {
+                    let mut memo = Vec::clone(memo);
+                    if !memo.iter().any(|(l, _)| *l == labels) {
+                        memo.push((labels.clone(), counter.clone()));
+                    }
+                    memo
+                });
+            }
+        }
         self.decision_seconds.observe(took.as_secs_f64());
     }
 

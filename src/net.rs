@@ -338,7 +338,7 @@ pub struct Resolver {
     /// Answers from DNS, kept until their TTL (at most [`MAX_ANSWER_AGE`]): every request
     /// resolves its destination for the guard, and a lookup through hickory costs more
     /// than the rest of a cached decision.
-    answers: moka::sync::Cache<String, Arc<Answer>>,
+    answers: moka::sync::Cache<String, Arc<Answer>, foldhash::quality::RandomState>,
     dns: Option<TokioResolver>,
     /// Why DNS is not available (a broken system configuration), for the error.
     dns_error: Option<String>,
@@ -387,7 +387,9 @@ impl Resolver {
             Ok(r) => (Some(r), None),
             Err(e) => (None, Some(e.to_string())),
         };
-        let answers = moka::sync::Cache::builder().max_capacity(MAX_ANSWERS).build();
+        let answers = moka::sync::Cache::builder()
+            .max_capacity(MAX_ANSWERS)
+            .build_with_hasher(foldhash::quality::RandomState::default());
         Resolver { overrides: Arc::new(overrides), answers, dns, dns_error }
     }
 

@@ -433,7 +433,9 @@ struct Inner {
     fetcher: Fetcher,
     /// Replaced whole on reload; the cache stays.
     config: arc_swap::ArcSwap<PolicyConfig>,
-    cache: moka::future::Cache<Origin, Arc<Cell>>,
+    /// Keys hashed with foldhash (randomly seeded): SipHash cost more than the rest of a
+    /// cache hit.
+    cache: moka::future::Cache<Origin, Arc<Cell>, foldhash::quality::RandomState>,
     observers: Vec<Arc<dyn FetchObserver>>,
     stats: CacheStats,
 }
@@ -483,7 +485,7 @@ impl RobotsPolicy {
         let cache = moka::future::Cache::builder()
             .max_capacity(config.max_bytes)
             .weigher(move |_: &Origin, cell: &Arc<Cell>| cell.weight.load(Ordering::Relaxed).max(floor))
-            .build();
+            .build_with_hasher(foldhash::quality::RandomState::default());
         let config = arc_swap::ArcSwap::from_pointee(config);
         RobotsPolicy {
             inner: Arc::new(Inner { fetcher, config, cache, observers, stats: CacheStats::default() }),
