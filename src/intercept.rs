@@ -11,7 +11,6 @@
 //!
 //! [`RobotsLayer`]: crate::layer::RobotsLayer
 
-use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -19,7 +18,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use http::{Request, Response, Uri};
+use http::{Request, Uri};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
@@ -29,7 +28,6 @@ use tower::ServiceExt;
 use crate::layer::{ClientAddr, ProxyUser};
 use crate::origin::Origin;
 use crate::policy::HostPattern;
-use crate::proxy::ProxyBody;
 use crate::tls::Interceptor;
 
 /// When and how CONNECT tunnels are intercepted.
@@ -54,8 +52,7 @@ impl Interception {
 }
 
 /// The service intercepted requests go to (the robots layer over the forwarder).
-pub(crate) type InnerService =
-    tower::util::BoxCloneSyncService<Request<Incoming>, Response<ProxyBody>, Infallible>;
+pub(crate) type InnerService = crate::proxy::ProxyService;
 
 /// Serves one intercepted tunnel after the CONNECT was answered with 200.
 pub(crate) async fn serve(
@@ -110,7 +107,10 @@ pub(crate) async fn serve(
             return;
         }
     };
-    let authority = origin.authority();
+    let Ok(authority) = http::uri::Authority::try_from(origin.authority()) else {
+        tracing::warn!(%origin, "the CONNECT origin is not a URI authority");
+        return;
+    };
     let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         let service = service.clone();
         let authority = authority.clone();
@@ -118,8 +118,13 @@ pub(crate) async fn serve(
         async move {
             // Requests inside the tunnel are for the CONNECT origin, whatever form they
             // came in: make the URI absolute so the layer and the forwarder see it.
-            let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str()).to_owned();
-            if let Ok(uri) = format!("https://{authority}{pq}").parse::<Uri>() {
+            let mut parts = req.uri().clone().into_parts();
+            parts.scheme = Some(http::uri::Scheme::HTTPS);
+            parts.authority = Some(authority);
+            if parts.path_and_query.is_none() {
+                parts.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
+            }
+            if let Ok(uri) = Uri::from_parts(parts) {
                 *req.uri_mut() = uri;
             }
             req.extensions_mut().insert(ClientAddr(client));

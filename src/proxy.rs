@@ -36,11 +36,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tower::{Service, ServiceExt};
+use tower::{Layer, Service, ServiceExt};
 
 use crate::admin::Readiness;
 use crate::auth::ProxyAuth;
-use crate::intercept::{self, InnerService, Interception};
+use crate::intercept::{self, Interception};
 use crate::layer::{ClientAddr, ProxyUser, RobotsLayer, answer, connect_error_answer};
 use crate::metrics::Metrics;
 use crate::net::{ConnectError, Connector};
@@ -428,11 +428,49 @@ impl std::fmt::Debug for Proxy {
     }
 }
 
-/// What every connection task needs.
+/// The robots layer over the forwarder, with robotsgate's own answers and the origin's
+/// in one body type. Cloning it clones two `Arc`s; requests clone it, not a boxed service.
 #[derive(Clone)]
+pub(crate) struct ProxyService(crate::layer::RobotsService<Forwarder>);
+
+impl Service<Request<Incoming>> for ProxyService {
+    type Response = Response<ProxyBody>;
+    type Error = Infallible;
+    type Future = OneBody;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<Incoming>) -> OneBody {
+        OneBody(self.0.call(req))
+    }
+}
+
+/// The response future of [`ProxyService`]: the origin's body passes as it is;
+/// robotsgate's own answers are boxed.
+pub(crate) struct OneBody(
+    crate::layer::ResponseFuture<Response<crate::layer::RobotsBody<ProxyBody>>, Infallible>,
+);
+
+impl Future for OneBody {
+    type Output = Result<Response<ProxyBody>, Infallible>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx).map(|res| {
+            res.map(|res| {
+                res.map(|body| match body {
+                    http_body_util::Either::Left(origin) => origin,
+                    http_body_util::Either::Right(own) => own.map_err(|never| match never {}).boxed(),
+                })
+            })
+        })
+    }
+}
+
+/// What every connection task needs (behind one `Arc`: requests clone it).
 struct Shared {
-    service: tower::util::BoxCloneSyncService<Request<Incoming>, Response<ProxyBody>, Infallible>,
-    inner: InnerService,
+    service: ProxyService,
     interception: Option<Interception>,
     auth: Option<ProxyAuth>,
     metrics: Option<Arc<Metrics>>,
@@ -510,13 +548,9 @@ impl Proxy {
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
         let connections = TaskTracker::new();
         let stop = CancellationToken::new();
-        let service = tower::ServiceBuilder::new().layer(self.layer.clone()).service(self.forwarder.clone());
-        let boxed_service = tower::util::BoxCloneSyncService::new(
-            service.map_response(|res: Response<_>| res.map(|b| b.map_err(Into::into).boxed())),
-        );
-        let shared = Shared {
-            service: boxed_service.clone(),
-            inner: boxed_service,
+        let service = ProxyService(self.layer.layer(self.forwarder.clone()));
+        let shared = Arc::new(Shared {
+            service,
             interception: self.interception.clone(),
             auth: self.auth.clone(),
             metrics: self.metrics.clone(),
@@ -524,7 +558,7 @@ impl Proxy {
             stop: stop.clone(),
             via: self.forwarder.inner.via.clone(),
             config: self.config.clone(),
-        };
+        });
         let slots = Arc::new(tokio::sync::Semaphore::new(self.config.max_connections.max(1)));
         self.ready.set(true);
         tokio::pin!(shutdown);
@@ -610,7 +644,7 @@ async fn refuse_client(mut stream: tokio::net::TcpStream) {
 }
 
 /// Serves one client connection.
-async fn serve_connection(stream: tokio::net::TcpStream, client: SocketAddr, shared: Shared) {
+async fn serve_connection(stream: tokio::net::TcpStream, client: SocketAddr, shared: Arc<Shared>) {
     let stop = shared.stop.clone();
     let config = shared.config.clone();
     let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
@@ -679,7 +713,7 @@ async fn handle(mut req: Request<Incoming>, client: SocketAddr, shared: &Shared)
             req.uri().authority().and_then(|a| Origin::from_authority(Scheme::Https, a.as_str()).ok())
         && interception.applies(&origin)
     {
-        let (inner, stop) = (shared.inner.clone(), shared.stop.clone());
+        let (inner, stop) = (shared.service.clone(), shared.stop.clone());
         shared.tunnels.spawn(async move {
             match hyper::upgrade::on(req).await {
                 Ok(upgraded) => {
