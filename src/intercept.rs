@@ -28,6 +28,7 @@ use tower::ServiceExt;
 use crate::layer::{ClientAddr, ProxyUser};
 use crate::origin::Origin;
 use crate::policy::HostPattern;
+use crate::proxy::Sticky;
 use crate::tls::Interceptor;
 
 /// When and how CONNECT tunnels are intercepted.
@@ -111,10 +112,13 @@ pub(crate) async fn serve(
         tracing::warn!(%origin, "the CONNECT origin is not a URI authority");
         return;
     };
+    // One request at a time over HTTP/1.x: the tunnel can keep an upstream connection.
+    let sticky = Sticky::default();
     let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         let service = service.clone();
         let authority = authority.clone();
         let user = user.clone();
+        let sticky = (req.version() <= http::Version::HTTP_11).then(|| sticky.clone());
         async move {
             // Requests inside the tunnel are for the CONNECT origin, whatever form they
             // came in: make the URI absolute so the layer and the forwarder see it.
@@ -128,6 +132,9 @@ pub(crate) async fn serve(
                 *req.uri_mut() = uri;
             }
             req.extensions_mut().insert(ClientAddr(client));
+            if let Some(sticky) = sticky {
+                req.extensions_mut().insert(sticky);
+            }
             if let Some(u) = &user {
                 req.extensions_mut().insert(ProxyUser(u.clone()));
             }

@@ -519,6 +519,7 @@ struct ConnectorInner {
     resolver: Resolver,
     guard: Arc<Guard>,
     tls: tokio_rustls::TlsConnector,
+    tls_config: Arc<rustls::ClientConfig>,
     connect_timeout: Duration,
 }
 
@@ -540,7 +541,28 @@ impl Connector {
         tls: Arc<rustls::ClientConfig>,
         connect_timeout: Duration,
     ) -> Connector {
-        Connector { inner: Arc::new(ConnectorInner { resolver, guard, tls: tls.into(), connect_timeout }) }
+        Connector {
+            inner: Arc::new(ConnectorInner {
+                resolver,
+                guard,
+                tls: tls.clone().into(),
+                tls_config: tls,
+                connect_timeout,
+            }),
+        }
+    }
+
+    /// The same connector (resolver, guard, roots, timeout) offering only `http/1.1` in
+    /// ALPN: for connections driven by hyper's HTTP/1 client directly.
+    pub(crate) fn http1_only(&self) -> Connector {
+        let mut config = rustls::ClientConfig::clone(&self.inner.tls_config);
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Connector::new(
+            self.inner.resolver.clone(),
+            self.inner.guard.clone(),
+            Arc::new(config),
+            self.inner.connect_timeout,
+        )
     }
 
     /// Connects to `origin` (TLS for https).

@@ -863,3 +863,102 @@ async fn shutdown_closes_open_tunnels_after_the_grace_period() {
             .await;
     assert!(matches!(read, Ok(0) | Err(_)), "the tunnel is closed: {read:?}");
 }
+
+/// Sends `req` on `sender` (a keep-alive client connection to the proxy) and reads it whole.
+async fn exchange(
+    sender: &mut hyper::client::conn::http1::SendRequest<ReqBody>,
+    req: Request<ReqBody>,
+) -> Got {
+    bounded("connection ready", sender.ready()).await.expect("the client connection stays open");
+    collect(bounded("response", sender.send_request(req)).await.expect("a response")).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keep_alive_client_gets_its_own_upstream_connection_after_the_first_request() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([
+        ("/robots.txt", Route::text(ROBOTS)),
+        ("/a", Route::text("A")),
+        ("/upload", Route::Upload { progress: None }),
+    ])
+    .await;
+    let proxy = proxy_for(&test_config(dir.path())).await;
+    let mut client = proxy_conn(proxy.addr).await;
+
+    for _ in 0..2 {
+        let got = exchange(&mut client, get_request(&origin.url("/a"))).await;
+        assert_eq!((got.status, got.text().as_str()), (StatusCode::OK, "A"));
+    }
+    // robots.txt (the fetcher's connection), the first /a (the shared pool), the second
+    // /a (the connection this client connection keeps).
+    assert_eq!(origin.connections(), 3, "connections after two requests");
+    for i in 0..6 {
+        let got = if i % 2 == 0 {
+            exchange(&mut client, get_request(&origin.url("/a"))).await
+        } else {
+            // A body goes over the kept connection too.
+            let (tx, rx) = mpsc::channel::<Bytes>(1);
+            let data = pattern(100_000);
+            let mut sent = Checksum::default();
+            sent.update(&data);
+            tx.send(Bytes::from(data)).await.unwrap();
+            drop(tx);
+            let req = Request::post(origin.url("/upload").as_str())
+                .header(http::header::HOST, origin.authority())
+                .body(channel_req_body(rx))
+                .unwrap();
+            let got = exchange(&mut client, req).await;
+            assert_eq!(got.text(), sent.hex(), "the origin got the whole body");
+            got
+        };
+        assert_eq!(got.status, StatusCode::OK, "{}", got.text());
+    }
+    assert_eq!(origin.connections(), 3, "later requests reuse the kept connection");
+    assert_eq!(origin.hits("/a"), 5);
+    assert_eq!(origin.hits("/upload"), 3);
+
+    // Another client connection starts on the shared pool, which still has the first one.
+    let got = get(proxy.addr, &origin.url("/a")).await;
+    assert_eq!((got.status, got.text().as_str()), (StatusCode::OK, "A"));
+    assert!(origin.connections() <= 4, "{} connections", origin.connections());
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_connection_the_origin_closes_is_replaced_without_an_error() {
+    let dir = temp_dir();
+    let closing = Route::Fixed {
+        status: 200,
+        headers: vec![("connection".into(), "close".into()), ("content-type".into(), "text/plain".into())],
+        body: Bytes::from_static(b"bye"),
+    };
+    let origin = TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/bye", closing)]).await;
+    let proxy = proxy_for(&test_config(dir.path())).await;
+    let mut client = proxy_conn(proxy.addr).await;
+    for i in 0..6 {
+        let got = exchange(&mut client, get_request(&origin.url("/bye"))).await;
+        assert_eq!((got.status, got.text().as_str()), (StatusCode::OK, "bye"), "request {i}");
+    }
+    assert_eq!(origin.hits("/bye"), 6, "each request reached the origin once");
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_to_alternating_origins_on_one_connection_reach_their_own_origin() {
+    let dir = temp_dir();
+    let a =
+        TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/who", Route::text("origin a"))]).await;
+    let b =
+        TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/who", Route::text("origin b"))]).await;
+    let proxy = proxy_for(&test_config(dir.path())).await;
+    let mut client = proxy_conn(proxy.addr).await;
+    for (origin, name) in
+        [(&a, "a"), (&b, "b"), (&a, "a"), (&a, "a"), (&b, "b"), (&b, "b"), (&a, "a"), (&b, "b")]
+    {
+        let got = exchange(&mut client, get_request(&origin.url("/who"))).await;
+        assert_eq!(got.status, StatusCode::OK, "{}", got.text());
+        assert_eq!(got.text(), format!("origin {name}"));
+    }
+    assert_eq!((a.hits("/who"), b.hits("/who")), (4, 4));
+    proxy.stop().await;
+}
