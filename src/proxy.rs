@@ -2,7 +2,9 @@
 //! and then to the origin.
 //!
 //! - Absolute-form requests (`GET http://host/path`) are forwarded over pooled
-//!   keep-alive connections, bodies streamed both ways. Hop-by-hop headers (RFC 9110
+//!   keep-alive connections, bodies streamed both ways. A client connection that asks
+//!   for the same origin twice in a row gets an upstream connection of its own for it
+//!   (see `Sticky`), closed with the client's. Hop-by-hop headers (RFC 9110
 //!   §7.6.1: `Connection` and the headers it lists, `Keep-Alive`, `TE`, `Trailer`,
 //!   `Transfer-Encoding`, `Upgrade`, and every `Proxy-*`) are removed both ways and `Via`
 //!   is added.
