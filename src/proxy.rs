@@ -100,6 +100,8 @@ struct ForwarderInner {
     connector: Connector,
     /// For the connections a client connection keeps ([`Sticky`]): HTTP/1.1 only.
     sticky_connector: Connector,
+    /// Permits to open kept connections ([`KEPT_OPENING`]).
+    opening: Arc<tokio::sync::Semaphore>,
     upstream_timeout: Duration,
     tunnel_idle_timeout: Duration,
     metrics: Option<Arc<Metrics>>,
@@ -130,6 +132,7 @@ impl Forwarder {
         let inner = ForwarderInner {
             client,
             sticky_connector: connector.http1_only(),
+            opening: Arc::new(tokio::sync::Semaphore::new(KEPT_OPENING)),
             connector,
             upstream_timeout: config.upstream_timeout,
             tunnel_idle_timeout: config.tunnel_idle_timeout,
@@ -240,10 +243,10 @@ impl Forwarder {
         };
         let mut sender = match kept {
             Some(sender) => sender,
-            None if again => match self.open_kept(req.uri()).await {
-                Some(sender) => sender,
-                None => return pooled(req).await,
-            },
+            None if again => {
+                self.open_kept_later(sticky, &key, req.uri());
+                return pooled(req).await;
+            }
             None => return pooled(req).await,
         };
         // Ready at once unless the connection is closing: its last response was read to
@@ -267,8 +270,36 @@ impl Forwarder {
         }
     }
 
+    /// Opens the connection `sticky` keeps for `key`, in the background: no request waits
+    /// for its handshake (the pool serves them meanwhile), and a few open at once at most,
+    /// so that a burst of new keep-alive clients is not a burst of handshakes.
+    fn open_kept_later(&self, sticky: &Sticky, key: &UpstreamKey, uri: &http::Uri) {
+        {
+            let Ok(mut slot) = sticky.0.lock() else { return };
+            if slot.opening {
+                return;
+            }
+            let Ok(permit) = self.inner.opening.clone().try_acquire_owned() else { return };
+            slot.opening = true;
+            let (this, sticky, key, uri) = (self.clone(), sticky.clone(), key.clone(), uri.clone());
+            tokio::spawn(async move {
+                let opened = this.open_kept(&uri).await;
+                drop(permit);
+                if let Ok(mut slot) = sticky.0.lock() {
+                    slot.opening = false;
+                    if let Some(sender) = opened
+                        && slot.conn.is_none()
+                        && slot.last.as_ref() == Some(&key)
+                    {
+                        slot.conn = Some((key, sender));
+                    }
+                }
+            });
+        }
+    }
+
     /// A new HTTP/1.1 connection to the origin of `uri`; `None` when it cannot be made
-    /// (the pool then tries, and reports the failure).
+    /// (requests keep going through the pool, which reports failures).
     async fn open_kept(&self, uri: &http::Uri) -> Option<hyper::client::conn::http1::SendRequest<Incoming>> {
         let origin = Origin::from_uri(uri).ok()?;
         let stream = self.inner.sticky_connector.connect(&origin).await.ok()?;
@@ -333,9 +364,10 @@ const KEPT_READY_WAIT: Duration = Duration::from_secs(1);
 /// The upstream connection one HTTP/1.x client connection keeps, for scrapers that send
 /// request after request to the same origin over one keep-alive connection: such requests
 /// go straight to it, without the shared pool's lookup, bookkeeping and hand-back task per
-/// request (about a sixth of the forwarding cost). The first request to an origin goes
-/// through the pool, which reuses connections across clients; the second in a row to the
-/// same origin opens the kept connection, which closes with the client's connection.
+/// request (about a sixth of the forwarding cost). Requests go through the pool, which
+/// reuses connections across clients, until the kept connection is there: the second
+/// request in a row to the same origin opens it in the background. It closes with the
+/// client's connection.
 /// Put into each request's extensions by the proxy; the [`Forwarder`] takes it out.
 #[derive(Clone, Default)]
 pub(crate) struct Sticky(Arc<std::sync::Mutex<StickySlot>>);
@@ -346,7 +378,12 @@ pub(crate) struct StickySlot {
     last: Option<UpstreamKey>,
     /// The kept connection and its origin.
     conn: Option<(UpstreamKey, hyper::client::conn::http1::SendRequest<Incoming>)>,
+    /// A connection is being opened for it.
+    opening: bool,
 }
+
+/// Kept connections opened at once, process-wide.
+const KEPT_OPENING: usize = 4;
 
 /// Scheme and authority of an upstream request, as written.
 #[derive(Clone, PartialEq, Eq)]

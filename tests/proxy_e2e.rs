@@ -874,7 +874,7 @@ async fn exchange(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_keep_alive_client_gets_its_own_upstream_connection_after_the_first_request() {
+async fn a_keep_alive_client_gets_its_own_upstream_connection_after_the_second_request() {
     let dir = temp_dir();
     let origin = TestOrigin::start([
         ("/robots.txt", Route::text(ROBOTS)),
@@ -889,9 +889,21 @@ async fn a_keep_alive_client_gets_its_own_upstream_connection_after_the_first_re
         let got = exchange(&mut client, get_request(&origin.url("/a"))).await;
         assert_eq!((got.status, got.text().as_str()), (StatusCode::OK, "A"));
     }
-    // robots.txt (the fetcher's connection), the first /a (the shared pool), the second
-    // /a (the connection this client connection keeps).
-    assert_eq!(origin.connections(), 3, "connections after two requests");
+    // robots.txt (the fetcher's connection), /a through the shared pool, and the connection
+    // this client connection keeps, which the second /a started opening in the background;
+    // requests go through the pool until it is there.
+    bounded("the kept connection opens", async {
+        while origin.connections() < 3 {
+            let got = exchange(&mut client, get_request(&origin.url("/a"))).await;
+            assert_eq!((got.status, got.text().as_str()), (StatusCode::OK, "A"));
+        }
+    })
+    .await;
+    // (Three, or four if the pool opened a second one because its first was not yet
+    // handed back when a request came.)
+    let opened = origin.connections();
+    assert!(opened <= 4, "{opened} connections");
+    let before = origin.hits("/a");
     for i in 0..6 {
         let got = if i % 2 == 0 {
             exchange(&mut client, get_request(&origin.url("/a"))).await
@@ -913,14 +925,14 @@ async fn a_keep_alive_client_gets_its_own_upstream_connection_after_the_first_re
         };
         assert_eq!(got.status, StatusCode::OK, "{}", got.text());
     }
-    assert_eq!(origin.connections(), 3, "later requests reuse the kept connection");
-    assert_eq!(origin.hits("/a"), 5);
+    assert_eq!(origin.connections(), opened, "later requests reuse the kept connection");
+    assert_eq!(origin.hits("/a"), before + 3);
     assert_eq!(origin.hits("/upload"), 3);
 
     // Another client connection starts on the shared pool, which still has the first one.
     let got = get(proxy.addr, &origin.url("/a")).await;
     assert_eq!((got.status, got.text().as_str()), (StatusCode::OK, "A"));
-    assert!(origin.connections() <= 4, "{} connections", origin.connections());
+    assert!(origin.connections() <= opened + 1, "{} connections", origin.connections());
     proxy.stop().await;
 }
 
