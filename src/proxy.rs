@@ -2,9 +2,10 @@
 //! and then to the origin.
 //!
 //! - Absolute-form requests (`GET http://host/path`) are forwarded over pooled
-//!   keep-alive connections, bodies streamed both ways. A client connection that asks
-//!   for the same origin twice in a row gets an upstream connection of its own for it
-//!   (see `Sticky`), closed with the client's. Hop-by-hop headers (RFC 9110
+//!   keep-alive connections, bodies streamed both ways. A client connection that keeps
+//!   asking for the same origin (16 requests in a row, 256 for https) gets an upstream
+//!   connection of its own for it (see `Sticky`), closed with the client's. Hop-by-hop
+//!   headers (RFC 9110
 //!   §7.6.1: `Connection` and the headers it lists, `Keep-Alive`, `TE`, `Trailer`,
 //!   `Transfer-Encoding`, `Upgrade`, and every `Proxy-*`) are removed both ways and `Via`
 //!   is added.
@@ -218,9 +219,10 @@ impl Forwarder {
         }
     }
 
-    /// Sends `req` on the connection its client connection keeps for the origin, opening
-    /// one for the second request in a row to the same origin; the first request to an
-    /// origin, and anything the kept connection cannot take, goes through the pool.
+    /// Sends `req` on the connection its client connection keeps for the origin, starting
+    /// to open one once enough requests in a row went to that origin
+    /// ([`UpstreamKey::keep_after`]); until then, and whatever the kept connection cannot
+    /// take, requests go through the pool.
     async fn send_sticky(
         &self,
         sticky: &Sticky,
@@ -230,8 +232,13 @@ impl Forwarder {
         let Some(key) = UpstreamKey::of(req.uri()) else { return pooled(req).await };
         let (kept, again) = {
             let Ok(mut slot) = sticky.0.lock() else { return pooled(req).await };
-            let again = slot.last.as_ref() == Some(&key);
-            slot.last = Some(key.clone());
+            if slot.last.as_ref() == Some(&key) {
+                slot.run = slot.run.saturating_add(1);
+            } else {
+                slot.last = Some(key.clone());
+                slot.run = 1;
+            }
+            let again = slot.run >= key.keep_after();
             let kept = match slot.conn.take() {
                 Some((k, sender)) if k == key => Some(sender),
                 other => {
@@ -365,9 +372,9 @@ const KEPT_READY_WAIT: Duration = Duration::from_secs(1);
 /// request after request to the same origin over one keep-alive connection: such requests
 /// go straight to it, without the shared pool's lookup, bookkeeping and hand-back task per
 /// request (about a sixth of the forwarding cost). Requests go through the pool, which
-/// reuses connections across clients, until the kept connection is there: the second
-/// request in a row to the same origin opens it in the background. It closes with the
-/// client's connection.
+/// reuses connections across clients, until the kept connection is there: after 16
+/// requests in a row to the same origin (256 for https, whose handshake costs more) it is
+/// opened in the background. It closes with the client's connection.
 /// Put into each request's extensions by the proxy; the [`Forwarder`] takes it out.
 #[derive(Clone, Default)]
 pub(crate) struct Sticky(Arc<std::sync::Mutex<StickySlot>>);
@@ -376,6 +383,8 @@ pub(crate) struct Sticky(Arc<std::sync::Mutex<StickySlot>>);
 pub(crate) struct StickySlot {
     /// The origin of the previous request.
     last: Option<UpstreamKey>,
+    /// Requests in a row to that origin.
+    run: u32,
     /// The kept connection and its origin.
     conn: Option<(UpstreamKey, hyper::client::conn::http1::SendRequest<Incoming>)>,
     /// A connection is being opened for it.
@@ -393,6 +402,14 @@ struct UpstreamKey {
 }
 
 impl UpstreamKey {
+    /// Requests in a row to the origin before a connection of its own is opened: a new
+    /// connection costs a TCP handshake (and a TLS one for https, as much CPU as several
+    /// hundred requests save by skipping the pool), so it is opened once the client has
+    /// shown it keeps sending to this origin.
+    fn keep_after(&self) -> u32 {
+        if self.https { 256 } else { 16 }
+    }
+
     fn of(uri: &http::Uri) -> Option<UpstreamKey> {
         Some(UpstreamKey {
             https: uri.scheme() == Some(&http::uri::Scheme::HTTPS),
