@@ -570,12 +570,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
                 }
             }
         } else {
-            other |= name == header::TE
-                || name == header::TRAILER
-                || name == header::TRANSFER_ENCODING
-                || name == header::UPGRADE
-                || name.as_str() == "keep-alive"
-                || name.as_str().starts_with("proxy-");
+            other |= is_hop_by_hop(name);
         }
     }
     if connection {
@@ -585,22 +580,21 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
         headers.remove(name);
     }
     if other {
-        let doomed: Vec<HeaderName> = headers
-            .keys()
-            .filter(|name| {
-                *name == header::TE
-                    || *name == header::TRAILER
-                    || *name == header::TRANSFER_ENCODING
-                    || *name == header::UPGRADE
-                    || name.as_str() == "keep-alive"
-                    || name.as_str().starts_with("proxy-")
-            })
-            .cloned()
-            .collect();
+        let doomed: Vec<HeaderName> = headers.keys().filter(|name| is_hop_by_hop(name)).cloned().collect();
         for name in doomed {
             headers.remove(name);
         }
     }
+}
+
+/// A hop-by-hop header other than `Connection` (RFC 9110 §7.6.1), or a `Proxy-*` one.
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    name == header::TE
+        || name == header::TRAILER
+        || name == header::TRANSFER_ENCODING
+        || name == header::UPGRADE
+        || name.as_str() == "keep-alive"
+        || name.as_str().starts_with("proxy-")
 }
 
 fn append_via(headers: &mut HeaderMap, via: &HeaderValue) {
