@@ -36,7 +36,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::fetch::{FetchOutcome, FetchResult};
 use crate::origin::Origin;
-use crate::policy::{Decision, FetchFacts, FetchObserver, Reason};
+use crate::policy::{AuditText, Decision, DecisionKey, FetchFacts, FetchObserver, Reason};
 
 /// Version of the record schema (`schema_version` in every record).
 pub const SCHEMA_VERSION: u32 = 1;
@@ -385,7 +385,14 @@ impl AuditLog {
     }
 
     async fn send(&self, msg: Msg) -> Result<(), AuditError> {
-        self.inner.tx.send(msg).await.map_err(|_| AuditError::Closed)
+        // Room in the queue is the usual case: take it without the waiting future.
+        match self.inner.tx.try_send(msg) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(msg)) => {
+                self.inner.tx.send(msg).await.map_err(|_| AuditError::Closed)
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(AuditError::Closed),
+        }
     }
 
     /// Waits until everything queued so far is written and flushed.
@@ -498,44 +505,14 @@ impl AuditLog {
         json_str(o, request.method);
         o.extend_from_slice(b",\"url\":");
         json_str(o, &self.logged_url(request.url));
-        o.extend_from_slice(b",\"origin\":\"");
-        let _ = d.origin.write_to(&mut JsonText(o));
-        o.extend_from_slice(b"\",\"agent\":");
-        json_str(o, d.agent.as_ref());
-        o.extend_from_slice(b",\"profile\":");
-        json_str(o, d.profile.as_str());
-        o.extend_from_slice(b",\"mode\":");
-        json_str(o, if request.report_only { "report-only" } else { "enforce" });
-        o.extend_from_slice(b",\"outcome\":");
-        json_str(o, outcome_of(d, request.report_only));
-        o.extend_from_slice(b",\"reason\":");
-        json_str(o, d.reason.class());
-        o.extend_from_slice(b",\"rule\":");
-        match d.rule_fields() {
-            Some((kind, pattern, line, reading, implied)) => {
-                o.extend_from_slice(b"{\"kind\":");
-                json_str(o, kind);
-                o.extend_from_slice(b",\"pattern\":");
-                json_str(o, pattern);
-                o.extend_from_slice(b",\"line\":");
-                json_num(o, line);
-                o.extend_from_slice(b",\"reading\":");
-                json_str(o, reading);
-                o.extend_from_slice(b",\"implied_by_index_html\":");
-                json_bool(o, implied);
-                o.push(b'}');
-            }
-            None => o.extend_from_slice(b"null"),
-        }
-        o.extend_from_slice(b",\"explanation\":\"");
-        let _ = fmt::Write::write_fmt(&mut JsonText(o), format_args!("{d}"));
+        decision_text(o, d, request.report_only);
         o.extend_from_slice(b"\",\"path_visible\":");
         json_bool(o, request.path_visible);
         o.extend_from_slice(b",\"robots\":");
         match d.fetch_facts() {
             Some(f) => {
                 // Everything up to the age is the same for every decision on this copy.
-                o.extend_from_slice(f.audit_json.get_or_init(|| robots_head(f)).as_bytes());
+                o.extend_from_slice(f.audit_text.facts.get_or_init(|| robots_head(f)).as_bytes());
                 o.extend_from_slice(b",\"age_s\":");
                 match d.age {
                     Some(a) => {
@@ -562,6 +539,60 @@ impl AuditLog {
     fn logged_url<'u>(&self, url: &'u str) -> Cow<'u, str> {
         if self.inner.config.redact_query { Cow::Owned(redact_query(url)) } else { Cow::Borrowed(url) }
     }
+}
+
+/// Writes the decision's own fields, `"origin"` to `"explanation"`, the same for every
+/// decision alike on one robots.txt copy: remembered with the copy ([`DecisionKey`]) and
+/// copied from there, else written out.
+fn decision_text(o: &mut Vec<u8>, d: &Decision, report_only: bool) {
+    let Some(facts) = d.fetch_facts() else { return decision_fields(o, d, report_only) };
+    let Ok(mut known) = facts.audit_text.decisions.lock() else { return decision_fields(o, d, report_only) };
+    if let Some((_, text)) = known.iter().find(|(k, _)| k.is(d, report_only)) {
+        o.extend_from_slice(text.as_bytes());
+        return;
+    }
+    let start = o.len();
+    decision_fields(o, d, report_only);
+    if known.len() < AuditText::MAX_DECISIONS
+        && let Some(key) = DecisionKey::of(d, report_only)
+        && let Ok(text) = std::str::from_utf8(&o[start..])
+    {
+        known.push((key, text.into()));
+    }
+}
+
+fn decision_fields(o: &mut Vec<u8>, d: &Decision, report_only: bool) {
+    o.extend_from_slice(b",\"origin\":\"");
+    let _ = d.origin.write_to(&mut JsonText(o));
+    o.extend_from_slice(b"\",\"agent\":");
+    json_str(o, d.agent.as_ref());
+    o.extend_from_slice(b",\"profile\":");
+    json_str(o, d.profile.as_str());
+    o.extend_from_slice(b",\"mode\":");
+    json_str(o, if report_only { "report-only" } else { "enforce" });
+    o.extend_from_slice(b",\"outcome\":");
+    json_str(o, outcome_of(d, report_only));
+    o.extend_from_slice(b",\"reason\":");
+    json_str(o, d.reason.class());
+    o.extend_from_slice(b",\"rule\":");
+    match d.rule_fields() {
+        Some((kind, pattern, line, reading, implied)) => {
+            o.extend_from_slice(b"{\"kind\":");
+            json_str(o, kind);
+            o.extend_from_slice(b",\"pattern\":");
+            json_str(o, pattern);
+            o.extend_from_slice(b",\"line\":");
+            json_num(o, line);
+            o.extend_from_slice(b",\"reading\":");
+            json_str(o, reading);
+            o.extend_from_slice(b",\"implied_by_index_html\":");
+            json_bool(o, implied);
+            o.push(b'}');
+        }
+        None => o.extend_from_slice(b"null"),
+    }
+    o.extend_from_slice(b",\"explanation\":\"");
+    let _ = fmt::Write::write_fmt(&mut JsonText(o), format_args!("{d}"));
 }
 
 fn outcome_of(d: &Decision, report_only: bool) -> &'static str {
@@ -1038,6 +1069,54 @@ mod tests {
             ours.push(b'"');
             assert_eq!(String::from_utf8_lossy(&ours), serde_json::to_string(text).unwrap(), "{text:?}");
         }
+    }
+
+    /// Decisions alike on one copy share their text, and every line still reads as the
+    /// serde record of its own decision: across rules, no rule, product tokens, profiles,
+    /// modes, and past the number of kinds a copy remembers.
+    #[tokio::test]
+    async fn remembered_decision_text_is_each_decisions_own() {
+        use crate::policy::{copy_of, decision_on};
+        use crate::rep::Profile;
+        let origin = Arc::new(Origin::parse("https://example.com").unwrap());
+        let copy = copy_of(
+            &origin,
+            "User-agent: *\nDisallow: /private\nAllow: /private/ok\n\nUser-agent: special\nDisallow: /\n",
+        );
+        let (log, _) = AuditLog::memory();
+        let mut agents: Vec<Arc<str>> = vec!["somebot".into(), "special".into()];
+        agents.extend((0..AuditText::MAX_DECISIONS).map(|i| Arc::from(format!("bot{i}"))));
+        let mut lines = 0;
+        for round in 0..2 {
+            for agent in &agents {
+                for profile in Profile::ALL {
+                    for path in ["/", "/private/x", "/private/ok/1", "/robots.txt"] {
+                        for report_only in [false, true] {
+                            let d = decision_on(&copy, &origin, agent, profile, path);
+                            let url = format!("https://example.com{path}");
+                            let request = RequestFacts {
+                                request_id: "r",
+                                client: None,
+                                user: None,
+                                method: "GET",
+                                url: &url,
+                                path_visible: true,
+                                report_only,
+                                elapsed: Duration::from_micros(5),
+                            };
+                            let now = SystemTime::UNIX_EPOCH + Duration::from_secs(round);
+                            let ours = log.decision_line(&d, request, now);
+                            let serde = to_line(&log.record_at(&d, request, now));
+                            assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&serde));
+                            lines += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(lines > 4 * AuditText::MAX_DECISIONS);
+        let known = copy.facts.audit_text.decisions.lock().unwrap().len();
+        assert_eq!(known, AuditText::MAX_DECISIONS, "bounded, and filled by the kinds seen");
     }
 
     /// Client addresses read as `SocketAddr`'s `Display` writes them.

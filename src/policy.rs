@@ -130,9 +130,89 @@ pub struct FetchFacts {
     pub fetched_at: SystemTime,
     /// How long the fetch took.
     pub duration: Duration,
-    /// The audit log's JSON of these facts, made once: every decision resting on this
-    /// copy repeats it.
-    pub(crate) audit_json: std::sync::OnceLock<Box<str>>,
+    /// Audit log text every decision resting on this copy repeats, made once.
+    pub(crate) audit_text: AuditText,
+}
+
+/// Text the audit log writes again and again for decisions resting on one copy (see
+/// `audit`): kept with the copy, so it is made once and goes when the copy goes.
+#[derive(Default)]
+pub(crate) struct AuditText {
+    /// The robots.txt facts as JSON.
+    pub(crate) facts: std::sync::OnceLock<Box<str>>,
+    /// Per kind of decision ([`DecisionKey`]): the fields from `origin` to `explanation`.
+    pub(crate) decisions: std::sync::Mutex<Vec<(DecisionKey, Box<str>)>>,
+}
+
+impl AuditText {
+    /// Kinds of decision remembered per copy: a copy has a handful of rules a crawler hits.
+    pub(crate) const MAX_DECISIONS: usize = 64;
+}
+
+impl Clone for AuditText {
+    /// A clone makes its text again (it is only ever a few hundred bytes).
+    fn clone(&self) -> AuditText {
+        AuditText::default()
+    }
+}
+
+impl fmt::Debug for AuditText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuditText").finish_non_exhaustive()
+    }
+}
+
+/// What makes two decisions on one copy read the same in the audit log, apart from the
+/// request: the origin, product token, profile, mode and the rule (or no rule) that decided.
+/// Only fresh copies' rule and no-rule decisions have one; the rest are written out each time.
+#[derive(Debug)]
+pub(crate) struct DecisionKey {
+    origin: Arc<Origin>,
+    agent: Arc<str>,
+    profile: Profile,
+    report_only: bool,
+    allowed: bool,
+    /// Rule, reading, implied by index.html, readings disagree; `None`: no rule matched.
+    rule: Option<(RuleId, Reading, bool, bool)>,
+}
+
+impl DecisionKey {
+    /// The key of `d`, if decisions like it are remembered.
+    pub(crate) fn of(d: &Decision, report_only: bool) -> Option<DecisionKey> {
+        Some(DecisionKey {
+            origin: d.origin.clone(),
+            agent: d.agent.clone(),
+            profile: d.profile,
+            report_only,
+            allowed: d.allowed,
+            rule: Self::rule_of(d)?,
+        })
+    }
+
+    /// Whether `d` reads as this key's decisions do (no reference counts touched).
+    pub(crate) fn is(&self, d: &Decision, report_only: bool) -> bool {
+        self.report_only == report_only
+            && self.allowed == d.allowed
+            && self.profile == d.profile
+            && Self::rule_of(d) == Some(self.rule)
+            && (Arc::ptr_eq(&self.agent, &d.agent) || self.agent == d.agent)
+            && (Arc::ptr_eq(&self.origin, &d.origin) || self.origin == d.origin)
+    }
+
+    /// `Some(rule)` for a remembered kind of decision: a fresh copy's rule or no rule.
+    #[allow(clippy::option_option)]
+    fn rule_of(d: &Decision) -> Option<Option<(RuleId, Reading, bool, bool)>> {
+        if d.stale {
+            return None;
+        }
+        match &d.reason {
+            Reason::Rule { id, reading, implied_by_index_html, readings_disagree, .. } => {
+                Some(Some((*id, *reading, *implied_by_index_html, *readings_disagree)))
+            }
+            Reason::NoRuleMatched => Some(None),
+            _ => None,
+        }
+    }
 }
 
 impl FetchFacts {
@@ -152,7 +232,7 @@ impl FetchFacts {
             sha256: outcome.sha256,
             fetched_at: outcome.fetched_at,
             duration: outcome.duration,
-            audit_json: std::sync::OnceLock::new(),
+            audit_text: AuditText::default(),
         }
     }
 
@@ -780,6 +860,50 @@ fn judge(d: &mut Decision, copy: &RobotsCopy, path: &str) {
             };
         }
     }
+}
+
+/// A decision on `body` as a fetched robots.txt of `origin`, for tests of what reads
+/// decisions (the audit log).
+#[cfg(test)]
+pub(crate) fn decision_on(
+    copy: &Arc<RobotsCopy>,
+    origin: &Arc<Origin>,
+    agent: &Arc<str>,
+    profile: Profile,
+    path: &str,
+) -> Decision {
+    let mut d = Decision {
+        allowed: true,
+        origin: origin.clone(),
+        agent: agent.clone(),
+        profile,
+        reason: Reason::NoRuleMatched,
+        robots: Some(copy.clone()),
+        failure: None,
+        age: Some(Duration::from_millis(1500)),
+        stale: false,
+    };
+    judge(&mut d, copy, path);
+    d
+}
+
+/// A copy of `body` as fetched from `origin` (for [`decision_on`]).
+#[cfg(test)]
+pub(crate) fn copy_of(origin: &Origin, body: &str) -> Arc<RobotsCopy> {
+    let facts = FetchFacts {
+        url: origin.robots_url(),
+        final_url: origin.robots_url(),
+        redirects: 0,
+        status: Some(200),
+        bytes: body.len(),
+        truncated: false,
+        sha256: Some([7; 32]),
+        fetched_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_441_017),
+        duration: Duration::from_millis(3),
+        audit_text: AuditText::default(),
+    };
+    let content = CopyContent::Parsed(Box::new(RobotsTxt::parse(body.as_bytes())));
+    Arc::new(RobotsCopy { facts, content, fetched: Instant::now() })
 }
 
 #[cfg(test)]
