@@ -449,6 +449,7 @@ impl Shared {
             },
             None => self.policy.decide(&target.origin, &target.path, token).await,
         };
+        let elapsed = started.elapsed();
         if let Some(m) = &self.metrics {
             let outcome = match (&decision.reason, decision.allowed, report_only) {
                 (Reason::DestinationDenied { .. }, _, _) => "destination-denied",
@@ -456,20 +457,20 @@ impl Shared {
                 (_, false, false) => "disallowed",
                 (_, false, true) => "would-disallow",
             };
-            m.decision(outcome, decision.reason.class(), started.elapsed());
+            m.decision(outcome, decision.reason.class(), elapsed);
         }
         if let Some(audit) = &self.audit {
             let id = self.ids.next();
             let user = parts.extensions.get::<ProxyUser>().map(|u| u.0.clone());
             let facts = RequestFacts {
-                request_id: &id,
+                request_id: id.as_str(),
                 client: parts.extensions.get::<ClientAddr>().map(|c| c.0),
                 user: user.as_deref(),
                 method: parts.method.as_str(),
                 url: &target.url,
                 path_visible: target.path_visible,
                 report_only,
-                elapsed: started.elapsed(),
+                elapsed,
             };
             if let Err(e) = audit.log_decision(&decision, facts).await {
                 return Err(answer(StatusCode::SERVICE_UNAVAILABLE, "audit-unavailable", &e.to_string()));
@@ -569,22 +570,34 @@ impl RequestIds {
         RequestIds { prefix: nanos ^ (std::process::id() as u64) << 48, next: AtomicU64::new(0) }
     }
 
-    fn next(&self) -> String {
-        // `{:016x}-{:08x}`, written by hand: this runs for every request.
+    /// The next id, `{prefix:016x}-{counter:08x}`, written by hand on the stack: this runs
+    /// for every request.
+    fn next(&self) -> RequestId {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        if n > u64::from(u32::MAX) {
-            return format!("{:016x}-{n:08x}", self.prefix);
-        }
-        let mut out = [b'-'; 25];
+        let mut id = RequestId { buf: [b'-'; 33], len: 0 };
         for i in 0..16 {
-            out[i] = DIGITS[((self.prefix >> (60 - 4 * i)) & 0xf) as usize];
+            id.buf[i] = DIGITS[((self.prefix >> (60 - 4 * i)) & 0xf) as usize];
         }
-        for i in 0..8 {
-            out[17 + i] = DIGITS[((n >> (28 - 4 * i)) & 0xf) as usize];
+        let digits = ((64 - n.leading_zeros() as usize).div_ceil(4)).max(8);
+        for i in 0..digits {
+            id.buf[17 + i] = DIGITS[((n >> (4 * (digits - 1 - i))) & 0xf) as usize];
         }
+        id.len = 17 + digits;
+        id
+    }
+}
+
+/// A request id without a heap allocation.
+struct RequestId {
+    buf: [u8; 33],
+    len: usize,
+}
+
+impl RequestId {
+    fn as_str(&self) -> &str {
         // Hex digits and a dash: always UTF-8.
-        std::str::from_utf8(&out).unwrap_or_default().to_owned()
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
     }
 }
 
@@ -595,11 +608,13 @@ mod tests {
     #[test]
     fn request_ids_are_hex_prefix_and_counter() {
         let ids = RequestIds { prefix: 0x0123_4567_89ab_cdef, next: AtomicU64::new(0) };
-        assert_eq!(ids.next(), "0123456789abcdef-00000000");
-        assert_eq!(ids.next(), "0123456789abcdef-00000001");
+        assert_eq!(ids.next().as_str(), "0123456789abcdef-00000000");
+        assert_eq!(ids.next().as_str(), "0123456789abcdef-00000001");
         ids.next.store(0xfedc_ba98, Ordering::Relaxed);
-        assert_eq!(ids.next(), "0123456789abcdef-fedcba98");
+        assert_eq!(ids.next().as_str(), "0123456789abcdef-fedcba98");
         ids.next.store(0x1_0000_0000, Ordering::Relaxed);
-        assert_eq!(ids.next(), "0123456789abcdef-100000000");
+        assert_eq!(ids.next().as_str(), "0123456789abcdef-100000000");
+        ids.next.store(u64::MAX, Ordering::Relaxed);
+        assert_eq!(ids.next().as_str(), "0123456789abcdef-ffffffffffffffff");
     }
 }
