@@ -429,7 +429,7 @@ impl Shared {
         })?;
         let report_only = settings.mode == Mode::ReportOnly;
         let denied = match &self.admission {
-            Some(connector) => match connector.admit(&target.origin).await {
+            Some(connector) => match connector.check_admitted(&target.origin).await {
                 Err(e @ ConnectError::Denied { .. }) => Some(e),
                 _ => None,
             },

@@ -393,24 +393,34 @@ impl Resolver {
         Resolver { overrides: Arc::new(overrides), answers, dns, dns_error }
     }
 
-    /// The addresses of `host` (an IP literal is its own answer).
-    pub async fn resolve(&self, host: &Host) -> Result<Vec<IpAddr>, ConnectError> {
+    /// `f` of the addresses of `host` when they are known without asking DNS: an IP
+    /// literal, a static entry, or an answer still within its TTL.
+    fn with_known<R>(&self, host: &Host, f: impl FnOnce(&[IpAddr]) -> R) -> Option<R> {
         if let Some(ip) = host.ip() {
-            return Ok(vec![ip]);
+            return Some(f(&[ip]));
         }
         let name = host.name();
         // `example.com.` is `example.com` written as a fully qualified name (the keys are
         // stored without the dot).
-        if let Some(ips) = self.overrides.get(name.trim_end_matches('.')) {
-            return Ok(ips.clone());
-        }
         let key = name.trim_end_matches('.');
-        if let Some(answer) = self.answers.get(key) {
-            if std::time::Instant::now() < answer.until {
-                return Ok(answer.ips.clone());
-            }
-            self.answers.invalidate(key);
+        if let Some(ips) = self.overrides.get(key) {
+            return Some(f(ips));
         }
+        let answer = self.answers.get(key)?;
+        if std::time::Instant::now() < answer.until {
+            return Some(f(&answer.ips));
+        }
+        self.answers.invalidate(key);
+        None
+    }
+
+    /// The addresses of `host` (an IP literal is its own answer).
+    pub async fn resolve(&self, host: &Host) -> Result<Vec<IpAddr>, ConnectError> {
+        if let Some(ips) = self.with_known(host, <[IpAddr]>::to_vec) {
+            return Ok(ips);
+        }
+        let name = host.name();
+        let key = name.trim_end_matches('.');
         let Some(dns) = &self.dns else {
             let reason = self.dns_error.clone().unwrap_or_else(|| "no resolver".into());
             return Err(ConnectError::Dns { host: name.into_owned(), reason });
@@ -636,6 +646,32 @@ impl Connector {
         match denied {
             Some((ip, reason)) => Err(ConnectError::Denied { host: host.to_string(), ip, reason }),
             None => Err(ConnectError::Dns { host: host.to_string(), reason: "no addresses".into() }),
+        }
+    }
+
+    /// Whether the guard lets requests go to `origin`: [`Connector::admit`] without the
+    /// addresses, and without a DNS lookup when the addresses are known (the layer asks
+    /// this for every request).
+    pub async fn check_admitted(&self, origin: &Origin) -> Result<(), ConnectError> {
+        let host = origin.host();
+        let known = self.inner.resolver.with_known(host, |ips| {
+            let mut first_denied = None;
+            for &ip in ips {
+                match self.inner.guard.check_dest(Some(host), SocketAddr::new(ip, origin.port())) {
+                    Ok(()) => return Ok(()),
+                    Err(r) => {
+                        first_denied.get_or_insert((ip, r));
+                    }
+                }
+            }
+            match first_denied {
+                Some((ip, reason)) => Err(ConnectError::Denied { host: host.to_string(), ip, reason }),
+                None => Ok(()),
+            }
+        });
+        match known {
+            Some(verdict) => verdict,
+            None => Box::pin(self.admit(origin)).await.map(|_| ()),
         }
     }
 

@@ -639,9 +639,9 @@ impl RobotsPolicy {
             return base(Arc::new(origin.clone()), reason, o.action == OverrideAction::Allow);
         }
         let cell = self.cell(origin).await;
-        let was_fresh = cell.entry().fresh_until.is_some_and(|t| Instant::now() < t);
-        let entry = self.current(&cell).await;
-        let now = Instant::now();
+        let (entry, fresh_at) = self.current(&cell).await;
+        let was_fresh = fresh_at.is_some();
+        let now = fresh_at.unwrap_or_else(Instant::now);
         let fresh = entry.fresh_until.is_some_and(|t| now < t);
         let mut d = base(cell.origin.clone(), Reason::NoRuleMatched, true);
         match &entry.copy {
@@ -677,8 +677,11 @@ impl RobotsPolicy {
     }
 
     fn override_for(&self, origin: &Origin) -> Option<Override> {
-        let now = SystemTime::now();
         let config = self.inner.config.load();
+        if config.overrides.is_empty() {
+            return None;
+        }
+        let now = SystemTime::now();
         config
             .overrides
             .iter()
@@ -709,14 +712,19 @@ impl RobotsPolicy {
     }
 
     /// The entry to decide from: fetches when there is nothing usable (one fetch per
-    /// origin), and starts a background refresh for an expired copy.
-    async fn current(&self, cell: &Arc<Cell>) -> Arc<Entry> {
+    /// origin), and starts a background refresh for an expired copy; with the instant it
+    /// was found fresh at, if it was.
+    async fn current(&self, cell: &Arc<Cell>) -> (Arc<Entry>, Option<Instant>) {
         let now = Instant::now();
         let entry = cell.entry();
-        let fresh = entry.fresh_until.is_some_and(|t| now < t);
-        if fresh {
-            return entry;
+        if entry.fresh_until.is_some_and(|t| now < t) {
+            return (entry, Some(now));
         }
+        (Box::pin(self.current_slow(cell, entry, now)).await, None)
+    }
+
+    /// [`RobotsPolicy::current`] for an entry that is not fresh.
+    async fn current_slow(&self, cell: &Arc<Cell>, entry: Arc<Entry>, now: Instant) -> Arc<Entry> {
         let retry_due = entry.failure.as_ref().is_none_or(|f| now >= f.retry_at);
         if entry.copy.is_some() && self.stale_usable(&entry, now) {
             if retry_due {
