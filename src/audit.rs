@@ -961,6 +961,11 @@ impl Out {
     }
 }
 
+/// How long a record may wait in the writer's buffer before it is handed to the operating
+/// system (a full buffer goes at once). Flushing whenever the queue ran dry wrote a busy
+/// proxy's log a dozen records at a time, one system call each.
+const FLUSH_AFTER: Duration = Duration::from_millis(10);
+
 async fn writer(
     mut rx: mpsc::Receiver<Msg>,
     mut out: Out,
@@ -982,16 +987,43 @@ async fn writer(
             s.written.fetch_add(1, Ordering::Relaxed);
         }
     };
-    while let Some(msg) = rx.recv().await {
-        match msg {
-            Msg::Line(line) => match out.write(&line).await {
-                Ok(()) => ok(),
-                Err(e) => fail(&e),
-            },
-            Msg::Decision(record) => match out.write_record(&*record).await {
-                Ok(()) => ok(),
-                Err(e) => fail(&e),
-            },
+    // Records wait in the buffer for at most FLUSH_AFTER, or until it is full: a busy proxy
+    // writes its log in large pieces, a quiet one's log is current within milliseconds.
+    let linger = tokio::time::sleep(FLUSH_AFTER);
+    tokio::pin!(linger);
+    let mut buffered = false;
+    loop {
+        let msg = if buffered {
+            tokio::select! {
+                biased;
+                msg = rx.recv() => msg,
+                () = &mut linger => {
+                    if let Err(e) = out.flush(false).await {
+                        fail(&e);
+                    }
+                    buffered = false;
+                    continue;
+                }
+            }
+        } else {
+            rx.recv().await
+        };
+        let Some(msg) = msg else { break };
+        let wrote = match msg {
+            Msg::Line(line) => {
+                match out.write(&line).await {
+                    Ok(()) => ok(),
+                    Err(e) => fail(&e),
+                }
+                true
+            }
+            Msg::Decision(record) => {
+                match out.write_record(&*record).await {
+                    Ok(()) => ok(),
+                    Err(e) => fail(&e),
+                }
+                true
+            }
             Msg::Snapshot { sha256, body } => {
                 if let Some(dir) = &snapshots {
                     let path = snapshot_path(dir, &sha256);
@@ -1007,19 +1039,20 @@ async fn writer(
                         }
                     }
                 }
+                false
             }
             Msg::Flush(done) => {
                 if let Err(e) = out.flush(true).await {
                     fail(&e);
                 }
+                buffered = false;
                 let _ = done.send(());
+                false
             }
-        }
-        // Flush when the queue runs dry, so a quiet proxy's log is on disk.
-        if rx.is_empty()
-            && let Err(e) = out.flush(false).await
-        {
-            fail(&e);
+        };
+        if wrote && !buffered {
+            buffered = true;
+            linger.as_mut().reset(tokio::time::Instant::now() + FLUSH_AFTER);
         }
     }
     let _ = out.flush(true).await;
@@ -1117,6 +1150,41 @@ mod tests {
         assert!(lines > 4 * AuditText::MAX_DECISIONS);
         let known = copy.facts.audit_text.decisions.lock().unwrap().len();
         assert_eq!(known, AuditText::MAX_DECISIONS, "bounded, and filled by the kinds seen");
+    }
+
+    /// Records reach the file in one write after FLUSH_AFTER, not one write each, and
+    /// without anything asking for a flush (time is virtual here: the order is exact).
+    #[tokio::test(start_paused = true)]
+    async fn records_reach_the_file_within_flush_after() {
+        use crate::policy::{copy_of, decision_on};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let config = AuditConfig { target: Target::File(path.clone()), ..AuditConfig::default() };
+        let log = AuditLog::start(config).await.unwrap();
+        let origin = Arc::new(Origin::parse("https://example.com").unwrap());
+        let copy = copy_of(&origin, "User-agent: *\nDisallow: /private\n");
+        let agent: Arc<str> = "somebot".into();
+        for path in ["/", "/private", "/x"] {
+            let d = decision_on(&copy, &origin, &agent, crate::rep::Profile::Google, path);
+            let url = format!("https://example.com{path}");
+            let request = RequestFacts {
+                request_id: "r",
+                client: None,
+                user: None,
+                method: "GET",
+                url: &url,
+                path_visible: true,
+                report_only: false,
+                elapsed: Duration::ZERO,
+            };
+            log.log_decision(&d, request).await.unwrap();
+        }
+        let lines = || std::fs::read_to_string(&path).unwrap().lines().count();
+        tokio::time::sleep(FLUSH_AFTER / 2).await;
+        assert_eq!(log.written(), 3, "queued records are written to the buffer");
+        assert_eq!(lines(), 0, "and wait there");
+        tokio::time::sleep(FLUSH_AFTER).await;
+        assert_eq!(lines(), 3, "until FLUSH_AFTER has passed");
     }
 
     /// Client addresses read as `SocketAddr`'s `Display` writes them.
