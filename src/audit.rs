@@ -4,8 +4,9 @@
 //! documented in `docs/audit-log.md` ([`SCHEMA_VERSION`]).
 //!
 //! Records are written off the request path by one writer task behind a bounded queue:
-//! when the disk is slow, requests wait for room rather than records being dropped.
-//! [`AuditLog::shutdown`] drains the queue and flushes. When the log cannot be written,
+//! when the disk is slow, requests wait for room rather than records being dropped. A
+//! record reaches the operating system within 10 ms, sooner when the writer's buffer
+//! fills; [`AuditLog::shutdown`] drains the queue and syncs to disk. When the log cannot be written,
 //! [`OnError`] chooses: refuse further requests (fail closed, the default) or go on and
 //! count the lost records.
 //!
