@@ -515,7 +515,7 @@ struct Inner {
     config: arc_swap::ArcSwap<PolicyConfig>,
     /// Keys hashed with foldhash (randomly seeded): SipHash cost more than the rest of a
     /// cache hit.
-    cache: moka::future::Cache<Origin, Arc<Cell>, foldhash::quality::RandomState>,
+    cache: moka::sync::Cache<Origin, Arc<Cell>, foldhash::quality::RandomState>,
     observers: Vec<Arc<dyn FetchObserver>>,
     stats: CacheStats,
 }
@@ -562,7 +562,7 @@ impl RobotsPolicy {
         // max_bytes / max_entries.
         let floor =
             (config.max_bytes / config.max_entries.max(1)).clamp(ENTRY_OVERHEAD, u32::MAX as u64) as u32;
-        let cache = moka::future::Cache::builder()
+        let cache = moka::sync::Cache::builder()
             .max_capacity(config.max_bytes)
             .weigher(move |_: &Origin, cell: &Arc<Cell>| cell.weight.load(Ordering::Relaxed).max(floor))
             .build_with_hasher(foldhash::quality::RandomState::default());
@@ -602,7 +602,7 @@ impl RobotsPolicy {
 
     /// Runs pending cache maintenance (evictions) now; tests use this to observe bounds.
     pub async fn sync(&self) {
-        self.inner.cache.run_pending_tasks().await;
+        self.inner.cache.run_pending_tasks();
     }
 
     /// Decides `path` (path and query) on `origin` for `agent`, under the configured profile.
@@ -638,7 +638,7 @@ impl RobotsPolicy {
                 Reason::Override { action: o.action, hosts: o.hosts.to_string(), reason: o.reason.clone() };
             return base(Arc::new(origin.clone()), reason, o.action == OverrideAction::Allow);
         }
-        let cell = self.cell(origin).await;
+        let cell = self.cell(origin);
         let (entry, fresh_at) = self.current(&cell).await;
         let was_fresh = fresh_at.is_some();
         let now = fresh_at.unwrap_or_else(Instant::now);
@@ -689,19 +689,19 @@ impl RobotsPolicy {
             .cloned()
     }
 
-    async fn cell(&self, origin: &Origin) -> Arc<Cell> {
-        self.inner
-            .cache
-            .get_with_by_ref(origin, async {
-                Arc::new(Cell {
-                    origin: Arc::new(origin.clone()),
-                    entry: RwLock::new(Arc::new(Entry::default())),
-                    refresh: tokio::sync::Mutex::new(()),
-                    refreshing: AtomicBool::new(false),
-                    weight: AtomicU32::new(ENTRY_OVERHEAD as u32),
-                })
+    /// The origin's cell, made on first use. Making one is cheap and does no I/O (the fetch
+    /// happens in [`RobotsPolicy::current`]), so the cache is moka's synchronous one: its
+    /// lookup costs less than the async cache's on every decision.
+    fn cell(&self, origin: &Origin) -> Arc<Cell> {
+        self.inner.cache.get_with_by_ref(origin, || {
+            Arc::new(Cell {
+                origin: Arc::new(origin.clone()),
+                entry: RwLock::new(Arc::new(Entry::default())),
+                refresh: tokio::sync::Mutex::new(()),
+                refreshing: AtomicBool::new(false),
+                weight: AtomicU32::new(ENTRY_OVERHEAD as u32),
             })
-            .await
+        })
     }
 
     /// Whether an expired copy may still be used: while it is revalidated, and after a
@@ -818,7 +818,7 @@ impl RobotsPolicy {
         };
         cell.set(entry);
         // Re-insert so the cache sees the new weight.
-        self.inner.cache.insert(Origin::clone(&cell.origin), cell.clone()).await;
+        self.inner.cache.insert(Origin::clone(&cell.origin), cell.clone());
     }
 
     /// Delay before the next try after `streak` failures in a row.
