@@ -653,23 +653,7 @@ impl Connector {
     /// addresses, and without a DNS lookup when the addresses are known (the layer asks
     /// this for every request).
     pub async fn check_admitted(&self, origin: &Origin) -> Result<(), ConnectError> {
-        let host = origin.host();
-        let known = self.inner.resolver.with_known(host, |ips| {
-            let mut first_denied = None;
-            for &ip in ips {
-                match self.inner.guard.check_dest(Some(host), SocketAddr::new(ip, origin.port())) {
-                    Ok(()) => return Ok(()),
-                    Err(r) => {
-                        first_denied.get_or_insert((ip, r));
-                    }
-                }
-            }
-            match first_denied {
-                Some((ip, reason)) => Err(ConnectError::Denied { host: host.to_string(), ip, reason }),
-                None => Ok(()),
-            }
-        });
-        match known {
+        match self.inner.resolver.with_known(origin.host(), |ips| self.screen(origin, ips, |_| ())) {
             Some(verdict) => verdict,
             None => Box::pin(self.admit(origin)).await.map(|_| ()),
         }
@@ -685,21 +669,36 @@ impl Connector {
                 host: host.to_string(),
                 timeout: self.inner.connect_timeout,
             })??;
-        let mut first_denied = None;
-        let ok: Vec<SocketAddr> = ips
-            .iter()
-            .map(|&ip| SocketAddr::new(ip, origin.port()))
-            .filter(|a| match self.inner.guard.check_dest(Some(host), *a) {
-                Ok(()) => true,
-                Err(r) => {
-                    first_denied.get_or_insert((a.ip(), r));
-                    false
+        let mut ok = Vec::with_capacity(ips.len());
+        self.screen(origin, &ips, |a| ok.push(a))?;
+        Ok(ok)
+    }
+
+    /// Hands `allowed` each address of `ips` the guard lets requests to `origin` go to; an
+    /// error when it denies them all (naming the first denied).
+    fn screen(
+        &self,
+        origin: &Origin,
+        ips: &[IpAddr],
+        mut allowed: impl FnMut(SocketAddr),
+    ) -> Result<(), ConnectError> {
+        let host = origin.host();
+        let (mut any, mut first_denied) = (false, None);
+        for &ip in ips {
+            let addr = SocketAddr::new(ip, origin.port());
+            match self.inner.guard.check_dest(Some(host), addr) {
+                Ok(()) => {
+                    any = true;
+                    allowed(addr);
                 }
-            })
-            .collect();
-        match (ok.is_empty(), first_denied) {
-            (true, Some((ip, reason))) => Err(ConnectError::Denied { host: host.to_string(), ip, reason }),
-            _ => Ok(ok),
+                Err(r) => {
+                    first_denied.get_or_insert((ip, r));
+                }
+            }
+        }
+        match (any, first_denied) {
+            (false, Some((ip, reason))) => Err(ConnectError::Denied { host: host.to_string(), ip, reason }),
+            _ => Ok(()),
         }
     }
 }
