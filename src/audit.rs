@@ -1105,6 +1105,20 @@ mod tests {
         }
     }
 
+    /// The request fields of a plain GET of `url`.
+    fn get(url: &str, report_only: bool) -> RequestFacts<'_> {
+        RequestFacts {
+            request_id: "r",
+            client: None,
+            user: None,
+            method: "GET",
+            url,
+            path_visible: true,
+            report_only,
+            elapsed: Duration::from_micros(5),
+        }
+    }
+
     /// Decisions alike on one copy share their text, and every line still reads as the
     /// serde record of its own decision: across rules, no rule, product tokens, profiles,
     /// modes, and past the number of kinds a copy remembers.
@@ -1128,16 +1142,7 @@ mod tests {
                         for report_only in [false, true] {
                             let d = decision_on(&copy, &origin, agent, profile, path);
                             let url = format!("https://example.com{path}");
-                            let request = RequestFacts {
-                                request_id: "r",
-                                client: None,
-                                user: None,
-                                method: "GET",
-                                url: &url,
-                                path_visible: true,
-                                report_only,
-                                elapsed: Duration::from_micros(5),
-                            };
+                            let request = get(&url, report_only);
                             let now = SystemTime::UNIX_EPOCH + Duration::from_secs(round);
                             let ours = log.decision_line(&d, request, now);
                             let serde = to_line(&log.record_at(&d, request, now));
@@ -1168,17 +1173,7 @@ mod tests {
         for path in ["/", "/private", "/x"] {
             let d = decision_on(&copy, &origin, &agent, crate::rep::Profile::Google, path);
             let url = format!("https://example.com{path}");
-            let request = RequestFacts {
-                request_id: "r",
-                client: None,
-                user: None,
-                method: "GET",
-                url: &url,
-                path_visible: true,
-                report_only: false,
-                elapsed: Duration::ZERO,
-            };
-            log.log_decision(&d, request).await.unwrap();
+            log.log_decision(&d, get(&url, false)).await.unwrap();
         }
         let lines = || std::fs::read_to_string(&path).unwrap().lines().count();
         tokio::time::sleep(FLUSH_AFTER / 2).await;
