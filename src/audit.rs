@@ -962,101 +962,125 @@ impl Out {
     }
 }
 
-/// How long a record may wait in the writer's buffer before it is handed to the operating
-/// system (a full buffer goes at once). Flushing whenever the queue ran dry wrote a busy
-/// proxy's log a dozen records at a time, one system call each.
+/// How long a record may wait before it is handed to the operating system (a full buffer
+/// goes at once). Flushing whenever the queue ran dry wrote a busy proxy's log a dozen
+/// records at a time, one system call each.
 const FLUSH_AFTER: Duration = Duration::from_millis(10);
+
+/// Messages taken from the queue at a time.
+const BATCH: usize = 256;
 
 async fn writer(
     mut rx: mpsc::Receiver<Msg>,
-    mut out: Out,
+    out: Out,
     snapshots: Option<PathBuf>,
     shared: std::sync::Weak<Shared>,
 ) {
-    let fail = |e: &io::Error| {
-        if let Some(s) = shared.upgrade() {
+    let mut w = Writer { out, snapshots, shared };
+    let mut batch = Vec::with_capacity(BATCH);
+    // Records wait for at most FLUSH_AFTER, or until the buffer is full: a busy proxy
+    // writes its log in large pieces, a quiet one's log is current within milliseconds.
+    // While records wait, the writer sleeps instead of watching the queue: requests on
+    // other threads (the proxy's workers) then queue records without waking it, one
+    // wake-up (and context switch) per record.
+    loop {
+        if rx.recv_many(&mut batch, BATCH).await == 0 {
+            break;
+        }
+        let mut buffered = w.handle_all(&mut batch).await;
+        if buffered {
+            tokio::time::sleep(FLUSH_AFTER).await;
+            // What came meanwhile joins this write; at most one queue's worth, so a
+            // steady stream of records cannot keep the writer from flushing.
+            let mut left = rx.max_capacity();
+            while left > 0 && !rx.is_empty() {
+                let n = rx.recv_many(&mut batch, BATCH.min(left)).await;
+                left = left.saturating_sub(n);
+                buffered |= w.handle_all(&mut batch).await;
+            }
+        }
+        if buffered && let Err(e) = w.out.flush(false).await {
+            w.fail(&e);
+        }
+    }
+    let _ = w.out.flush(true).await;
+}
+
+/// The writer task's state.
+struct Writer {
+    out: Out,
+    snapshots: Option<PathBuf>,
+    shared: std::sync::Weak<Shared>,
+}
+
+impl Writer {
+    fn fail(&self, e: &io::Error) {
+        if let Some(s) = self.shared.upgrade() {
             s.healthy.store(false, Ordering::Release);
             if let Ok(mut last) = s.last_error.lock() {
                 *last = e.to_string();
             }
             s.lost.fetch_add(1, Ordering::Relaxed);
         }
-    };
-    let ok = || {
-        if let Some(s) = shared.upgrade() {
+    }
+
+    fn ok(&self) {
+        if let Some(s) = self.shared.upgrade() {
             s.healthy.store(true, Ordering::Release);
             s.written.fetch_add(1, Ordering::Relaxed);
         }
-    };
-    // Records wait in the buffer for at most FLUSH_AFTER, or until it is full: a busy proxy
-    // writes its log in large pieces, a quiet one's log is current within milliseconds.
-    let linger = tokio::time::sleep(FLUSH_AFTER);
-    tokio::pin!(linger);
-    let mut buffered = false;
-    loop {
-        let msg = if buffered {
-            tokio::select! {
-                biased;
-                msg = rx.recv() => msg,
-                () = &mut linger => {
-                    if let Err(e) = out.flush(false).await {
-                        fail(&e);
+    }
+
+    /// Handles the messages in `batch` (emptying it); true when records went into the
+    /// buffer after the last flush.
+    async fn handle_all(&mut self, batch: &mut Vec<Msg>) -> bool {
+        let mut buffered = false;
+        for msg in batch.drain(..) {
+            match msg {
+                Msg::Line(line) => {
+                    match self.out.write(&line).await {
+                        Ok(()) => self.ok(),
+                        Err(e) => self.fail(&e),
+                    }
+                    buffered = true;
+                }
+                Msg::Decision(record) => {
+                    match self.out.write_record(&*record).await {
+                        Ok(()) => self.ok(),
+                        Err(e) => self.fail(&e),
+                    }
+                    buffered = true;
+                }
+                Msg::Snapshot { sha256, body } => self.snapshot(&sha256, &body).await,
+                Msg::Flush(done) => {
+                    if let Err(e) = self.out.flush(true).await {
+                        self.fail(&e);
                     }
                     buffered = false;
-                    continue;
+                    let _ = done.send(());
                 }
             }
-        } else {
-            rx.recv().await
+        }
+        buffered
+    }
+
+    /// Keeps a robots.txt body as `<sha256>.txt`, once.
+    async fn snapshot(&self, sha256: &str, body: &[u8]) {
+        let Some(dir) = &self.snapshots else { return };
+        let path = snapshot_path(dir, sha256);
+        if tokio::fs::metadata(&path).await.is_ok() {
+            return;
+        }
+        // Write to a temporary name, then rename: a snapshot is whole or absent.
+        let tmp = dir.join(format!(".{sha256}.tmp"));
+        let written = async {
+            tokio::fs::write(&tmp, body).await?;
+            tokio::fs::rename(&tmp, &path).await
         };
-        let Some(msg) = msg else { break };
-        let wrote = match msg {
-            Msg::Line(line) => {
-                match out.write(&line).await {
-                    Ok(()) => ok(),
-                    Err(e) => fail(&e),
-                }
-                true
-            }
-            Msg::Decision(record) => {
-                match out.write_record(&*record).await {
-                    Ok(()) => ok(),
-                    Err(e) => fail(&e),
-                }
-                true
-            }
-            Msg::Snapshot { sha256, body } => {
-                if let Some(dir) = &snapshots {
-                    let path = snapshot_path(dir, &sha256);
-                    if tokio::fs::metadata(&path).await.is_err() {
-                        // Write to a temporary name, then rename: a snapshot is whole or absent.
-                        let tmp = dir.join(format!(".{sha256}.tmp"));
-                        let written = async {
-                            tokio::fs::write(&tmp, &body).await?;
-                            tokio::fs::rename(&tmp, &path).await
-                        };
-                        if let Err(e) = written.await {
-                            fail(&e);
-                        }
-                    }
-                }
-                false
-            }
-            Msg::Flush(done) => {
-                if let Err(e) = out.flush(true).await {
-                    fail(&e);
-                }
-                buffered = false;
-                let _ = done.send(());
-                false
-            }
-        };
-        if wrote && !buffered {
-            buffered = true;
-            linger.as_mut().reset(tokio::time::Instant::now() + FLUSH_AFTER);
+        if let Err(e) = written.await {
+            self.fail(&e);
         }
     }
-    let _ = out.flush(true).await;
 }
 
 #[cfg(test)]
