@@ -142,6 +142,7 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
             )
             || o.tunnel_idle_timeout != n.tunnel_idle_timeout,
     );
+    check("proxy.workers", o.workers != n.workers);
     check("agent.user_agent (robots.txt fetches)", old.user_agent() != new.user_agent());
     check(
         "policy.cache_max_entries/cache_max_bytes",
@@ -280,7 +281,8 @@ impl App {
             .with_auth(auth.clone())
             .with_client_networks(clients.clone())
             .with_metrics(metrics.clone())
-            .with_readiness(ready);
+            .with_readiness(ready)
+            .with_workers(px.workers);
         let mut interceptor = None;
         if !config.tls.ca_dir.is_empty() {
             let dir = PathBuf::from(&config.tls.ca_dir);

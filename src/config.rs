@@ -91,6 +91,7 @@ pub struct ProxySection {
     pub max_connections: usize,
     pub max_header_bytes: Size,
     pub tunnel_idle_timeout: Dur,
+    pub workers: usize,
 }
 
 /// `[agent]`
@@ -322,6 +323,7 @@ impl Default for ProxySection {
             max_connections: 10_000,
             max_header_bytes: Size(64 * 1024),
             tunnel_idle_timeout: Dur::secs(600),
+            workers: 0,
         }
     }
 }
@@ -661,6 +663,9 @@ impl Config {
         let px = &self.proxy;
         if px.max_connections == 0 {
             return Err(err("proxy.max_connections", "must be at least 1".into()));
+        }
+        if px.workers > 1024 {
+            return Err(err("proxy.workers", "must be at most 1024 (0: one per CPU)".into()));
         }
         if !(1024..=1024 * 1024).contains(&px.max_header_bytes.0) {
             return Err(err("proxy.max_header_bytes", "must be between 1KiB and 1MiB".into()));

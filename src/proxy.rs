@@ -13,6 +13,9 @@
 //! - An origin that cannot be reached gives `502`, a timeout `504`, a destination the
 //!   guard refuses `403`, a request that is not a proxy request `400`; each with a
 //!   `text/plain` body saying why and the header `x-robotsgate`.
+//! - Connections are served on the caller's runtime, or with [`Proxy::with_workers`] on
+//!   worker threads, each with a single-threaded runtime of its own (one per CPU is what
+//!   `robotsgate run` does): a connection stays on one thread.
 //! - Shutdown: stop accepting, let connections finish for a grace period, then close.
 //!
 //! [`RobotsLayer`]: crate::layer::RobotsLayer
@@ -48,6 +51,9 @@ use crate::layer::{ClientAddr, ProxyUser, RobotsLayer, answer, connect_error_ans
 use crate::metrics::Metrics;
 use crate::net::{ConnectError, Connector};
 use crate::origin::{Origin, Scheme};
+
+mod workers;
+use workers::Workers;
 
 /// The body of every response the proxy sends.
 pub type ProxyBody = BoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
@@ -612,6 +618,7 @@ pub struct Proxy {
     clients: ClientNetworks,
     metrics: Option<Arc<Metrics>>,
     ready: Readiness,
+    workers: Option<usize>,
 }
 
 /// The client networks allowed to use the proxy (empty: any); shared, so it can be
@@ -718,7 +725,18 @@ impl Proxy {
             clients: ClientNetworks::default(),
             metrics: None,
             ready: Readiness::default(),
+            workers: None,
         }
+    }
+
+    /// Serves connections on `n` worker threads (0: one per CPU this process may use),
+    /// each running a single-threaded tokio runtime, instead of on the runtime that calls
+    /// [`Proxy::run`], which keeps accepting. Connections are handed out in turn, and a
+    /// connection with everything it starts stays on its worker: no work stealing and no
+    /// wake-ups across threads while a request is forwarded.
+    pub fn with_workers(mut self, n: usize) -> Proxy {
+        self.workers = Some(if n == 0 { workers::default_count() } else { n });
+        self
     }
 
     /// Intercepts CONNECT tunnels (TLS with leaves from the local CA) for per-path checks.
@@ -760,6 +778,10 @@ impl Proxy {
     /// Serves until `shutdown` completes, then drains: stops accepting, lets requests in
     /// flight finish within the grace period, and returns.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
+        let workers = self.workers.map(Workers::start).transpose()?;
+        if let Some(w) = &workers {
+            tracing::debug!(workers = w.len(), "serving connections on worker threads");
+        }
         let connections = TaskTracker::new();
         let stop = CancellationToken::new();
         let service = ProxyService(self.layer.layer(self.forwarder.clone()));
@@ -806,11 +828,37 @@ impl Proxy {
             }
             let _ = stream.set_nodelay(true);
             let shared = shared.clone();
-            connections.spawn(async move {
-                let _permit = permit;
-                let _open = shared.metrics.as_ref().map(|m| m.connection());
-                serve_connection(stream, client, shared).await;
-            });
+            let _open = shared.metrics.as_ref().map(|m| m.connection());
+            match &workers {
+                None => {
+                    connections.spawn(async move {
+                        let (_permit, _open) = (permit, _open);
+                        serve_connection(stream, client, shared).await;
+                    });
+                }
+                Some(workers) => {
+                    // Out of this runtime's reactor, into the worker's.
+                    let stream = match stream.into_std() {
+                        Ok(s) => s,
+                        Err(e) => {
+                            tracing::warn!(%client, error = %e, "cannot hand a connection to a worker");
+                            continue;
+                        }
+                    };
+                    connections.spawn_on(
+                        async move {
+                            let (_permit, _open) = (permit, _open);
+                            match tokio::net::TcpStream::from_std(stream) {
+                                Ok(stream) => serve_connection(stream, client, shared).await,
+                                Err(e) => {
+                                    tracing::warn!(%client, error = %e, "worker cannot take a connection")
+                                }
+                            }
+                        },
+                        workers.next(),
+                    );
+                }
+            }
         }
         // Drain.
         self.ready.set(false);
@@ -827,6 +875,11 @@ impl Proxy {
         if drained.is_err() {
             tracing::warn!(?grace, "shutdown grace period over; closing the remaining connections");
             self.forwarder.inner.shutdown.cancel();
+        }
+        if let Some(workers) = workers {
+            // Whatever is still on a worker (connections past the grace period, idle
+            // upstream connections) ends with its runtime.
+            workers.stop().await;
         }
         Ok(())
     }

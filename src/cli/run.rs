@@ -92,8 +92,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     init_logging(&config);
     raise_open_file_limit(&config);
+    // This thread accepts connections and runs the admin listener, the audit writer and
+    // reloads; connections are served on the proxy's worker threads (proxy.workers).
     let runtime =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start tokio")?;
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start tokio")?;
     runtime.block_on(async {
         let app = App::start(&config).await?;
         tracing::info!(
