@@ -63,10 +63,11 @@ def table(results):
             return med.get(f"direct_tls-{case}")
         return med.get(f"direct-{case}")
 
-    print("| target | case | req/s | × direct | × squid | p50 ms | p99 ms |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    order = ["direct", "squid", "robotsgate_off", "robotsgate",
+    print("| target | case | req/s | × direct | × squid | × haproxy | p50 ms | p99 ms |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    order = ["direct", "squid", "haproxy", "robotsgate_off", "robotsgate",
              "direct_tls", "squid_connect", "robotsgate_intercept"]
+    anchors = ("squid", "haproxy", "direct")
     for target in order:
         for n in names:
             t, case = n.split("-", 1)
@@ -74,12 +75,21 @@ def table(results):
                 continue
             m = med[n]
             d = anchor(t, case)
-            squid = med.get(f"{'squid_connect' if t in ('robotsgate_intercept', 'direct_tls') else 'squid'}-{case}")
+            tls = t in ("robotsgate_intercept", "direct_tls")
+            squid = med.get(f"{'squid_connect' if tls else 'squid'}-{case}")
+            haproxy = None if tls else med.get(f"haproxy-{case}")
+
+            def times(a):
+                if not a or t.startswith(anchors):
+                    return "–"
+                return f"{m['requests_per_sec'] / a['requests_per_sec']:.2f}"
             x_direct = f"{m['requests_per_sec'] / d['requests_per_sec']:.3f}" if d else "–"
-            x_squid = (f"{m['requests_per_sec'] / squid['requests_per_sec']:.2f}"
-                       if squid and not t.startswith("squid") and not t.startswith("direct") else "–")
-            print(f"| {t} | {case} | {m['requests_per_sec']:,.0f} | {x_direct} | {x_squid} "
-                  f"| {m['latency_ms']['p50']:.3f} | {m['latency_ms']['p99']:.3f} |")
+            print(f"| {t} | {case} | {m['requests_per_sec']:,.0f} | {x_direct} | {times(squid)} "
+                  f"| {times(haproxy)} | {m['latency_ms']['p50']:.3f} | {m['latency_ms']['p99']:.3f} |")
+    for case in sorted({n.split("-", 1)[1] for n in names}):
+        h, sq = med.get(f"haproxy-{case}"), med.get(f"squid-{case}")
+        if h and sq:
+            print(f"haproxy vs squid, {case}: {h['requests_per_sec'] / sq['requests_per_sec']:.2f}x req/s")
     for case in sorted({n.split("-", 1)[1] for n in names}):
         on, off = med.get(f"robotsgate-{case}"), med.get(f"robotsgate_off-{case}")
         if on and off:

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Load benchmark: robotsgate against a direct connection and against Squid, on loopback.
+# Load benchmark: robotsgate against a direct connection, Squid and HAProxy, on loopback.
 #
 #   bash benches/load/run.sh              # everything, about 15 minutes
 #   SECTIONS="plain" RUNS=1 DURATION=5 bash benches/load/run.sh   # a quick look
 #
-# It installs what it needs (oha with cargo, nginx-light, squid and openssl from Debian's
-# packages, when missing), builds robotsgate in release mode, and starts an nginx origin
-# (plain and TLS), Squid (cache off) and robotsgate, all on 127.0.0.1. The load generator
+# It installs what it needs (oha with cargo, nginx-light, squid, haproxy and openssl from
+# Debian's packages, when missing), builds robotsgate in release mode, and starts an nginx
+# origin (plain and TLS), Squid (cache off), HAProxy and robotsgate, all on 127.0.0.1.
+# The load generator
 # (oha, one worker thread) is pinned to GEN_CPU; origin and proxies share SRV_CPU.
 # Every run is DURATION seconds with keep-alive; each row is the median of RUNS runs.
 # A run with any answer other than 200 fails the benchmark (a fast 403 is not a result).
 #
 # Sections (SECTIONS, space-separated; default all):
-#   plain   direct, squid, robotsgate enforce + audit log, robotsgate mode off;
+#   plain   direct, squid, haproxy, robotsgate enforce + audit log, robotsgate mode off;
 #           1 KiB and 100 KiB bodies, concurrency 32 and 256
 #   tls     direct TLS, squid CONNECT tunnel, robotsgate TLS interception (enforce + audit)
 #   cold    1000 concurrent requests to an origin robotsgate has not cached yet
@@ -34,6 +35,7 @@ OHA_VERSION=1.16.0
 ORIGIN_PORT=18080
 ORIGIN_TLS_PORT=18443
 SQUID_PORT=13128
+HAPROXY_PORT=13130
 RG_PORT=13129
 ADMIN_PORT=19090
 
@@ -53,6 +55,7 @@ if ! oha --version 2>/dev/null | grep -q "$OHA_VERSION"; then
 fi
 command -v nginx >/dev/null || { log "installing nginx-light"; apt_install nginx-light; }
 command -v squid >/dev/null || { log "installing squid"; apt_install squid; }
+command -v haproxy >/dev/null || { log "installing haproxy"; apt_install haproxy; }
 command -v openssl >/dev/null || { log "installing openssl"; apt_install openssl; }
 command -v taskset >/dev/null || apt_install util-linux
 
@@ -99,6 +102,12 @@ if [ "$(id -u)" = 0 ] && id proxy >/dev/null 2>&1; then chown -R proxy "$WORK/sq
 taskset -c "$SRV_CPU" squid -N -f "$WORK/squid.conf" &
 PIDS+=($!)
 
+# --- haproxy -----------------------------------------------------------------------------
+sed -e "s|@WORK@|$WORK|g" -e "s|@PORT@|$HAPROXY_PORT|g" -e "s|@ORIGIN_PORT@|$ORIGIN_PORT|g" \
+    "$HERE/haproxy.cfg" >"$WORK/haproxy.cfg"
+taskset -c "$SRV_CPU" haproxy -f "$WORK/haproxy.cfg" -db 2>>"$WORK/logs/haproxy.log" &
+PIDS+=($!)
+
 # --- robotsgate --------------------------------------------------------------------------
 [ -f "$WORK/ca/ca.pem" ] || "$RG" ca init --dir "$WORK/ca" >/dev/null
 RG_PID=
@@ -131,6 +140,7 @@ wait_http() { # URL [proxy]
 
 wait_http "http://127.0.0.1:$ORIGIN_PORT/1k"
 wait_http "http://127.0.0.1:$ORIGIN_PORT/1k" "http://127.0.0.1:$SQUID_PORT"
+wait_http "http://127.0.0.1:$ORIGIN_PORT/1k" "http://127.0.0.1:$HAPROXY_PORT"
 
 # --- measuring ---------------------------------------------------------------------------
 # measure NAME CONCURRENCY URL [oha args...]: RUNS runs; the JSON goes to results/NAME.N.json.
@@ -166,6 +176,7 @@ plain)
     log "plain HTTP through the proxies (${RUNS} x ${DURATION}s each)"
     sweep direct
     sweep squid -x "$PROXY_SQUID"
+    sweep haproxy -x "http://127.0.0.1:$HAPROXY_PORT"
     start_robotsgate enforce
     sweep robotsgate -x "$PROXY_RG"
     decisions=$(grep -c '"type":"decision"' "$WORK/audit.jsonl" || true)
