@@ -9,7 +9,8 @@
 # origin (plain and TLS), Squid (cache off), HAProxy and robotsgate, all on 127.0.0.1.
 # The load generator
 # (oha, one worker thread) is pinned to GEN_CPU; origin and proxies share SRV_CPU.
-# Every run is DURATION seconds with keep-alive; each row is the median of RUNS runs.
+# Every run is DURATION seconds with keep-alive; each row is the median of RUNS runs, and
+# the targets compared in one table take their runs in turn.
 # A run with any answer other than 200 fails the benchmark (a fast 403 is not a result).
 #
 # Sections (SECTIONS, space-separated; default all):
@@ -143,55 +144,60 @@ wait_http "http://127.0.0.1:$ORIGIN_PORT/1k" "http://127.0.0.1:$SQUID_PORT"
 wait_http "http://127.0.0.1:$ORIGIN_PORT/1k" "http://127.0.0.1:$HAPROXY_PORT"
 
 # --- measuring ---------------------------------------------------------------------------
-# measure NAME CONCURRENCY URL [oha args...]: RUNS runs; the JSON goes to results/NAME.N.json.
-measure() {
-    local name=$1 conc=$2 url=$3
-    shift 3
-    for i in $(seq "$RUNS"); do
-        if [ -n "$RG_PID" ]; then : >"$WORK/audit.jsonl" 2>/dev/null || true; fi
-        taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -z "${DURATION}s" -c "$conc" \
-            --output-format json "$@" "$url" >"$WORK/results/$name.$i.json"
-        python3 "$HERE/report.py" check "$WORK/results/$name.$i.json" || die "$name run $i"
-    done
-    python3 "$HERE/report.py" row "$name" "$WORK/results"
+# run_one NAME I CONCURRENCY URL [oha args...]: run I of NAME; the JSON goes to
+# results/NAME.I.json. The targets compared in a table take their runs in turn (direct,
+# squid, ..., robotsgate, then the next round), so that this VM's drift over minutes
+# falls on all of them alike instead of on whichever ran last.
+run_one() {
+    local name=$1 i=$2 conc=$3 url=$4
+    shift 4
+    if [ -n "$RG_PID" ]; then : >"$WORK/audit.jsonl" 2>/dev/null || true; fi
+    taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -z "${DURATION}s" -c "$conc" \
+        --output-format json "$@" "$url" >"$WORK/results/$name.$i.json"
+    python3 "$HERE/report.py" check "$WORK/results/$name.$i.json" || die "$name run $i"
 }
-# sweep NAME [oha args...]: both body sizes at both concurrencies, plain HTTP.
-sweep() {
-    local name=$1
-    shift
-    for size in 1k 100k; do
-        for c in 32 256; do
-            measure "$name-$size-c$c" "$c" "$URL_PLAIN/$size" "$@"
-        done
-    done
-}
+row() { python3 "$HERE/report.py" row "$1" "$WORK/results"; }
 URL_PLAIN="http://127.0.0.1:$ORIGIN_PORT"
 URL_TLS="https://localhost:$ORIGIN_TLS_PORT"
 PROXY_SQUID="http://127.0.0.1:$SQUID_PORT"
+PROXY_HAPROXY="http://127.0.0.1:$HAPROXY_PORT"
 PROXY_RG="http://127.0.0.1:$RG_PORT"
 
 for section in $SECTIONS; do
 case $section in
 plain)
     log "plain HTTP through the proxies (${RUNS} x ${DURATION}s each)"
-    sweep direct
-    sweep squid -x "$PROXY_SQUID"
-    sweep haproxy -x "http://127.0.0.1:$HAPROXY_PORT"
-    start_robotsgate enforce
-    sweep robotsgate -x "$PROXY_RG"
-    decisions=$(grep -c '"type":"decision"' "$WORK/audit.jsonl" || true)
-    [ "${decisions:-0}" -gt 0 ] || die "enforce mode wrote no decisions to the audit log"
-    start_robotsgate off
-    sweep robotsgate_off -x "$PROXY_RG"
+    for size in 1k 100k; do
+        for c in 32 256; do
+            case_="$size-c$c" url="$URL_PLAIN/$size"
+            for i in $(seq "$RUNS"); do
+                run_one "direct-$case_" "$i" "$c" "$url"
+                run_one "squid-$case_" "$i" "$c" "$url" -x "$PROXY_SQUID"
+                run_one "haproxy-$case_" "$i" "$c" "$url" -x "$PROXY_HAPROXY"
+                start_robotsgate enforce
+                run_one "robotsgate-$case_" "$i" "$c" "$url" -x "$PROXY_RG"
+                decisions=$(grep -c '"type":"decision"' "$WORK/audit.jsonl" || true)
+                [ "${decisions:-0}" -gt 0 ] || die "enforce mode wrote no decisions to the audit log"
+                start_robotsgate off
+                run_one "robotsgate_off-$case_" "$i" "$c" "$url" -x "$PROXY_RG"
+            done
+            for t in direct squid haproxy robotsgate robotsgate_off; do row "$t-$case_"; done
+        done
+    done
     stop_robotsgate
     ;;
 tls)
     log "HTTPS (${RUNS} x ${DURATION}s each)"
     start_robotsgate enforce
     for c in 32 256; do
-        measure "direct_tls-1k-c$c" "$c" "$URL_TLS/1k" --cacert "$WORK/origin-ca.pem"
-        measure "squid_connect-1k-c$c" "$c" "$URL_TLS/1k" -x "$PROXY_SQUID" --cacert "$WORK/origin-ca.pem"
-        measure "robotsgate_intercept-1k-c$c" "$c" "$URL_TLS/1k" -x "$PROXY_RG" --cacert "$WORK/ca/ca.pem"
+        for i in $(seq "$RUNS"); do
+            run_one "direct_tls-1k-c$c" "$i" "$c" "$URL_TLS/1k" --cacert "$WORK/origin-ca.pem"
+            run_one "squid_connect-1k-c$c" "$i" "$c" "$URL_TLS/1k" -x "$PROXY_SQUID" \
+                --cacert "$WORK/origin-ca.pem"
+            run_one "robotsgate_intercept-1k-c$c" "$i" "$c" "$URL_TLS/1k" -x "$PROXY_RG" \
+                --cacert "$WORK/ca/ca.pem"
+        done
+        for t in direct_tls squid_connect robotsgate_intercept; do row "$t-1k-c$c"; done
     done
     stop_robotsgate
     ;;
