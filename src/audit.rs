@@ -320,31 +320,21 @@ impl AuditLog {
                 .await
                 .map_err(|source| AuditSetupError::Snapshots { path: dir.clone(), source })?;
         }
-        let (tx, rx) = mpsc::channel(config.queue.max(1));
-        let wake = Arc::new(Notify::new());
-        let inner = Arc::new(Shared {
-            tx,
-            wake: wake.clone(),
-            healthy: AtomicBool::new(true),
-            last_error: Mutex::new(String::new()),
-            lost: AtomicU64::new(0),
-            written: AtomicU64::new(0),
-            config: config.clone(),
-            writer: Mutex::new(None),
-        });
-        let handle = tokio::spawn(writer(rx, wake, out, config.snapshots.clone(), Arc::downgrade(&inner)));
-        if let Ok(mut w) = inner.writer.lock() {
-            *w = Some(handle);
-        }
-        Ok(AuditLog { inner })
+        Ok(AuditLog::spawn(config, out))
     }
 
     /// A log kept in memory, and the handle to read it.
     pub fn memory() -> (AuditLog, MemoryLog) {
         let memory = MemoryLog::default();
         let config = AuditConfig { target: Target::Memory(memory.clone()), ..AuditConfig::default() };
-        let (tx, rx) = mpsc::channel(config.queue);
+        (AuditLog::spawn(config, Out::Memory(memory.clone())), memory)
+    }
+
+    /// The log writing to `out`, with its writer task started.
+    fn spawn(config: AuditConfig, out: Out) -> AuditLog {
+        let (tx, rx) = mpsc::channel(config.queue.max(1));
         let wake = Arc::new(Notify::new());
+        let snapshots = config.snapshots.clone();
         let inner = Arc::new(Shared {
             tx,
             wake: wake.clone(),
@@ -355,12 +345,11 @@ impl AuditLog {
             config,
             writer: Mutex::new(None),
         });
-        let handle =
-            tokio::spawn(writer(rx, wake, Out::Memory(memory.clone()), None, Arc::downgrade(&inner)));
+        let handle = tokio::spawn(writer(rx, wake, out, snapshots, Arc::downgrade(&inner)));
         if let Ok(mut w) = inner.writer.lock() {
             *w = Some(handle);
         }
-        (AuditLog { inner }, memory)
+        AuditLog { inner }
     }
 
     /// The configuration.
@@ -1227,6 +1216,18 @@ mod tests {
         assert_eq!(lines(), 3, "until FLUSH_AFTER has passed");
     }
 
+    /// Records written once `written()` reaches `n`, or after 100 yields to the writer
+    /// (time does not move while the test task yields).
+    async fn written_after_yielding(log: &AuditLog, n: u64) -> u64 {
+        for _ in 0..100 {
+            if log.written() >= n {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        log.written()
+    }
+
     /// While records gather, a queue three quarters full wakes the writer at once: the
     /// records are taken and written without waiting for FLUSH_AFTER (time is virtual and
     /// does not move here).
@@ -1243,32 +1244,17 @@ mod tests {
         let d = decision_on(&copy, &origin, &agent, crate::rep::Profile::Google, "/x");
         let started = tokio::time::Instant::now();
         log.log_decision(&d, get("https://example.com/x", false)).await.unwrap();
-        for _ in 0..100 {
-            if log.written() == 1 {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-        assert_eq!(log.written(), 1, "the first record is taken at once");
+        assert_eq!(written_after_yielding(&log, 1).await, 1, "the first record is taken at once");
         // The writer now lets records gather; a few leave the queue mostly empty.
         for _ in 0..4 {
             log.log_decision(&d, get("https://example.com/x", false)).await.unwrap();
         }
-        for _ in 0..100 {
-            tokio::task::yield_now().await;
-        }
-        assert_eq!(log.written(), 1, "a few records wait in the queue");
+        assert_eq!(written_after_yielding(&log, u64::MAX).await, 1, "a few records wait in the queue");
         // Past three quarters of the queue: the writer wakes and takes them all.
         for _ in 0..9 {
             log.log_decision(&d, get("https://example.com/x", false)).await.unwrap();
         }
-        for _ in 0..100 {
-            if log.written() == 14 {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-        assert_eq!(log.written(), 14, "the writer woke and took the queued records");
+        assert_eq!(written_after_yielding(&log, 14).await, 14, "the writer woke and took the queued records");
         assert_eq!(tokio::time::Instant::now(), started, "no time passed: the writer was woken");
         let lines = std::fs::read_to_string(&path).unwrap().lines().count();
         assert_eq!(lines, 14, "and handed them to the operating system");
