@@ -268,6 +268,11 @@ impl Forwarder {
             Ok(Ok(())) => {}
             _ => return pooled(req).await,
         }
+        // RFC 9112 §3.2.1: to an origin, the request target is in origin form (the pool's
+        // client does the same); the absolute form goes back if the pool must send it.
+        let mut req = req;
+        let target = origin_form(req.uri());
+        let absolute = std::mem::replace(req.uri_mut(), target);
         match sender.try_send_request(req).await {
             Ok(res) => {
                 if let Ok(mut slot) = sticky.0.lock() {
@@ -277,7 +282,10 @@ impl Forwarder {
             }
             // Not sent (the origin closed the idle connection): the pool sends it.
             Err(mut e) => match e.take_message() {
-                Some(req) => pooled(req).await,
+                Some(mut req) => {
+                    *req.uri_mut() = absolute;
+                    pooled(req).await
+                }
                 None => Err(UpstreamError::Kept(e.into_error())),
             },
         }
@@ -367,6 +375,19 @@ impl Forwarder {
         let mut res = Response::new(Full::new(Bytes::new()).map_err(|never| match never {}).boxed());
         res.headers_mut().insert(header::VIA, self.inner.via.clone());
         res
+    }
+}
+
+/// The origin-form request target (RFC 9112 §3.2.1) of an absolute URI: its path and
+/// query, `/` when the path is empty.
+fn origin_form(uri: &http::Uri) -> http::Uri {
+    match uri.path_and_query() {
+        Some(pq) if pq.as_str().starts_with('/') => http::Uri::from(pq.clone()),
+        // `http://host?q`: the path is empty, the query stays.
+        Some(pq) if !pq.as_str().is_empty() => {
+            format!("/{}", pq.as_str()).parse().unwrap_or_else(|_| http::Uri::from_static("/"))
+        }
+        _ => http::Uri::from_static("/"),
     }
 }
 
@@ -1052,6 +1073,20 @@ mod tests {
         ] {
             let a: http::uri::Authority = authority.parse().unwrap();
             assert_eq!(host_header(&a, default_port).unwrap(), host, "{authority}");
+        }
+    }
+
+    #[test]
+    fn origin_form_keeps_path_and_query_only() {
+        for (absolute, target) in [
+            ("http://example.com/a/b?c=d", "/a/b?c=d"),
+            ("http://example.com:8080/", "/"),
+            ("http://example.com", "/"),
+            ("http://example.com?q=1", "/?q=1"),
+            ("https://user@example.com//x", "//x"),
+        ] {
+            let uri: http::Uri = absolute.parse().unwrap();
+            assert_eq!(origin_form(&uri).to_string(), target, "{absolute}");
         }
     }
 

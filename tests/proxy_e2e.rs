@@ -974,3 +974,27 @@ async fn requests_to_alternating_origins_on_one_connection_reach_their_own_origi
     assert_eq!((a.hits("/who"), b.hits("/who")), (4, 4));
     proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_reach_the_origin_in_origin_form_on_every_upstream_connection() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/a", Route::text("A"))]).await;
+    let proxy = proxy_for(&test_config(dir.path())).await;
+    let mut client = proxy_conn(proxy.addr).await;
+    // The first request goes through the shared pool; from the 16th in a row a kept
+    // connection is opened, so the 17th and the 300th may go over it.
+    for i in 1..=300 {
+        let got = exchange(&mut client, get_request(&origin.url(&format!("/a?n={i}")))).await;
+        assert_eq!((got.status, got.text().as_str()), (StatusCode::OK, "A"), "request {i}");
+    }
+    assert!(origin.connections() >= 3, "a kept connection was opened: {}", origin.connections());
+    let seen = origin.seen_for("/a");
+    assert_eq!(seen.len(), 300);
+    for n in [1, 17, 300] {
+        assert_eq!(seen[n - 1].target, format!("/a?n={n}"), "request {n}");
+    }
+    for s in &seen {
+        assert!(s.target.starts_with("/a?n="), "origin form: {}", s.target);
+    }
+    proxy.stop().await;
+}

@@ -274,6 +274,9 @@ pub struct Seen {
     pub method: String,
     /// Path.
     pub path: String,
+    /// The request target as it arrived (origin form `/a?b`, or absolute form
+    /// `http://host/a?b` if a proxy sent it wrongly).
+    pub target: String,
     /// Headers.
     pub headers: HeaderMap,
 }
@@ -467,6 +470,7 @@ async fn answer(state: Arc<OriginState>, req: Request<Incoming>) -> Result<Respo
     state.seen.lock().unwrap().push(Seen {
         method: req.method().to_string(),
         path: path.clone(),
+        target: req.uri().to_string(),
         headers: req.headers().clone(),
     });
     state.counter(&path).fetch_add(1, Ordering::SeqCst);
