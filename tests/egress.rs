@@ -154,6 +154,15 @@ async fn every_special_range_is_refused_by_ip_literal_and_nothing_is_sent() {
         ("http://[::ffff:169.254.169.254]/x".into(), "link-local"),
         ("http://[64:ff9b::a9fe:a9fe]/x".into(), "link-local"),
         ("http://[::10.0.0.1]/x".into(), "private"),
+        // Forms a relay or translator would turn into IPv4: IPv4-translated (SIIT),
+        // 6to4, Teredo (server, and the inverted client address); special IPv6 blocks.
+        (format!("http://[::ffff:0:127.0.0.1]:{p4}/x"), "loopback"),
+        (format!("http://[2002:7f00:1::]:{p4}/x"), "loopback"),
+        ("http://[2002:a9fe:a9fe::]/latest/meta-data/".into(), "link-local"),
+        ("http://[2001:0:a00:1::1]/x".into(), "private"),
+        ("http://[2001:0:5db8:d822::80ff:fffe]/x".into(), "loopback"),
+        ("http://[2001:db8::1]/x".into(), "reserved"),
+        ("http://[100::1]/x".into(), "reserved"),
         // https and a port do not matter.
         ("https://10.1.2.3:8443/x".into(), "private"),
     ];
