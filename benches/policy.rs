@@ -1,5 +1,7 @@
 //! The cost of a decision on a cached origin, and the cache's weight per origin, with the
-//! 153 real robots.txt files of `../shared/corpus/robots/` served by a local origin.
+//! real robots.txt files of the corpus (the 153 of `../shared/corpus/robots/` when present,
+//! else the engine crate's sample; see `crates/robotsgate-rep/benches/support/corpus.rs`)
+//! served by a local origin.
 //!
 //! ```sh
 //! cargo bench --bench policy
@@ -32,15 +34,11 @@ use robotsgate::rep::MAX_ROBOTS_TXT_BYTES;
 
 const AGENT: &str = "FooBot";
 
+#[path = "../crates/robotsgate-rep/benches/support/corpus.rs"]
+mod corpus_dir;
+
 fn corpus() -> Vec<Bytes> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/robots");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("corpus entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
-        .collect();
-    files.sort();
-    files.iter().map(|p| Bytes::from(std::fs::read(p).expect("corpus file"))).collect()
+    corpus_dir::files().iter().map(|p| Bytes::from(std::fs::read(p).expect("corpus file"))).collect()
 }
 
 /// An origin answering `/robots.txt` for host `fN.test` with corpus file N.

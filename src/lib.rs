@@ -1,7 +1,8 @@
 //! robotsgate: make automated HTTP clients obey the Robots Exclusion Protocol (RFC 9309)
 //! without changing them.
 //!
-//! - [`rep`]: the robots.txt engine (parsing and matching; pure, no I/O).
+//! - [`rep`]: the robots.txt engine (parsing and matching; pure, no I/O), the
+//!   `robotsgate-rep` crate.
 //! - [`origin`]: the origin (scheme, host, port) a robots.txt file belongs to.
 //! - [`net`]: outbound connections (DNS, destination guard, TCP, TLS).
 //! - [`fetch`]: getting an origin's robots.txt (status classes, redirects, limits).
@@ -31,5 +32,5 @@ pub mod net;
 pub mod origin;
 pub mod policy;
 pub mod proxy;
-pub mod rep;
+pub use robotsgate_rep as rep;
 pub mod tls;

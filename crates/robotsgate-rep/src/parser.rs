@@ -1,0 +1,452 @@
+//! Line-level robots.txt parsing: splits a body into lines, each line into a key and a
+//! value, and reports what it found to a [`Handler`], in the style of Google's
+//! `ParseRobotsTxt`. No allocation, no I/O; the caller decides what to keep.
+//!
+//! Two [`Dialect`]s read the same bytes:
+//! - [`Dialect::Google`] mirrors Google's open-source parser: keys are matched by prefix
+//!   and with a few common typos, a missing `:` is accepted when the line has exactly two
+//!   words, a line is cut at the first NUL byte and after 16,663 bytes.
+//! - [`Dialect::Rfc`] is a strict RFC 9309 reading: the key must be exactly one of the
+//!   known names (case-insensitive) followed by `:`; nothing is cut.
+//!
+//! Both skip a leading UTF-8 byte order mark, split lines at CR, LF or CRLF, drop `#`
+//! comments and surrounding whitespace, and only look at the first
+//! [`MAX_ROBOTS_TXT_BYTES`] bytes.
+
+use memchr::{memchr, memchr2};
+
+/// Only this many bytes of a robots.txt body are read (500 KiB, as Google documents and
+/// RFC 9309 allows); the rest is ignored.
+pub const MAX_ROBOTS_TXT_BYTES: usize = 500 * 1024;
+
+/// Google's parser keeps at most this many bytes of a line (`2083 * 8 - 1`).
+pub const GOOGLE_MAX_LINE_BYTES: usize = 2083 * 8 - 1;
+
+/// Which reading of the robots.txt syntax to apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// Google's open-source parser, typos and all.
+    Google,
+    /// A strict RFC 9309 reading.
+    Rfc,
+}
+
+/// The directive a line carries, as classified by a [`Dialect`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Key<'a> {
+    /// `user-agent`: starts or continues a group.
+    UserAgent,
+    /// `allow`: a rule.
+    Allow,
+    /// `disallow`: a rule.
+    Disallow,
+    /// `sitemap`: a sitemap URL, independent of groups.
+    Sitemap,
+    /// `crawl-delay`: a non-standard pacing hint for the current group.
+    CrawlDelay,
+    /// Any other key, as written (trimmed).
+    Other(&'a [u8]),
+}
+
+/// Why a non-empty line produced no key/value pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Malformed {
+    /// No `:` separator (and, for Google, not exactly two words either).
+    NoSeparator,
+    /// The text before `:` is empty.
+    EmptyKey,
+}
+
+/// Receives what the parser finds, line by line, in file order.
+///
+/// Line numbers are 1-based and count CR, LF and CRLF as one line break each.
+pub trait Handler {
+    /// A `key: value` line. `value` is trimmed, without the comment, and may be empty.
+    fn line(&mut self, number: u32, key: Key<'_>, value: &[u8]);
+
+    /// A line with content that is not a `key: value` pair. Comment-only and blank lines
+    /// are not reported.
+    fn malformed(&mut self, number: u32, line: &[u8], why: Malformed) {
+        let _ = (number, line, why);
+    }
+
+    /// Google's reading cut this line after [`GOOGLE_MAX_LINE_BYTES`] bytes.
+    fn line_cut(&mut self, number: u32, full_len: usize) {
+        let _ = (number, full_len);
+    }
+}
+
+/// Facts about a whole parse that no single line carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BodyFacts {
+    /// Bytes of the body that were read (at most [`MAX_ROBOTS_TXT_BYTES`]).
+    pub parsed_bytes: usize,
+    /// Bytes beyond the limit that were ignored.
+    pub ignored_bytes: usize,
+    /// A UTF-8 byte order mark (or a prefix of one) was skipped at the start.
+    pub bom: bool,
+    /// Number of lines seen.
+    pub lines: u32,
+}
+
+/// Parses `body` in `dialect`, reporting to `handler`.
+///
+/// ```
+/// use robotsgate_rep::parser::{parse, Dialect, Handler, Key};
+///
+/// struct Count(usize);
+/// impl Handler for Count {
+///     fn line(&mut self, _: u32, key: Key<'_>, _: &[u8]) {
+///         if key == Key::Disallow { self.0 += 1 }
+///     }
+/// }
+/// let mut c = Count(0);
+/// parse(b"User-agent: *\nDisallow: /a\ndisalow: /b\n", Dialect::Google, &mut c);
+/// assert_eq!(c.0, 2); // Google accepts the typo
+/// ```
+pub fn parse<H: Handler>(body: &[u8], dialect: Dialect, handler: &mut H) -> BodyFacts {
+    let mut facts = BodyFacts::default();
+    let cut = body.len().min(MAX_ROBOTS_TXT_BYTES);
+    facts.parsed_bytes = cut;
+    facts.ignored_bytes = body.len() - cut;
+    let (body, bom) = strip_bom(&body[..cut]);
+    facts.bom = bom;
+    facts.lines = for_each_line(body, |number, line| parse_line(number, line, dialect, handler));
+    facts
+}
+
+/// Skips a leading UTF-8 BOM, or a leading prefix of one, as Google's parser does.
+fn strip_bom(body: &[u8]) -> (&[u8], bool) {
+    const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
+    let n = body.iter().zip(BOM.iter()).take_while(|(a, b)| a == b).count();
+    (&body[n..], n > 0)
+}
+
+/// Calls `f(number, line)` for every non-empty line of `body` (without its line
+/// break); returns the number of lines. Line numbers count CR, LF and CRLF as one break.
+pub(crate) fn for_each_line<'a>(body: &'a [u8], mut f: impl FnMut(u32, &'a [u8])) -> u32 {
+    let mut number = 1u32;
+    let mut start = 0;
+    while let Some(off) = memchr2(b'\n', b'\r', &body[start..]) {
+        let end = start + off;
+        if end > start {
+            f(number, &body[start..end]);
+        }
+        // The run of line breaks: each CR or LF is one, except an LF right after a CR.
+        let mut i = end;
+        let mut prev = 0u8;
+        while let Some(&b) = body.get(i) {
+            match b {
+                b'\n' if prev == b'\r' => {}
+                b'\n' | b'\r' => number += 1,
+                _ => break,
+            }
+            prev = b;
+            i += 1;
+        }
+        start = i;
+    }
+    if start < body.len() {
+        f(number, &body[start..]);
+    }
+    number
+}
+
+/// ASCII whitespace as C's `isspace` sees it: space, `\t`, `\n`, `\v`, `\f`, `\r`.
+#[inline]
+pub(crate) fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r')
+}
+
+#[inline]
+fn trim_start(mut s: &[u8]) -> &[u8] {
+    while let [first, rest @ ..] = s {
+        if is_space(*first) {
+            s = rest;
+        } else {
+            break;
+        }
+    }
+    s
+}
+
+#[inline]
+fn trim(mut s: &[u8]) -> &[u8] {
+    while let [first, rest @ ..] = s {
+        if is_space(*first) {
+            s = rest;
+        } else {
+            break;
+        }
+    }
+    while let [rest @ .., last] = s {
+        if is_space(*last) {
+            s = rest;
+        } else {
+            break;
+        }
+    }
+    s
+}
+
+fn parse_line<H: Handler>(number: u32, line: &[u8], dialect: Dialect, handler: &mut H) {
+    let line = match dialect {
+        Dialect::Google => google_cut(number, line, handler),
+        Dialect::Rfc => line,
+    };
+    match split_key_value(line, dialect) {
+        Ok(Some((key, value))) => handler.line(number, classify(key, dialect), value),
+        Ok(None) => {}
+        Err((content, why)) => handler.malformed(number, content, why),
+    }
+}
+
+/// Google copies each line into a C string buffer: it ends at the first NUL and holds
+/// at most [`GOOGLE_MAX_LINE_BYTES`] bytes.
+#[inline]
+fn google_cut<'a, H: Handler>(number: u32, mut line: &'a [u8], handler: &mut H) -> &'a [u8] {
+    if line.len() > GOOGLE_MAX_LINE_BYTES {
+        handler.line_cut(number, line.len());
+        line = &line[..GOOGLE_MAX_LINE_BYTES];
+    }
+    if let Some(nul) = memchr(0, line) {
+        line = &line[..nul];
+    }
+    line
+}
+
+/// A line's key and value: `Ok(None)` for blank and comment-only lines, `Err` with the
+/// line's content for a line that is not `key: value`.
+#[allow(clippy::type_complexity)]
+#[inline]
+fn split_key_value(mut line: &[u8], dialect: Dialect) -> Result<Option<(&[u8], &[u8])>, (&[u8], Malformed)> {
+    // One pass for the comment and the first ':' (short lines are the rule: no memchr).
+    let mut colon = None;
+    if line.len() <= 64 {
+        for (i, &b) in line.iter().enumerate() {
+            if b == b'#' {
+                line = &line[..i];
+                break;
+            }
+            if b == b':' && colon.is_none() {
+                colon = Some(i);
+            }
+        }
+    } else {
+        if let Some(hash) = memchr(b'#', line) {
+            line = &line[..hash];
+        }
+        colon = memchr(b':', line);
+    }
+    let start = line.len() - trim_start(line).len();
+    let line = trim(line);
+    if line.is_empty() {
+        return Ok(None);
+    }
+    let (key, value) = match colon.map(|c| c - start) {
+        Some(colon) => (trim(&line[..colon]), trim(&line[colon + 1..])),
+        None => match dialect {
+            Dialect::Rfc => return Err((line, Malformed::NoSeparator)),
+            // Google accepts whitespace instead of ':' when the line has exactly two words.
+            Dialect::Google => match split_two_words(line) {
+                Some(kv) => kv,
+                None => return Err((line, Malformed::NoSeparator)),
+            },
+        },
+    };
+    if key.is_empty() {
+        return Err((line, Malformed::EmptyKey));
+    }
+    Ok(Some((key, value)))
+}
+
+/// What one line says in each reading: `(key, value)` or nothing.
+pub(crate) type LineView<'a> = Option<(Key<'a>, &'a [u8])>;
+
+/// Parses `body` once for both readings, calling `f(line number, google, rfc)` for every
+/// line that is a `key: value` pair in at least one of them.
+pub(crate) fn parse_dual<'a>(
+    body: &'a [u8],
+    mut f: impl FnMut(u32, LineView<'a>, LineView<'a>),
+) -> BodyFacts {
+    struct Quiet;
+    impl Handler for Quiet {
+        fn line(&mut self, _: u32, _: Key<'_>, _: &[u8]) {}
+    }
+    let mut facts = BodyFacts::default();
+    let cut = body.len().min(MAX_ROBOTS_TXT_BYTES);
+    facts.parsed_bytes = cut;
+    facts.ignored_bytes = body.len() - cut;
+    let (body, bom) = strip_bom(&body[..cut]);
+    facts.bom = bom;
+    facts.lines = for_each_line(body, |number, line| {
+        let rfc = split_key_value(line, Dialect::Rfc);
+        let gline = google_cut(number, line, &mut Quiet);
+        let google = if gline.len() == line.len() {
+            match rfc {
+                Ok(kv) => Ok(kv),
+                Err((_, Malformed::NoSeparator)) => split_key_value(line, Dialect::Google),
+                Err(e) => Err(e),
+            }
+        } else {
+            split_key_value(gline, Dialect::Google)
+        };
+        let g = google.ok().flatten().map(|(k, v)| (classify(k, Dialect::Google), v));
+        let r = rfc.ok().flatten().map(|(k, v)| (classify(k, Dialect::Rfc), v));
+        if g.is_some() || r.is_some() {
+            f(number, g, r);
+        }
+    });
+    facts
+}
+
+fn split_two_words(line: &[u8]) -> Option<(&[u8], &[u8])> {
+    let sep = line.iter().position(|&b| b == b' ' || b == b'\t')?;
+    let value = trim(&line[sep..]);
+    if value.iter().any(|&b| b == b' ' || b == b'\t') {
+        return None;
+    }
+    Some((&line[..sep], value))
+}
+
+fn starts_with_ignore_case(s: &[u8], prefix: &[u8]) -> bool {
+    s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix)
+}
+
+/// Classifies a (trimmed, non-empty) key.
+pub fn classify(key: &[u8], dialect: Dialect) -> Key<'_> {
+    match dialect {
+        Dialect::Google => {
+            let p = |prefix: &[u8]| starts_with_ignore_case(key, prefix);
+            if p(b"user-agent") || p(b"useragent") || p(b"user agent") {
+                Key::UserAgent
+            } else if p(b"allow") {
+                Key::Allow
+            } else if p(b"disallow")
+                || p(b"dissallow")
+                || p(b"dissalow")
+                || p(b"disalow")
+                || p(b"diasllow")
+                || p(b"disallaw")
+            {
+                Key::Disallow
+            } else if p(b"sitemap") || p(b"site-map") {
+                Key::Sitemap
+            } else if key.eq_ignore_ascii_case(b"crawl-delay") {
+                Key::CrawlDelay
+            } else {
+                Key::Other(key)
+            }
+        }
+        Dialect::Rfc => {
+            let is = |name: &[u8]| key.eq_ignore_ascii_case(name);
+            if is(b"user-agent") {
+                Key::UserAgent
+            } else if is(b"allow") {
+                Key::Allow
+            } else if is(b"disallow") {
+                Key::Disallow
+            } else if is(b"sitemap") {
+                Key::Sitemap
+            } else if is(b"crawl-delay") {
+                Key::CrawlDelay
+            } else {
+                Key::Other(key)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Rec(Vec<(u32, String, String)>, Vec<u32>);
+    impl Handler for Rec {
+        fn line(&mut self, n: u32, key: Key<'_>, value: &[u8]) {
+            let k = match key {
+                Key::Other(k) => format!("other:{}", String::from_utf8_lossy(k)),
+                k => format!("{k:?}"),
+            };
+            self.0.push((n, k, String::from_utf8_lossy(value).into_owned()));
+        }
+        fn malformed(&mut self, n: u32, _: &[u8], _: Malformed) {
+            self.1.push(n);
+        }
+    }
+
+    fn rec(body: &[u8], d: Dialect) -> Rec {
+        let mut r = Rec::default();
+        parse(body, d, &mut r);
+        r
+    }
+
+    #[test]
+    fn line_breaks_cr_lf_crlf_count_once() {
+        let r = rec(b"a: 1\rb: 2\r\nc: 3\nd: 4", Dialect::Rfc);
+        let nums: Vec<u32> = r.0.iter().map(|l| l.0).collect();
+        assert_eq!(nums, vec![1, 2, 3, 4]);
+        let r = rec(b"a: 1\r\r\nb: 2", Dialect::Rfc);
+        assert_eq!(r.0[1].0, 3, "CR then CRLF is two breaks");
+    }
+
+    #[test]
+    fn bom_and_partial_bom_skipped_at_start_only() {
+        let r = rec(b"\xEF\xBB\xBFuser-agent: a", Dialect::Google);
+        assert_eq!(r.0[0].1, "UserAgent");
+        let r = rec(b"\xEF\xBBuser-agent: a", Dialect::Google);
+        assert_eq!(r.0[0].1, "UserAgent");
+        let r = rec(b"x: 1\n\xEF\xBB\xBFuser-agent: a", Dialect::Google);
+        assert!(r.0[1].1.starts_with("other:"));
+    }
+
+    #[test]
+    fn comments_and_whitespace() {
+        let r = rec(b"  Disallow :  /a b  # c\n# only\n\n", Dialect::Rfc);
+        assert_eq!(r.0, vec![(1, "Disallow".into(), "/a b".into())]);
+    }
+
+    #[test]
+    fn missing_colon_google_only_two_words() {
+        assert_eq!(rec(b"disallow /a", Dialect::Google).0[0].2, "/a");
+        assert_eq!(rec(b"disallow /a /b", Dialect::Google).1, vec![1]);
+        assert_eq!(rec(b"disallow /a", Dialect::Rfc).1, vec![1]);
+        assert_eq!(rec(b"disallow", Dialect::Google).1, vec![1]);
+    }
+
+    #[test]
+    fn google_typos_and_prefixes() {
+        for k in ["useragent", "user agent", "User-Agents"] {
+            assert_eq!(classify(k.as_bytes(), Dialect::Google), Key::UserAgent, "{k}");
+            assert!(matches!(classify(k.as_bytes(), Dialect::Rfc), Key::Other(_)));
+        }
+        for k in ["dissallow", "dissalow", "disalow", "diasllow", "disallaw", "Disallowed"] {
+            assert_eq!(classify(k.as_bytes(), Dialect::Google), Key::Disallow, "{k}");
+        }
+        assert_eq!(classify(b"site-map", Dialect::Google), Key::Sitemap);
+        assert_eq!(classify(b"ALLOW", Dialect::Rfc), Key::Allow);
+    }
+
+    #[test]
+    fn google_cuts_at_nul_and_long_lines() {
+        let r = rec(b"disallow: /a\0/b", Dialect::Google);
+        assert_eq!(r.0[0].2, "/a");
+        let r = rec(b"disallow: /a\0/b", Dialect::Rfc);
+        assert_eq!(r.0[0].2, "/a\0/b");
+        let mut long = b"disallow: /".to_vec();
+        long.resize(GOOGLE_MAX_LINE_BYTES + 10, b'x');
+        assert_eq!(rec(&long, Dialect::Google).0[0].2.len(), GOOGLE_MAX_LINE_BYTES - 10);
+        assert_eq!(rec(&long, Dialect::Rfc).0[0].2.len(), GOOGLE_MAX_LINE_BYTES);
+    }
+
+    #[test]
+    fn only_first_500_kib() {
+        let mut body = b"user-agent: *\n".to_vec();
+        body.resize(MAX_ROBOTS_TXT_BYTES, b'\n');
+        body.extend_from_slice(b"disallow: /\n");
+        let r = rec(&body, Dialect::Rfc);
+        assert_eq!(r.0.len(), 1);
+        assert_eq!(parse(&body, Dialect::Rfc, &mut Rec::default()).ignored_bytes, 12);
+    }
+}
