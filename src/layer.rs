@@ -57,7 +57,6 @@ use arc_swap::ArcSwap;
 
 use crate::audit::{AuditLog, RequestFacts};
 use crate::fetch::Unreachable;
-use crate::metrics::Metrics;
 use crate::net::{ConnectError, Connector};
 use crate::origin::{Origin, Scheme, request_path};
 use crate::policy::{Decision, Reason, RobotsPolicy};
@@ -173,6 +172,16 @@ impl SelectToken for TokenSelector {
     }
 }
 
+/// Sees every decision the layer makes, e.g. to count them (the proxy's metrics do).
+pub trait DecisionObserver: Send + Sync + 'static {
+    /// A decision: its `outcome` (`allowed`, `disallowed`, `would-disallow` or
+    /// `destination-denied`), the reason class ([`Reason::class`]) and how long deciding
+    /// took.
+    fn decision(&self, outcome: &'static str, reason: &'static str, took: std::time::Duration);
+    /// A request refused before any decision (`class`: e.g. `no-token`).
+    fn refused(&self, class: &'static str);
+}
+
 /// Enforce or only report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
@@ -200,7 +209,7 @@ struct Shared {
     scheme: Scheme,
     audit: Option<AuditLog>,
     admission: Option<Connector>,
-    metrics: Option<Arc<Metrics>>,
+    observer: Option<Arc<dyn DecisionObserver>>,
     ids: RequestIds,
 }
 
@@ -242,7 +251,7 @@ impl RobotsLayer {
                 scheme: Scheme::Http,
                 audit: None,
                 admission: None,
-                metrics: None,
+                observer: None,
                 ids: RequestIds::new(),
             }),
         }
@@ -259,7 +268,7 @@ impl RobotsLayer {
                     scheme: s.scheme,
                     audit: s.audit.clone(),
                     admission: s.admission.clone(),
-                    metrics: s.metrics.clone(),
+                    observer: s.observer.clone(),
                     ids: RequestIds::new(),
                 };
                 f(&mut copy);
@@ -289,9 +298,9 @@ impl RobotsLayer {
         self.edit(|s| s.admission = Some(connector))
     }
 
-    /// Counts decisions in `metrics`.
-    pub fn with_metrics(self, metrics: Arc<Metrics>) -> RobotsLayer {
-        self.edit(|s| s.metrics = Some(metrics))
+    /// Tells `observer` about every decision (the proxy counts them in its metrics).
+    pub fn with_observer(self, observer: Arc<dyn DecisionObserver>) -> RobotsLayer {
+        self.edit(|s| s.observer = Some(observer))
     }
 
     /// Replaces the token selector and the mode of this layer and every service made from
@@ -422,8 +431,8 @@ impl Shared {
         }
         let settings = self.settings.load_full();
         let token = settings.selector.select(parts).map_err(|e| {
-            if let Some(m) = &self.metrics {
-                m.refused("no-token");
+            if let Some(o) = &self.observer {
+                o.refused("no-token");
             }
             answer(StatusCode::BAD_REQUEST, "no-token", &e.to_string())
         })?;
@@ -450,14 +459,14 @@ impl Shared {
             None => self.policy.decide(&target.origin, &target.path, token).await,
         };
         let elapsed = started.elapsed();
-        if let Some(m) = &self.metrics {
+        if let Some(o) = &self.observer {
             let outcome = match (&decision.reason, decision.allowed, report_only) {
                 (Reason::DestinationDenied { .. }, _, _) => "destination-denied",
                 (_, true, _) => "allowed",
                 (_, false, false) => "disallowed",
                 (_, false, true) => "would-disallow",
             };
-            m.decision(outcome, decision.reason.class(), elapsed);
+            o.decision(outcome, decision.reason.class(), elapsed);
         }
         if let Some(audit) = &self.audit {
             let id = self.ids.next();

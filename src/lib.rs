@@ -1,6 +1,9 @@
 //! robotsgate: make automated HTTP clients obey the Robots Exclusion Protocol (RFC 9309)
 //! without changing them.
 //!
+//! The library is the part an embedding client uses; the `robotsgate` binary (feature
+//! `proxy`, on by default) wraps the same layer in a forward proxy.
+//!
 //! - [`rep`]: the robots.txt engine (parsing and matching; pure, no I/O), the
 //!   `robotsgate-rep` crate.
 //! - [`origin`]: the origin (scheme, host, port) a robots.txt file belongs to.
@@ -9,28 +12,24 @@
 //! - [`policy`]: the per-origin cache and the decision for a request.
 //! - [`audit`]: the decision log (JSON Lines) and robots.txt snapshots.
 //! - [`layer`]: `RobotsLayer`, the tower middleware that enforces the decisions.
-//! - [`proxy`]: the forward proxy (HTTP/1.1, CONNECT) around the layer.
-//! - [`config`]: the TOML configuration.
-//! - [`app`]: the proxy assembled from a configuration.
-//! - [`tls`]: the local CA and leaf certificates for TLS interception.
-//! - [`metrics`]: Prometheus metrics; [`admin`]: `/healthz`, `/readyz`, `/metrics`.
-//! - [`auth`]: proxy authentication (Basic, argon2 hashes).
+//!
+//! # Features
+//! - `proxy` (default): the forward proxy process and its command line (configuration
+//!   files, listener, TLS interception, proxy users, metrics). Without it
+//!   (`default-features = false`) the library builds without clap, argon2, rpassword,
+//!   rcgen, prometheus-client, tracing-subscriber, rlimit or toml.
 
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
-pub mod admin;
-pub mod app;
 pub mod audit;
-pub mod auth;
-pub mod config;
 pub mod fetch;
-pub mod intercept;
 pub mod layer;
-pub mod metrics;
 pub mod net;
 pub mod origin;
 pub mod policy;
-pub mod proxy;
 pub use robotsgate_rep as rep;
-pub mod tls;
+
+#[cfg(feature = "proxy")]
+#[doc(hidden)]
+pub mod server;

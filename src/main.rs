@@ -1,7 +1,5 @@
 //! The `robotsgate` command line: wiring only; the logic lives in the library.
 
-mod cli;
-
 fn main() -> std::process::ExitCode {
-    cli::main()
+    robotsgate::server::cli::main()
 }

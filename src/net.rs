@@ -623,7 +623,7 @@ impl Connector {
 
     /// The same connector (resolver, guard, roots, timeout) offering only `http/1.1` in
     /// ALPN: for connections driven by hyper's HTTP/1 client directly.
-    pub(crate) fn http1_only(&self) -> Connector {
+    pub fn http1_only(&self) -> Connector {
         let mut config = rustls::ClientConfig::clone(&self.inner.tls_config);
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Connector::new(

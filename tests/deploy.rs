@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use robotsgate::config::Config;
+use robotsgate::server::config::Config;
 use yaml_rust2::{Yaml, YamlLoader};
 
 fn deploy_dir() -> PathBuf {

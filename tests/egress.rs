@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use e2e_support::*;
 use http::{Method, Request, StatusCode};
-use robotsgate::config::{Config, Dur};
+use robotsgate::server::config::{Config, Dur};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -98,7 +98,7 @@ fn check_denied_record(r: &Value, method: &str, url: &str, why: &str) {
 /// An Argon2 hash of `PASSWORD`, made once per test binary (Argon2 is slow in debug builds).
 fn password_hash() -> &'static str {
     static HASH: OnceLock<String> = OnceLock::new();
-    HASH.get_or_init(|| robotsgate::auth::hash_password(PASSWORD).expect("hash"))
+    HASH.get_or_init(|| robotsgate::server::auth::hash_password(PASSWORD).expect("hash"))
 }
 
 const PASSWORD: &str = "correct horse battery staple";
@@ -870,7 +870,9 @@ async fn reload_changes_guard_and_client_networks_and_keeps_open_connections() {
 
     // A reload with an unusable user hash is refused as a whole.
     let mut bad = config(dir.path(), "");
-    bad.auth.users.insert("mallory".into(), robotsgate::config::PasswordHashValue("not a hash".into()));
+    bad.auth
+        .users
+        .insert("mallory".into(), robotsgate::server::config::PasswordHashValue("not a hash".into()));
     assert!(proxy.reloader.reload(&bad).is_err());
     let got = get(proxy.addr, &origin.url("/page")).await;
     assert_eq!(got.header("x-robotsgate"), "client-denied", "the refused reload changed nothing");

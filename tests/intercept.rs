@@ -24,7 +24,7 @@ use bytes::Bytes;
 use e2e_support::{RunningProxy, bounded, check_decision_record, of_type, pattern, temp_dir};
 use http::{StatusCode, Version};
 use intercept_support::*;
-use robotsgate::config::{Config, Dur};
+use robotsgate::server::config::{Config, Dur};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Barrier;
 
@@ -659,7 +659,7 @@ async fn ca_init_command_creates_the_ca_and_refuses_to_overwrite() {
         let mode = std::fs::metadata(dir.join("ca-key.pem")).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "the key is readable by its owner only");
     }
-    robotsgate::tls::Ca::load(&dir).expect("the CA loads");
+    robotsgate::server::ca::Ca::load(&dir).expect("the CA loads");
 
     let out = run(args(false)).await;
     assert_eq!(out.status.code(), Some(2), "{out:?}");

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use e2e_support::*;
 use http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
-use robotsgate::config::{Config, Dur, ModeName};
+use robotsgate::server::config::{Config, Dur, ModeName};
 use tokio::sync::{Notify, mpsc};
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";

@@ -428,7 +428,7 @@ fn hash_password_prints_a_hash_the_config_accepts() {
     let hash = hash.trim_end();
     assert!(hash.starts_with("$argon2id$"), "{hash}");
     assert!(!hash.contains("correct horse"));
-    robotsgate::auth::check_hash(hash).expect("a hash the config accepts");
+    robotsgate::server::auth::check_hash(hash).expect("a hash the config accepts");
 
     // The same password twice gives different salts.
     let again = hash_of(&[], b"correct horse\n");

@@ -21,8 +21,8 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use robotsgate::config::Config;
 use robotsgate::net;
+use robotsgate::server::config::Config;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, RootCertStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -426,14 +426,14 @@ pub async fn h2_get(
 /// Makes robotsgate's CA in `dir/proxy-ca` (as `robotsgate ca init` does); its folder.
 pub fn proxy_ca(dir: &Path) -> PathBuf {
     let ca_dir = dir.join("proxy-ca");
-    robotsgate::tls::init_ca(&ca_dir, false).expect("init_ca");
+    robotsgate::server::ca::init_ca(&ca_dir, false).expect("init_ca");
     ca_dir
 }
 
 /// A root store with only robotsgate's CA from `ca_dir`.
 pub fn proxy_roots(ca_dir: &Path) -> RootCertStore {
     let mut roots = RootCertStore::empty();
-    for cert in net::load_pem_certs(&ca_dir.join(robotsgate::tls::CA_CERT)).unwrap() {
+    for cert in net::load_pem_certs(&ca_dir.join(robotsgate::server::ca::CA_CERT)).unwrap() {
         roots.add(cert).unwrap();
     }
     roots

@@ -6,7 +6,7 @@
 //! the key:
 //!
 //! ```
-//! use robotsgate::config::Config;
+//! use robotsgate::server::config::Config;
 //! let err = Config::parse("x.toml", "[policy]\nmin_ttl = \"5 parsecs\"\n").unwrap_err();
 //! let text = err.to_string();
 //! assert!(text.starts_with("x.toml:2:"), "{text}");
@@ -29,7 +29,7 @@ use crate::policy::{HostPattern, Override, OverrideAction};
 use crate::rep::{Profile, is_valid_product_token};
 
 /// The documented default configuration, as built into the binary.
-pub const DEFAULT_TOML: &str = include_str!("../config/robotsgate.toml");
+pub const DEFAULT_TOML: &str = include_str!("../../config/robotsgate.toml");
 
 /// A configuration problem, with where it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -567,7 +567,7 @@ pub struct PasswordHashValue(pub String);
 impl FromStr for PasswordHashValue {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        crate::auth::check_hash(s).map(|()| PasswordHashValue(s.to_owned()))
+        crate::server::auth::check_hash(s).map(|()| PasswordHashValue(s.to_owned()))
     }
 }
 from_str_value!(PasswordHashValue, "an argon2 hash made by `robotsgate hash-password`");

@@ -29,7 +29,7 @@ pub fn run(args: HashArgs) -> anyhow::Result<ExitCode> {
         line.trim_end_matches(['\n', '\r']).to_owned()
     };
     anyhow::ensure!(!password.is_empty(), "the password is empty");
-    let hash = robotsgate::auth::hash_password(&password)?;
+    let hash = crate::server::auth::hash_password(&password)?;
     match args.user {
         Some(user) => println!("{user} = \"{hash}\""),
         None => println!("{hash}"),

@@ -4,10 +4,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::server::app::{App, Reloader};
+use crate::server::config::{Cidr, Config, LogFormat, Token};
 use anyhow::Context;
 use clap::Args;
-use robotsgate::app::{App, Reloader};
-use robotsgate::config::{Cidr, Config, LogFormat, Token};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -135,7 +135,7 @@ fn raise_open_file_limit(config: &Config) {
 /// A proxy on a non-loopback address with neither client networks nor users is open to
 /// whoever can reach it: say so.
 fn warn_if_open(config: &Config, addr: SocketAddr) {
-    if config.policy.mode == robotsgate::config::ModeName::Off {
+    if config.policy.mode == crate::server::config::ModeName::Off {
         tracing::warn!("policy.mode = \"off\": robots.txt is not checked and nothing is audited");
     }
     if !addr.ip().is_loopback() && config.proxy.allow_clients.is_empty() && config.auth.users.is_empty() {

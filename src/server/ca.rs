@@ -9,7 +9,7 @@
 //! the real origin.
 //!
 //! ```no_run
-//! use robotsgate::tls::{Ca, init_ca};
+//! use robotsgate::server::ca::{Ca, init_ca};
 //! let files = init_ca(std::path::Path::new("ca"), false).unwrap();
 //! let ca = Ca::load(std::path::Path::new("ca")).unwrap();
 //! ```

@@ -15,7 +15,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics::Metrics;
+use crate::server::metrics::Metrics;
 
 /// Whether the proxy is accepting connections (for `/readyz`).
 #[derive(Debug, Clone, Default)]

@@ -247,6 +247,16 @@ impl Metrics {
     }
 }
 
+impl crate::layer::DecisionObserver for Metrics {
+    fn decision(&self, outcome: &'static str, reason: &'static str, took: Duration) {
+        Metrics::decision(self, outcome, reason, took);
+    }
+
+    fn refused(&self, class: &'static str) {
+        Metrics::refused(self, class);
+    }
+}
+
 impl crate::policy::FetchObserver for Metrics {
     fn fetched(&self, _: &crate::origin::Origin, outcome: &crate::fetch::FetchOutcome) {
         use crate::fetch::FetchResult;

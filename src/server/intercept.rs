@@ -1,5 +1,5 @@
 //! TLS interception of `CONNECT` tunnels: the proxy answers `200`, completes a TLS
-//! handshake as the CONNECT host with a leaf from the local CA ([`crate::tls`]), and
+//! handshake as the CONNECT host with a leaf from the local CA ([`crate::server::ca`]), and
 //! serves the HTTP/1.1 or HTTP/2 requests inside through the same [`RobotsLayer`] as plain
 //! HTTP, with the origin `https://host:port`: per-path decisions, 403s and audit records
 //! alike. Requests that pass go upstream over a separate TLS connection that verifies the
@@ -28,8 +28,8 @@ use tower::ServiceExt;
 use crate::layer::{ClientAddr, ProxyUser};
 use crate::origin::Origin;
 use crate::policy::HostPattern;
-use crate::proxy::Sticky;
-use crate::tls::Interceptor;
+use crate::server::ca::Interceptor;
+use crate::server::proxy::Sticky;
 
 /// When and how CONNECT tunnels are intercepted.
 #[derive(Clone, Debug)]
@@ -53,7 +53,7 @@ impl Interception {
 }
 
 /// The service intercepted requests go to (the robots layer over the forwarder).
-pub(crate) type InnerService = crate::proxy::ProxyService;
+pub(crate) type InnerService = crate::server::proxy::ProxyService;
 
 /// Serves one intercepted tunnel after the CONNECT was answered with 200.
 pub(crate) async fn serve(

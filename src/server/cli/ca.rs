@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::server::ca::init_ca;
 use clap::{Args, Subcommand};
-use robotsgate::tls::init_ca;
 
 #[derive(Debug, Args)]
 pub struct CaArgs {

@@ -44,13 +44,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::{Layer, Service, ServiceExt};
 
-use crate::admin::Readiness;
-use crate::auth::ProxyAuth;
-use crate::intercept::{self, Interception};
 use crate::layer::{ClientAddr, ProxyUser, RobotsLayer, answer, connect_error_answer};
-use crate::metrics::Metrics;
 use crate::net::{ConnectError, Connector};
 use crate::origin::{Origin, Scheme};
+use crate::server::admin::Readiness;
+use crate::server::auth::ProxyAuth;
+use crate::server::intercept::{self, Interception};
+use crate::server::metrics::Metrics;
 
 mod workers;
 use workers::Workers;

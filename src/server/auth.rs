@@ -6,7 +6,7 @@
 //! unknown user costs the same as a wrong password.
 //!
 //! ```
-//! use robotsgate::auth::{ProxyAuth, hash_password};
+//! use robotsgate::server::auth::{ProxyAuth, hash_password};
 //! let hash = hash_password("s3cret").unwrap();
 //! let auth = ProxyAuth::new([("alice".to_string(), hash)].into(), "robotsgate").unwrap();
 //! assert!(auth.enabled());

@@ -11,18 +11,18 @@ use std::sync::{Arc, Mutex};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::admin::{Admin, Readiness};
 use crate::audit::{AuditConfig, AuditLog, AuditSetupError, OnError, Target};
-use crate::auth::{AuthError, ProxyAuth};
-use crate::config::{Config, ModeName, OnErrorName, Select};
 use crate::fetch::{FetchConfig, Fetcher};
-use crate::intercept::Interception;
 use crate::layer::{Mode, RobotsLayer, Settings, TokenSelector};
-use crate::metrics::{Metrics, Sources};
 use crate::net::{self, Connector, DnsConfig, Guard, Resolver, TlsConfig, TlsSetupError};
 use crate::policy::{FetchObserver, PolicyConfig, RobotsPolicy};
-use crate::proxy::{ClientNetworks, Forwarder, Proxy, ProxyConfig};
-use crate::tls::{Ca, Interceptor};
+use crate::server::admin::{Admin, Readiness};
+use crate::server::auth::{AuthError, ProxyAuth};
+use crate::server::ca::{Ca, Interceptor};
+use crate::server::config::{Config, ModeName, OnErrorName, Select};
+use crate::server::intercept::Interception;
+use crate::server::metrics::{Metrics, Sources};
+use crate::server::proxy::{ClientNetworks, Forwarder, Proxy, ProxyConfig};
 
 /// Why robotsgate could not start.
 #[derive(Debug, thiserror::Error)]
@@ -47,7 +47,7 @@ pub enum StartError {
         /// tls.ca_dir
         dir: PathBuf,
         /// Why.
-        source: crate::tls::CaError,
+        source: crate::server::ca::CaError,
     },
     /// The admin listener could not be bound.
     #[error("cannot listen on {addr} (admin): {source}")]
@@ -261,7 +261,7 @@ impl App {
             .with_mode(mode(config))
             .with_audit(audit.clone())
             .with_admission(forward_connector.clone())
-            .with_metrics(metrics.clone());
+            .with_observer(metrics.clone());
         let px = &config.proxy;
         let proxy_config = ProxyConfig {
             listen: addr,

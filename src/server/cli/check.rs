@@ -9,13 +9,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::fetch::{FetchConfig, Fetcher};
+use crate::net::{self, Connector, DnsConfig, Guard, Resolver, TlsConfig};
+use crate::origin::Origin;
+use crate::policy::{Decision, PolicyConfig, Reason as PolicyReason, RobotsPolicy};
+use crate::rep::{self, Profile, Reason, RobotsTxt, Verdict};
 use anyhow::{Context, bail};
 use clap::Args;
-use robotsgate::fetch::{FetchConfig, Fetcher};
-use robotsgate::net::{self, Connector, DnsConfig, Guard, Resolver, TlsConfig};
-use robotsgate::origin::Origin;
-use robotsgate::policy::{Decision, PolicyConfig, Reason as PolicyReason, RobotsPolicy};
-use robotsgate::rep::{self, Profile, Reason, RobotsTxt, Verdict};
 use serde_json::json;
 
 #[derive(Debug, Args)]
