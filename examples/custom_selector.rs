@@ -19,8 +19,9 @@ use http_body_util::{Empty, Full};
 use hyper::{Request, Response};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use robotsgate::Refusal;
 use robotsgate::fetch::{FetchConfig, Fetcher};
-use robotsgate::layer::{RobotsLayer, TokenError, is_robotsgate_refusal};
+use robotsgate::layer::{RobotsLayer, TokenError};
 use robotsgate::net::{Connector, DnsConfig, Guard, Resolver, TlsConfig, client_config};
 use robotsgate::policy::{PolicyConfig, RobotsPolicy};
 use tower::{Service, ServiceBuilder, ServiceExt};
@@ -60,7 +61,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let mut req = Request::get(format!("http://{origin}/deals/today")).body(Empty::new())?;
         req.extensions_mut().insert(tenant);
         let res = http.ready().await?.call(req).await?;
-        let verdict = if is_robotsgate_refusal(&res) { "refused" } else { "allowed" };
+        let verdict = if Refusal::from_response(&res).is_some() { "refused" } else { "allowed" };
         println!("{tenant:?}: /deals/today {verdict} ({})", res.status());
     }
     Ok(())

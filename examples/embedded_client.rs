@@ -18,8 +18,9 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::{Request, Response};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use robotsgate::Refusal;
 use robotsgate::fetch::{FetchConfig, Fetcher};
-use robotsgate::layer::{RobotsLayer, is_robotsgate_refusal};
+use robotsgate::layer::RobotsLayer;
 use robotsgate::net::{Connector, DnsConfig, Guard, Resolver, TlsConfig, client_config};
 use robotsgate::policy::{Decision, PolicyConfig, RobotsPolicy};
 use tower::{Service, ServiceBuilder, ServiceExt};
@@ -57,7 +58,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let req = Request::get(&url).body(Empty::new())?;
         let res = http.ready().await?.call(req).await?;
         let status = res.status();
-        if is_robotsgate_refusal(&res) {
+        if Refusal::from_response(&res).is_some() {
             // The Decision rides in the response extensions: why, and which robots.txt.
             let why = res.extensions().get::<Decision>().map(|d| d.to_string()).unwrap_or_default();
             println!("{url}: refused by robotsgate ({why})");

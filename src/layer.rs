@@ -30,8 +30,8 @@
 //! let mut svc = ServiceBuilder::new().layer(RobotsLayer::new(policy, "ExampleBot")).service(client);
 //! let req = http::Request::get("http://example.com/private/x").body(Empty::new()).unwrap();
 //! let res = svc.ready().await.unwrap().call(req).await.unwrap();
-//! if robotsgate::layer::is_robotsgate_refusal(&res) {
-//!     println!("robots.txt says no");
+//! if let Some(refusal) = robotsgate::Refusal::from_response(&res) {
+//!     println!("robotsgate said no: {refusal}");
 //! }
 //! # }
 //! ```
@@ -47,8 +47,8 @@ use std::task::{Context, Poll};
 use std::time::SystemTime;
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HOST, USER_AGENT};
-use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode};
+use http::header::{HOST, USER_AGENT};
+use http::{HeaderName, Method, Request, Response};
 use http_body_util::{Either, Full};
 use tokio::time::Instant;
 use tower::{Layer, Service};
@@ -60,15 +60,8 @@ use crate::fetch::Unreachable;
 use crate::net::{ConnectError, Connector};
 use crate::origin::{Origin, Scheme, request_path};
 use crate::policy::{Decision, Reason, RobotsPolicy};
+use crate::refusal::{Refusal, RefusalKind};
 use crate::rep::is_valid_product_token;
-
-/// The header robotsgate puts on the answers it makes itself.
-pub const ROBOTSGATE_HEADER: &str = "x-robotsgate";
-
-/// Whether a response is robotsgate's own refusal (not the origin's).
-pub fn is_robotsgate_refusal<B>(res: &Response<B>) -> bool {
-    res.headers().get(ROBOTSGATE_HEADER).is_some_and(|v| v == "disallowed")
-}
 
 /// The client's address, put into the request extensions by the proxy (for the log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -422,19 +415,21 @@ impl Shared {
     /// own answer.
     async fn check(&self, parts: &mut http::request::Parts) -> Result<Decision, Response<Full<Bytes>>> {
         let started = Instant::now();
-        let target =
-            self.target(parts).map_err(|why| answer(StatusCode::BAD_REQUEST, "bad-request", &why))?;
+        let head = parts.method == Method::HEAD;
+        let target = self
+            .target(parts)
+            .map_err(|why| Refusal::new(RefusalKind::BadRequest, why).into_response(head))?;
         if let Some(audit) = &self.audit
             && let Err(e) = audit.accepting()
         {
-            return Err(answer(StatusCode::SERVICE_UNAVAILABLE, "audit-unavailable", &e.to_string()));
+            return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()).into_response(head));
         }
         let settings = self.settings.load_full();
         let token = settings.selector.select(parts).map_err(|e| {
             if let Some(o) = &self.observer {
                 o.refused("no-token");
             }
-            answer(StatusCode::BAD_REQUEST, "no-token", &e.to_string())
+            Refusal::new(RefusalKind::NoToken, e.to_string()).into_response(head)
         })?;
         let report_only = settings.mode == Mode::ReportOnly;
         let denied = match &self.admission {
@@ -482,13 +477,12 @@ impl Shared {
                 elapsed,
             };
             if let Err(e) = audit.log_decision(&decision, facts).await {
-                return Err(answer(StatusCode::SERVICE_UNAVAILABLE, "audit-unavailable", &e.to_string()));
+                return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()).into_response(head));
             }
         }
         if let Reason::DestinationDenied { cause } = &decision.reason {
-            let mut res = connect_error_answer(cause);
-            res.extensions_mut().insert(decision);
-            return Err(res);
+            let refusal = Refusal::new(RefusalKind::of_connect_error(cause), cause.to_string());
+            return Err(refusal.with_decision(decision).into_response(head));
         }
         if decision.allowed || report_only {
             return Ok(decision);
@@ -496,21 +490,17 @@ impl Shared {
         // robots.txt could not be fetched because the origin itself cannot be reached
         // (DNS, refused, certificate, guard): say that, as the request would fail too.
         if let Reason::Unreachable { cause: Unreachable::Connect(e) } = &decision.reason {
-            let mut res = connect_error_answer(e);
-            res.extensions_mut().insert(decision);
-            return Err(res);
+            let refusal = Refusal::new(RefusalKind::of_connect_error(e), e.to_string());
+            return Err(refusal.with_decision(decision).into_response(head));
         }
-        let body = format!(
-            "robotsgate: request disallowed by robots.txt\nURL: {}\nProduct token: {}\nDecided by: {}\nrobots.txt: {}\n",
+        let text = format!(
+            "request disallowed by robots.txt\nURL: {}\nProduct token: {}\nDecided by: {}\nrobots.txt: {}\n",
             target.url,
             decision.agent,
             decision,
             decision.origin.robots_url(),
         );
-        let mut res = answer(StatusCode::FORBIDDEN, "disallowed", "");
-        *res.body_mut() = Full::new(Bytes::from(body));
-        res.extensions_mut().insert(decision);
-        Err(res)
+        Err(Refusal::new(RefusalKind::Disallowed, text).with_decision(decision).into_response(head))
     }
 
     fn target(&self, parts: &http::request::Parts) -> Result<Target, String> {
@@ -540,30 +530,6 @@ impl Shared {
         url.push_str(&path);
         Ok(Target { origin, path, path_visible: true, url })
     }
-}
-
-/// The answer when the origin cannot be reached: 403 for a destination the guard refuses,
-/// 504 for a timeout, 502 otherwise.
-pub(crate) fn connect_error_answer(e: &ConnectError) -> Response<Full<Bytes>> {
-    match e {
-        ConnectError::Denied { .. } => answer(StatusCode::FORBIDDEN, "destination-denied", &e.to_string()),
-        ConnectError::Timeout { .. } => {
-            answer(StatusCode::GATEWAY_TIMEOUT, "upstream-timeout", &e.to_string())
-        }
-        _ => answer(StatusCode::BAD_GATEWAY, "upstream-unreachable", &e.to_string()),
-    }
-}
-
-/// A short `text/plain` answer made by robotsgate.
-pub(crate) fn answer(status: StatusCode, kind: &'static str, text: &str) -> Response<Full<Bytes>> {
-    let mut body = String::from("robotsgate: ");
-    body.push_str(if text.is_empty() { status.canonical_reason().unwrap_or("") } else { text });
-    body.push('\n');
-    let mut res = Response::new(Full::new(Bytes::from(body)));
-    *res.status_mut() = status;
-    res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-    res.headers_mut().insert(ROBOTSGATE_HEADER, HeaderValue::from_static(kind));
-    res
 }
 
 /// Request ids: unique within a process run, ordered, and unlikely to repeat across runs.

@@ -28,7 +28,10 @@ pub mod layer;
 pub mod net;
 pub mod origin;
 pub mod policy;
+mod refusal;
 pub use robotsgate_rep as rep;
+
+pub use refusal::{ROBOTSGATE_HEADER, Refusal, RefusalKind};
 
 #[cfg(feature = "proxy")]
 #[doc(hidden)]

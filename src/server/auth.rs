@@ -19,8 +19,8 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use argon2::{Argon2, PasswordHash, PasswordHasher, PasswordVerifier};
 use base64::Engine;
+use http::HeaderMap;
 use http::header::{HeaderValue, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION};
-use http::{HeaderMap, StatusCode};
 use sha2::{Digest, Sha256};
 
 /// A problem with the configured users.
@@ -43,7 +43,7 @@ pub enum AuthError {
 
 /// Why a request was not let in.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
+pub enum AuthFailure {
     /// No `Proxy-Authorization` header.
     Missing,
     /// Not `Basic base64(user:password)`.
@@ -142,8 +142,8 @@ impl ProxyAuth {
     }
 
     /// The user a request logs in as.
-    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<str>, Refusal> {
-        let value = headers.get(PROXY_AUTHORIZATION).ok_or(Refusal::Missing)?;
+    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<str>, AuthFailure> {
+        let value = headers.get(PROXY_AUTHORIZATION).ok_or(AuthFailure::Missing)?;
         let mut h = Sha256::new();
         h.update(self.inner.key);
         h.update(value.as_bytes());
@@ -151,16 +151,16 @@ impl ProxyAuth {
         if let Some(user) = self.inner.accepted.get(&key) {
             return Ok(user);
         }
-        let text = value.to_str().map_err(|_| Refusal::Malformed)?;
-        let (scheme, encoded) = text.trim().split_once(' ').ok_or(Refusal::Malformed)?;
+        let text = value.to_str().map_err(|_| AuthFailure::Malformed)?;
+        let (scheme, encoded) = text.trim().split_once(' ').ok_or(AuthFailure::Malformed)?;
         if !scheme.eq_ignore_ascii_case("basic") {
-            return Err(Refusal::Malformed);
+            return Err(AuthFailure::Malformed);
         }
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(encoded.trim())
-            .map_err(|_| Refusal::Malformed)?;
-        let decoded = String::from_utf8(decoded).map_err(|_| Refusal::Malformed)?;
-        let (user, password) = decoded.split_once(':').ok_or(Refusal::Malformed)?;
+            .map_err(|_| AuthFailure::Malformed)?;
+        let decoded = String::from_utf8(decoded).map_err(|_| AuthFailure::Malformed)?;
+        let (user, password) = decoded.split_once(':').ok_or(AuthFailure::Malformed)?;
         let users = self.inner.users.load();
         let (hash, known) = match users.get(user) {
             Some(h) => (h.clone(), true),
@@ -172,7 +172,7 @@ impl ProxyAuth {
         };
         let password = password.to_owned();
         let Ok(_permit) = self.inner.verifying.acquire().await else {
-            return Err(Refusal::Wrong);
+            return Err(AuthFailure::Wrong);
         };
         let ok = tokio::task::spawn_blocking(move || {
             PasswordHash::new(&hash)
@@ -185,18 +185,19 @@ impl ProxyAuth {
             self.inner.accepted.insert(key, user.clone());
             Ok(user)
         } else {
-            Err(Refusal::Wrong)
+            Err(AuthFailure::Wrong)
         }
     }
 
     /// The `407` answer asking for credentials.
-    pub fn challenge(&self, refusal: &Refusal) -> http::Response<http_body_util::Full<bytes::Bytes>> {
-        let why = match refusal {
-            Refusal::Missing => "proxy authentication required",
-            Refusal::Malformed => "Proxy-Authorization must be Basic with user:password",
-            Refusal::Wrong => "unknown user or wrong password",
+    pub fn challenge(&self, failure: &AuthFailure) -> http::Response<http_body_util::Full<bytes::Bytes>> {
+        let why = match failure {
+            AuthFailure::Missing => "proxy authentication required",
+            AuthFailure::Malformed => "Proxy-Authorization must be Basic with user:password",
+            AuthFailure::Wrong => "unknown user or wrong password",
         };
-        let mut res = crate::layer::answer(StatusCode::PROXY_AUTHENTICATION_REQUIRED, "auth-required", why);
+        let mut res =
+            crate::refusal::Refusal::new(crate::refusal::RefusalKind::AuthRequired, why).into_response(false);
         res.headers_mut().insert(PROXY_AUTHENTICATE, self.inner.realm.clone());
         res
     }
@@ -219,12 +220,12 @@ mod tests {
         let auth = ProxyAuth::new([("alice".to_string(), hash)].into(), "r").unwrap();
         assert_eq!(&*auth.authenticate(&basic("alice", "pw")).await.unwrap(), "alice");
         assert_eq!(&*auth.authenticate(&basic("alice", "pw")).await.unwrap(), "alice"); // remembered
-        assert_eq!(auth.authenticate(&basic("alice", "nope")).await, Err(Refusal::Wrong));
-        assert_eq!(auth.authenticate(&basic("bob", "pw")).await, Err(Refusal::Wrong));
-        assert_eq!(auth.authenticate(&HeaderMap::new()).await, Err(Refusal::Missing));
+        assert_eq!(auth.authenticate(&basic("alice", "nope")).await, Err(AuthFailure::Wrong));
+        assert_eq!(auth.authenticate(&basic("bob", "pw")).await, Err(AuthFailure::Wrong));
+        assert_eq!(auth.authenticate(&HeaderMap::new()).await, Err(AuthFailure::Missing));
         let mut bad = HeaderMap::new();
         bad.insert(PROXY_AUTHORIZATION, "Bearer x".parse().unwrap());
-        assert_eq!(auth.authenticate(&bad).await, Err(Refusal::Malformed));
+        assert_eq!(auth.authenticate(&bad).await, Err(AuthFailure::Malformed));
         auth.reload(HashMap::new()).unwrap();
         assert!(!auth.enabled());
         assert!(ProxyAuth::new([("x".to_string(), "plain".to_string())].into(), "r").is_err());

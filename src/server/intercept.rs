@@ -28,6 +28,7 @@ use tower::ServiceExt;
 use crate::layer::{ClientAddr, ProxyUser};
 use crate::origin::Origin;
 use crate::policy::HostPattern;
+use crate::refusal::{Refusal, RefusalKind};
 use crate::server::ca::Interceptor;
 use crate::server::proxy::Sticky;
 
@@ -73,16 +74,12 @@ pub(crate) async fn serve(
     match read {
         Ok(Ok(1)) if first[0] == 0x16 => {}
         Ok(Ok(1)) => {
-            let body = format!(
+            let why = format!(
                 "robotsgate intercepts TLS in tunnels to {origin}: start a TLS handshake after CONNECT, \
-                 or ask the operator to add the host to the bypass list\n"
+                 or ask the operator to add the host to the bypass list"
             );
-            let answer = format!(
-                "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\nx-robotsgate: tls-expected\r\n\
-                 connection: close\r\ncontent-length: {}\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = io.write_all(answer.as_bytes()).await;
+            let answer = Refusal::new(RefusalKind::TlsExpected, why).to_http1_bytes();
+            let _ = io.write_all(&answer).await;
             let _ = io.shutdown().await;
             return;
         }

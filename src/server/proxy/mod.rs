@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, Response};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -44,9 +44,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::{Layer, Service, ServiceExt};
 
-use crate::layer::{ClientAddr, ProxyUser, RobotsLayer, answer, connect_error_answer};
+use crate::layer::{ClientAddr, ProxyUser, RobotsLayer};
 use crate::net::{ConnectError, Connector};
 use crate::origin::{Origin, Scheme};
+use crate::refusal::{Refusal, RefusalKind};
 use crate::server::admin::Readiness;
 use crate::server::auth::ProxyAuth;
 use crate::server::intercept::{self, Interception};
@@ -167,12 +168,9 @@ impl Forwarder {
         if req.method() == Method::CONNECT {
             return self.tunnel(req).await;
         }
+        let head = req.method() == Method::HEAD;
         if req.uri().scheme().is_none() {
-            return boxed(answer(
-                StatusCode::BAD_REQUEST,
-                "not-a-proxy-request",
-                "this is a forward proxy: send requests in absolute form (e.g. set HTTP_PROXY)",
-            ));
+            return boxed(not_a_proxy_request(head));
         }
         let (mut parts, body) = req.into_parts();
         let sticky = parts.extensions.remove::<Sticky>();
@@ -196,23 +194,17 @@ impl Forwarder {
         match tokio::time::timeout(self.inner.upstream_timeout, sent).await {
             Err(_) => {
                 self.upstream_failed("timeout");
-                boxed(answer(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "upstream-timeout",
-                    &format!("the origin did not answer within {:?}", self.inner.upstream_timeout),
-                ))
+                let why = format!("the origin did not answer within {:?}", self.inner.upstream_timeout);
+                boxed(Refusal::new(RefusalKind::UpstreamTimeout, why).into_response(head))
             }
             Ok(Err(UpstreamError::Pool(e))) => {
                 self.upstream_failed(upstream_error_class(&e));
-                boxed(upstream_error(&e))
+                boxed(upstream_error(&e).into_response(head))
             }
             Ok(Err(UpstreamError::Kept(e))) => {
                 self.upstream_failed("protocol");
-                boxed(answer(
-                    StatusCode::BAD_GATEWAY,
-                    "upstream-error",
-                    &format!("the origin failed: {}", crate::fetch::error_chain(&e)),
-                ))
+                let why = format!("the origin failed: {}", crate::fetch::error_chain(&e));
+                boxed(Refusal::new(RefusalKind::UpstreamError, why).into_response(head))
             }
             Ok(Ok(res)) => {
                 let (mut parts, body) = res.into_parts();
@@ -338,18 +330,22 @@ impl Forwarder {
     /// copy bytes both ways.
     async fn tunnel(self, req: Request<Incoming>) -> Response<ProxyBody> {
         let Some(authority) = req.uri().authority().cloned() else {
-            return boxed(answer(StatusCode::BAD_REQUEST, "bad-request", "CONNECT needs host:port"));
+            return boxed(
+                Refusal::new(RefusalKind::BadRequest, "CONNECT needs host:port").into_response(false),
+            );
         };
         // Scheme only picks the default port; CONNECT always names one.
         let origin = match Origin::from_authority(Scheme::Https, authority.as_str()) {
             Ok(o) => o,
-            Err(e) => return boxed(answer(StatusCode::BAD_REQUEST, "bad-request", &e.to_string())),
+            Err(e) => {
+                return boxed(Refusal::new(RefusalKind::BadRequest, e.to_string()).into_response(false));
+            }
         };
         let upstream = match self.inner.connector.connect_tcp(&origin).await {
             Ok(s) => s,
             Err(e) => {
                 self.upstream_failed(e.class());
-                return boxed(connect_error_answer(&e));
+                return boxed(connect_refusal(&e).into_response(false));
             }
         };
         let idle = self.inner.tunnel_idle_timeout;
@@ -545,19 +541,27 @@ fn upstream_error_class(e: &hyper_util::client::legacy::Error) -> &'static str {
     "protocol"
 }
 
-fn upstream_error(e: &hyper_util::client::legacy::Error) -> Response<Full<Bytes>> {
+fn upstream_error(e: &hyper_util::client::legacy::Error) -> Refusal {
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     while let Some(s) = source {
         if let Some(c) = s.downcast_ref::<ConnectError>() {
-            return connect_error_answer(c);
+            return connect_refusal(c);
         }
         source = s.source();
     }
-    answer(
-        StatusCode::BAD_GATEWAY,
-        "upstream-error",
-        &format!("the origin failed: {}", crate::fetch::error_chain(e)),
-    )
+    Refusal::new(RefusalKind::UpstreamError, format!("the origin failed: {}", crate::fetch::error_chain(e)))
+}
+
+/// The refusal for an outbound connection that failed: 403 for a refused destination, 504
+/// for a timeout, 502 otherwise.
+fn connect_refusal(e: &ConnectError) -> Refusal {
+    Refusal::new(RefusalKind::of_connect_error(e), e.to_string())
+}
+
+/// The answer to an origin-form request: this is a proxy, not a web server.
+fn not_a_proxy_request(head: bool) -> Response<Full<Bytes>> {
+    let why = "this is a forward proxy: send requests in absolute form (e.g. set HTTP_PROXY)";
+    Refusal::new(RefusalKind::NotAProxyRequest, why).into_response(head)
 }
 
 /// The `Host` header for a target authority: without user information, and without the
@@ -921,13 +925,9 @@ async fn refuse_client(mut stream: tokio::net::TcpStream) {
         }
     };
     let _ = tokio::time::timeout(Duration::from_secs(5), read_head).await;
-    let body = "robotsgate: your network may not use this proxy\n";
-    let answer = format!(
-        "HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain; charset=utf-8\r\nx-robotsgate: client-denied\r\n\
-         connection: close\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = tokio::time::timeout(Duration::from_secs(5), stream.write_all(answer.as_bytes())).await;
+    let answer =
+        Refusal::new(RefusalKind::ClientDenied, "your network may not use this proxy").to_http1_bytes();
+    let _ = tokio::time::timeout(Duration::from_secs(5), stream.write_all(&answer)).await;
     let _ = stream.shutdown().await;
 }
 
@@ -980,11 +980,7 @@ async fn handle(
 ) -> Response<ProxyBody> {
     // A request for the proxy itself, not through it: no robots decision.
     if req.method() != Method::CONNECT && req.uri().scheme().is_none() {
-        return boxed(answer(
-            StatusCode::BAD_REQUEST,
-            "not-a-proxy-request",
-            "this is a forward proxy: send requests in absolute form (e.g. set HTTP_PROXY)",
-        ));
+        return boxed(not_a_proxy_request(req.method() == Method::HEAD));
     }
     let mut user = None;
     if let Some(auth) = shared.auth.as_ref().filter(|a| a.enabled()) {

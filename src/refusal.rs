@@ -1,0 +1,302 @@
+//! robotsgate's own answers: the one list of their kinds ([`RefusalKind`], the value of
+//! the `x-robotsgate` header), the one function that writes them, and [`Refusal`], which an
+//! embedding client gets back for any of them.
+//!
+//! Every answer robotsgate makes instead of the origin's is a short `text/plain` body
+//! starting with `robotsgate: `, the header `x-robotsgate: <kind>`, and a correct
+//! `content-length`; an answer to `HEAD` has the same headers and no body.
+//!
+//! ```
+//! use robotsgate::{Refusal, RefusalKind};
+//!
+//! let res = http::Response::builder()
+//!     .status(403)
+//!     .header("x-robotsgate", "destination-denied")
+//!     .body(())
+//!     .unwrap();
+//! let refusal = Refusal::from_response(&res).expect("robotsgate's own answer");
+//! assert_eq!(refusal.kind(), RefusalKind::DestinationDenied);
+//! let origin = http::Response::builder().status(403).body(()).unwrap();
+//! assert!(Refusal::from_response(&origin).is_none()); // the site's own 403
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use http::{HeaderValue, Response, StatusCode};
+use http_body_util::Full;
+
+use crate::net::ConnectError;
+use crate::policy::Decision;
+
+/// The header robotsgate puts on the answers it makes itself; its value is a
+/// [`RefusalKind`].
+pub const ROBOTSGATE_HEADER: &str = "x-robotsgate";
+
+/// The kinds of answer robotsgate gives itself instead of the origin's. The value of the
+/// `x-robotsgate` header is [`RefusalKind::as_str`]; each kind has one status code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RefusalKind {
+    /// `403`: robots.txt disallows the path for the product token (also when robots.txt
+    /// could not be fetched and the failure rule says "disallow all").
+    Disallowed,
+    /// `403`: the destination address is refused by the guard (loopback, private, ...).
+    DestinationDenied,
+    /// `502`: the origin cannot be reached (DNS, refused connection, certificate), for the
+    /// robots.txt fetch or the request itself.
+    UpstreamUnreachable,
+    /// `504`: the origin did not answer in time.
+    UpstreamTimeout,
+    /// `502`: the origin broke off the exchange (protocol error, reset).
+    UpstreamError,
+    /// `503`: the audit log cannot take the record, and it is configured to fail closed.
+    AuditUnavailable,
+    /// `400`: no product token could be chosen for the request.
+    NoToken,
+    /// `400`: the request cannot be read (no target origin, bad authority, ...).
+    BadRequest,
+    /// `400`: an origin-form request to the proxy (it wants absolute-form requests).
+    NotAProxyRequest,
+    /// `407`: proxy authentication is required or failed.
+    AuthRequired,
+    /// `403`: the client's network may not use the proxy.
+    ClientDenied,
+    /// `400`: an intercepted tunnel did not start with a TLS handshake.
+    TlsExpected,
+    /// `431`: the request head is larger than the proxy accepts.
+    HeaderTooLarge,
+}
+
+impl RefusalKind {
+    /// Every kind, in a stable order.
+    pub const ALL: [RefusalKind; 13] = [
+        RefusalKind::Disallowed,
+        RefusalKind::DestinationDenied,
+        RefusalKind::UpstreamUnreachable,
+        RefusalKind::UpstreamTimeout,
+        RefusalKind::UpstreamError,
+        RefusalKind::AuditUnavailable,
+        RefusalKind::NoToken,
+        RefusalKind::BadRequest,
+        RefusalKind::NotAProxyRequest,
+        RefusalKind::AuthRequired,
+        RefusalKind::ClientDenied,
+        RefusalKind::TlsExpected,
+        RefusalKind::HeaderTooLarge,
+    ];
+
+    /// The value of the `x-robotsgate` header.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalKind::Disallowed => "disallowed",
+            RefusalKind::DestinationDenied => "destination-denied",
+            RefusalKind::UpstreamUnreachable => "upstream-unreachable",
+            RefusalKind::UpstreamTimeout => "upstream-timeout",
+            RefusalKind::UpstreamError => "upstream-error",
+            RefusalKind::AuditUnavailable => "audit-unavailable",
+            RefusalKind::NoToken => "no-token",
+            RefusalKind::BadRequest => "bad-request",
+            RefusalKind::NotAProxyRequest => "not-a-proxy-request",
+            RefusalKind::AuthRequired => "auth-required",
+            RefusalKind::ClientDenied => "client-denied",
+            RefusalKind::TlsExpected => "tls-expected",
+            RefusalKind::HeaderTooLarge => "header-too-large",
+        }
+    }
+
+    /// The kind named by an `x-robotsgate` header value.
+    pub fn from_header(value: &[u8]) -> Option<RefusalKind> {
+        RefusalKind::ALL.into_iter().find(|k| k.as_str().as_bytes() == value)
+    }
+
+    /// The status code robotsgate answers with.
+    pub fn status(self) -> StatusCode {
+        match self {
+            RefusalKind::Disallowed | RefusalKind::DestinationDenied | RefusalKind::ClientDenied => {
+                StatusCode::FORBIDDEN
+            }
+            RefusalKind::UpstreamUnreachable | RefusalKind::UpstreamError => StatusCode::BAD_GATEWAY,
+            RefusalKind::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+            RefusalKind::AuditUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            RefusalKind::NoToken
+            | RefusalKind::BadRequest
+            | RefusalKind::NotAProxyRequest
+            | RefusalKind::TlsExpected => StatusCode::BAD_REQUEST,
+            RefusalKind::AuthRequired => StatusCode::PROXY_AUTHENTICATION_REQUIRED,
+            RefusalKind::HeaderTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        }
+    }
+
+    /// The kind for a failed outbound connection: refused destination, timeout, or
+    /// unreachable.
+    pub fn of_connect_error(e: &ConnectError) -> RefusalKind {
+        match e {
+            ConnectError::Denied { .. } => RefusalKind::DestinationDenied,
+            ConnectError::Timeout { .. } => RefusalKind::UpstreamTimeout,
+            _ => RefusalKind::UpstreamUnreachable,
+        }
+    }
+}
+
+impl fmt::Display for RefusalKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An answer robotsgate gave instead of the origin's: its kind, the text it said, and the
+/// robots.txt [`Decision`] behind it when there was one (a disallowed path, a refused
+/// destination, an unreachable robots.txt).
+///
+/// A tower client finds it in the extensions of the response robotsgate made
+/// ([`Refusal::from_response`] also reads a bare `x-robotsgate` header, e.g. from the proxy
+/// across the network); the reqwest adapter returns it as the error's source.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    kind: RefusalKind,
+    message: Arc<str>,
+    decision: Option<Arc<Decision>>,
+}
+
+impl Refusal {
+    /// A refusal of `kind` saying `message`.
+    pub fn new(kind: RefusalKind, message: impl Into<Arc<str>>) -> Refusal {
+        Refusal { kind, message: message.into(), decision: None }
+    }
+
+    /// The same refusal with the decision behind it.
+    pub fn with_decision(mut self, decision: Decision) -> Refusal {
+        self.decision = Some(Arc::new(decision));
+        self
+    }
+
+    /// What kind of answer it was.
+    pub fn kind(&self) -> RefusalKind {
+        self.kind
+    }
+
+    /// The status code of the answer.
+    pub fn status(&self) -> StatusCode {
+        self.kind.status()
+    }
+
+    /// What robotsgate said (the body without the `robotsgate: ` prefix).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The robots.txt decision behind the answer, if one was made: the URL's origin, the
+    /// product token, the rule and line, the robots.txt copy's SHA-256.
+    pub fn decision(&self) -> Option<&Decision> {
+        self.decision.as_deref()
+    }
+
+    /// The refusal a response carries: from its extensions when robotsgate made it in this
+    /// process, else from its `x-robotsgate` header (the message is then the header's kind;
+    /// read the body for the text). `None` for the origin's own answers.
+    pub fn from_response<B>(res: &Response<B>) -> Option<Refusal> {
+        if let Some(r) = res.extensions().get::<Refusal>() {
+            return Some(r.clone());
+        }
+        let kind = RefusalKind::from_header(res.headers().get(ROBOTSGATE_HEADER)?.as_bytes())?;
+        let decision = res.extensions().get::<Decision>().cloned().map(Arc::new);
+        Some(Refusal { kind, message: kind.as_str().into(), decision })
+    }
+
+    /// robotsgate's answer for this refusal: the status of its kind, `text/plain`, the
+    /// `x-robotsgate` header, the body `robotsgate: <message>` (none for `HEAD`, with the
+    /// `content-length` a `GET` would have), and the refusal and its decision in the
+    /// response's extensions. The one place such answers are written.
+    pub fn into_response(self, head: bool) -> Response<Full<Bytes>> {
+        let mut body = String::with_capacity(self.message.len() + 13);
+        body.push_str("robotsgate: ");
+        body.push_str(&self.message);
+        if !body.ends_with('\n') {
+            body.push('\n');
+        }
+        let len = body.len();
+        let mut res = Response::new(Full::new(if head { Bytes::new() } else { Bytes::from(body) }));
+        *res.status_mut() = self.kind.status();
+        let h = res.headers_mut();
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+        h.insert(CONTENT_LENGTH, HeaderValue::from(len));
+        h.insert(ROBOTSGATE_HEADER, HeaderValue::from_static(self.kind.as_str()));
+        if let Some(d) = &self.decision {
+            res.extensions_mut().insert(Decision::clone(d));
+        }
+        res.extensions_mut().insert(self);
+        res
+    }
+
+    /// The same answer as raw HTTP/1.1 bytes with `connection: close`, for the places that
+    /// answer on a socket before any HTTP server runs (a refused client network, a tunnel
+    /// that should have started with TLS).
+    pub fn to_http1_bytes(&self) -> Vec<u8> {
+        let status = self.kind.status();
+        let body = format!("robotsgate: {}\n", self.message.trim_end_matches('\n'));
+        format!(
+            "HTTP/1.1 {} {}\r\ncontent-type: text/plain; charset=utf-8\r\n{ROBOTSGATE_HEADER}: {}\r\n\
+             connection: close\r\ncontent-length: {}\r\n\r\n{body}",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or(""),
+            self.kind.as_str(),
+            body.len()
+        )
+        .into_bytes()
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "robotsgate refused the request ({}): {}", self.kind, self.message.trim_end())
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    #[test]
+    fn every_kind_round_trips_through_its_header() {
+        for kind in RefusalKind::ALL {
+            assert_eq!(RefusalKind::from_header(kind.as_str().as_bytes()), Some(kind));
+            let res = Refusal::new(kind, "why").into_response(false);
+            assert_eq!(res.status(), kind.status());
+            let bare = Response::builder()
+                .header(ROBOTSGATE_HEADER, res.headers()[ROBOTSGATE_HEADER].clone())
+                .body(())
+                .unwrap();
+            assert_eq!(Refusal::from_response(&bare).map(|r| r.kind()), Some(kind));
+        }
+        assert_eq!(RefusalKind::from_header(b"something-else"), None);
+    }
+
+    #[tokio::test]
+    async fn head_answers_have_the_length_and_no_body() {
+        let get = Refusal::new(RefusalKind::Disallowed, "no").into_response(false);
+        let head = Refusal::new(RefusalKind::Disallowed, "no").into_response(true);
+        assert_eq!(get.headers()[CONTENT_LENGTH], head.headers()[CONTENT_LENGTH]);
+        let get_body = get.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&get_body[..], b"robotsgate: no\n");
+        assert_eq!(head.headers()[CONTENT_LENGTH], get_body.len().to_string().as_str());
+        assert!(head.into_body().collect().await.unwrap().to_bytes().is_empty());
+    }
+
+    #[test]
+    fn raw_answers_are_complete_http1_messages() {
+        let raw =
+            Refusal::new(RefusalKind::ClientDenied, "your network may not use this proxy").to_http1_bytes();
+        let text = String::from_utf8(raw).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{head}");
+        assert!(head.contains("\r\nx-robotsgate: client-denied\r\n"), "{head}");
+        assert!(head.contains(&format!("\r\ncontent-length: {}", body.len())), "{head}");
+        assert_eq!(body, "robotsgate: your network may not use this proxy\n");
+    }
+}
