@@ -59,14 +59,16 @@ def table(results):
     med = {n: median_run(runs(results, n))["metrics"] for n in names}
 
     def anchor(target, case):
-        if target.endswith("_tls") or target in ("squid_connect", "robotsgate_intercept"):
+        if target.endswith("_tls") or target in ("squid_connect", "robotsgate_intercept",
+                                                  "robotsgate_base_intercept"):
             return med.get(f"direct_tls-{case}")
         return med.get(f"direct-{case}")
 
     print("| target | case | req/s | × direct | × squid | × haproxy | p50 ms | p99 ms |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     order = ["direct", "squid", "haproxy", "robotsgate_off", "robotsgate",
-             "direct_tls", "squid_connect", "robotsgate_intercept"]
+             "robotsgate_base_off", "robotsgate_base",
+             "direct_tls", "squid_connect", "robotsgate_intercept", "robotsgate_base_intercept"]
     anchors = ("squid", "haproxy", "direct")
     for target in order:
         for n in names:
@@ -75,7 +77,7 @@ def table(results):
                 continue
             m = med[n]
             d = anchor(t, case)
-            tls = t in ("robotsgate_intercept", "direct_tls")
+            tls = t in ("robotsgate_intercept", "robotsgate_base_intercept", "direct_tls")
             squid = med.get(f"{'squid_connect' if tls else 'squid'}-{case}")
             haproxy = None if tls else med.get(f"haproxy-{case}")
 
@@ -98,6 +100,29 @@ def table(results):
                             for a, b in zip(on, off))
             ratio = statistics.median(ratios)
             print(f"enforce + audit vs mode off, {case}: {ratio:.3f}x req/s (costs {(1 - ratio) * 100:.1f}%; "
+                  f"runs {', '.join(f'{r:.3f}' for r in ratios)})")
+    # With RG_BASELINE_BIN: the binary built here against the baseline, run i of each taken
+    # in the same round.
+    pairs = [("robotsgate", "robotsgate_base", "enforce + audit"),
+             ("robotsgate_off", "robotsgate_base_off", "mode off"),
+             ("robotsgate_intercept", "robotsgate_base_intercept", "interception")]
+    for case in sorted({n.split("-", 1)[1] for n in names}):
+        for cur, base, what in pairs:
+            a, b = runs(results, f"{cur}-{case}"), runs(results, f"{base}-{case}")
+            if a and b and len(a) == len(b):
+                rps = sorted(x["metrics"]["requests_per_sec"] / y["metrics"]["requests_per_sec"]
+                             for x, y in zip(a, b))
+                p99 = sorted(x["metrics"]["latency_ms"]["p99"] / y["metrics"]["latency_ms"]["p99"]
+                             for x, y in zip(a, b))
+                print(f"this build vs base, {what}, {case}: {statistics.median(rps):.3f}x req/s "
+                      f"(runs {', '.join(f'{r:.3f}' for r in rps)}); p99 {statistics.median(p99):.3f}x "
+                      f"(runs {', '.join(f'{r:.3f}' for r in p99)})")
+        on, off = runs(results, f"robotsgate_base-{case}"), runs(results, f"robotsgate_base_off-{case}")
+        if on and off and len(on) == len(off):
+            ratios = sorted(a["metrics"]["requests_per_sec"] / b["metrics"]["requests_per_sec"]
+                            for a, b in zip(on, off))
+            ratio = statistics.median(ratios)
+            print(f"base: enforce + audit vs mode off, {case}: {ratio:.3f}x req/s (costs {(1 - ratio) * 100:.1f}%; "
                   f"runs {', '.join(f'{r:.3f}' for r in ratios)})")
 
 

@@ -3,6 +3,7 @@
 #
 #   bash benches/load/run.sh              # everything, about 15 minutes
 #   SECTIONS="plain" RUNS=1 DURATION=5 bash benches/load/run.sh   # a quick look
+#   RG_BASELINE_BIN=/work/baseline/robotsgate-80db995 SECTIONS="plain tls" bash benches/load/run.sh
 #
 # It installs what it needs (oha with cargo, nginx-light, squid, haproxy and openssl from
 # Debian's packages, when missing), builds robotsgate in release mode, and starts an nginx
@@ -20,81 +21,40 @@
 #   cold    1000 concurrent requests to an origin robotsgate has not cached yet
 #   memory  RSS over a 60 s run; bytes per cached origin and per open connection
 #
+# Baseline (RG_BASELINE_BIN=/path/to/another/robotsgate): the plain and tls sections also
+# run that binary (targets robotsgate_base, robotsgate_base_off, robotsgate_base_intercept)
+# on RG_BASE_PORT, in the same rounds as the binary built here (the two take turns going
+# first), and the summary adds "this build vs base" as the median of the paired runs.
+# The baseline binary reads the same benches/load/robotsgate.toml.
+#
 # Results: a table on stdout, raw oha JSON under $WORK/results.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-HERE="$ROOT/benches/load"
-WORK=${WORK:-$(mktemp -d /tmp/robotsgate-load.XXXXXX)}
+# shellcheck source=benches/load/common.sh
+. "$(dirname "$0")/common.sh"
 DURATION=${DURATION:-10}
 RUNS=${RUNS:-3}
-GEN_CPU=${GEN_CPU:-0}
-SRV_CPU=${SRV_CPU:-1}
 SECTIONS=${SECTIONS:-plain tls cold memory}
-OHA_VERSION=1.16.0
+RG_BASELINE_BIN=${RG_BASELINE_BIN:-}
 
-ORIGIN_PORT=18080
-ORIGIN_TLS_PORT=18443
 SQUID_PORT=13128
 HAPROXY_PORT=13130
 RG_PORT=13129
 ADMIN_PORT=19090
-
-log() { printf '\n== %s\n' "$*" >&2; }
-die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+RG_BASE_PORT=13131
+RG_BASE_ADMIN_PORT=19091
 
 # --- tools -------------------------------------------------------------------------------
-as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
-apt_install() {
-    as_root apt-get install -y "$@" >/dev/null 2>&1 ||
-        { as_root apt-get update >/dev/null && as_root apt-get install -y "$@" >/dev/null; }
-}
-export PATH="$HOME/.cargo/bin:/usr/sbin:/sbin:$PATH"
-if ! oha --version 2>/dev/null | grep -q "$OHA_VERSION"; then
-    log "installing oha $OHA_VERSION (cargo install)"
-    cargo install oha --version "$OHA_VERSION" --locked
+need_tools squid haproxy
+build_robotsgate
+if [ -n "$RG_BASELINE_BIN" ]; then
+    [ -x "$RG_BASELINE_BIN" ] || die "RG_BASELINE_BIN=$RG_BASELINE_BIN is not an executable file"
+    RG_BASE=$(cd "$(dirname "$RG_BASELINE_BIN")" && pwd)/$(basename "$RG_BASELINE_BIN")
+    log "baseline: $RG_BASE as robotsgate_base (port $RG_BASE_PORT)"
 fi
-command -v nginx >/dev/null || { log "installing nginx-light"; apt_install nginx-light; }
-command -v squid >/dev/null || { log "installing squid"; apt_install squid; }
-command -v haproxy >/dev/null || { log "installing haproxy"; apt_install haproxy; }
-command -v openssl >/dev/null || { log "installing openssl"; apt_install openssl; }
-command -v taskset >/dev/null || apt_install util-linux
-
-log "building robotsgate (release)"
-(cd "$ROOT" && cargo build --release --quiet)
-RG="$ROOT/target/release/robotsgate"
-
-mkdir -p "$WORK"/{www,results,logs}
-chmod 755 "$WORK" "$WORK/www"
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-}
-trap cleanup EXIT
 
 # --- the origin --------------------------------------------------------------------------
-printf 'User-agent: *\nDisallow: /private\n' >"$WORK/www/robots.txt"
-head -c 768 /dev/urandom | base64 -w0 >"$WORK/www/1k"
-head -c 76800 /dev/urandom | base64 -w0 >"$WORK/www/100k"
-chmod 644 "$WORK"/www/*
-
-if [ ! -f "$WORK/origin.pem" ]; then
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
-        -subj "/CN=robotsgate bench origin CA" -keyout "$WORK/origin-ca-key.pem" \
-        -out "$WORK/origin-ca.pem" 2>/dev/null
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=localhost" \
-        -keyout "$WORK/origin-key.pem" -out "$WORK/origin.csr" 2>/dev/null
-    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$WORK/origin.ext"
-    openssl x509 -req -in "$WORK/origin.csr" -CA "$WORK/origin-ca.pem" -CAkey "$WORK/origin-ca-key.pem" \
-        -CAcreateserial -days 2 -extfile "$WORK/origin.ext" -out "$WORK/origin.pem" 2>/dev/null
-    chmod 644 "$WORK"/origin*.pem
-fi
-
-sed -e "s|@WORK@|$WORK|g" -e "s|@PORT@|$ORIGIN_PORT|g" -e "s|@TLS_PORT@|$ORIGIN_TLS_PORT|g" \
-    "$HERE/nginx.conf" >"$WORK/nginx.conf"
-taskset -c "$SRV_CPU" nginx -p "$WORK" -c "$WORK/nginx.conf" -g 'daemon off;' &
-PIDS+=($!)
+start_origin
 
 # --- squid -------------------------------------------------------------------------------
 mkdir -p "$WORK/squid"
@@ -111,18 +71,19 @@ PIDS+=($!)
 
 # --- robotsgate --------------------------------------------------------------------------
 [ -f "$WORK/ca/ca.pem" ] || "$RG" ca init --dir "$WORK/ca" >/dev/null
-RG_PID=
-start_robotsgate() { # MODE [extra config lines]
-    local mode=$1 extra=${2:-}
+# start_robotsgate MODE [extra config lines]: the binary measured, on RG_PORT; and
+# start_robotsgate_base, the same with RG_BASELINE_BIN on RG_BASE_PORT. One robotsgate runs
+# at a time (each start stops the one running), with the same audit log path.
+start_robotsgate() { start_rg "$RG" "$RG_PORT" "$ADMIN_PORT" robotsgate "$@"; }
+start_robotsgate_base() { start_rg "$RG_BASE" "$RG_BASE_PORT" "$RG_BASE_ADMIN_PORT" robotsgate-base "$@"; }
+start_rg() { # BIN PORT ADMIN_PORT LOG_NAME MODE [extra config lines]
+    local bin=$1 port=$2 admin=$3 name=$4 mode=$5 extra=${6:-}
     stop_robotsgate
     rm -rf "$WORK/audit.jsonl" "$WORK/snapshots"
-    sed -e "s|@WORK@|$WORK|g" -e "s|@PORT@|$RG_PORT|g" -e "s|@ADMIN_PORT@|$ADMIN_PORT|g" \
-        -e "s|@MODE@|$mode|g" -e "s|@TLS_PORT@|$ORIGIN_TLS_PORT|g" "$HERE/robotsgate.toml" \
-        >"$WORK/robotsgate.toml"
-    printf '%s\n' "$extra" >>"$WORK/robotsgate.toml"
-    taskset -c "$SRV_CPU" "$RG" run --config "$WORK/robotsgate.toml" 2>>"$WORK/logs/robotsgate.log" &
+    write_rg_config "$mode" "$port" "$admin" "$WORK/robotsgate.toml" "$extra"
+    taskset -c "$SRV_CPU" "$bin" run --config "$WORK/robotsgate.toml" 2>>"$WORK/logs/$name.log" &
     RG_PID=$!
-    wait_http "http://127.0.0.1:$ADMIN_PORT/readyz"
+    wait_http "http://127.0.0.1:$admin/readyz"
 }
 stop_robotsgate() {
     if [ -n "$RG_PID" ]; then
@@ -130,13 +91,6 @@ stop_robotsgate() {
         wait "$RG_PID" 2>/dev/null || true
         RG_PID=
     fi
-}
-wait_http() { # URL [proxy]
-    for _ in $(seq 100); do
-        if curl -sf -o /dev/null ${2:+--proxy "$2"} "$1"; then return 0; fi
-        sleep 0.1
-    done
-    die "$1 did not answer"
 }
 
 wait_http "http://127.0.0.1:$ORIGIN_PORT/1k"
@@ -162,6 +116,46 @@ URL_TLS="https://localhost:$ORIGIN_TLS_PORT"
 PROXY_SQUID="http://127.0.0.1:$SQUID_PORT"
 PROXY_HAPROXY="http://127.0.0.1:$HAPROXY_PORT"
 PROXY_RG="http://127.0.0.1:$RG_PORT"
+PROXY_RG_BASE="http://127.0.0.1:$RG_BASE_PORT"
+BASE_TARGETS=()
+if [ -n "$RG_BASELINE_BIN" ]; then BASE_TARGETS=(robotsgate_base robotsgate_base_off); fi
+
+check_decisions() {
+    local decisions
+    decisions=$(grep -c '"type":"decision"' "$WORK/audit.jsonl" || true)
+    [ "${decisions:-0}" -gt 0 ] || die "enforce mode wrote no decisions to the audit log"
+}
+# plain_rg_runs current|base I CONCURRENCY URL: run I of robotsgate (or robotsgate_base)
+# enforce + audit, then mode off, for case_.
+plain_rg_runs() {
+    local which=$1 i=$2 c=$3 url=$4
+    if [ "$which" = current ]; then
+        start_robotsgate enforce
+        run_one "robotsgate-$case_" "$i" "$c" "$url" -x "$PROXY_RG"
+        check_decisions
+        start_robotsgate off
+        run_one "robotsgate_off-$case_" "$i" "$c" "$url" -x "$PROXY_RG"
+    else
+        start_robotsgate_base enforce
+        run_one "robotsgate_base-$case_" "$i" "$c" "$url" -x "$PROXY_RG_BASE"
+        check_decisions
+        start_robotsgate_base off
+        run_one "robotsgate_base_off-$case_" "$i" "$c" "$url" -x "$PROXY_RG_BASE"
+    fi
+}
+# tls_rg_run current|base I CONCURRENCY: run I through interception (enforce + audit).
+tls_rg_run() {
+    local which=$1 i=$2 c=$3
+    if [ "$which" = current ]; then
+        start_robotsgate enforce
+        run_one "robotsgate_intercept-1k-c$c" "$i" "$c" "$URL_TLS/1k" -x "$PROXY_RG" \
+            --cacert "$WORK/ca/ca.pem"
+    else
+        start_robotsgate_base enforce
+        run_one "robotsgate_base_intercept-1k-c$c" "$i" "$c" "$URL_TLS/1k" -x "$PROXY_RG_BASE" \
+            --cacert "$WORK/ca/ca.pem"
+    fi
+}
 
 for section in $SECTIONS; do
 case $section in
@@ -174,30 +168,43 @@ plain)
                 run_one "direct-$case_" "$i" "$c" "$url"
                 run_one "squid-$case_" "$i" "$c" "$url" -x "$PROXY_SQUID"
                 run_one "haproxy-$case_" "$i" "$c" "$url" -x "$PROXY_HAPROXY"
-                start_robotsgate enforce
-                run_one "robotsgate-$case_" "$i" "$c" "$url" -x "$PROXY_RG"
-                decisions=$(grep -c '"type":"decision"' "$WORK/audit.jsonl" || true)
-                [ "${decisions:-0}" -gt 0 ] || die "enforce mode wrote no decisions to the audit log"
-                start_robotsgate off
-                run_one "robotsgate_off-$case_" "$i" "$c" "$url" -x "$PROXY_RG"
+                if [ -n "$RG_BASELINE_BIN" ] && [ $((i % 2)) = 0 ]; then
+                    plain_rg_runs base "$i" "$c" "$url"
+                    plain_rg_runs current "$i" "$c" "$url"
+                else
+                    plain_rg_runs current "$i" "$c" "$url"
+                    if [ -n "$RG_BASELINE_BIN" ]; then plain_rg_runs base "$i" "$c" "$url"; fi
+                fi
             done
-            for t in direct squid haproxy robotsgate robotsgate_off; do row "$t-$case_"; done
+            for t in direct squid haproxy robotsgate robotsgate_off "${BASE_TARGETS[@]}"; do row "$t-$case_"; done
         done
     done
     stop_robotsgate
     ;;
 tls)
     log "HTTPS (${RUNS} x ${DURATION}s each)"
-    start_robotsgate enforce
+    # Without a baseline one robotsgate serves the whole section; with one, each run starts
+    # its binary afresh, and the two take turns going first as in the plain section.
+    if [ -z "$RG_BASELINE_BIN" ]; then start_robotsgate enforce; fi
     for c in 32 256; do
         for i in $(seq "$RUNS"); do
             run_one "direct_tls-1k-c$c" "$i" "$c" "$URL_TLS/1k" --cacert "$WORK/origin-ca.pem"
             run_one "squid_connect-1k-c$c" "$i" "$c" "$URL_TLS/1k" -x "$PROXY_SQUID" \
                 --cacert "$WORK/origin-ca.pem"
-            run_one "robotsgate_intercept-1k-c$c" "$i" "$c" "$URL_TLS/1k" -x "$PROXY_RG" \
-                --cacert "$WORK/ca/ca.pem"
+            if [ -z "$RG_BASELINE_BIN" ]; then
+                run_one "robotsgate_intercept-1k-c$c" "$i" "$c" "$URL_TLS/1k" -x "$PROXY_RG" \
+                    --cacert "$WORK/ca/ca.pem"
+            elif [ $((i % 2)) = 0 ]; then
+                tls_rg_run base "$i" "$c"
+                tls_rg_run current "$i" "$c"
+            else
+                tls_rg_run current "$i" "$c"
+                tls_rg_run base "$i" "$c"
+            fi
         done
-        for t in direct_tls squid_connect robotsgate_intercept; do row "$t-1k-c$c"; done
+        for t in direct_tls squid_connect robotsgate_intercept ${RG_BASELINE_BIN:+robotsgate_base_intercept}; do
+            row "$t-1k-c$c"
+        done
     done
     stop_robotsgate
     ;;

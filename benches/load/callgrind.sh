@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Instructions per proxied request, counted by callgrind: repeatable where timings are not.
+#
+#   bash benches/load/callgrind.sh                    # builds, measures target/release/robotsgate
+#   bash benches/load/callgrind.sh OLD_BIN NEW_BIN    # one row per binary and case
+#   CASES="enforce off" bash benches/load/callgrind.sh BIN
+#
+# For each binary and case, robotsgate runs under `valgrind --tool=callgrind` (pinned to
+# SRV_CPU, so with one worker thread, as in run.sh) and oha (one worker thread, on GEN_CPU)
+# sends REQUESTS requests of 1 KiB at concurrency 8 through it to an nginx origin, after
+# which robotsgate is stopped with SIGINT and the instructions of its whole process read
+# from the callgrind out file. The same is done with 8 requests (STARTUP_REQUESTS) to
+# measure start-up, the first robots.txt fetch, the 8 connections (and in `intercept` their
+# TLS handshakes) and shutdown; the row gives
+#
+#   per request = (total(REQUESTS) - total(8)) / (REQUESTS - 8)
+#
+# Cases (CASES, space-separated; default all):
+#   enforce    policy.mode = "enforce", audit log to a file (benches/load/robotsgate.toml)
+#   off        policy.mode = "off"
+#   intercept  https://localhost:18443/1k through TLS interception, enforce + audit log
+#
+# Results: a table on stdout; out files and logs under $WORK (kept), so that
+# `callgrind_annotate --inclusive=yes $WORK/callgrind/NAME.out` shows where it went.
+set -euo pipefail
+
+BENCH_NAME=robotsgate-callgrind
+# shellcheck source=benches/load/common.sh
+. "$(dirname "$0")/common.sh"
+CASES=${CASES:-enforce off intercept}
+REQUESTS=${REQUESTS:-3000}
+STARTUP_REQUESTS=8
+CONCURRENCY=8
+RG_PORT=13129
+ADMIN_PORT=19090
+READY_SECONDS=120 # start-up under valgrind takes a few seconds; this bounds the wait
+STOP_SECONDS=120  # and so does the drain and flush after SIGINT
+
+[ "$REQUESTS" -gt "$STARTUP_REQUESTS" ] || die "REQUESTS must be above $STARTUP_REQUESTS"
+for case_ in $CASES; do
+    case $case_ in enforce | off | intercept) ;; *) die "unknown case $case_ (enforce, off, intercept)" ;; esac
+done
+
+# --- tools and binaries ------------------------------------------------------------------
+need_tools valgrind
+command -v callgrind_annotate >/dev/null || die "callgrind_annotate is missing (Debian package valgrind)"
+BINS=()
+if [ $# = 0 ]; then
+    build_robotsgate
+    BINS=("$RG")
+else
+    for b in "$@"; do
+        if [ ! -f "$b" ] || [ ! -x "$b" ]; then die "$b is not an executable file"; fi
+        BINS+=("$(cd "$(dirname "$b")" && pwd)/$(basename "$b")")
+    done
+fi
+
+# --- the origin and the interception CA --------------------------------------------------
+start_origin
+mkdir -p "$WORK/callgrind"
+wait_http "http://127.0.0.1:$ORIGIN_PORT/1k"
+[ -f "$WORK/ca/ca.pem" ] || "${BINS[0]}" ca init --dir "$WORK/ca" >/dev/null
+
+# --- measuring ---------------------------------------------------------------------------
+# cg_total FILE: the instructions (Ir) in a callgrind out file: callgrind_annotate's
+# PROGRAM TOTALS, else the file's `summary:` line, else its `totals:` lines added up.
+cg_total() {
+    local file=$1 total
+    total=$(callgrind_annotate "$file" 2>/dev/null |
+        awk '/PROGRAM TOTALS/ { gsub(",", "", $1); if ($1 ~ /^[0-9]+$/) { print $1; exit } }')
+    if [ -z "$total" ]; then
+        total=$(awk '/^summary:/ { print $2; exit }' "$file")
+    fi
+    if [ -z "$total" ]; then
+        total=$(awk '/^totals:/ { s += $2; n++ } END { if (n) printf "%d\n", s }' "$file")
+    fi
+    [[ "$total" =~ ^[0-9]+$ ]] || die "no instruction total in $file"
+    echo "$total"
+}
+
+# stop_rg: SIGINT, then wait (bounded) for the process to drain, flush and exit; callgrind
+# writes its out file on the way out. A non-zero exit or a timeout fails the run.
+stop_rg() {
+    local pid=$RG_PID status=0
+    [ -n "$pid" ] || return 0
+    kill -INT "$pid" 2>/dev/null || true
+    for _ in $(seq $((STOP_SECONDS * 10))); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        RG_PID=
+        die "robotsgate (pid $pid) did not exit within $STOP_SECONDS s of SIGINT"
+    fi
+    wait "$pid" || status=$?
+    RG_PID=
+    [ "$status" = 0 ] || die "robotsgate under valgrind exited with status $status after SIGINT (see $WORK/logs)"
+}
+
+# measure NAME BIN CASE N: total instructions of one robotsgate process that served N
+# requests of CASE, in TOTAL (not printed: run in this shell, not a subshell, so that the
+# EXIT trap knows RG_PID).
+measure() {
+    local name=$1 bin=$2 case_=$3 n=$4 mode=enforce url="http://127.0.0.1:$ORIGIN_PORT/1k"
+    local out="$WORK/callgrind/$name.out" json="$WORK/results/$name.json"
+    local tls_args=()
+    case $case_ in
+    off) mode=off ;;
+    intercept) url="https://localhost:$ORIGIN_TLS_PORT/1k" tls_args=(--cacert "$WORK/ca/ca.pem") ;;
+    esac
+    rm -rf "$WORK/audit.jsonl" "$WORK/snapshots" "$out"
+    write_rg_config "$mode" "$RG_PORT" "$ADMIN_PORT" "$WORK/robotsgate.toml"
+    taskset -c "$SRV_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" \
+        "$bin" run --config "$WORK/robotsgate.toml" 2>"$WORK/logs/$name.log" &
+    RG_PID=$!
+    wait_ready "http://127.0.0.1:$ADMIN_PORT/readyz" "$RG_PID" "$READY_SECONDS"
+    taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$n" -c "$CONCURRENCY" \
+        --output-format json -x "http://127.0.0.1:$RG_PORT" "${tls_args[@]}" "$url" >"$json"
+    python3 "$HERE/report.py" check "$json" || die "$name: answers other than 200"
+    stop_rg
+    [ -s "$out" ] || die "callgrind wrote no $out"
+    if [ "$mode" = enforce ]; then
+        local decisions
+        decisions=$(grep -c '"type":"decision"' "$WORK/audit.jsonl" || true)
+        [ "${decisions:-0}" = "$n" ] ||
+            die "$name: $n requests but ${decisions:-0} decisions in the audit log"
+    fi
+    TOTAL=$(cg_total "$out")
+}
+
+ROWS=()
+for case_ in $CASES; do
+    for idx in "${!BINS[@]}"; do
+        bin=${BINS[$idx]}
+        tag="b$((idx + 1))-$case_"
+        log "$case_: $bin (callgrind, $STARTUP_REQUESTS then $REQUESTS requests at c$CONCURRENCY)"
+        measure "$tag-startup" "$bin" "$case_" "$STARTUP_REQUESTS"
+        startup=$TOTAL
+        measure "$tag" "$bin" "$case_" "$REQUESTS"
+        total=$TOTAL
+        row=$(awk -v b="$bin" -v c="$case_" -v n="$REQUESTS" -v m="$STARTUP_REQUESTS" \
+            -v t="$total" -v s="$startup" 'BEGIN {
+                per = (t - s) / (n - m)
+                printf "| %s | %s | %d | %d | %.1f M | %d | %.1f M | %.0f | %.1fk |\n",
+                    b, c, n, t, t / 1e6, s, s / 1e6, per, per / 1e3 }')
+        printf '%s\n' "$row" >&2
+        ROWS+=("$row")
+    done
+done
+
+log "summary (instructions in robotsgate's process; per request = (total - start-up) / ($REQUESTS - $STARTUP_REQUESTS))"
+echo "| binary | case | requests | instructions | | start-up ($STARTUP_REQUESTS requests) | | per request | |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+printf '%s\n' "${ROWS[@]}"
+echo "callgrind out files: $WORK/callgrind" >&2

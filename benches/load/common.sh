@@ -1,0 +1,122 @@
+# Shared set-up of benches/load/run.sh and benches/load/callgrind.sh; sourced, not run.
+#
+# Gives: ROOT, HERE, WORK (BENCH_NAME names the temporary folder when WORK is unset),
+# GEN_CPU and SRV_CPU, the origin's ports, log/die, apt_install, need_tools (oha, nginx,
+# openssl, taskset and what the caller adds), build_robotsgate (sets RG), start_origin
+# (nginx on ORIGIN_PORT and ORIGIN_TLS_PORT with a throwaway CA), write_rg_config,
+# wait_http and wait_ready, and PIDS, which the EXIT trap ends.
+# shellcheck shell=bash
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+HERE="$ROOT/benches/load"
+WORK=${WORK:-$(mktemp -d "/tmp/${BENCH_NAME:-robotsgate-load}.XXXXXX")}
+GEN_CPU=${GEN_CPU:-0}
+SRV_CPU=${SRV_CPU:-1}
+OHA_VERSION=1.16.0
+
+ORIGIN_PORT=18080
+ORIGIN_TLS_PORT=18443
+
+log() { printf '\n== %s\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# --- tools -------------------------------------------------------------------------------
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+apt_install() {
+    as_root apt-get install -y "$@" >/dev/null 2>&1 ||
+        { as_root apt-get update >/dev/null && as_root apt-get install -y "$@" >/dev/null; }
+}
+export PATH="$HOME/.cargo/bin:/usr/sbin:/sbin:$PATH"
+
+# need_tools [COMMAND ...]: oha (cargo install), nginx-light, each COMMAND (its Debian
+# package has the same name), openssl and taskset, each installed when missing.
+need_tools() {
+    if ! oha --version 2>/dev/null | grep -q "$OHA_VERSION"; then
+        log "installing oha $OHA_VERSION (cargo install)"
+        cargo install oha --version "$OHA_VERSION" --locked
+    fi
+    command -v nginx >/dev/null || { log "installing nginx-light"; apt_install nginx-light; }
+    local tool
+    for tool in "$@"; do
+        command -v "$tool" >/dev/null || { log "installing $tool"; apt_install "$tool"; }
+    done
+    command -v openssl >/dev/null || { log "installing openssl"; apt_install openssl; }
+    command -v taskset >/dev/null || apt_install util-linux
+}
+
+build_robotsgate() {
+    log "building robotsgate (release)"
+    (cd "$ROOT" && cargo build --release --quiet)
+    # shellcheck disable=SC2034 # used by the scripts that source this file
+    RG="$ROOT/target/release/robotsgate"
+}
+
+# --- processes ---------------------------------------------------------------------------
+PIDS=()
+RG_PID=
+cleanup() {
+    local p
+    for p in "${PIDS[@]}" ${RG_PID:+"$RG_PID"}; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+wait_http() { # URL [proxy]
+    for _ in $(seq 100); do
+        if curl -sf -o /dev/null ${2:+--proxy "$2"} "$1"; then return 0; fi
+        sleep 0.1
+    done
+    die "$1 did not answer"
+}
+
+# wait_ready URL PID SECONDS: polls URL until it answers, failing as soon as PID has exited
+# or after SECONDS (for a process slow to start, such as one under valgrind).
+wait_ready() {
+    local url=$1 pid=$2 tries=$(($3 * 10))
+    for _ in $(seq "$tries"); do
+        if curl -sf -o /dev/null "$url"; then return 0; fi
+        kill -0 "$pid" 2>/dev/null || die "process $pid exited before $url answered"
+        sleep 0.1
+    done
+    die "$url did not answer within $3 s"
+}
+
+# --- the origin --------------------------------------------------------------------------
+# start_origin: files of 1 KiB and 100 KiB and a robots.txt under $WORK/www, a certificate
+# for localhost from a throwaway CA ($WORK/origin-ca.pem), and nginx on ORIGIN_PORT (plain)
+# and ORIGIN_TLS_PORT (TLS) pinned to SRV_CPU. The caller waits for it (wait_http).
+start_origin() {
+    mkdir -p "$WORK"/{www,results,logs}
+    chmod 755 "$WORK" "$WORK/www"
+    printf 'User-agent: *\nDisallow: /private\n' >"$WORK/www/robots.txt"
+    head -c 768 /dev/urandom | base64 -w0 >"$WORK/www/1k"
+    head -c 76800 /dev/urandom | base64 -w0 >"$WORK/www/100k"
+    chmod 644 "$WORK"/www/*
+
+    if [ ! -f "$WORK/origin.pem" ]; then
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+            -subj "/CN=robotsgate bench origin CA" -keyout "$WORK/origin-ca-key.pem" \
+            -out "$WORK/origin-ca.pem" 2>/dev/null
+        openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=localhost" \
+            -keyout "$WORK/origin-key.pem" -out "$WORK/origin.csr" 2>/dev/null
+        printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$WORK/origin.ext"
+        openssl x509 -req -in "$WORK/origin.csr" -CA "$WORK/origin-ca.pem" -CAkey "$WORK/origin-ca-key.pem" \
+            -CAcreateserial -days 2 -extfile "$WORK/origin.ext" -out "$WORK/origin.pem" 2>/dev/null
+        chmod 644 "$WORK"/origin*.pem
+    fi
+
+    sed -e "s|@WORK@|$WORK|g" -e "s|@PORT@|$ORIGIN_PORT|g" -e "s|@TLS_PORT@|$ORIGIN_TLS_PORT|g" \
+        "$HERE/nginx.conf" >"$WORK/nginx.conf"
+    taskset -c "$SRV_CPU" nginx -p "$WORK" -c "$WORK/nginx.conf" -g 'daemon off;' &
+    PIDS+=($!)
+}
+
+# --- robotsgate --------------------------------------------------------------------------
+# write_rg_config MODE PORT ADMIN_PORT FILE [extra config lines]: benches/load/robotsgate.toml
+# with its @...@ values filled in (audit log $WORK/audit.jsonl, interception CA $WORK/ca).
+write_rg_config() {
+    local mode=$1 port=$2 admin=$3 file=$4 extra=${5:-}
+    sed -e "s|@WORK@|$WORK|g" -e "s|@PORT@|$port|g" -e "s|@ADMIN_PORT@|$admin|g" \
+        -e "s|@MODE@|$mode|g" -e "s|@TLS_PORT@|$ORIGIN_TLS_PORT|g" "$HERE/robotsgate.toml" >"$file"
+    printf '%s\n' "$extra" >>"$file"
+}
