@@ -1,6 +1,6 @@
-//! robotsgate embedded in a Rust HTTP client: a hyper-util `Client` under
-//! `tower::ServiceBuilder` with `RobotsLayer`, and tower-http's redirect following placed
-//! *outside* the layer so that every redirect hop is checked against robots.txt too.
+//! robotsgate embedded in a Rust HTTP client: `Robots::builder()`, its layer over a
+//! hyper-util `Client`, and tower-http's redirect following placed *outside* the layer so
+//! that every redirect hop is checked against robots.txt too.
 //!
 //! Self-contained: it starts a small origin on 127.0.0.1 whose robots.txt disallows
 //! `/private`, and whose `/moved` redirects into `/private`.
@@ -10,19 +10,13 @@
 //! ```
 
 use std::convert::Infallible;
-use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::{Request, Response};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use robotsgate::Refusal;
-use robotsgate::fetch::{FetchConfig, Fetcher};
-use robotsgate::layer::RobotsLayer;
-use robotsgate::net::{Connector, DnsConfig, Guard, Resolver, TlsConfig, client_config};
-use robotsgate::policy::{Decision, PolicyConfig, RobotsPolicy};
+use robotsgate::{Refusal, Robots};
 use tower::{Service, ServiceBuilder, ServiceExt};
 use tower_http::follow_redirect::FollowRedirectLayer;
 
@@ -30,41 +24,32 @@ use tower_http::follow_redirect::FollowRedirectLayer;
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let origin = start_origin().await?;
 
-    // The connector robotsgate uses: DNS, the destination guard (loopback opened for this
-    // demo), TLS with the webpki roots.
-    let guard = Arc::new(Guard::default().allow("127.0.0.0/8".parse()?));
-    let tls = client_config(&TlsConfig::default(), &[b"h2", b"http/1.1"])?;
-    let connector = Connector::new(Resolver::new(&DnsConfig::default()), guard, tls, Duration::from_secs(5));
-
-    // The policy fetches and caches robots.txt; the User-Agent names the product token.
-    let fetcher = Fetcher::new(
-        connector.clone(),
-        FetchConfig {
-            user_agent: "ExampleBot/1.0 (+https://example.com/bot)".into(),
-            ..FetchConfig::default()
-        },
-    );
-    let policy = RobotsPolicy::new(fetcher, PolicyConfig::default());
-
-    // Redirects outside the robots layer: each hop is a new request through the layer.
-    let client = Client::builder(TokioExecutor::new()).build::<_, Empty<Bytes>>(connector);
-    let mut http = ServiceBuilder::new()
-        .layer(FollowRedirectLayer::new())
-        .layer(RobotsLayer::new(policy, "ExampleBot"))
-        .service(client);
+    let robots = Robots::builder()
+        .agent("ExampleBot")
+        .user_agent("ExampleBot/1.0 (+https://example.com/bot)")
+        .allow_destination("127.0.0.0/8".parse()?) // the demo origin is on loopback
+        .build()?;
+    // The client connects through robotsgate's connector, so requests are held to the same
+    // destination guard as the robots.txt fetches. Redirects are followed *outside* the
+    // layer: each hop is a new request through it.
+    let client = Client::builder(TokioExecutor::new()).build::<_, Empty<Bytes>>(robots.connector().clone());
+    let mut http =
+        ServiceBuilder::new().layer(FollowRedirectLayer::new()).layer(robots.layer()).service(client);
 
     for path in ["/", "/private/report.pdf", "/moved"] {
         let url = format!("http://{origin}{path}");
-        let req = Request::get(&url).body(Empty::new())?;
-        let res = http.ready().await?.call(req).await?;
-        let status = res.status();
-        if Refusal::from_response(&res).is_some() {
-            // The Decision rides in the response extensions: why, and which robots.txt.
-            let why = res.extensions().get::<Decision>().map(|d| d.to_string()).unwrap_or_default();
-            println!("{url}: refused by robotsgate ({why})");
-        } else {
-            let body = res.into_body().collect().await?.to_bytes();
-            println!("{url}: {status} {:?}", String::from_utf8_lossy(&body));
+        let res = http.ready().await?.call(Request::get(&url).body(Empty::new())?).await?;
+        match Refusal::from_response(&res) {
+            // The refusal names the rule and line that decided, and which robots.txt.
+            Some(refusal) => println!(
+                "{url}: not fetched: {}",
+                refusal.decision().map(|d| d.to_string()).unwrap_or_default()
+            ),
+            None => {
+                let status = res.status();
+                let body = res.into_body().collect().await?.to_bytes();
+                println!("{url}: {status} {:?}", String::from_utf8_lossy(&body));
+            }
         }
     }
     Ok(())

@@ -1,20 +1,26 @@
 //! `RobotsLayer`: a tower middleware that lets a request through only when the target's
-//! robots.txt allows it for the crawler's product token.
+//! robots.txt allows it for the crawler's product token. Most embedders get one from
+//! [`Robots::layer`](crate::Robots::layer); this module is the machinery.
 //!
 //! The target comes from an absolute-form URI (`GET http://example.com/x`), else from the
 //! `Host` header and a configured scheme, or from the authority of a `CONNECT` (a
 //! host-level check: "is `/` allowed?", logged with `path_visible: false`).
 //!
-//! - Disallowed: the inner service is **not** called. The answer is `403` with a short
-//!   `text/plain` body, the header `x-robotsgate: disallowed`, and the [`Decision`] in the
-//!   response extensions, so an embedding client can tell it from an origin's 403.
-//! - Allowed: the inner service is called with the [`Decision`] in the request extensions.
-//! - Disallowed because robots.txt could not be fetched as the origin itself cannot be
-//!   reached (DNS, refused connection, certificate, destination guard): `502` (`504` for a
-//!   timeout, `403` for a refused destination) saying why, as the request would fail too.
+//! What the service returns:
+//! - **Allowed**: the inner service's response, with the [`Decision`] in its extensions.
+//! - **Refused** (robots.txt disallows the path, the destination is refused by the guard,
+//!   no product token, a bad request, the audit log failing closed): robotsgate's own
+//!   answer (`403`, `400` or `503`) with `x-robotsgate: <kind>`, a short `text/plain` body,
+//!   and the [`Refusal`] (with its [`Decision`]) in the response extensions; the inner
+//!   service is **not** called. [`Refusal::from_response`] tells it from the origin's.
+//! - **The origin cannot be reached** (DNS, refused connection, certificate, timeout):
+//!   `Err`, whether the robots.txt fetch found it out (the error is a [`Refusal`] of kind
+//!   `upstream-unreachable` or `upstream-timeout`, with its [`Decision`]: robots.txt
+//!   unreachable means "disallow all") or the request itself did (the inner service's
+//!   error). One outage, one behaviour.
 //! - Report-only ([`RobotsLayer::report_only`]): decide and log, never block.
-//! - Every decision goes to the audit log, if one is set; when the log fails closed, the
-//!   answer is `503` and nothing is forwarded.
+//!
+//! Every decision goes to the audit log, if one is set.
 //!
 //! # Example
 //! ```no_run
@@ -29,9 +35,12 @@
 //! let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
 //! let mut svc = ServiceBuilder::new().layer(RobotsLayer::new(policy, "ExampleBot")).service(client);
 //! let req = http::Request::get("http://example.com/private/x").body(Empty::new()).unwrap();
-//! let res = svc.ready().await.unwrap().call(req).await.unwrap();
-//! if let Some(refusal) = robotsgate::Refusal::from_response(&res) {
-//!     println!("robotsgate said no: {refusal}");
+//! match svc.ready().await.unwrap().call(req).await {
+//!     Ok(res) => match robotsgate::Refusal::from_response(&res) {
+//!         Some(refusal) => println!("robotsgate said no: {refusal}"),
+//!         None => println!("the origin answered {}", res.status()),
+//!     },
+//!     Err(e) => println!("not sent: {e}"),
 //! }
 //! # }
 //! ```
@@ -48,7 +57,7 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::header::{HOST, USER_AGENT};
-use http::{HeaderName, Method, Request, Response};
+use http::{HeaderName, HeaderValue, Method, Request, Response};
 use http_body_util::{Either, Full};
 use tokio::time::Instant;
 use tower::{Layer, Service};
@@ -70,6 +79,10 @@ pub struct ClientAddr(pub SocketAddr);
 /// The authenticated proxy user, put into the request extensions by the proxy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProxyUser(pub Arc<str>);
+
+/// The error of a [`RobotsService`]: the inner service's, or a [`Refusal`] for an
+/// origin that cannot be reached.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The response body: the inner service's, or robotsgate's own.
 pub type RobotsBody<B> = Either<B, Full<Bytes>>;
@@ -203,6 +216,8 @@ struct Shared {
     audit: Option<AuditLog>,
     admission: Option<Connector>,
     observer: Option<Arc<dyn DecisionObserver>>,
+    /// Set on requests that have no `User-Agent` of their own.
+    user_agent: Option<HeaderValue>,
     ids: RequestIds,
 }
 
@@ -245,6 +260,7 @@ impl RobotsLayer {
                 audit: None,
                 admission: None,
                 observer: None,
+                user_agent: None,
                 ids: RequestIds::new(),
             }),
         }
@@ -262,6 +278,7 @@ impl RobotsLayer {
                     audit: s.audit.clone(),
                     admission: s.admission.clone(),
                     observer: s.observer.clone(),
+                    user_agent: s.user_agent.clone(),
                     ids: RequestIds::new(),
                 };
                 f(&mut copy);
@@ -317,6 +334,23 @@ impl RobotsLayer {
     pub fn with_audit(self, audit: AuditLog) -> RobotsLayer {
         self.edit(|s| s.audit = Some(audit))
     }
+
+    /// Sets this `User-Agent` on forwarded requests that have none (the crawler's
+    /// identity; a request's own `User-Agent` is kept).
+    pub fn with_user_agent(self, user_agent: HeaderValue) -> RobotsLayer {
+        self.edit(|s| s.user_agent = Some(user_agent))
+    }
+
+    /// Decides one request without sending it: `Ok` with the decision when it may go
+    /// (in report-only mode, always), else the [`Refusal`]. The request's parts may be
+    /// changed as they are before forwarding (a token selector may remove the header that
+    /// carried the token; the `User-Agent` is set when absent). The decision is audited
+    /// as for a request through the layer.
+    pub async fn decide(&self, parts: &mut http::request::Parts) -> Result<Decision, Refusal> {
+        let decision = self.shared.check(parts).await?;
+        self.shared.identify(parts);
+        Ok(decision)
+    }
 }
 
 impl<S> Layer<S> for RobotsLayer {
@@ -364,16 +398,16 @@ impl<S, B, ResBody> Service<Request<B>> for RobotsService<S>
 where
     S: Service<Request<B>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
-    S::Error: Send + 'static,
+    S::Error: Into<BoxError>,
     B: Send + 'static,
     ResBody: Send + 'static,
 {
     type Response = Response<RobotsBody<ResBody>>;
-    type Error = S::Error;
-    type Future = ResponseFuture<Self::Response, S::Error>;
+    type Error = BoxError;
+    type Future = ResponseFuture<Self::Response, BoxError>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
+        self.inner.poll_ready(cx).map_err(Into::into)
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
@@ -383,19 +417,25 @@ where
         let shared = self.shared.clone();
         if shared.settings.load().mode == Mode::Off {
             return ResponseFuture {
-                inner: Box::pin(async move { Ok(inner.call(req).await?.map(Either::Left)) }),
+                inner: Box::pin(
+                    async move { Ok(inner.call(req).await.map_err(Into::into)?.map(Either::Left)) },
+                ),
             };
         }
         ResponseFuture {
             inner: Box::pin(async move {
                 let (mut parts, body) = req.into_parts();
+                let head = parts.method == Method::HEAD;
                 match shared.check(&mut parts).await {
                     Ok(decision) => {
-                        parts.extensions.insert(decision);
-                        let res = inner.call(Request::from_parts(parts, body)).await?;
+                        shared.identify(&mut parts);
+                        let mut res =
+                            inner.call(Request::from_parts(parts, body)).await.map_err(Into::into)?;
+                        res.extensions_mut().insert(decision);
                         Ok(res.map(Either::Left))
                     }
-                    Err(refusal) => Ok(refusal.map(Either::Right)),
+                    Err(refusal) if refusal.is_outage() => Err(refusal.into()),
+                    Err(refusal) => Ok(refusal.into_response(head).map(Either::Right)),
                 }
             }),
         }
@@ -411,25 +451,21 @@ struct Target {
 }
 
 impl Shared {
-    /// Decides a request: `Ok` with the decision to forward it, `Err` with robotsgate's
-    /// own answer.
-    async fn check(&self, parts: &mut http::request::Parts) -> Result<Decision, Response<Full<Bytes>>> {
+    /// Decides a request: `Ok` with the decision to forward it, `Err` with the refusal.
+    async fn check(&self, parts: &mut http::request::Parts) -> Result<Decision, Refusal> {
         let started = Instant::now();
-        let head = parts.method == Method::HEAD;
-        let target = self
-            .target(parts)
-            .map_err(|why| Refusal::new(RefusalKind::BadRequest, why).into_response(head))?;
+        let target = self.target(parts).map_err(|why| Refusal::new(RefusalKind::BadRequest, why))?;
         if let Some(audit) = &self.audit
             && let Err(e) = audit.accepting()
         {
-            return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()).into_response(head));
+            return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()));
         }
         let settings = self.settings.load_full();
         let token = settings.selector.select(parts).map_err(|e| {
             if let Some(o) = &self.observer {
                 o.refused("no-token");
             }
-            Refusal::new(RefusalKind::NoToken, e.to_string()).into_response(head)
+            Refusal::new(RefusalKind::NoToken, e.to_string())
         })?;
         let report_only = settings.mode == Mode::ReportOnly;
         let denied = match &self.admission {
@@ -477,12 +513,12 @@ impl Shared {
                 elapsed,
             };
             if let Err(e) = audit.log_decision(&decision, facts).await {
-                return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()).into_response(head));
+                return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()));
             }
         }
         if let Reason::DestinationDenied { cause } = &decision.reason {
             let refusal = Refusal::new(RefusalKind::of_connect_error(cause), cause.to_string());
-            return Err(refusal.with_decision(decision).into_response(head));
+            return Err(refusal.with_decision(decision));
         }
         if decision.allowed || report_only {
             return Ok(decision);
@@ -491,7 +527,7 @@ impl Shared {
         // (DNS, refused, certificate, guard): say that, as the request would fail too.
         if let Reason::Unreachable { cause: Unreachable::Connect(e) } = &decision.reason {
             let refusal = Refusal::new(RefusalKind::of_connect_error(e), e.to_string());
-            return Err(refusal.with_decision(decision).into_response(head));
+            return Err(refusal.with_decision(decision));
         }
         let text = format!(
             "request disallowed by robots.txt\nURL: {}\nProduct token: {}\nDecided by: {}\nrobots.txt: {}\n",
@@ -500,7 +536,16 @@ impl Shared {
             decision,
             decision.origin.robots_url(),
         );
-        Err(Refusal::new(RefusalKind::Disallowed, text).with_decision(decision).into_response(head))
+        Err(Refusal::new(RefusalKind::Disallowed, text).with_decision(decision))
+    }
+
+    /// Sets the crawler's `User-Agent` on a request that has none.
+    fn identify(&self, parts: &mut http::request::Parts) {
+        if let Some(ua) = &self.user_agent
+            && !parts.headers.contains_key(USER_AGENT)
+        {
+            parts.headers.insert(USER_AGENT, ua.clone());
+        }
     }
 
     fn target(&self, parts: &http::request::Parts) -> Result<Target, String> {

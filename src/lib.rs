@@ -18,6 +18,8 @@
 //!   files, listener, TLS interception, proxy users, metrics). Without it
 //!   (`default-features = false`) the library builds without clap, argon2, rpassword,
 //!   rcgen, prometheus-client, tracing-subscriber, rlimit or toml.
+//! - `reqwest`: [`Robots::reqwest_middleware`], a `reqwest_middleware::Middleware` that
+//!   checks every request and redirect hop (module [`reqwest`]).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -30,8 +32,13 @@ pub mod origin;
 pub mod policy;
 mod refusal;
 pub use robotsgate_rep as rep;
+mod robots;
+
+#[cfg(feature = "reqwest")]
+pub mod reqwest;
 
 pub use refusal::{ROBOTSGATE_HEADER, Refusal, RefusalKind};
+pub use robots::{BuildError, Robots, RobotsBuilder};
 
 #[cfg(feature = "proxy")]
 #[doc(hidden)]

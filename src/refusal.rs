@@ -183,6 +183,12 @@ impl Refusal {
         self.kind.status()
     }
 
+    /// Whether it says the origin cannot be reached (unreachable or timed out), which a
+    /// client sees as an error rather than an answer.
+    pub fn is_outage(&self) -> bool {
+        matches!(self.kind, RefusalKind::UpstreamUnreachable | RefusalKind::UpstreamTimeout)
+    }
+
     /// What robotsgate said (the body without the `robotsgate: ` prefix).
     pub fn message(&self) -> &str {
         &self.message
@@ -250,8 +256,16 @@ impl Refusal {
 }
 
 impl fmt::Display for Refusal {
+    /// One line: `robotsgate: disallowed by http://example.com/robots.txt: line 2:
+    /// disallow: /private`, or the kind and the first line of the message.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "robotsgate refused the request ({}): {}", self.kind, self.message.trim_end())
+        match &self.decision {
+            Some(d) if self.kind == RefusalKind::Disallowed => {
+                write!(f, "robotsgate: disallowed by {}: {d}", d.origin.robots_url())
+            }
+            Some(d) => write!(f, "robotsgate: {}: {d}", self.kind),
+            None => write!(f, "robotsgate: {}: {}", self.kind, self.message.lines().next().unwrap_or("")),
+        }
     }
 }
 

@@ -684,31 +684,44 @@ impl Service<Request<Incoming>> for ProxyService {
     type Error = Infallible;
     type Future = OneBody;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.0.poll_ready(cx)
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // The forwarder is always ready.
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, req: Request<Incoming>) -> OneBody {
-        OneBody(self.0.call(req))
+        let head = req.method() == Method::HEAD;
+        OneBody { inner: self.0.call(req), head }
     }
 }
 
 /// The response future of [`ProxyService`]: the origin's body passes as it is;
-/// robotsgate's own answers are boxed.
-pub(crate) struct OneBody(
-    crate::layer::ResponseFuture<Response<crate::layer::RobotsBody<ProxyBody>>, Infallible>,
-);
+/// robotsgate's own answers are boxed, and so are the layer's errors (an origin that
+/// cannot be reached), answered as the refusals they carry.
+pub(crate) struct OneBody {
+    inner:
+        crate::layer::ResponseFuture<Response<crate::layer::RobotsBody<ProxyBody>>, crate::layer::BoxError>,
+    head: bool,
+}
 
 impl Future for OneBody {
     type Output = Result<Response<ProxyBody>, Infallible>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.0).poll(cx).map(|res| {
-            res.map(|res| {
-                res.map(|body| match body {
+        let head = self.head;
+        Pin::new(&mut self.inner).poll(cx).map(|res| {
+            Ok(match res {
+                Ok(res) => res.map(|body| match body {
                     http_body_util::Either::Left(origin) => origin,
                     http_body_util::Either::Right(own) => own.map_err(|never| match never {}).boxed(),
-                })
+                }),
+                Err(e) => {
+                    let refusal = match e.downcast::<Refusal>() {
+                        Ok(r) => *r,
+                        Err(e) => Refusal::new(RefusalKind::UpstreamError, e.to_string()),
+                    };
+                    boxed(refusal.into_response(head))
+                }
             })
         })
     }

@@ -1,0 +1,234 @@
+//! The reqwest adapter (feature `reqwest`): [`RobotsMiddleware`], a
+//! [`reqwest_middleware::Middleware`] that checks every request, and every redirect hop,
+//! before it touches the network.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let robots = robotsgate::Robots::builder()
+//!     .agent("ExampleBot")
+//!     .user_agent("ExampleBot/1.0 (+https://example.com/bot)")
+//!     .build()?;
+//! // Redirects are followed by the middleware, so that each hop is checked: the client
+//! // underneath must not follow them itself.
+//! let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build()?;
+//! let http = reqwest_middleware::ClientBuilder::new(client).with(robots.reqwest_middleware()).build();
+//!
+//! match http.get("https://example.com/private/x").send().await {
+//!     Ok(res) => println!("{}", res.status()),
+//!     Err(reqwest_middleware::Error::Middleware(e)) => match e.downcast_ref::<robotsgate::Refusal>() {
+//!         Some(refusal) => println!("not fetched: {refusal}"), // with the Decision: rule, line, SHA-256
+//!         None => println!("{e}"),
+//!     },
+//!     Err(e) => println!("{e}"),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! What a call returns:
+//! - **Allowed**: the response, with the [`Decision`] in its extensions
+//!   (`res.extensions().get::<robotsgate::policy::Decision>()`).
+//! - **Refused** (disallowed by robots.txt, a refused destination, robots.txt unreachable
+//!   because the origin is, ...): `Err(reqwest_middleware::Error::Middleware(e))` where
+//!   `e.downcast_ref::<Refusal>()` gives the [`Refusal`] and its [`Decision`]; nothing was
+//!   sent. (Through the tower layer the same refusals are robotsgate's `403`/`400`
+//!   answers, and an unreachable origin is an `Err` there too.)
+//! - **Redirects**: with the client built with `redirect::Policy::none()`, the middleware
+//!   follows `301`, `302`, `303`, `307` and `308` itself, up to
+//!   [`RobotsMiddleware::max_redirects`] hops, checking each hop before it is sent (a hop
+//!   into a disallowed path is refused like any request). It changes the method and drops
+//!   the body as browsers do (`303`, and `301`/`302` after a `POST`), keeps them for
+//!   `307`/`308` when the body can be sent again, and drops credentials and cookies when a
+//!   hop leaves the origin. A client that follows redirects by itself would fetch hops
+//!   robotsgate never saw: such a response is not returned; the call fails with
+//!   [`RedirectError::ClientFollowsRedirects`], which says how to fix the client.
+
+use std::fmt;
+
+use http::header::{
+    AUTHORIZATION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, COOKIE, LOCATION, PROXY_AUTHORIZATION,
+    TRANSFER_ENCODING, WWW_AUTHENTICATE,
+};
+use http::{Extensions, Method, StatusCode};
+use reqwest::{Request, Response, Url};
+use reqwest_middleware::{Middleware, Next};
+
+use crate::policy::Decision;
+use crate::refusal::{Refusal, RefusalKind};
+use crate::{Robots, RobotsBuilder};
+
+/// Redirect hops followed by default, as reqwest's own default policy.
+const DEFAULT_MAX_REDIRECTS: usize = 10;
+
+impl Robots {
+    /// The reqwest middleware: checks every request and every redirect hop against
+    /// robots.txt before it is sent. Shares this value's cache. See the
+    /// [`reqwest`](crate::reqwest) module for how to set up the client.
+    pub fn reqwest_middleware(&self) -> RobotsMiddleware {
+        RobotsMiddleware { robots: self.clone(), max_redirects: DEFAULT_MAX_REDIRECTS }
+    }
+}
+
+impl RobotsBuilder {
+    /// Builds and returns the reqwest middleware at once (see
+    /// [`Robots::reqwest_middleware`]).
+    pub fn build_reqwest_middleware(self) -> Result<RobotsMiddleware, crate::BuildError> {
+        Ok(self.build()?.reqwest_middleware())
+    }
+}
+
+/// Checks requests made through a `reqwest_middleware::ClientWithMiddleware`. Made by
+/// [`Robots::reqwest_middleware`]; see the [module docs](self).
+#[derive(Clone)]
+pub struct RobotsMiddleware {
+    robots: Robots,
+    max_redirects: usize,
+}
+
+impl fmt::Debug for RobotsMiddleware {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RobotsMiddleware")
+            .field("agent", &self.robots.agent())
+            .field("max_redirects", &self.max_redirects)
+            .finish()
+    }
+}
+
+/// Why a redirect could not be followed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedirectError {
+    /// More hops than [`RobotsMiddleware::max_redirects`].
+    #[error("too many redirects (more than {limit}) from {from}")]
+    TooMany {
+        /// The limit.
+        limit: usize,
+        /// The URL first asked for.
+        from: String,
+    },
+    /// The reqwest client followed a redirect itself, so robotsgate could not check the
+    /// hop before it was fetched; the response is not returned.
+    #[error(
+        "the reqwest client followed a redirect from {from} to {to} by itself, so robotsgate could not check \
+         that hop against robots.txt before it was fetched: build the client with \
+         .redirect(reqwest::redirect::Policy::none()); robotsgate's middleware follows redirects and checks each hop"
+    )]
+    ClientFollowsRedirects {
+        /// The URL sent.
+        from: String,
+        /// The URL the client ended at.
+        to: String,
+    },
+}
+
+impl RobotsMiddleware {
+    /// Redirect hops followed per request (default 10); `0` returns every redirect
+    /// response as it is.
+    pub fn max_redirects(mut self, hops: usize) -> RobotsMiddleware {
+        self.max_redirects = hops;
+        self
+    }
+
+    /// Decides `req`, updating its headers as the layer would before forwarding (the
+    /// crawler's `User-Agent` when it has none).
+    async fn check(&self, req: &mut Request) -> Result<Decision, Refusal> {
+        let mut url = req.url().clone();
+        url.set_fragment(None);
+        let uri: http::Uri = url
+            .as_str()
+            .parse()
+            .map_err(|e| Refusal::new(RefusalKind::BadRequest, format!("cannot check {url}: {e}")))?;
+        let mut parts = http::Request::builder()
+            .method(req.method().clone())
+            .uri(uri)
+            .body(())
+            .map_err(|e| Refusal::new(RefusalKind::BadRequest, e.to_string()))?
+            .into_parts()
+            .0;
+        parts.headers = std::mem::take(req.headers_mut());
+        let decided = self.robots.layer().decide(&mut parts).await;
+        *req.headers_mut() = parts.headers;
+        decided
+    }
+}
+
+#[async_trait::async_trait]
+impl Middleware for RobotsMiddleware {
+    async fn handle(
+        &self,
+        mut req: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let first = req.url().to_string();
+        let mut hops = 0;
+        loop {
+            let decision = self.check(&mut req).await.map_err(reqwest_middleware::Error::middleware)?;
+            let sent = req.url().clone();
+            let again = req.try_clone();
+            let mut res = next.clone().run(req, extensions).await?;
+            if res.url() != &sent {
+                return Err(reqwest_middleware::Error::middleware(RedirectError::ClientFollowsRedirects {
+                    from: sent.to_string(),
+                    to: res.url().to_string(),
+                }));
+            }
+            res.extensions_mut().insert(decision);
+            let Some(hop) = redirect(&res, &sent, again) else { return Ok(res) };
+            if hops >= self.max_redirects {
+                if self.max_redirects == 0 {
+                    return Ok(res);
+                }
+                return Err(reqwest_middleware::Error::middleware(RedirectError::TooMany {
+                    limit: self.max_redirects,
+                    from: first,
+                }));
+            }
+            hops += 1;
+            req = hop;
+        }
+    }
+}
+
+/// The next request for a redirect response, or `None` when `res` is not a redirect that
+/// can be followed (no or bad `Location`, not http(s), a body that cannot be sent again).
+fn redirect(res: &Response, sent: &Url, again: Option<Request>) -> Option<Request> {
+    let status = res.status();
+    let keep_method = match status {
+        StatusCode::MOVED_PERMANENTLY | StatusCode::FOUND | StatusCode::SEE_OTHER => false,
+        StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT => true,
+        _ => return None,
+    };
+    let location = res.headers().get(LOCATION)?.to_str().ok()?;
+    let next = sent.join(location).ok()?;
+    if !matches!(next.scheme(), "http" | "https") {
+        return None;
+    }
+    let mut req = again?;
+    if !keep_method {
+        // RFC 9110 §15.4: 303 turns everything but HEAD into GET; 301 and 302 do so for
+        // POST, as every browser does.
+        let to_get = match status {
+            StatusCode::SEE_OTHER => req.method() != Method::HEAD,
+            _ => req.method() == Method::POST,
+        };
+        if to_get {
+            *req.method_mut() = Method::GET;
+            *req.body_mut() = None;
+            for h in [CONTENT_TYPE, CONTENT_LENGTH, CONTENT_ENCODING, TRANSFER_ENCODING] {
+                req.headers_mut().remove(h);
+            }
+        }
+    }
+    let cross_origin = next.scheme() != sent.scheme()
+        || next.host_str() != sent.host_str()
+        || next.port_or_known_default() != sent.port_or_known_default();
+    if cross_origin {
+        for h in [AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION, WWW_AUTHENTICATE] {
+            req.headers_mut().remove(h);
+        }
+        req.headers_mut().remove("cookie2");
+    }
+    *req.url_mut() = next;
+    Some(req)
+}

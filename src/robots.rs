@@ -1,0 +1,429 @@
+//! [`Robots`]: robots.txt enforcement for a client of your own, in three lines.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! use bytes::Bytes;
+//! use http_body_util::Empty;
+//! use hyper_util::client::legacy::Client;
+//! use hyper_util::rt::TokioExecutor;
+//! use tower::{Service, ServiceBuilder, ServiceExt};
+//!
+//! let robots = robotsgate::Robots::builder()
+//!     .agent("ExampleBot")
+//!     .user_agent("ExampleBot/1.0 (+https://example.com/bot)")
+//!     .build()?;
+//! let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+//! let mut http = ServiceBuilder::new().layer(robots.layer()).service(client);
+//!
+//! let req = http::Request::get("http://example.com/private/x").body(Empty::new())?;
+//! let res = http.ready().await?.call(req).await?;
+//! if let Some(refusal) = robotsgate::Refusal::from_response(&res) {
+//!     println!("not fetched: {refusal}"); // names the rule and line that decided
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! One [`Robots`] holds one robots.txt cache, one connector (DNS, destination guard, TLS)
+//! for the robots.txt fetches, and the optional audit log; clones share them, so a layer
+//! and a reqwest middleware made from the same value share one cache.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::HeaderValue;
+use ipnet::IpNet;
+use rustls::pki_types::CertificateDer;
+
+use crate::audit::AuditLog;
+use crate::fetch::{FetchConfig, Fetcher};
+use crate::layer::{DecisionObserver, Mode, RobotsLayer};
+use crate::net::{Connector, DnsConfig, Guard, Resolver, TlsConfig, TlsSetupError, client_config};
+use crate::origin::HostPattern;
+use crate::policy::{PolicyConfig, RobotsPolicy};
+use crate::rep::{Profile, is_valid_product_token};
+
+/// robots.txt enforcement for an embedding client: build one with [`Robots::builder`],
+/// then take [`Robots::layer`] for any tower `Service<http::Request<B>>` (a hyper-util
+/// `Client`, say) or, with the feature `reqwest`, [`Robots::reqwest_middleware`].
+/// Cheap to clone; clones share the cache. See the [module docs](self) for an example.
+#[derive(Clone)]
+pub struct Robots {
+    layer: RobotsLayer,
+    policy: RobotsPolicy,
+    connector: Connector,
+    agent: Arc<str>,
+    user_agent: HeaderValue,
+}
+
+impl fmt::Debug for Robots {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Robots")
+            .field("agent", &self.agent)
+            .field("user_agent", &self.user_agent)
+            .field("layer", &self.layer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Robots {
+    /// A builder with working defaults for everything but the product token.
+    pub fn builder() -> RobotsBuilder {
+        RobotsBuilder::default()
+    }
+
+    /// The tower layer: every request through it is checked (see
+    /// [`layer`](crate::layer) for what the service returns).
+    pub fn layer(&self) -> RobotsLayer {
+        self.layer.clone()
+    }
+
+    /// The policy (the robots.txt cache and decisions), e.g. to decide a URL without a
+    /// request or to read cache statistics.
+    pub fn policy(&self) -> &RobotsPolicy {
+        &self.policy
+    }
+
+    /// The connector the robots.txt fetches use (DNS, destination guard, TLS); a
+    /// hyper-util client built on it is held to the same guard.
+    pub fn connector(&self) -> &Connector {
+        &self.connector
+    }
+
+    /// The product token requests are checked for.
+    pub fn agent(&self) -> &str {
+        &self.agent
+    }
+
+    /// The `User-Agent` sent with robots.txt fetches and set on requests that have none.
+    pub fn user_agent(&self) -> &HeaderValue {
+        &self.user_agent
+    }
+}
+
+/// Why [`RobotsBuilder::build`] refused the settings.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// No product token was given.
+    #[error("no product token: call .agent(\"YourBot\") with the token sites name in robots.txt")]
+    MissingAgent,
+    /// The product token is not one RFC 9309 allows.
+    #[error(
+        "invalid product token {0:?}: RFC 9309 tokens are one or more of the letters a-z, A-Z, '-' and '_' \
+         (no version, no spaces: \"ExampleBot\", not \"ExampleBot/1.0\"); it would match no group in any robots.txt"
+    )]
+    InvalidAgent(String),
+    /// The `User-Agent` cannot be sent as a header value.
+    #[error("invalid User-Agent {0:?}: it must be visible ASCII and spaces")]
+    InvalidUserAgent(String),
+    /// The `User-Agent` does not contain the product token.
+    #[error(
+        "the User-Agent {user_agent:?} does not contain the product token {agent:?}: RFC 9309 asks crawlers to \
+         send their token in the User-Agent, so sites can tell which robots.txt group applies; \
+         use e.g. \"{agent}/1.0 (+https://example.com/bot)\""
+    )]
+    UserAgentWithoutToken {
+        /// The token.
+        agent: String,
+        /// The `User-Agent` given.
+        user_agent: String,
+    },
+    /// A connector was given together with settings only the built-in connector uses.
+    #[error(
+        "a custom connector was given together with {0}, which only the built-in connector uses: \
+         set it on your connector instead"
+    )]
+    ConnectorConflict(&'static str),
+    /// The TLS settings cannot be used.
+    #[error(transparent)]
+    Tls(#[from] TlsSetupError),
+}
+
+/// Settings for a [`Robots`]. Every setting but [`agent`](RobotsBuilder::agent) has a
+/// working default: the conservative profile, enforcement, the destination guard refusing
+/// loopback, private and other special-purpose addresses, the system's DNS, the webpki
+/// roots, a 5 s connect timeout, the fetch timeouts and cache bounds of
+/// [`FetchConfig::default`] and [`PolicyConfig::default`], no audit log.
+#[derive(Default)]
+#[must_use]
+pub struct RobotsBuilder {
+    agent: Option<String>,
+    user_agent: Option<String>,
+    mode: Mode,
+    policy: PolicyConfig,
+    fetch: FetchConfig,
+    guard: Guard,
+    guard_set: bool,
+    dns: DnsConfig,
+    dns_set: bool,
+    resolver: Option<Resolver>,
+    tls: TlsConfig,
+    tls_set: bool,
+    connect_timeout: Option<Duration>,
+    connector: Option<Connector>,
+    audit: Option<AuditLog>,
+    observer: Option<Arc<dyn DecisionObserver>>,
+}
+
+impl fmt::Debug for RobotsBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RobotsBuilder")
+            .field("agent", &self.agent)
+            .field("user_agent", &self.user_agent)
+            .field("mode", &self.mode)
+            .field("profile", &self.policy.profile)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RobotsBuilder {
+    /// The crawler's product token, as sites name it in `User-agent:` lines (letters, `-`
+    /// and `_`; e.g. `ExampleBot`). Required.
+    pub fn agent(mut self, token: impl Into<String>) -> Self {
+        self.agent = Some(token.into());
+        self
+    }
+
+    /// The crawler's `User-Agent`: sent with robots.txt fetches and set on checked
+    /// requests that have none (a request's own is kept). It must contain the product
+    /// token. Default: `<agent> (robotsgate/<version>)`.
+    pub fn user_agent(mut self, user_agent: impl Into<String>) -> Self {
+        self.user_agent = Some(user_agent.into());
+        self
+    }
+
+    /// How robots.txt files are read (default: [`Profile::Conservative`], allowed only
+    /// when both Google's reading and a strict RFC 9309 reading allow).
+    pub fn profile(mut self, profile: Profile) -> Self {
+        self.policy.profile = profile;
+        self
+    }
+
+    /// Enforce (default), report only (decide and log, never block), or off.
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Lets the destination guard pass addresses in `net` (by default loopback, private
+    /// and other special-purpose ranges are refused, for robots.txt fetches and, through
+    /// the layer, for requests).
+    pub fn allow_destination(mut self, net: IpNet) -> Self {
+        self.guard = self.guard.allow(net);
+        self.guard_set = true;
+        self
+    }
+
+    /// Lets the destination guard pass every address of hosts matching `pattern` (e.g.
+    /// `*.intranet.example`).
+    pub fn allow_destination_host(mut self, pattern: HostPattern) -> Self {
+        self.guard = self.guard.allow_host(pattern);
+        self.guard_set = true;
+        self
+    }
+
+    /// Name servers to ask instead of the system configuration.
+    pub fn dns_servers(mut self, servers: impl IntoIterator<Item = std::net::IpAddr>) -> Self {
+        self.dns.servers = servers.into_iter().collect();
+        self.dns_set = true;
+        self
+    }
+
+    /// A fixed answer for `host`, consulted before DNS (as curl's `--resolve`).
+    pub fn resolve(mut self, host: &str, addrs: impl IntoIterator<Item = std::net::IpAddr>) -> Self {
+        self.dns
+            .overrides
+            .insert(host.trim_end_matches('.').to_ascii_lowercase(), addrs.into_iter().collect());
+        self.dns_set = true;
+        self
+    }
+
+    /// A resolver of your own (its answers are still checked by the guard).
+    pub fn resolver(mut self, resolver: Resolver) -> Self {
+        self.resolver = Some(resolver);
+        self
+    }
+
+    /// Also trusts this root certificate for robots.txt fetches over https.
+    pub fn extra_root(mut self, cert: CertificateDer<'static>) -> Self {
+        self.tls.extra_roots.push(cert);
+        self.tls_set = true;
+        self
+    }
+
+    /// Whether to trust the Mozilla roots of `webpki-roots` (default: yes).
+    pub fn webpki_roots(mut self, trust: bool) -> Self {
+        self.tls.webpki_roots = trust;
+        self.tls_set = true;
+        self
+    }
+
+    /// Bounds DNS, TCP and the TLS handshake of a robots.txt fetch together (default 5 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// A connector of your own for the robots.txt fetches (and the destination checks);
+    /// the guard, DNS and TLS settings of this builder then do not apply, and setting
+    /// them too is an error.
+    pub fn connector(mut self, connector: Connector) -> Self {
+        self.connector = Some(connector);
+        self
+    }
+
+    /// From sending the robots.txt request to its response headers (default 10 s).
+    pub fn fetch_header_timeout(mut self, timeout: Duration) -> Self {
+        self.fetch.header_timeout = timeout;
+        self
+    }
+
+    /// For reading a robots.txt body (default 20 s).
+    pub fn fetch_body_timeout(mut self, timeout: Duration) -> Self {
+        self.fetch.body_timeout = timeout;
+        self
+    }
+
+    /// Redirects followed when fetching robots.txt (default 5, the RFC 9309 minimum).
+    pub fn fetch_max_redirects(mut self, hops: u8) -> Self {
+        self.fetch.max_redirects = hops;
+        self
+    }
+
+    /// Most origins whose robots.txt is cached (default 100,000).
+    pub fn cache_max_origins(mut self, n: u64) -> Self {
+        self.policy.max_entries = n;
+        self
+    }
+
+    /// Most bytes the cached, parsed files may take (default 512 MiB).
+    pub fn cache_max_bytes(mut self, n: u64) -> Self {
+        self.policy.max_bytes = n;
+        self
+    }
+
+    /// How long a robots.txt copy is fresh when the site says nothing (default 24 h;
+    /// `Cache-Control: max-age` is honoured within the policy's bounds).
+    pub fn cache_ttl(mut self, ttl: Duration) -> Self {
+        self.policy.default_ttl = ttl;
+        self
+    }
+
+    /// Every setting of the policy at once (cache bounds, freshness, failure retries,
+    /// host overrides); the profile set before is replaced by `config.profile`.
+    pub fn policy_config(mut self, config: PolicyConfig) -> Self {
+        self.policy = config;
+        self
+    }
+
+    /// Writes every decision and robots.txt fetch to this audit log.
+    pub fn audit(mut self, audit: AuditLog) -> Self {
+        self.audit = Some(audit);
+        self
+    }
+
+    /// Tells `observer` about every decision (e.g. to count them).
+    pub fn observer(mut self, observer: Arc<dyn DecisionObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Checks the settings and makes the [`Robots`]. Needs no runtime; the first request
+    /// does (tokio).
+    pub fn build(self) -> Result<Robots, BuildError> {
+        let agent = self.agent.ok_or(BuildError::MissingAgent)?;
+        if !is_valid_product_token(&agent) {
+            return Err(BuildError::InvalidAgent(agent));
+        }
+        let user_agent =
+            self.user_agent.unwrap_or_else(|| format!("{agent} (robotsgate/{})", env!("CARGO_PKG_VERSION")));
+        let header = HeaderValue::from_str(&user_agent)
+            .map_err(|_| BuildError::InvalidUserAgent(user_agent.clone()))?;
+        if !user_agent.to_ascii_lowercase().contains(&agent.to_ascii_lowercase()) {
+            return Err(BuildError::UserAgentWithoutToken { agent, user_agent });
+        }
+        let connector = match self.connector {
+            Some(c) => {
+                let conflict = [
+                    (self.guard_set, "a destination allowance"),
+                    (self.dns_set || self.resolver.is_some(), "DNS settings"),
+                    (self.tls_set, "TLS roots"),
+                    (self.connect_timeout.is_some(), "a connect timeout"),
+                ]
+                .into_iter()
+                .find_map(|(set, what)| set.then_some(what));
+                if let Some(what) = conflict {
+                    return Err(BuildError::ConnectorConflict(what));
+                }
+                c
+            }
+            None => {
+                let resolver = self.resolver.unwrap_or_else(|| Resolver::new(&self.dns));
+                let tls = client_config(&self.tls, &[b"h2", b"http/1.1"])?;
+                let timeout = self.connect_timeout.unwrap_or(Duration::from_secs(5));
+                Connector::new(resolver, Arc::new(self.guard), tls, timeout)
+            }
+        };
+        let fetch = FetchConfig { user_agent: user_agent.clone(), ..self.fetch };
+        let fetch_log = self.audit.clone().map(|a| Arc::new(a) as Arc<dyn crate::policy::FetchObserver>);
+        let policy =
+            RobotsPolicy::with_observer(Fetcher::new(connector.clone(), fetch), self.policy, fetch_log);
+        let agent: Arc<str> = agent.into();
+        let mut layer = RobotsLayer::new(policy.clone(), agent.clone())
+            .with_mode(self.mode)
+            .with_admission(connector.clone())
+            .with_user_agent(header.clone());
+        if let Some(audit) = self.audit {
+            layer = layer.with_audit(audit);
+        }
+        if let Some(observer) = self.observer {
+            layer = layer.with_observer(observer);
+        }
+        Ok(Robots { layer, policy, connector, agent, user_agent: header })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_needs_no_runtime_and_has_working_defaults() {
+        let robots = Robots::builder().agent("ExampleBot").build().expect("defaults build");
+        assert_eq!(robots.agent(), "ExampleBot");
+        assert!(robots.user_agent().to_str().unwrap().starts_with("ExampleBot (robotsgate/"));
+        assert_eq!(robots.policy().config().profile, Profile::Conservative);
+    }
+
+    #[test]
+    fn bad_identities_are_refused_with_the_reason() {
+        let err = |b: RobotsBuilder| b.build().expect_err("refused").to_string();
+        assert!(err(Robots::builder()).contains("no product token"));
+        for bad in ["", "ExampleBot/1.0", "Example Bot", "MJ12bot", "bot*"] {
+            let e = err(Robots::builder().agent(bad));
+            assert!(e.contains("invalid product token"), "{bad:?}: {e}");
+        }
+        let e = err(Robots::builder().agent("ExampleBot").user_agent("Mozilla/5.0"));
+        assert!(e.contains("does not contain the product token"), "{e}");
+        let e = err(Robots::builder().agent("ExampleBot").user_agent("ExampleBot\n1.0"));
+        assert!(e.contains("invalid User-Agent"), "{e}");
+        // The token is found case-insensitively, as robots.txt matching is.
+        assert!(Robots::builder().agent("ExampleBot").user_agent("examplebot/2.0").build().is_ok());
+    }
+
+    #[test]
+    fn a_custom_connector_conflicts_with_settings_it_would_ignore() {
+        let connector = Robots::builder().agent("A").build().unwrap().connector().clone();
+        let e = Robots::builder()
+            .agent("A")
+            .connector(connector.clone())
+            .allow_destination("127.0.0.0/8".parse().unwrap())
+            .build()
+            .expect_err("conflict")
+            .to_string();
+        assert!(e.contains("destination allowance"), "{e}");
+        assert!(Robots::builder().agent("A").connector(connector).build().is_ok());
+    }
+}

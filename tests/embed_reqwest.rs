@@ -1,0 +1,160 @@
+//! The reqwest adapter (feature `reqwest`, issue 15) against scripted origins on
+//! 127.0.0.1: refusals as errors that carry the decision, every redirect hop checked
+//! before it is sent, a client that follows redirects itself caught, one cache shared
+//! with the tower layer.
+
+mod support;
+
+use bytes::Bytes;
+use http_body_util::Empty;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use robotsgate::policy::Decision;
+use robotsgate::reqwest::RedirectError;
+use robotsgate::{Refusal, RefusalKind, Robots};
+use support::{Reply, TestServer, bounded};
+use tower::{Service, ServiceBuilder, ServiceExt};
+
+const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
+
+fn robots() -> Robots {
+    Robots::builder()
+        .agent("ExampleBot")
+        .user_agent("ExampleBot/1.0 (+https://example.com/bot)")
+        .allow_destination("127.0.0.0/8".parse().unwrap())
+        .build()
+        .expect("valid settings")
+}
+
+fn http(robots: &Robots) -> reqwest_middleware::ClientWithMiddleware {
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    reqwest_middleware::ClientBuilder::new(client).with(robots.reqwest_middleware()).build()
+}
+
+async fn send(
+    http: &reqwest_middleware::ClientWithMiddleware,
+    url: &str,
+) -> reqwest_middleware::Result<reqwest::Response> {
+    bounded(url, http.get(url).send()).await
+}
+
+fn refusal(e: &reqwest_middleware::Error) -> &Refusal {
+    match e {
+        reqwest_middleware::Error::Middleware(e) => {
+            e.downcast_ref::<Refusal>().unwrap_or_else(|| panic!("{e}"))
+        }
+        other => panic!("not a refusal: {other}"),
+    }
+}
+
+#[tokio::test]
+async fn allowed_requests_are_sent_and_refused_ones_are_errors_with_their_decision() {
+    let origin = TestServer::with([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/public", Reply::ok("hello")),
+        ("/private/x", Reply::ok("secret")),
+    ])
+    .await;
+    let http = http(&robots());
+    let res = send(&http, &format!("{}/public", origin.base("127.0.0.1"))).await.expect("sent");
+    assert_eq!(res.status(), 200);
+    assert!(res.extensions().get::<Decision>().is_some_and(|d| d.allowed));
+    assert_eq!(res.text().await.unwrap(), "hello");
+
+    let err = send(&http, &format!("{}/private/x", origin.base("127.0.0.1"))).await.expect_err("refused");
+    let refusal = refusal(&err);
+    assert_eq!(refusal.kind(), RefusalKind::Disallowed);
+    let decision = refusal.decision().expect("the decision");
+    assert_eq!(decision.rule_pattern(), Some("/private"));
+    assert!(decision.fetch_facts().and_then(|f| f.sha256_hex()).is_some(), "which robots.txt, by SHA-256");
+    assert_eq!(origin.hits("/private/x"), 0, "never sent");
+    let ua = origin.seen().iter().find(|s| s.path == "/public").unwrap().headers["user-agent"].clone();
+    assert_eq!(ua, "ExampleBot/1.0 (+https://example.com/bot)", "the crawler's identity on the request");
+}
+
+#[tokio::test]
+async fn every_redirect_hop_is_checked_before_it_is_sent() {
+    let origin =
+        TestServer::with([("/robots.txt", Reply::ok(ROBOTS)), ("/public", Reply::ok("landed"))]).await;
+    let base = origin.base("127.0.0.1");
+    origin.route("/moved", Reply::redirect(302, "/private/old"));
+    origin.route("/go", Reply::redirect(301, &format!("{base}/public")));
+    let http = http(&robots());
+
+    let err = send(&http, &format!("{base}/moved")).await.expect_err("the hop is refused");
+    assert_eq!(refusal(&err).kind(), RefusalKind::Disallowed);
+    assert_eq!(origin.hits("/moved"), 1);
+    assert_eq!(origin.hits("/private/old"), 0, "the disallowed hop was never fetched");
+
+    let res = send(&http, &format!("{base}/go")).await.expect("followed");
+    assert_eq!(res.url().path(), "/public");
+    assert_eq!(res.text().await.unwrap(), "landed");
+}
+
+#[tokio::test]
+async fn a_cross_origin_hop_is_checked_against_its_own_robots_txt_and_loses_credentials() {
+    let a = TestServer::with([("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n"))]).await;
+    let b = TestServer::with([("/robots.txt", Reply::ok(ROBOTS)), ("/ok", Reply::ok("b"))]).await;
+    a.route("/to-b", Reply::redirect(307, &format!("{}/ok", b.base("127.0.0.1"))));
+    a.route("/to-b-private", Reply::redirect(308, &format!("{}/private/x", b.base("127.0.0.1"))));
+    let http = http(&robots());
+    let res = bounded(
+        "cross-origin redirect",
+        http.get(format!("{}/to-b", a.base("127.0.0.1"))).header("authorization", "Bearer secret").send(),
+    )
+    .await
+    .expect("followed");
+    assert_eq!(res.text().await.unwrap(), "b");
+    let seen = b.seen().into_iter().find(|s| s.path == "/ok").unwrap();
+    assert!(seen.headers.get("authorization").is_none(), "credentials stay with their origin");
+
+    let err = send(&http, &format!("{}/to-b-private", a.base("127.0.0.1"))).await.expect_err("refused");
+    assert_eq!(refusal(&err).kind(), RefusalKind::Disallowed);
+    assert_eq!(b.hits("/private/x"), 0);
+}
+
+#[tokio::test]
+async fn a_client_that_follows_redirects_itself_is_caught_and_its_response_withheld() {
+    let origin = TestServer::with([("/robots.txt", Reply::ok(ROBOTS)), ("/public", Reply::ok("x"))]).await;
+    origin.route("/go", Reply::redirect(302, "/public"));
+    let http = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(robots().reqwest_middleware())
+        .build();
+    let err = send(&http, &format!("{}/go", origin.base("127.0.0.1"))).await.expect_err("refused");
+    match &err {
+        reqwest_middleware::Error::Middleware(e) => {
+            let e = e.downcast_ref::<RedirectError>().expect("a RedirectError");
+            assert!(matches!(e, RedirectError::ClientFollowsRedirects { .. }));
+            assert!(e.to_string().contains("Policy::none()"), "{e}");
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[tokio::test]
+async fn too_many_redirects_stop() {
+    let origin = TestServer::with([("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n"))]).await;
+    origin.route("/loop", Reply::redirect(302, "/loop"));
+    let robots = robots();
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let http = reqwest_middleware::ClientBuilder::new(client)
+        .with(robots.reqwest_middleware().max_redirects(3))
+        .build();
+    let err = send(&http, &format!("{}/loop", origin.base("127.0.0.1"))).await.expect_err("stopped");
+    assert!(err.to_string().contains("too many redirects (more than 3)"), "{err}");
+    assert_eq!(origin.hits("/loop"), 4, "the request and three hops");
+}
+
+#[tokio::test]
+async fn the_layer_and_the_middleware_of_one_robots_share_its_cache() {
+    let origin = TestServer::with([("/robots.txt", Reply::ok(ROBOTS)), ("/public", Reply::ok("x"))]).await;
+    let robots = robots();
+    let url = format!("{}/public", origin.base("127.0.0.1"));
+    send(&http(&robots), &url).await.expect("sent");
+    let client = Client::builder(TokioExecutor::new()).build::<_, Empty<Bytes>>(robots.connector().clone());
+    let mut svc = ServiceBuilder::new().layer(robots.layer()).service(client);
+    let req = http::Request::get(&url).body(Empty::new()).unwrap();
+    let res = bounded("tower call", svc.ready().await.unwrap().call(req)).await.expect("answer");
+    assert_eq!(res.status(), 200);
+    assert_eq!(origin.hits("/robots.txt"), 1, "one fetch for both");
+}
