@@ -44,6 +44,9 @@ pub struct FetchConfig {
     pub header_timeout: Duration,
     /// For reading the whole body.
     pub body_timeout: Duration,
+    /// For the whole fetch: every redirect hop and the body (a chain of slow hops must
+    /// not hold the origin's requests for longer).
+    pub total_timeout: Duration,
     /// Redirect hops followed before giving up (RFC 9309: at least 5).
     pub max_redirects: u8,
     /// Decoded body bytes read (RFC 9309: at least 500 KiB).
@@ -56,6 +59,7 @@ impl Default for FetchConfig {
             user_agent: concat!("robotsgate/", env!("CARGO_PKG_VERSION")).into(),
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(20),
+            total_timeout: Duration::from_secs(30),
             max_redirects: 5,
             max_body_bytes: MAX_ROBOTS_TXT_BYTES,
         }
@@ -123,6 +127,9 @@ pub enum Unreachable {
     /// The body did not arrive within the body timeout.
     #[error("body not received within {0:?}")]
     BodyTimeout(Duration),
+    /// The whole fetch (redirects and body) took longer than the total timeout.
+    #[error("robots.txt not fetched within {0:?} (redirects and body together)")]
+    TotalTimeout(Duration),
     /// Invalid HTTP or a connection that broke mid-response.
     #[error("invalid or interrupted response: {0}")]
     Protocol(String),
@@ -144,6 +151,7 @@ impl Unreachable {
             Unreachable::Connect(e) => e.class(),
             Unreachable::HeaderTimeout(_) => "header_timeout",
             Unreachable::BodyTimeout(_) => "body_timeout",
+            Unreachable::TotalTimeout(_) => "total_timeout",
             Unreachable::Protocol(_) => "protocol",
             Unreachable::Decode(_) => "decode",
             Unreachable::BadRedirect(_) => "bad_redirect",
@@ -174,7 +182,8 @@ impl Fetcher {
         &self.config
     }
 
-    /// Fetches `origin`'s robots.txt. Never fails: every failure is an outcome.
+    /// Fetches `origin`'s robots.txt. Never fails: every failure is an outcome. Takes at
+    /// most [`FetchConfig::total_timeout`].
     pub async fn fetch(&self, origin: &Origin) -> FetchOutcome {
         let started = Instant::now();
         let url = origin.robots_url();
@@ -191,7 +200,17 @@ impl Fetcher {
             max_age: None,
             retry_after: None,
         };
-        outcome.result = self.run(&mut outcome).await;
+        let total = self.config.total_timeout;
+        outcome.result = match tokio::time::timeout(total, self.run(&mut outcome)).await {
+            Ok(result) => result,
+            Err(_) => {
+                // What the last hop had read is not a robots.txt.
+                outcome.body = Bytes::new();
+                outcome.sha256 = None;
+                outcome.truncated = false;
+                FetchResult::Unreachable(Unreachable::TotalTimeout(total))
+            }
+        };
         outcome.duration = started.elapsed();
         outcome
     }

@@ -610,3 +610,35 @@ async fn a_name_with_a_trailing_dot_resolves_like_the_name() {
     assert_eq!(out.result, FetchResult::Success { status: 200 }, "{out:?}");
     assert_eq!(server.hits("/robots.txt"), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_chain_of_slow_redirects_stops_at_the_total_timeout() {
+    // Every hop answers after 9 s, within the 10 s header timeout; five of them would take
+    // 45 s. The total timeout (30 s) ends the fetch during the fourth hop.
+    let server = TestServer::with([]).await;
+    for hop in 0..5 {
+        server.route(
+            &format!("/hop{hop}"),
+            Reply::redirect(302, &format!("/hop{}", hop + 1)).wait_for(Duration::from_secs(9)),
+        );
+    }
+    server.route("/robots.txt", Reply::redirect(302, "/hop0").wait_for(Duration::from_secs(9)));
+    server.route("/hop5", Reply::ok("User-agent: *\nDisallow: /\n"));
+    let config = FetchConfig {
+        header_timeout: Duration::from_secs(10),
+        total_timeout: Duration::from_secs(30),
+        ..fetch_config()
+    };
+    let started = tokio::time::Instant::now();
+    // Virtual time: `bounded` (10 s) would cut it short; two minutes bound it here.
+    let out =
+        tokio::time::timeout(Duration::from_secs(120), fetcher_with(config).fetch(&server.origin("a.test")))
+            .await
+            .expect("the fetch ends");
+    assert_eq!(unreachable(&out), &Unreachable::TotalTimeout(Duration::from_secs(30)));
+    assert_eq!(unreachable(&out).class(), "total_timeout");
+    assert_eq!(started.elapsed(), Duration::from_secs(30), "no longer than the total timeout");
+    assert_eq!(out.redirects, 3, "robots.txt, hop0 and hop1 answered; hop2 was cut off");
+    assert!(out.body.is_empty() && out.sha256.is_none());
+    assert_eq!(server.hits("/hop5"), 0);
+}
