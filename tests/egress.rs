@@ -9,7 +9,7 @@
 //! Every server is real and on loopback; every wait is bounded; ordering is proved with
 //! round trips and connection closes, never with sleeps.
 
-mod e2e_support;
+mod support;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -17,10 +17,10 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use e2e_support::*;
-use http::{Method, Request, StatusCode};
+use http::{Request, StatusCode};
 use robotsgate::server::config::{Config, Dur};
 use serde_json::Value;
+use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -46,25 +46,6 @@ fn get_as(url: &str, login: Option<(&str, &str)>) -> Request<ReqBody> {
             .insert(http::header::PROXY_AUTHORIZATION, format!("Basic {token}").parse().unwrap());
     }
     req
-}
-
-/// `CONNECT authority`.
-fn connect_request(authority: &str) -> Request<ReqBody> {
-    Request::builder()
-        .method(Method::CONNECT)
-        .uri(authority)
-        .header(http::header::HOST, authority)
-        .body(empty())
-        .unwrap()
-}
-
-/// Sends `req` on an open client connection and reads the whole answer.
-async fn exchange(
-    sender: &mut hyper::client::conn::http1::SendRequest<ReqBody>,
-    req: Request<ReqBody>,
-) -> Got {
-    bounded("ready to send", sender.ready()).await.expect("connection usable");
-    collect(bounded("response", sender.send_request(req)).await.expect("response")).await
 }
 
 /// Asserts a refusal of the destination: 403, `x-robotsgate: destination-denied`, a body
@@ -111,8 +92,7 @@ const PASSWORD: &str = "correct horse battery staple";
 async fn every_special_range_is_refused_by_ip_literal_and_nothing_is_sent() {
     let dir = temp_dir();
     // Live origins on both loopbacks, which would answer if anything got through.
-    let routes =
-        || [("/robots.txt", Route::text("User-agent: *\nAllow: /\n")), ("/x", Route::text("inside"))];
+    let routes = || [("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n")), ("/x", Reply::ok("inside"))];
     let v4 = TestOrigin::start(routes()).await;
     let v6 = TestOrigin::start_v6(routes()).await;
     let proxy = RunningProxy::start(&config(dir.path(), "# the default guard\n")).await;
@@ -203,8 +183,7 @@ async fn every_special_range_is_refused_by_ip_literal_and_nothing_is_sent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_that_resolve_to_special_ranges_are_refused_and_nothing_is_sent() {
     let dir = temp_dir();
-    let origin =
-        TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/x", Route::text("inside"))]).await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/x", Reply::ok("inside"))]).await;
     let port = origin.port();
     let proxy = RunningProxy::start(&config(
         dir.path(),
@@ -256,7 +235,7 @@ async fn names_that_resolve_to_special_ranges_are_refused_and_nothing_is_sent() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_proxys_own_listener_is_refused_even_when_loopback_is_allowed() {
     let dir = temp_dir();
-    let origin = TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/x", Route::text("fine"))]).await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/x", Reply::ok("fine"))]).await;
     let proxy = RunningProxy::start(&config(
         dir.path(),
         r#"
@@ -308,9 +287,8 @@ allow_hosts = ["self.test"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allowed_cidr_passes_and_only_that_cidr() {
     let dir = temp_dir();
-    let origin =
-        TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/page", Route::text("hello"))]).await;
-    let v6 = TestOrigin::start_v6([("/robots.txt", Route::text(ROBOTS)), ("/page", Route::text("v6"))]).await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("hello"))]).await;
+    let v6 = TestOrigin::start_v6([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("v6"))]).await;
     let proxy = RunningProxy::start(&config(dir.path(), "[guard]\nallow = [\"127.0.0.0/8\"]\n")).await;
 
     let got = get(proxy.addr, &origin.url("/page")).await;
@@ -340,18 +318,11 @@ async fn an_allowed_cidr_passes_and_only_that_cidr() {
 async fn an_allowed_host_pattern_passes_while_other_names_for_loopback_stay_refused() {
     let dir = temp_dir();
     let origin =
-        TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/page", Route::text("intranet"))]).await;
+        TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("intranet"))]).await;
     // An origin whose robots.txt redirects to a loopback address that is not opened.
     let redirecting = TestOrigin::start([]).await;
-    let target = TestOrigin::start([("/robots.txt", Route::text("User-agent: *\nAllow: /\n"))]).await;
-    redirecting.route(
-        "/robots.txt",
-        Route::Fixed {
-            status: 301,
-            headers: vec![("location".into(), target.url("/robots.txt"))],
-            body: bytes::Bytes::new(),
-        },
-    );
+    let target = TestOrigin::start([("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n"))]).await;
+    redirecting.route("/robots.txt", Reply::redirect(301, &target.url("/robots.txt")));
     let proxy = RunningProxy::start(&config(
         dir.path(),
         r#"
@@ -407,8 +378,7 @@ allow_hosts = ["*.internal.test"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_outside_the_allowed_networks_get_403_and_nothing_is_forwarded() {
     let dir = temp_dir();
-    let origin =
-        TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/page", Route::text("hello"))]).await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("hello"))]).await;
     let proxy = RunningProxy::start(&config(
         dir.path(),
         "[proxy]\nallow_clients = [\"10.0.0.0/8\"]\n\n[guard]\nallow = [\"127.0.0.0/8\"]\n",
@@ -452,8 +422,8 @@ async fn clients_outside_the_allowed_networks_get_403_and_nothing_is_forwarded()
 async fn proxy_users_log_in_and_are_held_to_their_own_product_token() {
     let dir = temp_dir();
     let origin = TestOrigin::start([
-        ("/robots.txt", Route::text("User-agent: AliceBot\nDisallow: /private\n")),
-        ("/private", Route::Echo),
+        ("/robots.txt", Reply::ok("User-agent: AliceBot\nDisallow: /private\n")),
+        ("/private", Reply::echo()),
     ])
     .await;
     let hash = password_hash();
@@ -554,8 +524,7 @@ fn assert_samples(text: &str, expected: &[(&str, f64)]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_known_traffic_and_health_endpoints_answer() {
     let dir = temp_dir();
-    let origin =
-        TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/page", Route::text("hello"))]).await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("hello"))]).await;
     let hash = password_hash();
     // One client connection at a time: a second one is served only once the first has
     // closed, which makes the connection gauge exact without waiting for anything.
@@ -661,8 +630,7 @@ listen = "127.0.0.1:0"
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_head_over_max_header_bytes_gets_431() {
     let dir = temp_dir();
-    let origin =
-        TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/page", Route::text("hello"))]).await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("hello"))]).await;
     let proxy = RunningProxy::start(&config(
         dir.path(),
         "[proxy]\nmax_header_bytes = \"2KiB\"\n\n[guard]\nallow = [\"127.0.0.0/8\"]\n",
@@ -724,9 +692,9 @@ async fn a_client_too_slow_with_its_request_head_is_disconnected() {
 async fn with_max_connections_1_a_second_client_waits_for_the_first_to_close() {
     let dir = temp_dir();
     let origin = TestOrigin::start([
-        ("/robots.txt", Route::text(ROBOTS)),
-        ("/first", Route::text("first")),
-        ("/second", Route::text("second")),
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/first", Reply::ok("first")),
+        ("/second", Reply::ok("second")),
     ])
     .await;
     let proxy = RunningProxy::start(&config(
@@ -838,8 +806,7 @@ reason = "echo service for the tunnel test"
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reload_changes_guard_and_client_networks_and_keeps_open_connections() {
     let dir = temp_dir();
-    let origin =
-        TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/page", Route::text("hello"))]).await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("hello"))]).await;
     let proxy = RunningProxy::start(&config(dir.path(), "")).await;
     let mut kept = proxy_conn(proxy.addr).await;
     let got = exchange(&mut kept, get_request(&origin.url("/page"))).await;

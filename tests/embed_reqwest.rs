@@ -12,7 +12,7 @@ use hyper_util::rt::TokioExecutor;
 use robotsgate::policy::Decision;
 use robotsgate::reqwest::RedirectError;
 use robotsgate::{Refusal, RefusalKind, Robots};
-use support::{Reply, TestServer, bounded};
+use support::{Reply, TestOrigin, bounded};
 use tower::{Service, ServiceBuilder, ServiceExt};
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
@@ -49,19 +49,19 @@ fn refusal(e: &reqwest_middleware::Error) -> &Refusal {
 
 #[tokio::test]
 async fn allowed_requests_are_sent_and_refused_ones_are_errors_with_their_decision() {
-    let origin = TestServer::with([
+    let origin = TestOrigin::start([
         ("/robots.txt", Reply::ok(ROBOTS)),
         ("/public", Reply::ok("hello")),
         ("/private/x", Reply::ok("secret")),
     ])
     .await;
     let http = http(&robots());
-    let res = send(&http, &format!("{}/public", origin.base("127.0.0.1"))).await.expect("sent");
+    let res = send(&http, &format!("{}/public", origin.base())).await.expect("sent");
     assert_eq!(res.status(), 200);
     assert!(res.extensions().get::<Decision>().is_some_and(|d| d.allowed));
     assert_eq!(res.text().await.unwrap(), "hello");
 
-    let err = send(&http, &format!("{}/private/x", origin.base("127.0.0.1"))).await.expect_err("refused");
+    let err = send(&http, &format!("{}/private/x", origin.base())).await.expect_err("refused");
     let refusal = refusal(&err);
     assert_eq!(refusal.kind(), RefusalKind::Disallowed);
     let decision = refusal.decision().expect("the decision");
@@ -75,8 +75,8 @@ async fn allowed_requests_are_sent_and_refused_ones_are_errors_with_their_decisi
 #[tokio::test]
 async fn every_redirect_hop_is_checked_before_it_is_sent() {
     let origin =
-        TestServer::with([("/robots.txt", Reply::ok(ROBOTS)), ("/public", Reply::ok("landed"))]).await;
-    let base = origin.base("127.0.0.1");
+        TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/public", Reply::ok("landed"))]).await;
+    let base = origin.base();
     origin.route("/moved", Reply::redirect(302, "/private/old"));
     origin.route("/go", Reply::redirect(301, &format!("{base}/public")));
     let http = http(&robots());
@@ -93,14 +93,14 @@ async fn every_redirect_hop_is_checked_before_it_is_sent() {
 
 #[tokio::test]
 async fn a_cross_origin_hop_is_checked_against_its_own_robots_txt_and_loses_credentials() {
-    let a = TestServer::with([("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n"))]).await;
-    let b = TestServer::with([("/robots.txt", Reply::ok(ROBOTS)), ("/ok", Reply::ok("b"))]).await;
-    a.route("/to-b", Reply::redirect(307, &format!("{}/ok", b.base("127.0.0.1"))));
-    a.route("/to-b-private", Reply::redirect(308, &format!("{}/private/x", b.base("127.0.0.1"))));
+    let a = TestOrigin::start([("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n"))]).await;
+    let b = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/ok", Reply::ok("b"))]).await;
+    a.route("/to-b", Reply::redirect(307, &format!("{}/ok", b.base())));
+    a.route("/to-b-private", Reply::redirect(308, &format!("{}/private/x", b.base())));
     let http = http(&robots());
     let res = bounded(
         "cross-origin redirect",
-        http.get(format!("{}/to-b", a.base("127.0.0.1"))).header("authorization", "Bearer secret").send(),
+        http.get(format!("{}/to-b", a.base())).header("authorization", "Bearer secret").send(),
     )
     .await
     .expect("followed");
@@ -108,19 +108,19 @@ async fn a_cross_origin_hop_is_checked_against_its_own_robots_txt_and_loses_cred
     let seen = b.seen().into_iter().find(|s| s.path == "/ok").unwrap();
     assert!(seen.headers.get("authorization").is_none(), "credentials stay with their origin");
 
-    let err = send(&http, &format!("{}/to-b-private", a.base("127.0.0.1"))).await.expect_err("refused");
+    let err = send(&http, &format!("{}/to-b-private", a.base())).await.expect_err("refused");
     assert_eq!(refusal(&err).kind(), RefusalKind::Disallowed);
     assert_eq!(b.hits("/private/x"), 0);
 }
 
 #[tokio::test]
 async fn a_client_that_follows_redirects_itself_is_caught_and_its_response_withheld() {
-    let origin = TestServer::with([("/robots.txt", Reply::ok(ROBOTS)), ("/public", Reply::ok("x"))]).await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/public", Reply::ok("x"))]).await;
     origin.route("/go", Reply::redirect(302, "/public"));
     let http = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
         .with(robots().reqwest_middleware())
         .build();
-    let err = send(&http, &format!("{}/go", origin.base("127.0.0.1"))).await.expect_err("refused");
+    let err = send(&http, &format!("{}/go", origin.base())).await.expect_err("refused");
     match &err {
         reqwest_middleware::Error::Middleware(e) => {
             let e = e.downcast_ref::<RedirectError>().expect("a RedirectError");
@@ -133,23 +133,23 @@ async fn a_client_that_follows_redirects_itself_is_caught_and_its_response_withh
 
 #[tokio::test]
 async fn too_many_redirects_stop() {
-    let origin = TestServer::with([("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n"))]).await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n"))]).await;
     origin.route("/loop", Reply::redirect(302, "/loop"));
     let robots = robots();
     let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let http = reqwest_middleware::ClientBuilder::new(client)
         .with(robots.reqwest_middleware().max_redirects(3))
         .build();
-    let err = send(&http, &format!("{}/loop", origin.base("127.0.0.1"))).await.expect_err("stopped");
+    let err = send(&http, &format!("{}/loop", origin.base())).await.expect_err("stopped");
     assert!(err.to_string().contains("too many redirects (more than 3)"), "{err}");
     assert_eq!(origin.hits("/loop"), 4, "the request and three hops");
 }
 
 #[tokio::test]
 async fn the_layer_and_the_middleware_of_one_robots_share_its_cache() {
-    let origin = TestServer::with([("/robots.txt", Reply::ok(ROBOTS)), ("/public", Reply::ok("x"))]).await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/public", Reply::ok("x"))]).await;
     let robots = robots();
-    let url = format!("{}/public", origin.base("127.0.0.1"));
+    let url = format!("{}/public", origin.base());
     send(&http(&robots), &url).await.expect("sent");
     let client = Client::builder(TokioExecutor::new()).build::<_, Empty<Bytes>>(robots.connector().clone());
     let mut svc = ServiceBuilder::new().layer(robots.layer()).service(client);

@@ -13,7 +13,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use robotsgate::policy::{Decision, Reason};
 use robotsgate::{Refusal, RefusalKind, Robots};
-use support::{Reply, TestServer, bounded, until};
+use support::{Reply, TestOrigin, bounded, dead_port, until};
 use tower::{Service, ServiceBuilder, ServiceExt};
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
@@ -50,11 +50,11 @@ fn get(url: &str) -> http::Request<Empty<Bytes>> {
 #[tokio::test]
 async fn allowed_requests_reach_the_origin_with_the_crawlers_identity_and_carry_their_decision() {
     let origin =
-        TestServer::with([("/robots.txt", Reply::ok(ROBOTS)), ("/public", Reply::ok("hello"))]).await;
+        TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/public", Reply::ok("hello"))]).await;
     let robots = robots();
     let mut http = client(&robots);
 
-    let res = call(&mut http, get(&format!("{}/public", origin.base("127.0.0.1")))).await.expect("answer");
+    let res = call(&mut http, get(&format!("{}/public", origin.base()))).await.expect("answer");
     assert_eq!(res.status(), StatusCode::OK);
     assert!(Refusal::from_response(&res).is_none());
     let decision = res.extensions().get::<Decision>().expect("the decision rides on the response");
@@ -64,7 +64,7 @@ async fn allowed_requests_reach_the_origin_with_the_crawlers_identity_and_carry_
     assert_eq!(&body[..], b"hello");
 
     // A request's own User-Agent is kept.
-    let mut req = get(&format!("{}/public", origin.base("127.0.0.1")));
+    let mut req = get(&format!("{}/public", origin.base()));
     req.headers_mut().insert("user-agent", "custom/2".parse().unwrap());
     call(&mut http, req).await.expect("answer");
 
@@ -82,13 +82,12 @@ async fn allowed_requests_reach_the_origin_with_the_crawlers_identity_and_carry_
 #[tokio::test]
 async fn a_disallowed_request_never_reaches_the_origin_and_says_which_rule() {
     let origin =
-        TestServer::with([("/robots.txt", Reply::ok(ROBOTS)), ("/private/x", Reply::ok("secret"))]).await;
+        TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/private/x", Reply::ok("secret"))]).await;
     let robots = robots();
     let mut http = client(&robots);
 
-    let head =
-        http::Request::head(format!("{}/private/x", origin.base("127.0.0.1"))).body(Empty::new()).unwrap();
-    for req in [get(&format!("{}/private/x", origin.base("127.0.0.1"))), head] {
+    let head = http::Request::head(format!("{}/private/x", origin.base())).body(Empty::new()).unwrap();
+    for req in [get(&format!("{}/private/x", origin.base())), head] {
         let method = req.method().clone();
         let res = call(&mut http, req).await.expect("robotsgate's answer");
         assert_eq!(res.status(), StatusCode::FORBIDDEN);
@@ -114,10 +113,10 @@ async fn a_disallowed_request_never_reaches_the_origin_and_says_which_rule() {
 #[tokio::test]
 async fn the_default_guard_refuses_loopback_recognisably_and_fetches_nothing() {
     let origin =
-        TestServer::with([("/robots.txt", Reply::ok(ROBOTS)), ("/public", Reply::ok("hello"))]).await;
+        TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/public", Reply::ok("hello"))]).await;
     let robots = Robots::builder().agent("ExampleBot").build().unwrap();
     let mut http = client(&robots);
-    let res = call(&mut http, get(&format!("{}/public", origin.base("127.0.0.1")))).await.expect("answer");
+    let res = call(&mut http, get(&format!("{}/public", origin.base()))).await.expect("answer");
     assert_eq!(res.status(), StatusCode::FORBIDDEN);
     let refusal = Refusal::from_response(&res).expect("robotsgate's refusal, not the site's 403");
     assert_eq!(refusal.kind(), RefusalKind::DestinationDenied);
@@ -128,10 +127,7 @@ async fn the_default_guard_refuses_loopback_recognisably_and_fetches_nothing() {
 #[tokio::test]
 async fn an_unreachable_origin_is_an_error_before_and_after_its_robots_txt_is_cached() {
     // Before: robots.txt cannot be fetched because nothing listens.
-    let closed = {
-        let l = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let closed = dead_port();
     let robots = robots();
     let mut http = client(&robots);
     let err = call(&mut http, get(&format!("http://127.0.0.1:{closed}/x"))).await.expect_err("an error");
@@ -142,8 +138,8 @@ async fn an_unreachable_origin_is_an_error_before_and_after_its_robots_txt_is_ca
     // After: robots.txt is cached, then the origin goes away; the request fails in the
     // client underneath, as an error too.
     let origin =
-        TestServer::with([("/robots.txt", Reply::ok(ROBOTS)), ("/public", Reply::ok("hello"))]).await;
-    let url = format!("{}/public", origin.base("127.0.0.1"));
+        TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/public", Reply::ok("hello"))]).await;
+    let url = format!("{}/public", origin.base());
     call(&mut http, get(&url)).await.expect("served while the origin is up");
     let port = origin.port();
     drop(origin);

@@ -10,7 +10,7 @@ use robotsgate::fetch::{FetchConfig, FetchOutcome, FetchResult, Fetcher, Unreach
 use robotsgate::net::{ConnectError, DenyReason, Guard};
 use robotsgate::origin::Origin;
 use sha2::{Digest, Sha256};
-use support::{Reply, TestServer, bounded, connector, fetch_config, fetcher, fetcher_with};
+use support::{Reply, TestOrigin, bounded, connector, dead_port, fetch_config, fetcher, fetcher_with};
 
 const LIMIT: usize = 500 * 1024;
 
@@ -28,9 +28,11 @@ fn unreachable(outcome: &FetchOutcome) -> &Unreachable {
 #[tokio::test]
 async fn success_reads_body_and_records_facts() {
     let robots = "User-agent: *\nDisallow: /private\n";
-    let server =
-        TestServer::with([("/robots.txt", Reply::ok(robots).header("cache-control", "public, max-age=120"))])
-            .await;
+    let server = TestOrigin::start([(
+        "/robots.txt",
+        Reply::ok(robots).header("cache-control", "public, max-age=120"),
+    )])
+    .await;
     let origin = server.origin("a.test");
     let out = fetch(&fetcher(), &origin).await;
 
@@ -60,7 +62,7 @@ async fn success_reads_body_and_records_facts() {
 
 #[tokio::test]
 async fn any_2xx_is_success() {
-    let server = TestServer::with([("/robots.txt", Reply::status(204))]).await;
+    let server = TestOrigin::start([("/robots.txt", Reply::status(204))]).await;
     let out = fetch(&fetcher(), &server.origin("a.test")).await;
     assert_eq!(out.result, FetchResult::Success { status: 204 });
     assert!(out.body.is_empty());
@@ -71,7 +73,7 @@ async fn any_2xx_is_success() {
 async fn client_errors_are_unavailable() {
     let fetcher = fetcher();
     for status in [400, 401, 403, 404, 410, 451] {
-        let server = TestServer::with([("/robots.txt", Reply::status(status).body("no robots here"))]).await;
+        let server = TestOrigin::start([("/robots.txt", Reply::status(status).body("no robots here"))]).await;
         let out = fetch(&fetcher, &server.origin("a.test")).await;
         assert_eq!(out.result, FetchResult::Unavailable { status }, "status {status}");
         assert!(out.body.is_empty(), "status {status}: the body of an error is not kept");
@@ -84,7 +86,7 @@ async fn client_errors_are_unavailable() {
 async fn server_errors_and_429_are_unreachable() {
     let fetcher = fetcher();
     for status in [429, 500, 502, 503, 504] {
-        let server = TestServer::with([("/robots.txt", Reply::status(status))]).await;
+        let server = TestOrigin::start([("/robots.txt", Reply::status(status))]).await;
         let out = fetch(&fetcher, &server.origin("a.test")).await;
         assert_eq!(out.result, FetchResult::Unreachable(Unreachable::Status(status)), "status {status}");
         let class = if status == 429 { "status_429" } else { "status_5xx" };
@@ -98,12 +100,12 @@ async fn retry_after_is_read_on_429_and_503_only() {
     let fetcher = fetcher();
     for (status, want) in [(429, Some(30)), (503, Some(30)), (500, None)] {
         let server =
-            TestServer::with([("/robots.txt", Reply::status(status).header("retry-after", "30"))]).await;
+            TestOrigin::start([("/robots.txt", Reply::status(status).header("retry-after", "30"))]).await;
         let out = fetch(&fetcher, &server.origin("a.test")).await;
         assert_eq!(out.retry_after, want.map(Duration::from_secs), "status {status}");
     }
     let date = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(3600));
-    let server = TestServer::with([("/robots.txt", Reply::status(503).header("retry-after", &date))]).await;
+    let server = TestOrigin::start([("/robots.txt", Reply::status(503).header("retry-after", &date))]).await;
     let out = fetch(&fetcher, &server.origin("a.test")).await;
     let ra = out.retry_after.expect("an HTTP-date Retry-After");
     assert!(ra > Duration::from_secs(3500) && ra <= Duration::from_secs(3600), "{ra:?}");
@@ -122,7 +124,7 @@ async fn redirect_without_usable_location_is_unreachable() {
     ];
     for reply in cases {
         let what = format!("{} {:?}", reply.status, reply.headers);
-        let server = TestServer::with([("/robots.txt", reply)]).await;
+        let server = TestOrigin::start([("/robots.txt", reply)]).await;
         let out = fetch(&fetcher, &server.origin("a.test")).await;
         assert!(matches!(unreachable(&out), Unreachable::BadRedirect(_)), "{what}: {out:?}");
         assert_eq!(unreachable(&out).class(), "bad_redirect");
@@ -132,14 +134,14 @@ async fn redirect_without_usable_location_is_unreachable() {
 }
 
 /// A chain `/robots.txt → /r1 → … → /r{hops}` on one server, `/r{hops}` serving `robots`.
-async fn chain(hops: usize, robots: &str) -> TestServer {
-    let server = TestServer::start().await;
+async fn chain(hops: usize, robots: &str) -> TestOrigin {
+    let server = TestOrigin::start([]).await;
     let name = |i: usize| if i == 0 { "/robots.txt".to_owned() } else { format!("/r{i}") };
     for i in 0..hops {
         // Alternate the redirect codes and absolute / relative Locations.
         let code = [301, 302, 303, 307, 308][i % 5];
         let next = name(i + 1);
-        let location = if i % 2 == 0 { next.clone() } else { format!("{}{next}", server.base("a.test")) };
+        let location = if i % 2 == 0 { next.clone() } else { format!("{}{next}", server.base_as("a.test")) };
         server.route(&name(i), Reply::redirect(code, &location));
     }
     server.route(&name(hops), Reply::ok(robots.to_owned()));
@@ -154,7 +156,7 @@ async fn one_redirect_is_followed() {
     assert_eq!(out.result, FetchResult::Success { status: 200 });
     assert_eq!(out.redirects, 1);
     assert_eq!(out.url, origin.robots_url());
-    assert_eq!(out.final_url, format!("{}/r1", server.base("a.test")));
+    assert_eq!(out.final_url, format!("{}/r1", server.base_as("a.test")));
     assert_eq!(out.body.as_ref(), b"User-agent: *\nDisallow: /one\n");
     assert_eq!((server.hits("/robots.txt"), server.hits("/r1")), (1, 1));
 }
@@ -165,7 +167,7 @@ async fn five_redirects_are_followed() {
     let out = fetch(&fetcher(), &server.origin("a.test")).await;
     assert_eq!(out.result, FetchResult::Success { status: 200 });
     assert_eq!(out.redirects, 5);
-    assert_eq!(out.final_url, format!("{}/r5", server.base("a.test")));
+    assert_eq!(out.final_url, format!("{}/r5", server.base_as("a.test")));
     assert_eq!(out.body.as_ref(), b"User-agent: *\nDisallow: /five\n");
     for p in ["/robots.txt", "/r1", "/r2", "/r3", "/r4", "/r5"] {
         assert_eq!(server.hits(p), 1, "{p}");
@@ -196,9 +198,9 @@ async fn redirect_limit_is_configurable() {
 
 #[tokio::test]
 async fn redirect_loop_ends_as_too_many_redirects() {
-    let server = TestServer::start().await;
+    let server = TestOrigin::start([]).await;
     server.route("/robots.txt", Reply::redirect(302, "/loop"));
-    server.route("/loop", Reply::redirect(302, &format!("{}/robots.txt", server.base("a.test"))));
+    server.route("/loop", Reply::redirect(302, &format!("{}/robots.txt", server.base_as("a.test"))));
     let out = fetch(&fetcher(), &server.origin("a.test")).await;
     assert_eq!(out.result, FetchResult::TooManyRedirects);
     assert_eq!(out.redirects, 5);
@@ -208,10 +210,10 @@ async fn redirect_loop_ends_as_too_many_redirects() {
 
 #[tokio::test]
 async fn redirect_across_hosts_is_followed() {
-    let b = TestServer::robots("User-agent: *\nDisallow: /from-b\n").await;
-    let a = TestServer::with([(
+    let b = TestOrigin::robots("User-agent: *\nDisallow: /from-b\n").await;
+    let a = TestOrigin::start([(
         "/robots.txt",
-        Reply::redirect(301, &format!("{}/robots.txt", b.base("b.test"))),
+        Reply::redirect(301, &format!("{}/robots.txt", b.base_as("b.test"))),
     )])
     .await;
     let origin = a.origin("a.test");
@@ -229,7 +231,7 @@ async fn redirect_across_hosts_is_followed() {
 
 #[tokio::test]
 async fn slow_headers_time_out_in_real_time() {
-    let server = TestServer::with([("/robots.txt", Reply::ok("User-agent: *\n").wait_forever())]).await;
+    let server = TestOrigin::start([("/robots.txt", Reply::ok("User-agent: *\n").wait_forever())]).await;
     let config = FetchConfig { header_timeout: Duration::from_millis(200), ..fetch_config() };
     let started = std::time::Instant::now();
     let out = fetch(&fetcher_with(config), &server.origin("a.test")).await;
@@ -241,9 +243,11 @@ async fn slow_headers_time_out_in_real_time() {
 
 #[tokio::test]
 async fn headers_within_the_timeout_are_fine() {
-    let server =
-        TestServer::with([("/robots.txt", Reply::ok("User-agent: *\n").wait_for(Duration::from_millis(20)))])
-            .await;
+    let server = TestOrigin::start([(
+        "/robots.txt",
+        Reply::ok("User-agent: *\n").wait_for(Duration::from_millis(20)),
+    )])
+    .await;
     let config = FetchConfig { header_timeout: Duration::from_secs(2), ..fetch_config() };
     let out = fetch(&fetcher_with(config), &server.origin("a.test")).await;
     assert_eq!(out.result, FetchResult::Success { status: 200 });
@@ -252,7 +256,7 @@ async fn headers_within_the_timeout_are_fine() {
 #[tokio::test]
 async fn a_stalled_body_times_out() {
     let body = "User-agent: *\nDisallow: /a\n".repeat(100);
-    let server = TestServer::with([("/robots.txt", Reply::ok(body).stall_after(100))]).await;
+    let server = TestOrigin::start([("/robots.txt", Reply::ok(body).stall_after(100))]).await;
     let config = FetchConfig { body_timeout: Duration::from_millis(200), ..fetch_config() };
     let started = std::time::Instant::now();
     let out = fetch(&fetcher_with(config), &server.origin("a.test")).await;
@@ -268,7 +272,7 @@ async fn the_body_timeout_bounds_the_whole_body() {
     // Bytes keep coming, 10 every 20 ms, but the whole body would take 2 s.
     let body = "User-agent: *\nDisallow: /a\n".repeat(40);
     let server =
-        TestServer::with([("/robots.txt", Reply::ok(body).drip(10, Duration::from_millis(20)))]).await;
+        TestOrigin::start([("/robots.txt", Reply::ok(body).drip(10, Duration::from_millis(20)))]).await;
     let config = FetchConfig { body_timeout: Duration::from_millis(300), ..fetch_config() };
     let out = fetch(&fetcher_with(config), &server.origin("a.test")).await;
     assert_eq!(out.result, FetchResult::Unreachable(Unreachable::BodyTimeout(Duration::from_millis(300))));
@@ -278,7 +282,7 @@ async fn the_body_timeout_bounds_the_whole_body() {
 async fn a_body_in_small_pieces_is_read_whole() {
     let body = "User-agent: *\nDisallow: /a\n".repeat(10);
     let server =
-        TestServer::with([("/robots.txt", Reply::ok(body.clone()).drip(7, Duration::from_millis(1)))]).await;
+        TestOrigin::start([("/robots.txt", Reply::ok(body.clone()).drip(7, Duration::from_millis(1)))]).await;
     let out = fetch(&fetcher(), &server.origin("a.test")).await;
     assert_eq!(out.result, FetchResult::Success { status: 200 });
     assert_eq!(out.body.as_ref(), body.as_bytes());
@@ -291,7 +295,7 @@ async fn only_the_first_500_kib_are_read() {
         1024 * 1024,
         &[(0, "User-agent: *\nDisallow: /early\n"), (600 * 1024, "Disallow: /late\n")],
     );
-    let server = TestServer::with([("/robots.txt", Reply::ok(body.clone()))]).await;
+    let server = TestOrigin::start([("/robots.txt", Reply::ok(body.clone()))]).await;
     let out = fetch(&fetcher(), &server.origin("a.test")).await;
     assert_eq!(out.result, FetchResult::Success { status: 200 });
     assert_eq!(out.body.len(), LIMIT);
@@ -303,7 +307,7 @@ async fn only_the_first_500_kib_are_read() {
 #[tokio::test]
 async fn a_body_of_exactly_the_limit_is_not_truncated() {
     let body = support::sized_body(LIMIT, &[(0, "User-agent: *\n"), (LIMIT - 20, "Disallow: /last\n")]);
-    let server = TestServer::with([("/robots.txt", Reply::ok(body.clone()))]).await;
+    let server = TestOrigin::start([("/robots.txt", Reply::ok(body.clone()))]).await;
     let out = fetch(&fetcher(), &server.origin("a.test")).await;
     assert_eq!(out.result, FetchResult::Success { status: 200 });
     assert_eq!(out.body.as_ref(), &body[..]);
@@ -326,7 +330,7 @@ async fn encoded_bodies_are_decoded() {
         let encoded = support::encode(encoding, robots.as_bytes()).await;
         assert_ne!(encoded, robots.as_bytes());
         let server =
-            TestServer::with([("/robots.txt", Reply::ok(encoded).header("content-encoding", header))]).await;
+            TestOrigin::start([("/robots.txt", Reply::ok(encoded).header("content-encoding", header))]).await;
         let out = fetch(&fetcher(), &server.origin("a.test")).await;
         assert_eq!(out.result, FetchResult::Success { status: 200 }, "{header}");
         assert_eq!(out.body.as_ref(), robots.as_bytes(), "{header}");
@@ -344,7 +348,7 @@ async fn the_limit_applies_to_decoded_bytes() {
         let encoded = support::encode(encoding, &body).await;
         assert!(encoded.len() < LIMIT);
         let server =
-            TestServer::with([("/robots.txt", Reply::ok(encoded).header("content-encoding", encoding))])
+            TestOrigin::start([("/robots.txt", Reply::ok(encoded).header("content-encoding", encoding))])
                 .await;
         let out = fetch(&fetcher(), &server.origin("a.test")).await;
         assert_eq!(out.result, FetchResult::Success { status: 200 }, "{encoding}");
@@ -360,7 +364,7 @@ async fn a_gzip_bomb_stays_small() {
     let bomb = support::encode("gzip", &vec![0u8; 50 * 1024 * 1024]).await;
     assert!(bomb.len() < 1024 * 1024, "{}", bomb.len());
     let server =
-        TestServer::with([("/robots.txt", Reply::ok(bomb).header("content-encoding", "gzip"))]).await;
+        TestOrigin::start([("/robots.txt", Reply::ok(bomb).header("content-encoding", "gzip"))]).await;
     let out = fetch(&fetcher(), &server.origin("a.test")).await;
     assert_eq!(out.result, FetchResult::Success { status: 200 });
     assert_eq!(out.body.len(), LIMIT);
@@ -379,7 +383,7 @@ async fn undecodable_bodies_are_unreachable() {
     ];
     for (encoding, body) in cases {
         let server =
-            TestServer::with([("/robots.txt", Reply::ok(body).header("content-encoding", encoding))]).await;
+            TestOrigin::start([("/robots.txt", Reply::ok(body).header("content-encoding", encoding))]).await;
         let out = fetch(&fetcher(), &server.origin("a.test")).await;
         assert!(matches!(unreachable(&out), Unreachable::Decode(_)), "{encoding}: {out:?}");
         assert_eq!(unreachable(&out).class(), "decode");
@@ -391,7 +395,8 @@ async fn undecodable_bodies_are_unreachable() {
 async fn a_truncated_gzip_body_is_not_silently_accepted() {
     let encoded = support::encode("gzip", "User-agent: *\nDisallow: /private\n".repeat(50).as_bytes()).await;
     let cut = encoded[..encoded.len() / 2].to_vec();
-    let server = TestServer::with([("/robots.txt", Reply::ok(cut).header("content-encoding", "gzip"))]).await;
+    let server =
+        TestOrigin::start([("/robots.txt", Reply::ok(cut).header("content-encoding", "gzip"))]).await;
     let out = fetch(&fetcher(), &server.origin("a.test")).await;
     assert!(
         matches!(unreachable(&out), Unreachable::Decode(_) | Unreachable::Protocol(_)),
@@ -402,7 +407,7 @@ async fn a_truncated_gzip_body_is_not_silently_accepted() {
 #[tokio::test]
 async fn invalid_utf8_is_kept_as_bytes() {
     let body = b"User-agent: *\nDisallow: /a\xff\xfe\n\xc3\x28 garbage \x80\nDisallow: /private\n".to_vec();
-    let server = TestServer::with([("/robots.txt", Reply::ok(body.clone()))]).await;
+    let server = TestOrigin::start([("/robots.txt", Reply::ok(body.clone()))]).await;
     let out = fetch(&fetcher(), &server.origin("a.test")).await;
     assert_eq!(out.result, FetchResult::Success { status: 200 });
     assert_eq!(out.body.as_ref(), &body[..]);
@@ -410,7 +415,7 @@ async fn invalid_utf8_is_kept_as_bytes() {
 
 #[tokio::test]
 async fn a_reset_before_answering_is_unreachable() {
-    let server = TestServer::with([("/robots.txt", Reply::reset())]).await;
+    let server = TestOrigin::start([("/robots.txt", Reply::reset())]).await;
     let out = fetch(&fetcher(), &server.origin("a.test")).await;
     assert!(matches!(unreachable(&out), Unreachable::Protocol(_)), "{out:?}");
     assert_eq!(unreachable(&out).class(), "protocol");
@@ -420,7 +425,7 @@ async fn a_reset_before_answering_is_unreachable() {
 #[tokio::test]
 async fn a_reset_while_sending_the_body_is_unreachable() {
     let body = "User-agent: *\nDisallow: /a\n".repeat(1000);
-    let server = TestServer::with([("/robots.txt", Reply::ok(body).reset_after(500))]).await;
+    let server = TestOrigin::start([("/robots.txt", Reply::ok(body).reset_after(500))]).await;
     let out = fetch(&fetcher(), &server.origin("a.test")).await;
     assert!(matches!(unreachable(&out), Unreachable::Protocol(_)), "{out:?}");
     assert!(out.body.is_empty(), "a partial body is not a robots.txt");
@@ -428,11 +433,8 @@ async fn a_reset_while_sending_the_body_is_unreachable() {
 
 #[tokio::test]
 async fn a_refused_connection_is_unreachable() {
-    // A port nothing listens on: bind one, note it, close it.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    // A port nothing listens on.
+    let port = dead_port();
     let origin = Origin::parse(&format!("http://a.test:{port}/")).unwrap();
     let out = fetch(&fetcher(), &origin).await;
     match unreachable(&out) {
@@ -458,7 +460,7 @@ async fn a_name_that_does_not_resolve_is_unreachable() {
 
 #[tokio::test]
 async fn the_default_guard_refuses_loopback() {
-    let server = TestServer::robots("User-agent: *\nDisallow: /\n").await;
+    let server = TestOrigin::robots("User-agent: *\nDisallow: /\n").await;
     let fetcher = Fetcher::new(connector(Guard::default(), Duration::from_secs(5)), fetch_config());
     for host in ["a.test", "127.0.0.1"] {
         let out = fetch(&fetcher, &server.origin(host)).await;
@@ -478,7 +480,7 @@ async fn the_default_guard_refuses_loopback() {
 #[tokio::test]
 async fn a_redirect_to_a_refused_destination_is_unreachable() {
     // The guard applies to every hop, not only to the first.
-    let server = TestServer::robots("User-agent: *\nDisallow: /\n").await;
+    let server = TestOrigin::robots("User-agent: *\nDisallow: /\n").await;
     let config = fetch_config();
     let guard = Guard::default().allow("127.0.0.1/32".parse().unwrap());
     let fetcher = Fetcher::new(connector(guard, Duration::from_secs(5)), config);
@@ -496,7 +498,7 @@ async fn a_redirect_to_a_refused_destination_is_unreachable() {
 
 #[tokio::test]
 async fn connections_are_reused() {
-    let server = TestServer::robots("User-agent: *\nDisallow: /\n").await;
+    let server = TestOrigin::robots("User-agent: *\nDisallow: /\n").await;
     let fetcher = fetcher();
     for _ in 0..3 {
         let out = fetch(&fetcher, &server.origin("a.test")).await;
@@ -514,7 +516,7 @@ async fn invalid_http_is_unreachable() {
         b"\x16\x03\x01\x00\x05hello",
     ];
     for answer in answers {
-        let server = support::RawServer::start(answer).await;
+        let server = TestOrigin::raw(answer).await;
         let out = fetch(&fetcher(), &server.origin("a.test")).await;
         assert!(matches!(unreachable(&out), Unreachable::Protocol(_)), "{answer:?}: {out:?}");
         assert_eq!(server.connections(), 1);
@@ -523,10 +525,8 @@ async fn invalid_http_is_unreachable() {
 
 #[tokio::test]
 async fn a_body_shorter_than_its_length_is_unreachable() {
-    let server = support::RawServer::start(
-        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nUser-agent: *\nDisallow: /\n",
-    )
-    .await;
+    let server =
+        TestOrigin::raw(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nUser-agent: *\nDisallow: /\n").await;
     let out = fetch(&fetcher(), &server.origin("a.test")).await;
     assert!(matches!(unreachable(&out), Unreachable::Protocol(_)), "{out:?}");
     assert!(out.body.is_empty());
@@ -535,7 +535,7 @@ async fn a_body_shorter_than_its_length_is_unreachable() {
 #[tokio::test]
 async fn a_body_ended_by_closing_the_connection_is_fine() {
     // HTTP/1.0 style: no Content-Length, no chunking, the end of the connection ends it.
-    let server = support::RawServer::start(b"HTTP/1.0 200 OK\r\n\r\nUser-agent: *\nDisallow: /x\n").await;
+    let server = TestOrigin::raw(b"HTTP/1.0 200 OK\r\n\r\nUser-agent: *\nDisallow: /x\n").await;
     let out = fetch(&fetcher(), &server.origin("a.test")).await;
     assert_eq!(out.result, FetchResult::Success { status: 200 });
     assert_eq!(out.body.as_ref(), b"User-agent: *\nDisallow: /x\n");
@@ -545,7 +545,7 @@ async fn a_body_ended_by_closing_the_connection_is_fine() {
 async fn statuses_outside_the_rfc_are_unreachable() {
     for status in [600u16, 799, 999] {
         let answer = format!("HTTP/1.1 {status} Strange\r\nContent-Length: 0\r\n\r\n");
-        let server = support::RawServer::start(answer.as_bytes()).await;
+        let server = TestOrigin::raw(answer.as_bytes()).await;
         let out = fetch(&fetcher(), &server.origin("a.test")).await;
         assert_eq!(out.result, FetchResult::Unreachable(Unreachable::Status(status)), "{status}");
         assert_eq!(unreachable(&out).class(), "status_other");
@@ -555,7 +555,7 @@ async fn statuses_outside_the_rfc_are_unreachable() {
 #[tokio::test]
 async fn a_tls_failure_is_unreachable() {
     // https to a plain-HTTP origin: the handshake fails.
-    let server = TestServer::robots("User-agent: *\nDisallow: /\n").await;
+    let server = TestOrigin::robots("User-agent: *\nDisallow: /\n").await;
     let origin = Origin::parse(&format!("https://a.test:{}/", server.port())).unwrap();
     let out = fetch(&fetcher(), &origin).await;
     match unreachable(&out) {
@@ -578,7 +578,7 @@ async fn cache_control_is_reported() {
     ];
     for (value, want) in cases {
         let server =
-            TestServer::with([("/robots.txt", Reply::ok("User-agent: *\n").header("cache-control", value))])
+            TestOrigin::start([("/robots.txt", Reply::ok("User-agent: *\n").header("cache-control", value))])
                 .await;
         let out = fetch(&fetcher, &server.origin("a.test")).await;
         assert_eq!(out.max_age, want.map(Duration::from_secs), "{value}");
@@ -587,14 +587,14 @@ async fn cache_control_is_reported() {
 
 #[tokio::test]
 async fn redirect_locations_are_resolved_like_urls() {
-    let server = TestServer::start().await;
+    let server = TestOrigin::start([]).await;
     server.route("/robots.txt", Reply::redirect(301, "  r/robots.txt?v=1#top  "));
     server.route("/r/robots.txt", Reply::redirect(308, "../final.txt"));
     server.route("/final.txt", Reply::ok("User-agent: *\nDisallow: /f\n"));
     let out = fetch(&fetcher(), &server.origin("a.test")).await;
     assert_eq!(out.result, FetchResult::Success { status: 200 });
     assert_eq!(out.redirects, 2);
-    assert_eq!(out.final_url, format!("{}/final.txt", server.base("a.test")));
+    assert_eq!(out.final_url, format!("{}/final.txt", server.base_as("a.test")));
     assert_eq!(server.hits("/r/robots.txt"), 1);
     assert_eq!(server.hits("/final.txt"), 1);
 }
@@ -602,7 +602,7 @@ async fn redirect_locations_are_resolved_like_urls() {
 #[tokio::test]
 async fn a_name_with_a_trailing_dot_resolves_like_the_name() {
     // `a.test.` is the fully qualified spelling of `a.test`: the static override applies.
-    let server = TestServer::robots("User-agent: *\nDisallow: /\n").await;
+    let server = TestOrigin::robots("User-agent: *\nDisallow: /\n").await;
     let origin = Origin::parse(&format!("http://a.test.:{}/", server.port())).unwrap();
     let config = FetchConfig { header_timeout: Duration::from_secs(2), ..fetch_config() };
     let fetcher = Fetcher::new(connector(support::loopback_guard(), Duration::from_secs(2)), config);
@@ -615,7 +615,7 @@ async fn a_name_with_a_trailing_dot_resolves_like_the_name() {
 async fn a_chain_of_slow_redirects_stops_at_the_total_timeout() {
     // Every hop answers after 9 s, within the 10 s header timeout; five of them would take
     // 45 s. The total timeout (30 s) ends the fetch during the fourth hop.
-    let server = TestServer::with([]).await;
+    let server = TestOrigin::start([]).await;
     for hop in 0..5 {
         server.route(
             &format!("/hop{hop}"),

@@ -13,18 +13,16 @@
 //! `measure_interception` (ignored; run with
 //! `cargo test --release --test intercept -- --ignored --nocapture`).
 
-mod e2e_support;
-mod intercept_support;
+mod support;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use e2e_support::{RunningProxy, bounded, check_decision_record, of_type, pattern, temp_dir};
 use http::{StatusCode, Version};
-use intercept_support::*;
 use robotsgate::server::config::{Config, Dur};
+use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Barrier;
 
@@ -34,7 +32,7 @@ const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
 /// robotsgate's CA folder.
 struct Setup {
     dir: tempfile::TempDir,
-    origin_ca: OriginCa,
+    origin_ca: TestCa,
     origin_pem: PathBuf,
     ca_dir: PathBuf,
 }
@@ -42,7 +40,7 @@ struct Setup {
 impl Setup {
     fn new() -> Setup {
         let dir = temp_dir();
-        let origin_ca = OriginCa::new("trusted");
+        let origin_ca = origin_ca("trusted");
         let origin_pem = origin_ca.write_pem(&dir.path().join("origin-ca.pem"));
         let ca_dir = proxy_ca(dir.path());
         Setup { dir, origin_ca, origin_pem, ca_dir }
@@ -68,6 +66,18 @@ fn binary_body() -> Vec<u8> {
     v
 }
 
+/// A CA for origins (not robotsgate's), its leaf for [`ORIGIN_NAMES`] and `127.0.0.1`.
+fn origin_ca(label: &str) -> TestCa {
+    let mut names = ORIGIN_NAMES.to_vec();
+    names.push("127.0.0.1");
+    TestCa::new(&format!("origin {label}"), &names)
+}
+
+/// An HTTPS origin presenting `ca`'s leaf, speaking HTTP/2 or HTTP/1.1 (by ALPN).
+async fn tls_origin<'a>(ca: &TestCa, routes: impl IntoIterator<Item = (&'a str, Reply)>) -> TestOrigin {
+    TestOrigin::start_tls(routes, ca.server_config(&[b"h2", b"http/1.1"])).await
+}
+
 fn decision_for<'a>(records: &'a [serde_json::Value], url: &str) -> &'a serde_json::Value {
     let decisions = of_type(records, "decision");
     let found: Vec<_> = decisions.into_iter().filter(|d| d["url"] == url).collect();
@@ -84,12 +94,12 @@ fn decision_for<'a>(records: &'a [serde_json::Value], url: &str) -> &'a serde_js
 async fn http1_inside_the_tunnel_is_checked_per_path() {
     let s = Setup::new();
     let body = binary_body();
-    let origin = TlsOrigin::start(
+    let origin = tls_origin(
         &s.origin_ca,
         [
-            ("/robots.txt", Route::body(ROBOTS)),
-            ("/page", Route::body(body.clone())),
-            ("/private/report.pdf", Route::body("secret")),
+            ("/robots.txt", Reply::ok(ROBOTS)),
+            ("/page", Reply::ok(body.clone())),
+            ("/private/report.pdf", Reply::ok("secret")),
         ],
     )
     .await;
@@ -101,7 +111,7 @@ async fn http1_inside_the_tunnel_is_checked_per_path() {
     let mut conn = h1(tls).await;
 
     let got = h1_get(&mut conn, &host, "/page").await;
-    assert_eq!(got.status, StatusCode::OK, "{}", describe(&got));
+    assert_eq!(got.status, StatusCode::OK, "{}", got.describe());
     assert_eq!(got.body.len(), body.len());
     assert!(got.body.as_ref() == body.as_slice(), "body changed on the way through interception");
     assert!(got.header("via").contains("robotsgate"), "{:?}", got.headers);
@@ -109,7 +119,7 @@ async fn http1_inside_the_tunnel_is_checked_per_path() {
 
     // Same TLS connection: the disallowed path is answered by robotsgate inside TLS.
     let got = h1_get(&mut conn, &host, "/private/report.pdf").await;
-    assert_eq!(got.status, StatusCode::FORBIDDEN, "{}", describe(&got));
+    assert_eq!(got.status, StatusCode::FORBIDDEN, "{}", got.describe());
     assert_eq!(got.header("x-robotsgate"), "disallowed");
     let url = format!("https://{host}/private/report.pdf");
     assert!(got.text().contains(&url), "{}", got.text());
@@ -154,12 +164,12 @@ async fn http2_inside_the_tunnel_is_checked_per_path_with_concurrent_streams() {
     let s = Setup::new();
     let body = binary_body();
     let barrier = Arc::new(Barrier::new(TOGETHER));
-    let origin = TlsOrigin::start(
+    let origin = tls_origin(
         &s.origin_ca,
         [
-            ("/robots.txt", Route::body(ROBOTS)),
-            ("/page", Route::body(body.clone())),
-            ("/together", Route::Together(barrier, Bytes::from_static(b"all at once"))),
+            ("/robots.txt", Reply::ok(ROBOTS)),
+            ("/page", Reply::ok(body.clone())),
+            ("/together", Reply::ok("all at once").wait_together(&barrier)),
         ],
     )
     .await;
@@ -178,11 +188,11 @@ async fn http2_inside_the_tunnel_is_checked_per_path_with_concurrent_streams() {
 
     let (version, got) = h2_get(&mut conn, &format!("{base}/page")).await;
     assert_eq!(version, Version::HTTP_2);
-    assert_eq!(got.status, StatusCode::OK, "{}", describe(&got));
+    assert_eq!(got.status, StatusCode::OK, "{}", got.describe());
     assert!(got.body.as_ref() == body.as_slice(), "body changed on the way through interception (h2)");
 
     let (_, got) = h2_get(&mut conn, &format!("{base}/private/x")).await;
-    assert_eq!(got.status, StatusCode::FORBIDDEN, "{}", describe(&got));
+    assert_eq!(got.status, StatusCode::FORBIDDEN, "{}", got.describe());
     assert_eq!(got.header("x-robotsgate"), "disallowed");
     assert_eq!(origin.hits("/private/x"), 0);
 
@@ -199,10 +209,10 @@ async fn http2_inside_the_tunnel_is_checked_per_path_with_concurrent_streams() {
         let (i, (version, got)) = bounded("concurrent stream", t).await.unwrap();
         assert_eq!(version, Version::HTTP_2);
         if i < TOGETHER {
-            assert_eq!(got.status, StatusCode::OK, "stream {i}: {}", describe(&got));
+            assert_eq!(got.status, StatusCode::OK, "stream {i}: {}", got.describe());
             assert_eq!(got.body.as_ref(), b"all at once");
         } else {
-            assert_eq!(got.status, StatusCode::FORBIDDEN, "stream {i}: {}", describe(&got));
+            assert_eq!(got.status, StatusCode::FORBIDDEN, "stream {i}: {}", got.describe());
             assert_eq!(got.header("x-robotsgate"), "disallowed");
         }
     }
@@ -227,15 +237,12 @@ async fn http2_inside_the_tunnel_is_checked_per_path_with_concurrent_streams() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_leaf_is_for_the_connect_host_and_is_minted_once() {
     let s = Setup::new();
-    let origin = TlsOrigin::start(
-        &s.origin_ca,
-        [("/robots.txt", Route::body(ROBOTS)), ("/page", Route::body("page"))],
-    )
-    .await;
+    let origin =
+        tls_origin(&s.origin_ca, [("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("page"))]).await;
     let proxy = RunningProxy::start(&s.config()).await;
     let host = format!("localhost:{}", origin.port());
     let client = s.client(&[b"http/1.1"]);
-    assert_eq!(minted(&proxy), 0);
+    assert_eq!(proxy.minted(), 0);
 
     let mut leaves = Vec::new();
     for round in 1..=3 {
@@ -243,8 +250,8 @@ async fn the_leaf_is_for_the_connect_host_and_is_minted_once() {
         leaves.push(peer_leaf(&tls));
         let mut conn = h1(tls).await;
         let got = h1_get(&mut conn, &host, "/page").await;
-        assert_eq!(got.status, StatusCode::OK, "round {round}: {}", describe(&got));
-        assert_eq!(minted(&proxy), 1, "round {round}: the cached leaf is reused");
+        assert_eq!(got.status, StatusCode::OK, "round {round}: {}", got.describe());
+        assert_eq!(proxy.minted(), 1, "round {round}: the cached leaf is reused");
     }
     assert!(leaves.iter().all(|l| *l == leaves[0]), "the same leaf in every tunnel");
     let leaf = &leaves[0];
@@ -261,7 +268,7 @@ async fn the_leaf_is_for_the_connect_host_and_is_minted_once() {
     let err =
         handshake(&client, "other.test", tcp).await.expect_err("the leaf is for localhost, not other.test");
     assert!(err.to_string().contains("not valid for name"), "{err}");
-    assert_eq!(minted(&proxy), 1);
+    assert_eq!(proxy.minted(), 1);
 
     // An IP-address CONNECT gets an IP-address leaf (a second mint).
     let ip_host = format!("127.0.0.1:{}", origin.port());
@@ -272,7 +279,7 @@ async fn the_leaf_is_for_the_connect_host_and_is_minted_once() {
     assert!(verify(&ip_leaf, proxy_roots(&s.ca_dir), "localhost").is_err());
     let mut conn = h1(tls).await;
     assert_eq!(h1_get(&mut conn, &ip_host, "/page").await.status, StatusCode::OK);
-    assert_eq!(minted(&proxy), 2);
+    assert_eq!(proxy.minted(), 2);
     drop(conn);
     proxy.stop().await;
 }
@@ -286,7 +293,7 @@ async fn concurrent_handshakes_for_a_new_host_mint_one_leaf() {
     let proxy = RunningProxy::start(&config).await;
     let client = s.client(&[b"http/1.1"]);
     let addr = proxy.addr;
-    assert_eq!(minted(&proxy), 0);
+    assert_eq!(proxy.minted(), 0);
 
     // All CONNECTs are answered first, then all handshakes start together.
     let start = Arc::new(Barrier::new(N));
@@ -304,7 +311,7 @@ async fn concurrent_handshakes_for_a_new_host_mint_one_leaf() {
     for t in tasks {
         leaves.push(bounded("handshake task", t).await.unwrap());
     }
-    assert_eq!(minted(&proxy), 1, "{N} handshakes for one new host mint one leaf");
+    assert_eq!(proxy.minted(), 1, "{N} handshakes for one new host mint one leaf");
     assert!(leaves.iter().all(|l| *l == leaves[0]));
     verify(&leaves[0], proxy_roots(&s.ca_dir), "fresh.test").unwrap();
     proxy.stop().await;
@@ -317,11 +324,10 @@ async fn concurrent_handshakes_for_a_new_host_mint_one_leaf() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_untrusted_origin_certificate_gives_502_and_no_request_reaches_it() {
     let s = Setup::new();
-    let routes =
-        || [("/robots.txt", Route::body("User-agent: *\nAllow: /\n")), ("/page", Route::body("page"))];
-    let trusted = TlsOrigin::start(&s.origin_ca, routes()).await;
-    let unknown_ca = OriginCa::new("unknown");
-    let untrusted = TlsOrigin::start(&unknown_ca, routes()).await;
+    let routes = || [("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n")), ("/page", Reply::ok("page"))];
+    let trusted = tls_origin(&s.origin_ca, routes()).await;
+    let unknown_ca = origin_ca("unknown");
+    let untrusted = tls_origin(&unknown_ca, routes()).await;
     let proxy = RunningProxy::start(&s.config()).await;
     let client = s.client(&[b"http/1.1"]);
 
@@ -329,7 +335,7 @@ async fn an_untrusted_origin_certificate_gives_502_and_no_request_reaches_it() {
     let mut conn = h1(tunnel(proxy.addr, &host, &client, "localhost").await).await;
     for path in ["/page", "/robots.txt"] {
         let got = h1_get(&mut conn, &host, path).await;
-        assert_eq!(got.status, StatusCode::BAD_GATEWAY, "{path}: {}", describe(&got));
+        assert_eq!(got.status, StatusCode::BAD_GATEWAY, "{path}: {}", got.describe());
         assert_eq!(got.header("x-robotsgate"), "upstream-unreachable", "{path}");
         let text = got.text();
         assert!(text.contains("TLS with localhost failed"), "{path}: {text}");
@@ -337,13 +343,13 @@ async fn an_untrusted_origin_certificate_gives_502_and_no_request_reaches_it() {
     }
     assert!(untrusted.connections() >= 1, "robotsgate did try the origin");
     assert_eq!(untrusted.handshakes(), 0, "no TLS handshake completed with the untrusted origin");
-    assert_eq!(untrusted.requests(), 0, "no HTTP request reached the untrusted origin");
+    assert_eq!(untrusted.total_hits(), 0, "no HTTP request reached the untrusted origin");
 
     // The same proxy reaches the trusted origin (the 502 is about the certificate).
     let host = format!("localhost:{}", trusted.port());
     let mut conn = h1(tunnel(proxy.addr, &host, &client, "localhost").await).await;
     let got = h1_get(&mut conn, &host, "/page").await;
-    assert_eq!(got.status, StatusCode::OK, "{}", describe(&got));
+    assert_eq!(got.status, StatusCode::OK, "{}", got.describe());
     assert_eq!(got.body.as_ref(), b"page");
 
     let records = proxy.records().await;
@@ -361,14 +367,14 @@ async fn an_untrusted_origin_certificate_gives_502_and_no_request_reaches_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bypass_hosts_are_tunnelled_with_the_host_level_check() {
     let s = Setup::new();
-    let closed = TlsOrigin::start(
+    let closed = tls_origin(
         &s.origin_ca,
-        [("/robots.txt", Route::body("User-agent: *\nDisallow: /\n")), ("/", Route::body("closed"))],
+        [("/robots.txt", Reply::ok("User-agent: *\nDisallow: /\n")), ("/", Reply::ok("closed"))],
     )
     .await;
-    let open = TlsOrigin::start(
+    let open = tls_origin(
         &s.origin_ca,
-        [("/robots.txt", Route::body(ROBOTS)), ("/private/x", Route::body("private, unseen by robotsgate"))],
+        [("/robots.txt", Reply::ok(ROBOTS)), ("/private/x", Reply::ok("private, unseen by robotsgate"))],
     )
     .await;
     let mut config = s.config();
@@ -378,9 +384,9 @@ async fn bypass_hosts_are_tunnelled_with_the_host_level_check() {
     // Host-level check: robots.txt disallows / so the CONNECT itself is refused.
     let (answer, _tcp) = connect(proxy.addr, &format!("bypass.test:{}", closed.port())).await;
     assert_eq!(answer.status, 403, "{answer:?} {}", answer.text());
-    assert_eq!(answer.header("x-robotsgate"), "disallowed");
+    assert_eq!(answer.header("x-robotsgate"), Some("disallowed"));
     assert_eq!(closed.hits("/robots.txt"), 1);
-    assert_eq!(closed.requests(), 1, "only the robots.txt fetch: {:?}", closed.all_hits());
+    assert_eq!(closed.total_hits(), 1, "only the robots.txt fetch: {:?}", closed.all_hits());
 
     // Allowed host: a plain tunnel to the origin, whose own certificate the client sees.
     let (answer, tcp) = connect(proxy.addr, &format!("bypass.test:{}", open.port())).await;
@@ -392,7 +398,7 @@ async fn bypass_hosts_are_tunnelled_with_the_host_level_check() {
     let host = format!("bypass.test:{}", open.port());
     let mut conn = h1(tls).await;
     let got = h1_get(&mut conn, &host, "/private/x").await;
-    assert_eq!(got.status, StatusCode::OK, "the path is not visible to robotsgate: {}", describe(&got));
+    assert_eq!(got.status, StatusCode::OK, "the path is not visible to robotsgate: {}", got.describe());
     assert_eq!(open.hits("/private/x"), 1);
 
     // A client trusting only robotsgate's CA cannot talk to a bypassed host.
@@ -406,7 +412,7 @@ async fn bypass_hosts_are_tunnelled_with_the_host_level_check() {
     let local = format!("localhost:{}", open.port());
     let mut conn = h1(tunnel(proxy.addr, &local, &s.client(&[b"http/1.1"]), "localhost").await).await;
     let got = h1_get(&mut conn, &local, "/private/x").await;
-    assert_eq!(got.status, StatusCode::FORBIDDEN, "{}", describe(&got));
+    assert_eq!(got.status, StatusCode::FORBIDDEN, "{}", got.describe());
     assert_eq!(open.hits("/private/x"), 1);
 
     let records = proxy.records().await;
@@ -429,9 +435,9 @@ async fn bypass_hosts_are_tunnelled_with_the_host_level_check() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ports_not_listed_are_tunnelled_as_before() {
     let s = Setup::new();
-    let routes = || [("/robots.txt", Route::body(ROBOTS)), ("/private/x", Route::body("private"))];
-    let plain = TlsOrigin::start(&s.origin_ca, routes()).await;
-    let listed = TlsOrigin::start(&s.origin_ca, routes()).await;
+    let routes = || [("/robots.txt", Reply::ok(ROBOTS)), ("/private/x", Reply::ok("private"))];
+    let plain = tls_origin(&s.origin_ca, routes()).await;
+    let listed = tls_origin(&s.origin_ca, routes()).await;
     let mut config = s.config();
     config.tls.intercept_ports = vec![listed.port()];
     let proxy = RunningProxy::start(&config).await;
@@ -446,7 +452,7 @@ async fn ports_not_listed_are_tunnelled_as_before() {
     assert_eq!(&peer_leaf(&tls), s.origin_ca.leaf());
     let mut conn = h1(tls).await;
     let got = h1_get(&mut conn, &host, "/private/x").await;
-    assert_eq!(got.status, StatusCode::OK, "{}", describe(&got));
+    assert_eq!(got.status, StatusCode::OK, "{}", got.describe());
     assert_eq!(plain.hits("/private/x"), 1);
     let (answer, tcp) = connect(proxy.addr, &host).await;
     assert_eq!(answer.status, 200);
@@ -456,7 +462,7 @@ async fn ports_not_listed_are_tunnelled_as_before() {
     let host2 = format!("localhost:{}", listed.port());
     let mut conn = h1(tunnel(proxy.addr, &host2, &s.client(&[b"http/1.1"]), "localhost").await).await;
     let got = h1_get(&mut conn, &host2, "/private/x").await;
-    assert_eq!(got.status, StatusCode::FORBIDDEN, "{}", describe(&got));
+    assert_eq!(got.status, StatusCode::FORBIDDEN, "{}", got.describe());
     assert_eq!(listed.hits("/private/x"), 0);
 
     let records = proxy.records().await;
@@ -478,7 +484,7 @@ async fn ports_not_listed_are_tunnelled_as_before() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_http_inside_the_tunnel_gets_400_and_the_tunnel_closes() {
     let s = Setup::new();
-    let origin = TlsOrigin::start(&s.origin_ca, [("/robots.txt", Route::body(ROBOTS))]).await;
+    let origin = tls_origin(&s.origin_ca, [("/robots.txt", Reply::ok(ROBOTS))]).await;
     let mut config = s.config();
     config.tls.handshake_timeout = Dur(Duration::from_millis(400));
     let proxy = RunningProxy::start(&config).await;
@@ -493,13 +499,11 @@ async fn plain_http_inside_the_tunnel_gets_400_and_the_tunnel_closes() {
         // read_to_end returns only when robotsgate closes the tunnel.
         let read = bounded("answer and close", tcp.read_to_end(&mut raw)).await;
         assert!(read.is_ok(), "round {round}: {read:?} after {:?}", String::from_utf8_lossy(&raw));
-        let end = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("a head");
-        let (status, headers) = parse_head(&raw[..end]);
-        let answer = Head { status, headers, body: raw[end + 4..].to_vec() };
+        let answer = parse_response(&raw);
         assert_eq!(answer.status, 400, "{answer:?}");
-        assert_eq!(answer.header("x-robotsgate"), "tls-expected");
-        assert!(answer.header("content-type").starts_with("text/plain"));
-        assert_eq!(answer.header("content-length"), answer.body.len().to_string());
+        assert_eq!(answer.header("x-robotsgate"), Some("tls-expected"));
+        assert!(answer.header("content-type").is_some_and(|t| t.starts_with("text/plain")));
+        assert_eq!(answer.header("content-length"), Some(answer.body.len().to_string().as_str()));
         assert!(answer.text().contains("TLS"), "{}", answer.text());
     }
 
@@ -514,7 +518,7 @@ async fn plain_http_inside_the_tunnel_gets_400_and_the_tunnel_closes() {
         assert!(raw.is_empty(), "{raw:?}");
         assert!(started.elapsed() < Duration::from_secs(5));
     }
-    assert_eq!(origin.requests(), 0);
+    assert_eq!(origin.total_hits(), 0);
     proxy.stop().await;
 }
 
@@ -526,16 +530,16 @@ async fn plain_http_inside_the_tunnel_gets_400_and_the_tunnel_closes() {
 async fn robots_txt_through_interception_is_allowed() {
     let s = Setup::new();
     let robots = "User-agent: *\nDisallow: /\n";
-    let origin = TlsOrigin::start(&s.origin_ca, [("/robots.txt", Route::body(robots))]).await;
+    let origin = tls_origin(&s.origin_ca, [("/robots.txt", Reply::ok(robots))]).await;
     let proxy = RunningProxy::start(&s.config()).await;
     let host = format!("localhost:{}", origin.port());
     let mut conn = h1(tunnel(proxy.addr, &host, &s.client(&[b"http/1.1"]), "localhost").await).await;
 
     let got = h1_get(&mut conn, &host, "/robots.txt").await;
-    assert_eq!(got.status, StatusCode::OK, "{}", describe(&got));
+    assert_eq!(got.status, StatusCode::OK, "{}", got.describe());
     assert_eq!(got.body.as_ref(), robots.as_bytes());
     let got = h1_get(&mut conn, &host, "/index.html").await;
-    assert_eq!(got.status, StatusCode::FORBIDDEN, "{}", describe(&got));
+    assert_eq!(got.status, StatusCode::FORBIDDEN, "{}", got.describe());
     assert_eq!(origin.hits("/index.html"), 0);
 
     let records = proxy.records().await;
@@ -586,12 +590,12 @@ async fn curl_through_interception() {
         return;
     }
     let s = Setup::new();
-    let origin = TlsOrigin::start(
+    let origin = tls_origin(
         &s.origin_ca,
         [
-            ("/robots.txt", Route::body(ROBOTS)),
-            ("/allowed", Route::body("allowed body\n")),
-            ("/private/x", Route::body("secret\n")),
+            ("/robots.txt", Reply::ok(ROBOTS)),
+            ("/allowed", Reply::ok("allowed body\n")),
+            ("/private/x", Reply::ok("secret\n")),
         ],
     )
     .await;
@@ -690,11 +694,9 @@ async fn measure_interception() {
     const REQUESTS: usize = 5000;
     let s = Setup::new();
     let small = Bytes::from(vec![b'x'; 128]);
-    let origin = TlsOrigin::start(
-        &s.origin_ca,
-        [("/robots.txt", Route::body(ROBOTS)), ("/small", Route::Body(small.clone()))],
-    )
-    .await;
+    let origin =
+        tls_origin(&s.origin_ca, [("/robots.txt", Reply::ok(ROBOTS)), ("/small", Reply::ok(small.clone()))])
+            .await;
     let mut config = s.config();
     for i in 0..HOSTS {
         for prefix in ["h", "g"] {
@@ -723,11 +725,11 @@ async fn measure_interception() {
         drop(tls);
     }
     let d = t.elapsed();
-    assert_eq!(minted(&proxy), HOSTS as u64);
+    assert_eq!(proxy.minted(), HOSTS as u64);
     println!("  CONNECT + TLS, new host each (mint), sequential:   {}", rate(HOSTS, d));
 
     // Handshakes for new hosts, CLIENTS at once.
-    let before = minted(&proxy);
+    let before = proxy.minted();
     let t = Instant::now();
     let mut tasks = Vec::new();
     for c in 0..CLIENTS {
@@ -742,7 +744,7 @@ async fn measure_interception() {
         task.await.unwrap();
     }
     let d = t.elapsed();
-    assert_eq!(minted(&proxy) - before, HOSTS as u64);
+    assert_eq!(proxy.minted() - before, HOSTS as u64);
     println!("  CONNECT + TLS, new host each (mint), {CLIENTS} clients: {}", rate(HOSTS, d));
 
     // The same hosts again (cached leaves), for comparison.
@@ -751,7 +753,7 @@ async fn measure_interception() {
         drop(tunnel(addr, &format!("h{i}.test:{port}"), &client, &format!("h{i}.test")).await);
     }
     let d = t.elapsed();
-    assert_eq!(minted(&proxy), 2 * HOSTS as u64, "cached leaves reused");
+    assert_eq!(proxy.minted(), 2 * HOSTS as u64, "cached leaves reused");
     println!("  CONNECT + TLS, known host (cached leaf), sequential: {}", rate(HOSTS, d));
 
     // Requests with keep-alive in one tunnel.

@@ -20,7 +20,7 @@ use robotsgate::policy::{
     Decision, FetchObserver, HostPattern, Override, OverrideAction, PolicyConfig, Reason, RobotsPolicy,
 };
 use robotsgate::rep::{Profile, RuleKind};
-use support::{Gate, Reply, TestServer, bounded, fetch_config, fetcher, fetcher_with};
+use support::{Gate, Reply, TestOrigin, bounded, fetch_config, fetcher, fetcher_with};
 
 const AGENT: &str = "ExampleBot";
 const LIMIT: usize = 500 * 1024;
@@ -91,7 +91,7 @@ fn unreachable_cause(d: &Decision) -> &Unreachable {
 #[tokio::test]
 async fn rules_decide_and_the_decision_says_why() {
     let robots = "User-agent: *\nDisallow: /private\nAllow: /private/press\n";
-    let server = TestServer::robots(robots).await;
+    let server = TestOrigin::robots(robots).await;
     let origin = server.origin("a.test");
     let p = policy(PolicyConfig::default());
 
@@ -134,7 +134,7 @@ async fn rules_decide_and_the_decision_says_why() {
 async fn groups_and_profiles_come_from_the_one_copy() {
     let robots =
         "User-agent: ExampleBot\nDisallow: /bot-only\ndisalow: /typo\n\nUser-agent: *\nDisallow: /\n";
-    let server = TestServer::robots(robots).await;
+    let server = TestOrigin::robots(robots).await;
     let origin = server.origin("a.test");
     let p = policy(PolicyConfig::default());
     assert!(!decide(&p, &origin, "/bot-only/x").await.allowed);
@@ -160,7 +160,7 @@ async fn groups_and_profiles_come_from_the_one_copy() {
 async fn unavailable_robots_txt_allows_all_and_is_cached() {
     for status in [401, 403, 404, 410] {
         let server =
-            TestServer::with([(ROBOTS, Reply::status(status).body("User-agent: *\nDisallow: /\n"))]).await;
+            TestOrigin::start([(ROBOTS, Reply::status(status).body("User-agent: *\nDisallow: /\n"))]).await;
         let origin = server.origin("a.test");
         let p = policy(PolicyConfig::default());
         for path in ["/", "/private/x", "/anything?at=all"] {
@@ -178,7 +178,7 @@ async fn unavailable_robots_txt_allows_all_and_is_cached() {
 #[tokio::test]
 async fn unreachable_robots_txt_disallows_all() {
     for status in [429, 500, 503] {
-        let server = TestServer::with([(ROBOTS, Reply::status(status))]).await;
+        let server = TestOrigin::start([(ROBOTS, Reply::status(status))]).await;
         let origin = server.origin("a.test");
         let p = policy(PolicyConfig::default());
         for path in ["/", "/public/x"] {
@@ -200,7 +200,7 @@ async fn unreachable_robots_txt_disallows_all() {
 
 #[tokio::test]
 async fn a_redirect_without_location_disallows_all() {
-    let server = TestServer::with([(ROBOTS, Reply::status(302))]).await;
+    let server = TestOrigin::start([(ROBOTS, Reply::status(302))]).await;
     let p = policy(PolicyConfig::default());
     let d = decide(&p, &server.origin("a.test"), "/x").await;
     assert!(!d.allowed);
@@ -211,7 +211,7 @@ async fn a_redirect_without_location_disallows_all() {
 async fn network_failures_disallow_all() {
     let p = policy(PolicyConfig::default());
 
-    let reset = TestServer::with([(ROBOTS, Reply::reset())]).await;
+    let reset = TestOrigin::start([(ROBOTS, Reply::reset())]).await;
     let d = decide(&p, &reset.origin("a.test"), "/x").await;
     assert!(!d.allowed);
     assert!(matches!(unreachable_cause(&d), Unreachable::Protocol(_)), "{:?}", d.reason);
@@ -240,7 +240,7 @@ async fn network_failures_disallow_all() {
 async fn headers_that_never_come_disallow_all() {
     // The origin never answers, so the paused clock jumps to the header timeout; the
     // connect timeout is longer, so even a jump while connecting ends there.
-    let server = TestServer::with([(ROBOTS, Reply::ok("User-agent: *\n").wait_forever())]).await;
+    let server = TestOrigin::start([(ROBOTS, Reply::ok("User-agent: *\n").wait_forever())]).await;
     let config = FetchConfig { header_timeout: secs(5), ..fetch_config() };
     let fetcher = Fetcher::new(support::connector(support::loopback_guard(), secs(60)), config);
     let p = RobotsPolicy::new(fetcher, PolicyConfig::default());
@@ -252,7 +252,7 @@ async fn headers_that_never_come_disallow_all() {
 #[tokio::test]
 async fn a_stalled_body_disallows_all() {
     let body = "User-agent: *\nAllow: /\n".repeat(200);
-    let server = TestServer::with([(ROBOTS, Reply::ok(body).stall_after(1000))]).await;
+    let server = TestOrigin::start([(ROBOTS, Reply::ok(body).stall_after(1000))]).await;
     let config = FetchConfig { body_timeout: Duration::from_millis(200), ..fetch_config() };
     let p = RobotsPolicy::new(fetcher_with(config), PolicyConfig::default());
     let d = decide(&p, &server.origin("a.test"), "/x").await;
@@ -265,10 +265,10 @@ async fn a_stalled_body_disallows_all() {
 // ---------------------------------------------------------------------------------------
 
 /// `/robots.txt → /r1 → … → /r{hops}` on `server` under the name `host`.
-fn chain(server: &TestServer, host: &str, hops: usize, robots: &str) {
+fn chain(server: &TestOrigin, host: &str, hops: usize, robots: &str) {
     let name = |i: usize| if i == 0 { ROBOTS.to_owned() } else { format!("/r{i}") };
     for i in 0..hops {
-        server.route(&name(i), Reply::redirect(301, &format!("{}{}", server.base(host), name(i + 1))));
+        server.route(&name(i), Reply::redirect(301, &format!("{}{}", server.base_as(host), name(i + 1))));
     }
     server.route(&name(hops), Reply::ok(robots.to_owned()));
 }
@@ -276,7 +276,7 @@ fn chain(server: &TestServer, host: &str, hops: usize, robots: &str) {
 #[tokio::test]
 async fn redirected_rules_apply_to_the_original_origin() {
     for hops in [1, 5] {
-        let server = TestServer::start().await;
+        let server = TestOrigin::start([]).await;
         chain(&server, "a.test", hops, "User-agent: *\nDisallow: /secret\n");
         let origin = server.origin("a.test");
         let p = policy(PolicyConfig::default());
@@ -287,7 +287,7 @@ async fn redirected_rules_apply_to_the_original_origin() {
         let facts = d.fetch_facts().unwrap();
         assert_eq!(facts.redirects as usize, hops);
         assert_eq!(facts.url, origin.robots_url());
-        assert_eq!(facts.final_url, format!("{}/r{hops}", server.base("a.test")));
+        assert_eq!(facts.final_url, format!("{}/r{hops}", server.base_as("a.test")));
         assert!(decide(&p, &origin, "/open").await.allowed);
         // The redirect target's path is just another path of this origin.
         assert!(decide(&p, &origin, &format!("/r{hops}")).await.allowed);
@@ -297,9 +297,10 @@ async fn redirected_rules_apply_to_the_original_origin() {
 
 #[tokio::test]
 async fn a_redirect_to_another_host_gives_the_original_origin_its_rules() {
-    let b = TestServer::robots("User-agent: *\nDisallow: /from-b\n").await;
+    let b = TestOrigin::robots("User-agent: *\nDisallow: /from-b\n").await;
     let a =
-        TestServer::with([(ROBOTS, Reply::redirect(302, &format!("{}/robots.txt", b.base("b.test"))))]).await;
+        TestOrigin::start([(ROBOTS, Reply::redirect(302, &format!("{}/robots.txt", b.base_as("b.test"))))])
+            .await;
     let a_origin = a.origin("a.test");
     let b_origin = b.origin("b.test");
     let p = policy(PolicyConfig::default());
@@ -323,7 +324,7 @@ async fn a_redirect_to_another_host_gives_the_original_origin_its_rules() {
 
 #[tokio::test]
 async fn too_many_redirects_allow_all_and_are_cached() {
-    let server = TestServer::start().await;
+    let server = TestOrigin::start([]).await;
     chain(&server, "a.test", 6, "User-agent: *\nDisallow: /\n");
     let p = policy(PolicyConfig::default());
     let origin = server.origin("a.test");
@@ -339,7 +340,7 @@ async fn too_many_redirects_allow_all_and_are_cached() {
 
 #[tokio::test]
 async fn a_redirect_loop_allows_all() {
-    let server = TestServer::start().await;
+    let server = TestOrigin::start([]).await;
     server.route(ROBOTS, Reply::redirect(301, "/a"));
     server.route("/a", Reply::redirect(301, "/robots.txt"));
     let p = policy(PolicyConfig::default());
@@ -362,7 +363,7 @@ async fn rules_past_500_kib_are_ignored() {
             (600 * 1024, "Disallow: /late\n"),
         ],
     );
-    let server = TestServer::with([(ROBOTS, Reply::ok(body))]).await;
+    let server = TestOrigin::start([(ROBOTS, Reply::ok(body))]).await;
     let origin = server.origin("a.test");
     let p = policy(PolicyConfig::default());
     let d = decide(&p, &origin, "/early").await;
@@ -382,7 +383,7 @@ async fn encoded_files_are_obeyed() {
     for encoding in ["gzip", "deflate", "br"] {
         let encoded = support::encode(encoding, robots.as_bytes()).await;
         let server =
-            TestServer::with([(ROBOTS, Reply::ok(encoded).header("content-encoding", encoding))]).await;
+            TestOrigin::start([(ROBOTS, Reply::ok(encoded).header("content-encoding", encoding))]).await;
         let origin = server.origin("a.test");
         let p = policy(PolicyConfig::default());
         let d = decide(&p, &origin, "/private/x").await;
@@ -397,7 +398,7 @@ async fn a_gzip_bomb_is_a_cut_file_not_a_failure() {
     let mut plain = b"User-agent: *\nDisallow: /bomb\n".to_vec();
     plain.resize(20 * 1024 * 1024, b'\n');
     let bomb = support::encode("gzip", &plain).await;
-    let server = TestServer::with([(ROBOTS, Reply::ok(bomb).header("content-encoding", "gzip"))]).await;
+    let server = TestOrigin::start([(ROBOTS, Reply::ok(bomb).header("content-encoding", "gzip"))]).await;
     let p = policy(PolicyConfig::default());
     let d = decide(&p, &server.origin("a.test"), "/bomb").await;
     assert!(!d.allowed);
@@ -408,7 +409,7 @@ async fn a_gzip_bomb_is_a_cut_file_not_a_failure() {
 
 #[tokio::test]
 async fn an_unsupported_encoding_disallows_all() {
-    let server = TestServer::with([(
+    let server = TestOrigin::start([(
         ROBOTS,
         Reply::ok("User-agent: *\nAllow: /\n").header("content-encoding", "zstd"),
     )])
@@ -422,7 +423,7 @@ async fn an_unsupported_encoding_disallows_all() {
 #[tokio::test]
 async fn invalid_utf8_does_not_hide_the_rules_around_it() {
     let body = b"User-agent: *\nDisallow: /before\n\xff\xfe\xfd garbage \xc3\x28\nDisallow: /bad\xff\nDisallow: /after\n\x80\x81\nAllow: /after/ok\n";
-    let server = TestServer::with([(ROBOTS, Reply::ok(body.to_vec()))]).await;
+    let server = TestOrigin::start([(ROBOTS, Reply::ok(body.to_vec()))]).await;
     let origin = server.origin("a.test");
     let p = policy(PolicyConfig::default());
     assert!(!decide(&p, &origin, "/before/x").await.allowed);
@@ -442,7 +443,7 @@ fn ttl_config() -> PolicyConfig {
 #[tokio::test]
 async fn max_age_is_honoured_then_one_background_refresh_serves_the_new_file() {
     let v1 = Reply::ok("User-agent: *\nDisallow: /v1\n").header("cache-control", "max-age=120");
-    let server = TestServer::with([(ROBOTS, v1)]).await;
+    let server = TestOrigin::start([(ROBOTS, v1)]).await;
     let origin = server.origin("a.test");
     let p = policy(ttl_config());
     assert!(!decide(&p, &origin, "/v1").await.allowed);
@@ -488,7 +489,7 @@ async fn max_age_is_honoured_then_one_background_refresh_serves_the_new_file() {
 /// and after), then refreshed exactly once.
 async fn assert_fresh_for(reply: Reply, config: PolicyConfig, ttl: Duration) {
     let what = format!("{:?} -> {ttl:?}", reply.headers);
-    let server = TestServer::with([(ROBOTS, reply)]).await;
+    let server = TestOrigin::start([(ROBOTS, reply)]).await;
     let origin = server.origin("a.test");
     let p = policy(config);
     assert!(!decide(&p, &origin, "/x").await.allowed);
@@ -526,7 +527,7 @@ async fn max_age_is_clamped_and_defaults_apply() {
 #[tokio::test]
 async fn unavailable_copies_expire_too() {
     let server =
-        TestServer::with([(ROBOTS, Reply::status(404).header("cache-control", "max-age=120"))]).await;
+        TestOrigin::start([(ROBOTS, Reply::status(404).header("cache-control", "max-age=120"))]).await;
     let origin = server.origin("a.test");
     let p = policy(ttl_config());
     assert!(decide(&p, &origin, "/x").await.allowed);
@@ -556,7 +557,7 @@ fn failure_config() -> PolicyConfig {
 #[tokio::test]
 async fn stale_if_error_keeps_the_last_good_copy_then_disallows_all() {
     let good = Reply::ok("User-agent: *\nDisallow: /private\n").header("cache-control", "max-age=120");
-    let server = TestServer::with([(ROBOTS, good)]).await;
+    let server = TestOrigin::start([(ROBOTS, good)]).await;
     let origin = server.origin("a.test");
     let p = policy(failure_config());
     assert!(!decide(&p, &origin, "/private").await.allowed);
@@ -614,7 +615,7 @@ async fn stale_if_error_keeps_the_last_good_copy_then_disallows_all() {
 
 #[tokio::test]
 async fn without_a_good_copy_retries_back_off() {
-    let server = TestServer::with([(ROBOTS, Reply::status(500))]).await;
+    let server = TestOrigin::start([(ROBOTS, Reply::status(500))]).await;
     let origin = server.origin("a.test");
     let p = policy(failure_config());
     let d = decide(&p, &origin, "/x").await;
@@ -649,7 +650,7 @@ async fn without_a_good_copy_retries_back_off() {
 /// asked again a second after.
 async fn assert_retry_after(reply: Reply, quiet: Duration) {
     let what = format!("{} {:?}", reply.status, reply.headers);
-    let server = TestServer::with([(ROBOTS, reply)]).await;
+    let server = TestOrigin::start([(ROBOTS, reply)]).await;
     let origin = server.origin("a.test");
     let p = policy(failure_config());
     assert!(!decide(&p, &origin, "/x").await.allowed);
@@ -678,7 +679,7 @@ async fn busy_answers_are_retried_sooner_and_retry_after_is_honoured_within_boun
 
 #[tokio::test]
 async fn a_due_retry_is_one_fetch_however_many_decisions_wait() {
-    let server = TestServer::with([(ROBOTS, Reply::status(500))]).await;
+    let server = TestOrigin::start([(ROBOTS, Reply::status(500))]).await;
     let origin = server.origin("a.test");
     let p = policy(failure_config());
     assert!(!decide(&p, &origin, "/x").await.allowed);
@@ -704,7 +705,7 @@ async fn a_due_retry_is_one_fetch_however_many_decisions_wait() {
 
 #[tokio::test]
 async fn many_decisions_on_an_expired_copy_start_one_refresh() {
-    let server = TestServer::robots("User-agent: *\nDisallow: /old\n").await;
+    let server = TestOrigin::robots("User-agent: *\nDisallow: /old\n").await;
     let origin = server.origin("a.test");
     let p = policy(ttl_config());
     assert!(!decide(&p, &origin, "/old").await.allowed);
@@ -733,7 +734,7 @@ async fn many_decisions_on_an_expired_copy_start_one_refresh() {
 
 async fn thousand_cold_decisions(reply: Reply, check: fn(usize, &Decision)) {
     let gate = Gate::new();
-    let server = TestServer::with([(ROBOTS, reply.wait_gate(&gate))]).await;
+    let server = TestOrigin::start([(ROBOTS, reply.wait_gate(&gate))]).await;
     let origin = server.origin("a.test");
     let p = policy(PolicyConfig::default());
     let started = Arc::new(AtomicUsize::new(0));
@@ -785,8 +786,8 @@ async fn a_thousand_concurrent_decisions_for_a_failing_origin_make_one_fetch() {
 async fn origins_do_not_wait_for_each_other() {
     // One origin hangs; another is decided meanwhile.
     let gate = Gate::new();
-    let slow = TestServer::with([(ROBOTS, Reply::ok("User-agent: *\n").wait_gate(&gate))]).await;
-    let fast = TestServer::robots("User-agent: *\nDisallow: /x\n").await;
+    let slow = TestOrigin::start([(ROBOTS, Reply::ok("User-agent: *\n").wait_gate(&gate))]).await;
+    let fast = TestOrigin::robots("User-agent: *\nDisallow: /x\n").await;
     let p = policy(PolicyConfig::default());
     let slow_task = {
         let (p, origin) = (p.clone(), slow.origin("a.test"));
@@ -806,7 +807,7 @@ async fn origins_do_not_wait_for_each_other() {
 async fn the_cache_is_bounded_by_entries_and_evicted_origins_are_fetched_again() {
     let mut servers = Vec::new();
     for _ in 0..10 {
-        servers.push(TestServer::robots("User-agent: *\nDisallow: /x\n").await);
+        servers.push(TestOrigin::robots("User-agent: *\nDisallow: /x\n").await);
     }
     let origins: Vec<Origin> =
         servers.iter().enumerate().map(|(i, s)| s.origin(&format!("o{i}.test"))).collect();
@@ -841,7 +842,7 @@ async fn the_cache_is_bounded_by_bytes() {
     }
     let mut servers = Vec::new();
     for _ in 0..8 {
-        servers.push(TestServer::robots(&robots).await);
+        servers.push(TestOrigin::robots(&robots).await);
     }
     let max_bytes = 128 * 1024;
     let p = policy(PolicyConfig { max_bytes, ..PolicyConfig::default() });
@@ -869,7 +870,7 @@ fn rule(hosts: &str, action: OverrideAction, reason: &str, expires: Option<Syste
 
 #[tokio::test]
 async fn overrides_decide_before_robots_txt() {
-    let server = TestServer::robots("User-agent: *\nDisallow: /\n").await;
+    let server = TestOrigin::robots("User-agent: *\nDisallow: /\n").await;
     let now = SystemTime::now();
     let overrides = vec![
         rule("a.test", OverrideAction::Deny, "legal hold", None),
@@ -926,7 +927,7 @@ async fn overrides_decide_before_robots_txt() {
 async fn overrides_apply_to_fully_qualified_names_too() {
     // `a.test.` is `a.test` written as a fully qualified name: a deny for `a.test` must not
     // be sidestepped with a trailing dot (nor an allow for `*.example.test` be lost).
-    let server = TestServer::robots("User-agent: *\nDisallow: /private\n").await;
+    let server = TestOrigin::robots("User-agent: *\nDisallow: /private\n").await;
     let overrides = vec![
         rule("a.test", OverrideAction::Deny, "legal hold", None),
         rule("*.example.test", OverrideAction::Allow, "partner agreement", None),
@@ -950,7 +951,7 @@ async fn overrides_apply_to_fully_qualified_names_too() {
 
 #[tokio::test]
 async fn the_first_matching_override_wins() {
-    let server = TestServer::robots("User-agent: *\nDisallow: /\n").await;
+    let server = TestOrigin::robots("User-agent: *\nDisallow: /\n").await;
     let overrides = vec![
         rule("www.example.test", OverrideAction::Allow, "this one", None),
         rule("*.example.test", OverrideAction::Deny, "not this one", None),
@@ -966,7 +967,7 @@ async fn the_first_matching_override_wins() {
 
 #[tokio::test]
 async fn robots_txt_itself_is_always_allowed_without_a_fetch() {
-    let server = TestServer::robots("User-agent: *\nDisallow: /\nDisallow: /robots.txt\n").await;
+    let server = TestOrigin::robots("User-agent: *\nDisallow: /\nDisallow: /robots.txt\n").await;
     let origin = server.origin("a.test");
     let overrides = vec![rule("b.test", OverrideAction::Deny, "denied host", None)];
     let p = policy(PolicyConfig { overrides, ..PolicyConfig::default() });
@@ -1006,7 +1007,7 @@ impl FetchObserver for Counting {
 
 #[tokio::test]
 async fn the_observer_sees_every_fetch() {
-    let server = TestServer::with([(ROBOTS, Reply::status(500))]).await;
+    let server = TestOrigin::start([(ROBOTS, Reply::status(500))]).await;
     let observer = Arc::new(Counting::default());
     let p = RobotsPolicy::with_observer(fetcher(), failure_config(), Some(observer.clone()));
     let origin = server.origin("a.test");

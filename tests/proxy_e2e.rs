@@ -3,17 +3,17 @@
 //! client connection sending absolute-form requests, raw HTTP/1.1 over TCP, and a rustls
 //! client through a CONNECT tunnel), and the audit log read back from its file.
 
-mod e2e_support;
+mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use e2e_support::*;
-use http::{Method, Request, StatusCode};
+use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use robotsgate::server::config::{Config, Dur, ModeName};
+use support::*;
 use tokio::sync::{Notify, mpsc};
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
@@ -29,9 +29,9 @@ async fn allowed_requests_pass_with_bodies_intact() {
     binary.extend_from_slice(b"\r\n\r\n0\r\n\r\nHTTP/1.1 200 OK\r\n\0\0\xff\xfe");
     binary.extend_from_slice(&pattern(300_000));
     let origin = TestOrigin::start([
-        ("/robots.txt", Route::text(ROBOTS)),
-        ("/page", Route::ok("text/html; charset=utf-8", "<h1>hello, world</h1>\n")),
-        ("/blob.bin", Route::ok("application/octet-stream", binary.clone())),
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/page", Reply::typed("text/html; charset=utf-8", "<h1>hello, world</h1>\n")),
+        ("/blob.bin", Reply::typed("application/octet-stream", binary.clone())),
     ])
     .await;
     let proxy = proxy_for(&test_config(dir.path())).await;
@@ -55,11 +55,9 @@ async fn allowed_requests_pass_with_bodies_intact() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disallowed_request_is_refused_and_never_reaches_the_origin() {
     let dir = temp_dir();
-    let origin = TestOrigin::start([
-        ("/robots.txt", Route::text(ROBOTS)),
-        ("/private/report.pdf", Route::text("secret")),
-    ])
-    .await;
+    let origin =
+        TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/private/report.pdf", Reply::ok("secret"))])
+            .await;
     let proxy = proxy_for(&test_config(dir.path())).await;
 
     let url = origin.url("/private/report.pdf");
@@ -104,13 +102,10 @@ async fn fifty_concurrent_requests_fetch_robots_txt_once() {
     let dir = temp_dir();
     // robots.txt is held back until every client is connected, so the requests really
     // wait for the same fetch.
-    let release = Arc::new(Notify::new());
+    let release = Gate::new();
     let origin = TestOrigin::start([
-        (
-            "/robots.txt",
-            Route::Slow { release: release.clone(), body: Bytes::from_static(ROBOTS.as_bytes()) },
-        ),
-        ("/item", Route::text("item")),
+        ("/robots.txt", Reply::ok(ROBOTS).wait_gate(&release)),
+        ("/item", Reply::ok("item")),
     ])
     .await;
     let proxy = proxy_for(&test_config(dir.path())).await;
@@ -134,7 +129,7 @@ async fn fifty_concurrent_requests_fetch_robots_txt_once() {
     }
     bounded("all clients connected", all_connected.notified()).await;
     origin.wait_hits("/robots.txt", 1).await;
-    release.notify_one();
+    release.open();
     let mut ok = 0;
     while let Some(got) = bounded("client task", tasks.join_next()).await {
         let got = got.expect("client task");
@@ -160,26 +155,17 @@ async fn fifty_concurrent_requests_fetch_robots_txt_once() {
 fn tls_config(dir: &std::path::Path, ca: &TestCa) -> Config {
     let mut config = test_config(dir);
     config.tls.webpki_roots = false;
-    config.tls.extra_roots = vec![ca.write_ca_pem(dir)];
+    config.tls.extra_roots = vec![ca.write_pem(&dir.join("test-ca.pem"))];
     config
-}
-
-fn connect_request(authority: &str) -> Request<ReqBody> {
-    Request::builder()
-        .method(Method::CONNECT)
-        .uri(authority)
-        .header(http::header::HOST, authority)
-        .body(empty())
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_tunnel_carries_tls_end_to_end() {
     let dir = temp_dir();
-    let ca = TestCa::new();
+    let ca = TestCa::localhost();
     let origin = TestOrigin::start_tls(
-        [("/robots.txt", Route::text("User-agent: *\nAllow: /\n")), ("/", Route::text("hello over TLS"))],
-        &ca,
+        [("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n")), ("/", Reply::ok("hello over TLS"))],
+        ca.server_config(&[b"http/1.1"]),
     )
     .await;
     let proxy = proxy_for(&tls_config(dir.path(), &ca)).await;
@@ -191,8 +177,10 @@ async fn connect_tunnel_carries_tls_end_to_end() {
     let upgraded = bounded("CONNECT upgrade", hyper::upgrade::on(res)).await.expect("upgrade");
 
     // TLS with the origin itself, through the tunnel, then HTTP inside it.
-    let tls = tls_connect(&ca, hyper_util::rt::TokioIo::new(upgraded)).await;
-    let mut inner = http1_conn(tls).await;
+    let tls = handshake(&client_config(ca.roots(), &[]), "localhost", hyper_util::rt::TokioIo::new(upgraded))
+        .await
+        .expect("TLS handshake");
+    let mut inner = h1(tls).await;
     let req = Request::get("/")
         .header(http::header::HOST, format!("localhost:{}", origin.port()))
         .body(empty())
@@ -220,10 +208,10 @@ async fn connect_tunnel_carries_tls_end_to_end() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_to_a_disallowed_host_is_refused() {
     let dir = temp_dir();
-    let ca = TestCa::new();
+    let ca = TestCa::localhost();
     let origin = TestOrigin::start_tls(
-        [("/robots.txt", Route::text("User-agent: *\nDisallow: /\n")), ("/", Route::text("nope"))],
-        &ca,
+        [("/robots.txt", Reply::ok("User-agent: *\nDisallow: /\n")), ("/", Reply::ok("nope"))],
+        ca.server_config(&[b"http/1.1"]),
     )
     .await;
     let proxy = proxy_for(&tls_config(dir.path(), &ca)).await;
@@ -253,11 +241,11 @@ async fn large_bodies_stream_through_intact() {
     const GATED: u64 = 4 * 1024 * 1024;
     const FIRST: u64 = 256 * 1024;
     let dir = temp_dir();
-    let gate = Arc::new(Notify::new());
+    let gate = Gate::new();
     let origin = TestOrigin::start([
-        ("/robots.txt", Route::text(ROBOTS)),
-        ("/big.bin", Route::Pattern { len: LEN, gate: None }),
-        ("/gated.bin", Route::Pattern { len: GATED, gate: Some((FIRST, gate.clone())) }),
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/big.bin", Reply::pattern(LEN)),
+        ("/gated.bin", Reply::pattern(GATED).hold_after(FIRST, &gate)),
     ])
     .await;
     let proxy = proxy_for(&test_config(dir.path())).await;
@@ -298,7 +286,7 @@ async fn large_bodies_stream_through_intact() {
         }
         if !released && check.pos >= FIRST {
             assert!(check.pos <= FIRST, "got bytes past the gate before opening it");
-            gate.notify_one();
+            gate.open();
             released = true;
         }
     }
@@ -313,10 +301,10 @@ async fn upload_bodies_stream_to_the_origin() {
     const CHUNK: usize = 64 * 1024;
     const CHUNKS: usize = 128; // 8 MiB after the first part
     let dir = temp_dir();
-    let progress = Arc::new(Notify::new());
+    let progress = Gate::new();
     let origin = TestOrigin::start([
-        ("/robots.txt", Route::text(ROBOTS)),
-        ("/upload", Route::Upload { progress: Some((FIRST as u64, progress.clone())) }),
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/upload", Reply::upload().open_after(FIRST as u64, &progress)),
     ])
     .await;
     let proxy = proxy_for(&test_config(dir.path())).await;
@@ -339,7 +327,7 @@ async fn upload_bodies_stream_to_the_origin() {
     }
     // The origin has the first part while the client still holds the rest back: the
     // request body is streamed, not collected first.
-    bounded("origin received the first part (did the proxy buffer the upload?)", progress.notified()).await;
+    bounded("origin received the first part (did the proxy buffer the upload?)", progress.wait()).await;
     for piece in data[FIRST..].chunks(CHUNK) {
         sent.update(piece);
         bounded("send upload chunk", tx.send(Bytes::copy_from_slice(piece))).await.unwrap();
@@ -356,8 +344,8 @@ async fn upload_bodies_stream_to_the_origin() {
 async fn report_only_forwards_and_logs_would_disallow() {
     let dir = temp_dir();
     let origin = TestOrigin::start([
-        ("/robots.txt", Route::text(ROBOTS)),
-        ("/private/x", Route::text("private but reported")),
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/private/x", Reply::ok("private but reported")),
     ])
     .await;
     let mut config = test_config(dir.path());
@@ -385,8 +373,8 @@ async fn report_only_forwards_and_logs_would_disallow() {
 async fn mode_off_forwards_everything_without_fetching_or_auditing_but_keeps_the_guard() {
     let dir = temp_dir();
     let origin = TestOrigin::start([
-        ("/robots.txt", Route::text(ROBOTS)),
-        ("/private/x", Route::text("private, mode off")),
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/private/x", Reply::ok("private, mode off")),
     ])
     .await;
     let mut config = test_config(dir.path());
@@ -417,12 +405,12 @@ async fn audit_log_has_one_record_per_decision_and_fetch_and_the_snapshot() {
     let robots_a = "# site A\nUser-agent: ExampleBot\nAllow: /private/ok\nDisallow: /private\n";
     let robots_b = "User-agent: *\nDisallow: /b-secret\n";
     let a = TestOrigin::start([
-        ("/robots.txt", Route::text(robots_a)),
-        ("/public", Route::text("pub")),
-        ("/private/ok", Route::text("ok")),
+        ("/robots.txt", Reply::ok(robots_a)),
+        ("/public", Reply::ok("pub")),
+        ("/private/ok", Reply::ok("ok")),
     ])
     .await;
-    let b = TestOrigin::start([("/robots.txt", Route::text(robots_b)), ("/x", Route::text("x"))]).await;
+    let b = TestOrigin::start([("/robots.txt", Reply::ok(robots_b)), ("/x", Reply::ok("x"))]).await;
     let proxy = proxy_for(&test_config(dir.path())).await;
 
     let plan = [
@@ -500,7 +488,7 @@ async fn audit_log_has_one_record_per_decision_and_fetch_and_the_snapshot() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hop_by_hop_headers_are_removed_and_via_added() {
     let dir = temp_dir();
-    let origin = TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/echo", Route::Echo)]).await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/echo", Reply::echo())]).await;
     let proxy = proxy_for(&test_config(dir.path())).await;
 
     let request = format!(
@@ -543,22 +531,12 @@ async fn hop_by_hop_headers_are_removed_and_via_added() {
     proxy.stop().await;
 }
 
-/// A port on 127.0.0.1 with nothing listening.
-async fn dead_port() -> u16 {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = l.local_addr().unwrap().port();
-    drop(l);
-    port
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn robots_txt_server_error_disallows_by_policy() {
     let dir = temp_dir();
-    let origin = TestOrigin::start([
-        ("/robots.txt", Route::Fixed { status: 500, headers: vec![], body: Bytes::from_static(b"oops") }),
-        ("/page", Route::text("page")),
-    ])
-    .await;
+    let origin =
+        TestOrigin::start([("/robots.txt", Reply::status(500).body("oops")), ("/page", Reply::ok("page"))])
+            .await;
     let proxy = proxy_for(&test_config(dir.path())).await;
     let url = origin.url("/page");
     let got = get(proxy.addr, &url).await;
@@ -590,7 +568,7 @@ async fn unreachable_origin_is_refused_with_the_reason() {
     // answer says the origin cannot be reached (502) rather than blaming robots.txt.
     let dir = temp_dir();
     let proxy = proxy_for(&test_config(dir.path())).await;
-    let port = dead_port().await;
+    let port = dead_port();
     let url = format!("http://127.0.0.1:{port}/page");
     let got = get(proxy.addr, &url).await;
     assert_eq!(got.status, StatusCode::BAD_GATEWAY, "{}", got.text());
@@ -625,7 +603,7 @@ async fn unreachable_origin_allowed_by_override_is_502() {
     .unwrap();
     config.policy.overrides = overrides.policy.overrides;
     let proxy = proxy_for(&config).await;
-    let port = dead_port().await;
+    let port = dead_port();
     let got = get(proxy.addr, &format!("http://127.0.0.1:{port}/page")).await;
     assert_eq!(got.status, StatusCode::BAD_GATEWAY, "{}", got.text());
     assert_eq!(got.header("x-robotsgate"), "upstream-unreachable");
@@ -647,7 +625,9 @@ async fn unreachable_origin_allowed_by_override_is_502() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_origin_gives_504() {
     let dir = temp_dir();
-    let origin = TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/hang", Route::Never)]).await;
+    let origin =
+        TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/hang", Reply::status(200).wait_forever())])
+            .await;
     let mut config = test_config(dir.path());
     config.proxy.upstream_timeout = Dur(Duration::from_millis(300));
     let proxy = proxy_for(&config).await;
@@ -662,8 +642,7 @@ async fn silent_origin_gives_504() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_gets_400_and_the_proxy_keeps_serving() {
     let dir = temp_dir();
-    let origin =
-        TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/ok", Route::text("fine"))]).await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/ok", Reply::ok("fine"))]).await;
     let proxy = proxy_for(&test_config(dir.path())).await;
 
     for garbage in [
@@ -688,7 +667,7 @@ async fn garbage_gets_400_and_the_proxy_keeps_serving() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn origin_form_request_is_400() {
     let dir = temp_dir();
-    let origin = TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/", Route::text("root"))]).await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/", Reply::ok("root"))]).await;
     let proxy = proxy_for(&test_config(dir.path())).await;
     let request = format!("GET / HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", origin.authority());
     let res = parse_response(&raw_exchange(proxy.addr, request.as_bytes()).await);
@@ -704,9 +683,9 @@ async fn origin_form_request_is_400() {
 async fn keep_alive_client_connection_serves_several_requests() {
     let dir = temp_dir();
     let origin = TestOrigin::start([
-        ("/robots.txt", Route::text(ROBOTS)),
-        ("/a", Route::text("A")),
-        ("/private/b", Route::text("B")),
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/a", Reply::ok("A")),
+        ("/private/b", Reply::ok("B")),
     ])
     .await;
     let proxy = proxy_for(&test_config(dir.path())).await;
@@ -738,7 +717,7 @@ async fn the_origin_gets_the_host_of_the_checked_url_not_the_clients_host_header
     // target's authority. Otherwise a client could have robots.txt checked for one host
     // while a virtual-hosting origin serves another (`Host: other.example`).
     let dir = temp_dir();
-    let origin = TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/echo", Route::Echo)]).await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/echo", Reply::echo())]).await;
     let proxy = proxy_for(&test_config(dir.path())).await;
     let request =
         format!("GET {} HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n", origin.url("/echo"));
@@ -758,7 +737,7 @@ async fn spelled_differently_disallowed_paths_are_still_refused() {
     // Percent-encoding and dot segments do not get around a Disallow (conservative
     // profile: the RFC reading normalises both); the origin sees none of them.
     let dir = temp_dir();
-    let origin = TestOrigin::start([("/robots.txt", Route::text(ROBOTS))]).await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS))]).await;
     let proxy = proxy_for(&test_config(dir.path())).await;
     for path in ["/%70rivate/x", "/%70%72%69%76%61%74%65", "/a/../private/x", "/./private", "/private?x=1"] {
         let request = format!(
@@ -777,14 +756,14 @@ async fn spelled_differently_disallowed_paths_are_still_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn absolute_https_url_is_fetched_over_tls_by_the_proxy() {
     let dir = temp_dir();
-    let ca = TestCa::new();
+    let ca = TestCa::localhost();
     let origin = TestOrigin::start_tls(
         [
-            ("/robots.txt", Route::text(ROBOTS)),
-            ("/page", Route::text("tls page")),
-            ("/private/x", Route::text("no")),
+            ("/robots.txt", Reply::ok(ROBOTS)),
+            ("/page", Reply::ok("tls page")),
+            ("/private/x", Reply::ok("no")),
         ],
-        &ca,
+        ca.server_config(&[b"http/1.1"]),
     )
     .await;
     let proxy = proxy_for(&tls_config(dir.path(), &ca)).await;
@@ -809,9 +788,9 @@ async fn a_refused_requests_body_is_never_read_as_a_request() {
     // pipelined request on the same connection: the body is skipped, not parsed.
     let dir = temp_dir();
     let origin = TestOrigin::start([
-        ("/robots.txt", Route::text(ROBOTS)),
-        ("/ok", Route::text("fine")),
-        ("/private/x", Route::text("secret")),
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/ok", Reply::ok("fine")),
+        ("/private/x", Reply::ok("secret")),
     ])
     .await;
     let proxy = proxy_for(&test_config(dir.path())).await;
@@ -839,10 +818,10 @@ async fn a_refused_requests_body_is_never_read_as_a_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_closes_open_tunnels_after_the_grace_period() {
     let dir = temp_dir();
-    let ca = TestCa::new();
+    let ca = TestCa::localhost();
     let origin = TestOrigin::start_tls(
-        [("/robots.txt", Route::text("User-agent: *\nAllow: /\n")), ("/", Route::text("hi"))],
-        &ca,
+        [("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n")), ("/", Reply::ok("hi"))],
+        ca.server_config(&[b"http/1.1"]),
     )
     .await;
     let mut config = tls_config(dir.path(), &ca);
@@ -853,7 +832,10 @@ async fn shutdown_closes_open_tunnels_after_the_grace_period() {
     let res = bounded("CONNECT", sender.send_request(connect_request(&origin.authority()))).await.unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     let upgraded = bounded("upgrade", hyper::upgrade::on(res)).await.unwrap();
-    let mut tls = tls_connect(&ca, hyper_util::rt::TokioIo::new(upgraded)).await;
+    let mut tls =
+        handshake(&client_config(ca.roots(), &[]), "localhost", hyper_util::rt::TokioIo::new(upgraded))
+            .await
+            .expect("TLS handshake");
 
     // The tunnel stays open and idle; shutdown must still finish, closing it.
     proxy.stop().await;
@@ -864,22 +846,13 @@ async fn shutdown_closes_open_tunnels_after_the_grace_period() {
     assert!(matches!(read, Ok(0) | Err(_)), "the tunnel is closed: {read:?}");
 }
 
-/// Sends `req` on `sender` (a keep-alive client connection to the proxy) and reads it whole.
-async fn exchange(
-    sender: &mut hyper::client::conn::http1::SendRequest<ReqBody>,
-    req: Request<ReqBody>,
-) -> Got {
-    bounded("connection ready", sender.ready()).await.expect("the client connection stays open");
-    collect(bounded("response", sender.send_request(req)).await.expect("a response")).await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keep_alive_client_gets_its_own_upstream_connection_after_the_second_request() {
     let dir = temp_dir();
     let origin = TestOrigin::start([
-        ("/robots.txt", Route::text(ROBOTS)),
-        ("/a", Route::text("A")),
-        ("/upload", Route::Upload { progress: None }),
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/a", Reply::ok("A")),
+        ("/upload", Reply::upload()),
     ])
     .await;
     let proxy = proxy_for(&test_config(dir.path())).await;
@@ -939,12 +912,8 @@ async fn a_keep_alive_client_gets_its_own_upstream_connection_after_the_second_r
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kept_connection_the_origin_closes_is_replaced_without_an_error() {
     let dir = temp_dir();
-    let closing = Route::Fixed {
-        status: 200,
-        headers: vec![("connection".into(), "close".into()), ("content-type".into(), "text/plain".into())],
-        body: Bytes::from_static(b"bye"),
-    };
-    let origin = TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/bye", closing)]).await;
+    let closing = Reply::ok("bye").header("connection", "close");
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/bye", closing)]).await;
     let proxy = proxy_for(&test_config(dir.path())).await;
     let mut client = proxy_conn(proxy.addr).await;
     for i in 0..6 {
@@ -958,10 +927,8 @@ async fn a_kept_connection_the_origin_closes_is_replaced_without_an_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_to_alternating_origins_on_one_connection_reach_their_own_origin() {
     let dir = temp_dir();
-    let a =
-        TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/who", Route::text("origin a"))]).await;
-    let b =
-        TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/who", Route::text("origin b"))]).await;
+    let a = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/who", Reply::ok("origin a"))]).await;
+    let b = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/who", Reply::ok("origin b"))]).await;
     let proxy = proxy_for(&test_config(dir.path())).await;
     let mut client = proxy_conn(proxy.addr).await;
     for (origin, name) in
@@ -978,7 +945,7 @@ async fn requests_to_alternating_origins_on_one_connection_reach_their_own_origi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_reach_the_origin_in_origin_form_on_every_upstream_connection() {
     let dir = temp_dir();
-    let origin = TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/a", Route::text("A"))]).await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/a", Reply::ok("A"))]).await;
     let proxy = proxy_for(&test_config(dir.path())).await;
     let mut client = proxy_conn(proxy.addr).await;
     // The first request goes through the shared pool; from the 16th in a row a kept

@@ -4,19 +4,17 @@
 //! Readiness is read from the child's stderr (the "robotsgate is running ... at
 //! http://ADDR" line, then "shutting down"), never guessed with sleeps.
 
-mod e2e_support;
+mod support;
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Arc;
 
-use bytes::Bytes;
-use e2e_support::*;
 use http::StatusCode;
+use support::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 
 const BIN: &str = env!("CARGO_BIN_EXE_robotsgate");
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
@@ -83,7 +81,7 @@ impl ProxyProcess {
     async fn wait_line(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
         let seen = &mut self.seen;
         let lines = &mut self.lines;
-        let found = tokio::time::timeout(BOUND, async {
+        let found = within(async {
             while let Some(line) = lines.recv().await {
                 seen.push(line.clone());
                 if pred(&line) {
@@ -94,9 +92,9 @@ impl ProxyProcess {
         })
         .await;
         match found {
-            Ok(Some(line)) => line,
-            Ok(None) => panic!("{what}: robotsgate's stderr ended; it said:\n{}", self.seen.join("\n")),
-            Err(_) => panic!("{what}: not within {BOUND:?}; robotsgate said:\n{}", self.seen.join("\n")),
+            Some(Some(line)) => line,
+            Some(None) => panic!("{what}: robotsgate's stderr ended; it said:\n{}", self.seen.join("\n")),
+            None => panic!("{what}: not within {BOUND:?}; robotsgate said:\n{}", self.seen.join("\n")),
         }
     }
 
@@ -142,13 +140,10 @@ fn write_config(dir: &Path) -> std::path::PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_drains_the_request_in_flight_then_exits_0() {
     let dir = temp_dir();
-    let release = Arc::new(Notify::new());
+    let release = Gate::new();
     let origin = TestOrigin::start([
-        ("/robots.txt", Route::text(ROBOTS)),
-        (
-            "/slow",
-            Route::Slow { release: release.clone(), body: Bytes::from_static(b"finished after SIGTERM") },
-        ),
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/slow", Reply::ok("finished after SIGTERM").wait_gate(&release)),
     ])
     .await;
     let config = write_config(dir.path());
@@ -162,7 +157,7 @@ async fn sigterm_drains_the_request_in_flight_then_exits_0() {
 
     proxy.signal("-TERM");
     proxy.wait_line("the shutdown line", |l| l.contains("shutting down")).await;
-    release.notify_one();
+    release.open();
 
     let got = bounded("the request in flight", in_flight).await.unwrap();
     assert_eq!(got.status, StatusCode::OK, "{}", got.text());
@@ -197,9 +192,9 @@ async fn command_line_overrides_apply() {
     let origin = TestOrigin::start([
         (
             "/robots.txt",
-            Route::text("User-agent: OtherBot\nDisallow: /\n\nUser-agent: *\nDisallow: /private\n"),
+            Reply::ok("User-agent: OtherBot\nDisallow: /\n\nUser-agent: *\nDisallow: /private\n"),
         ),
-        ("/page", Route::text("page")),
+        ("/page", Reply::ok("page")),
     ])
     .await;
     let config = write_config(dir.path());
@@ -288,10 +283,10 @@ async fn curl_through_the_proxy() {
     }
     let dir = temp_dir();
     let origin = TestOrigin::start([
-        ("/robots.txt", Route::text(ROBOTS)),
-        ("/hello.txt", Route::text("hello from the origin\n")),
-        ("/private/x", Route::text("secret")),
-        ("/upload", Route::Upload { progress: None }),
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/hello.txt", Reply::ok("hello from the origin\n")),
+        ("/private/x", Reply::ok("secret")),
+        ("/upload", Reply::upload()),
     ])
     .await;
     let config = write_config(dir.path());
@@ -373,8 +368,7 @@ async fn curl_through_the_proxy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_applies_a_good_file_and_refuses_a_bad_one() {
     let dir = temp_dir();
-    let origin =
-        TestOrigin::start([("/robots.txt", Route::text(ROBOTS)), ("/page", Route::text("page"))]).await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("page"))]).await;
     let config = write_config(dir.path());
     let base = std::fs::read_to_string(&config).unwrap();
     let mut proxy = ProxyProcess::start(&["--config", config.to_str().unwrap()]).await;

@@ -1,0 +1,90 @@
+//! The audit log: JSON Lines read back, and checks of the documented record fields.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use serde_json::Value;
+
+/// Every line of a JSON Lines file, parsed (panics naming a line that is not JSON).
+pub fn read_jsonl(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .enumerate()
+        .map(|(n, line)| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("{}:{}: not JSON ({e}): {line}", path.display(), n + 1))
+        })
+        .collect()
+}
+
+/// The records of a type (`"decision"` or `"fetch"`).
+pub fn of_type<'a>(records: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    records.iter().filter(|r| r["type"] == kind).collect()
+}
+
+/// Whether `s` is an RFC 3339 time.
+pub fn is_rfc3339(s: &str) -> bool {
+    time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).is_ok()
+}
+
+fn field<'a>(r: &'a Value, key: &str) -> &'a Value {
+    r.get(key).unwrap_or_else(|| panic!("record without {key:?}: {r}"))
+}
+
+/// Checks the documented fields of a decision record (docs/audit-log.md).
+pub fn check_decision_record(r: &Value) {
+    assert_eq!(field(r, "schema_version"), 1, "{r}");
+    assert_eq!(field(r, "type"), "decision", "{r}");
+    assert!(is_rfc3339(field(r, "time").as_str().unwrap_or("")), "time: {r}");
+    assert!(!field(r, "request_id").as_str().unwrap_or("").is_empty(), "request_id: {r}");
+    let client = field(r, "client");
+    assert!(
+        client.is_null() || client.as_str().is_some_and(|c| c.parse::<SocketAddr>().is_ok()),
+        "client: {r}"
+    );
+    for key in ["method", "url", "origin", "agent", "profile", "mode", "outcome", "reason", "explanation"] {
+        assert!(field(r, key).is_string(), "{key}: {r}");
+    }
+    assert!(["google", "rfc", "conservative"].contains(&r["profile"].as_str().unwrap()), "{r}");
+    assert!(["enforce", "report-only"].contains(&r["mode"].as_str().unwrap()), "{r}");
+    assert!(["allowed", "disallowed", "would-disallow"].contains(&r["outcome"].as_str().unwrap()), "{r}");
+    let rule = field(r, "rule");
+    if !rule.is_null() {
+        assert!(["allow", "disallow"].contains(&field(rule, "kind").as_str().unwrap_or("")), "rule: {r}");
+        assert!(field(rule, "pattern").is_string(), "rule.pattern: {r}");
+        assert!(field(rule, "line").as_u64().is_some_and(|l| l >= 1), "rule.line: {r}");
+    }
+    assert!(field(r, "path_visible").is_boolean(), "{r}");
+    let robots = field(r, "robots");
+    if !robots.is_null() {
+        let sha = field(robots, "sha256");
+        assert!(
+            sha.is_null()
+                || sha.as_str().is_some_and(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())),
+            "robots.sha256: {r}"
+        );
+        let status = field(robots, "status");
+        assert!(status.is_null() || status.is_u64(), "robots.status: {r}");
+        assert!(is_rfc3339(field(robots, "fetched_at").as_str().unwrap_or("")), "robots.fetched_at: {r}");
+    }
+    assert!(field(r, "decision_us").is_u64(), "{r}");
+}
+
+/// Checks the documented fields of a fetch record.
+pub fn check_fetch_record(r: &Value) {
+    assert_eq!(field(r, "schema_version"), 1, "{r}");
+    assert_eq!(field(r, "type"), "fetch", "{r}");
+    assert!(is_rfc3339(field(r, "time").as_str().unwrap_or("")), "time: {r}");
+    assert!(is_rfc3339(field(r, "fetched_at").as_str().unwrap_or("")), "fetched_at: {r}");
+    for key in ["origin", "url", "final_url", "result"] {
+        assert!(field(r, key).is_string(), "{key}: {r}");
+    }
+    assert!(field(r, "bytes").is_u64(), "{r}");
+    assert!(field(r, "duration_ms").is_number(), "{r}");
+}
+
+/// SHA-256 in hex.
+pub fn sha256_hex(data: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(data))
+}
