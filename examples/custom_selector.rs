@@ -12,18 +12,14 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{Empty, Full};
 use hyper::{Request, Response};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use robotsgate::Refusal;
-use robotsgate::fetch::{FetchConfig, Fetcher};
-use robotsgate::layer::{RobotsLayer, TokenError};
-use robotsgate::net::{Connector, DnsConfig, Guard, Resolver, TlsConfig, client_config};
-use robotsgate::policy::{PolicyConfig, RobotsPolicy};
+use robotsgate::layer::TokenError;
+use robotsgate::{Refusal, Robots};
 use tower::{Service, ServiceBuilder, ServiceExt};
 
 /// Which tenant a request is made for (set by the application).
@@ -45,17 +41,14 @@ fn select(parts: &mut http::request::Parts) -> Result<Arc<str>, TokenError> {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let origin = start_origin().await?;
-    let guard = Arc::new(Guard::default().allow("127.0.0.0/8".parse()?));
-    let tls = client_config(&TlsConfig::default(), &[b"http/1.1"])?;
-    let connector = Connector::new(Resolver::new(&DnsConfig::default()), guard, tls, Duration::from_secs(5));
-    let fetcher = Fetcher::new(
-        connector.clone(),
-        FetchConfig { user_agent: "NewsBot ShopBot (shared fetcher)".into(), ..FetchConfig::default() },
-    );
-    let policy = RobotsPolicy::new(fetcher, PolicyConfig::default());
-    let layer = RobotsLayer::new(policy, "unused-default").with_selector(select);
-    let client = Client::builder(TokioExecutor::new()).build::<_, Empty<Bytes>>(connector);
-    let mut http = ServiceBuilder::new().layer(layer).service(client);
+    let robots = Robots::builder()
+        .agent("SharedFetcher") // the identity of the robots.txt fetches
+        .user_agent("SharedFetcher/1.0 (NewsBot, ShopBot)")
+        .select_token(select) // the token each request is checked for
+        .allow_destination("127.0.0.0/8".parse()?)
+        .build()?;
+    let client = Client::builder(TokioExecutor::new()).build::<_, Empty<Bytes>>(robots.connector().clone());
+    let mut http = ServiceBuilder::new().layer(robots.layer()).service(client);
 
     for tenant in [Tenant::News, Tenant::Shop] {
         let mut req = Request::get(format!("http://{origin}/deals/today")).body(Empty::new())?;

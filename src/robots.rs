@@ -38,7 +38,7 @@ use rustls::pki_types::CertificateDer;
 
 use crate::audit::AuditLog;
 use crate::fetch::{FetchConfig, Fetcher};
-use crate::layer::{DecisionObserver, Mode, RobotsLayer};
+use crate::layer::{DecisionObserver, Mode, RobotsLayer, SelectToken, TokenError};
 use crate::net::{Connector, DnsConfig, Guard, Resolver, TlsConfig, TlsSetupError, client_config};
 use crate::origin::HostPattern;
 use crate::policy::{PolicyConfig, RobotsPolicy};
@@ -165,6 +165,7 @@ pub struct RobotsBuilder {
     connector: Option<Connector>,
     audit: Option<AuditLog>,
     observer: Option<Arc<dyn DecisionObserver>>,
+    selector: Option<Arc<dyn SelectToken>>,
 }
 
 impl fmt::Debug for RobotsBuilder {
@@ -324,6 +325,15 @@ impl RobotsBuilder {
         self
     }
 
+    /// Chooses the product token per request (e.g. one client shared by several
+    /// crawlers); [`agent`](RobotsBuilder::agent) stays the identity of the robots.txt
+    /// fetches. A closure `Fn(&mut http::request::Parts) -> Result<Arc<str>, TokenError>`
+    /// is a selector.
+    pub fn select_token(mut self, selector: impl SelectToken) -> Self {
+        self.selector = Some(Arc::new(selector));
+        self
+    }
+
     /// Tells `observer` about every decision (e.g. to count them).
     pub fn observer(mut self, observer: Arc<dyn DecisionObserver>) -> Self {
         self.observer = Some(observer);
@@ -381,7 +391,19 @@ impl RobotsBuilder {
         if let Some(observer) = self.observer {
             layer = layer.with_observer(observer);
         }
+        if let Some(selector) = self.selector {
+            layer = layer.with_selector(SharedSelector(selector));
+        }
         Ok(Robots { layer, policy, connector, agent, user_agent: header })
+    }
+}
+
+/// A selector given to the builder, shared.
+struct SharedSelector(Arc<dyn SelectToken>);
+
+impl SelectToken for SharedSelector {
+    fn select(&self, parts: &mut http::request::Parts) -> Result<Arc<str>, TokenError> {
+        self.0.select(parts)
     }
 }
 
