@@ -9,7 +9,7 @@ use super::sections::{
     OnErrorName, PolicySection, ProxySection, Select, TlsSection,
 };
 use super::values::{Dur, HeaderNameValue, ProfileName, Size, Token};
-use crate::rep::Profile;
+use crate::policy::PolicyConfig;
 
 /// The documented default configuration, as built into the binary.
 pub const DEFAULT_TOML: &str = include_str!("../../../config/robotsgate.toml");
@@ -44,19 +44,21 @@ impl Default for AgentSection {
 }
 
 impl Default for PolicySection {
+    /// The library's defaults ([`PolicyConfig::default`]), enforced.
     fn default() -> Self {
+        let p = PolicyConfig::default();
         PolicySection {
-            profile: ProfileName(Profile::Conservative),
+            profile: ProfileName(p.profile),
             mode: ModeName::Enforce,
-            default_ttl: Dur::secs(24 * 3600),
-            min_ttl: Dur::secs(60),
-            max_ttl: Dur::secs(24 * 3600),
-            stale_if_error: Dur::secs(30 * 24 * 3600),
-            retry_min: Dur::secs(60),
-            retry_max: Dur::secs(3600),
-            retry_busy: Dur::secs(15),
-            cache_max_entries: 100_000,
-            cache_max_bytes: Size(512 * 1024 * 1024),
+            default_ttl: Dur(p.default_ttl),
+            min_ttl: Dur(p.min_ttl),
+            max_ttl: Dur(p.max_ttl),
+            stale_if_error: Dur(p.stale_if_error),
+            retry_min: Dur(p.retry_min),
+            retry_max: Dur(p.retry_max),
+            retry_busy: Dur(p.retry_busy),
+            cache_max_entries: p.max_entries,
+            cache_max_bytes: Size(p.max_bytes),
             overrides: Vec::new(),
         }
     }
