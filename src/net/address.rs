@@ -91,7 +91,7 @@ fn embedded_v4(ip: Ipv6Addr) -> [Option<Ipv4Addr>; 2] {
 
 /// Which special-purpose range `ip` falls in, if any.
 ///
-/// An IPv6 address that carries an IPv4 address ([`embedded_v4`]: mapped, translated,
+/// An IPv6 address that carries an IPv4 address (`embedded_v4`: mapped, translated,
 /// compatible, NAT64, 6to4, Teredo) is refused for the reason its IPv4 address would be;
 /// then the non-global blocks of IANA's IPv6 special-purpose registry are refused.
 pub fn classify(ip: IpAddr) -> Option<DenyReason> {
