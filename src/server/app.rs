@@ -20,9 +20,10 @@ use crate::server::admin::{Admin, Readiness};
 use crate::server::auth::{AuthError, ProxyAuth};
 use crate::server::ca::{Ca, Interceptor};
 use crate::server::config::{Config, ModeName, OnErrorName, Select};
+use crate::server::forward::{ForwardConfig, Forwarder};
 use crate::server::intercept::Interception;
 use crate::server::metrics::{Metrics, Sources};
-use crate::server::proxy::{ClientNetworks, Forwarder, Proxy, ProxyConfig};
+use crate::server::proxy::{ClientNetworks, Proxy, ProxyConfig};
 
 /// Why robotsgate could not start.
 #[derive(Debug, thiserror::Error)]
@@ -265,15 +266,17 @@ impl App {
         let px = &config.proxy;
         let proxy_config = ProxyConfig {
             listen: addr,
-            upstream_timeout: px.upstream_timeout.0,
             shutdown_grace: px.shutdown_grace.0,
             header_read_timeout: px.header_read_timeout.0,
             max_connections: px.max_connections,
             max_header_bytes: usize::try_from(px.max_header_bytes.0).unwrap_or(usize::MAX),
-            tunnel_idle_timeout: px.tunnel_idle_timeout.0,
-            ..ProxyConfig::default()
         };
-        let forwarder = Forwarder::new(forward_connector, &proxy_config).with_metrics(metrics.clone());
+        let forward_config = ForwardConfig {
+            upstream_timeout: px.upstream_timeout.0,
+            tunnel_idle_timeout: px.tunnel_idle_timeout.0,
+            ..ForwardConfig::default()
+        };
+        let forwarder = Forwarder::new(forward_connector, &forward_config).with_metrics(metrics.clone());
         let clients = ClientNetworks::default();
         clients.set(px.allow_clients.iter().map(|c| c.0).collect());
         let ready = admin.as_ref().map_or_else(Readiness::default, Admin::readiness);

@@ -26,11 +26,10 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use crate::layer::{ClientAddr, ProxyUser};
-use crate::origin::Origin;
-use crate::policy::HostPattern;
+use crate::origin::{HostPattern, Origin};
 use crate::refusal::{Refusal, RefusalKind};
 use crate::server::ca::Interceptor;
-use crate::server::proxy::Sticky;
+use crate::server::forward::{ProxyService, Sticky};
 
 /// When and how CONNECT tunnels are intercepted.
 #[derive(Clone, Debug)]
@@ -54,7 +53,7 @@ impl Interception {
 }
 
 /// The service intercepted requests go to (the robots layer over the forwarder).
-pub(crate) type InnerService = crate::server::proxy::ProxyService;
+pub(crate) type InnerService = ProxyService;
 
 /// Serves one intercepted tunnel after the CONNECT was answered with 200.
 pub(crate) async fn serve(

@@ -12,6 +12,7 @@ pub mod auth;
 pub mod ca;
 pub mod cli;
 pub mod config;
+pub mod forward;
 pub mod intercept;
 pub mod metrics;
 pub mod proxy;

@@ -1,0 +1,107 @@
+//! How the audit log is set up: where records go ([`Target`]), what a write failure does
+//! ([`OnError`]), the in-memory log, and the errors of setting up and of writing.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// Where records go.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// Append to a JSON Lines file.
+    File(PathBuf),
+    /// Standard output.
+    Stdout,
+    /// Kept in memory (tests, embedding).
+    Memory(MemoryLog),
+}
+
+/// What to do when the log cannot be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnError {
+    /// Refuse requests while the log is broken (fail closed).
+    #[default]
+    Refuse,
+    /// Go on; count the records lost.
+    Continue,
+}
+
+/// How the audit log is written.
+#[derive(Debug, Clone)]
+pub struct AuditConfig {
+    /// Where decision and fetch records go.
+    pub target: Target,
+    /// Folder for robots.txt bodies, named by their SHA-256 (none: not kept).
+    pub snapshots: Option<PathBuf>,
+    /// Records queued before writers wait.
+    pub queue: usize,
+    /// Behaviour when writing fails.
+    pub on_error: OnError,
+    /// Replace query strings in logged URLs by `?<redacted>`.
+    pub redact_query: bool,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            target: Target::Stdout,
+            snapshots: None,
+            queue: 4096,
+            on_error: OnError::Refuse,
+            redact_query: false,
+        }
+    }
+}
+
+/// Records kept in memory.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryLog(Arc<Mutex<Vec<String>>>);
+
+impl MemoryLog {
+    /// The JSON lines written so far.
+    pub fn lines(&self) -> Vec<String> {
+        match self.0.lock() {
+            Ok(v) => v.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    pub(super) fn push(&self, line: String) {
+        match self.0.lock() {
+            Ok(mut v) => v.push(line),
+            Err(p) => p.into_inner().push(line),
+        }
+    }
+}
+
+/// The log is not accepting records.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AuditError {
+    /// Writing failed and the log is configured to fail closed.
+    #[error("the audit log cannot be written: {0}")]
+    Broken(String),
+    /// The log was shut down.
+    #[error("the audit log is shut down")]
+    Closed,
+}
+
+/// A problem setting the log up.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditSetupError {
+    /// The log file cannot be opened for appending.
+    #[error("cannot open audit log {path}: {source}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The snapshot folder cannot be created.
+    #[error("cannot create snapshot folder {path}: {source}")]
+    Snapshots {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+}

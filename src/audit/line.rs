@@ -1,0 +1,324 @@
+//! The decision record written straight into its JSON line, without the owned
+//! [`DecisionRecord`](super::DecisionRecord) and its strings: the audit log is on every
+//! request's path. The text every decision alike on one robots.txt copy repeats is
+//! remembered with the copy.
+
+use std::fmt;
+use std::time::SystemTime;
+
+use super::record::{
+    RequestFacts, SCHEMA_VERSION, logged_url, micros, outcome_of, override_reason_of, unreachable_cause_of,
+};
+use super::timestamp::rfc3339_into;
+use crate::policy::{AuditText, Decision, DecisionKey, FetchFacts};
+
+/// The JSON line of the [`DecisionRecord`](super::DecisionRecord) of a decision (same
+/// keys, order and values), written directly; `redact` as for [`logged_url`].
+pub(super) fn decision_line(
+    d: &Decision,
+    request: RequestFacts<'_>,
+    now: SystemTime,
+    redact: bool,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1024);
+    let o = &mut out;
+    o.extend_from_slice(b"{\"schema_version\":");
+    json_num(o, SCHEMA_VERSION);
+    o.extend_from_slice(b",\"type\":\"decision\",\"time\":\"");
+    rfc3339_into(o, now);
+    o.extend_from_slice(b"\",\"request_id\":");
+    json_str(o, request.request_id);
+    o.extend_from_slice(b",\"client\":");
+    match request.client {
+        Some(c) => {
+            o.push(b'"');
+            socket_addr_into(o, c);
+            o.push(b'"');
+        }
+        None => o.extend_from_slice(b"null"),
+    }
+    o.extend_from_slice(b",\"user\":");
+    json_opt_str(o, request.user);
+    o.extend_from_slice(b",\"method\":");
+    json_str(o, request.method);
+    o.extend_from_slice(b",\"url\":");
+    json_str(o, &logged_url(request.url, redact));
+    decision_text(o, d, request.report_only);
+    o.extend_from_slice(b"\",\"path_visible\":");
+    json_bool(o, request.path_visible);
+    o.extend_from_slice(b",\"robots\":");
+    match d.fetch_facts() {
+        Some(f) => {
+            // Everything up to the age is the same for every decision on this copy.
+            o.extend_from_slice(f.audit_text.facts.get_or_init(|| robots_head(f)).as_bytes());
+            o.extend_from_slice(b",\"age_s\":");
+            match d.age {
+                Some(a) => {
+                    let _ = serde_json::to_writer(&mut *o, &a.as_secs_f64());
+                }
+                None => o.extend_from_slice(b"null"),
+            }
+            o.extend_from_slice(b",\"stale\":");
+            json_bool(o, d.stale);
+            o.push(b'}');
+        }
+        None => o.extend_from_slice(b"null"),
+    }
+    o.extend_from_slice(b",\"unreachable_cause\":");
+    json_opt_str(o, unreachable_cause_of(d).as_deref());
+    o.extend_from_slice(b",\"override_reason\":");
+    json_opt_str(o, override_reason_of(d).as_deref());
+    o.extend_from_slice(b",\"decision_us\":");
+    json_num(o, micros(request.elapsed));
+    o.extend_from_slice(b"}\n");
+    out
+}
+
+/// Writes the decision's own fields, `"origin"` to `"explanation"`, the same for every
+/// decision alike on one robots.txt copy: remembered with the copy ([`DecisionKey`]) and
+/// copied from there, else written out.
+fn decision_text(o: &mut Vec<u8>, d: &Decision, report_only: bool) {
+    let Some(facts) = d.fetch_facts() else { return decision_fields(o, d, report_only) };
+    let Ok(mut known) = facts.audit_text.decisions.lock() else { return decision_fields(o, d, report_only) };
+    if let Some((_, text)) = known.iter().find(|(k, _)| k.is(d, report_only)) {
+        o.extend_from_slice(text.as_bytes());
+        return;
+    }
+    let start = o.len();
+    decision_fields(o, d, report_only);
+    if known.len() < AuditText::MAX_DECISIONS
+        && let Some(key) = DecisionKey::of(d, report_only)
+        && let Ok(text) = std::str::from_utf8(&o[start..])
+    {
+        known.push((key, text.into()));
+    }
+}
+
+fn decision_fields(o: &mut Vec<u8>, d: &Decision, report_only: bool) {
+    o.extend_from_slice(b",\"origin\":\"");
+    let _ = d.origin.write_to(&mut JsonText(o));
+    o.extend_from_slice(b"\",\"agent\":");
+    json_str(o, d.agent.as_ref());
+    o.extend_from_slice(b",\"profile\":");
+    json_str(o, d.profile.as_str());
+    o.extend_from_slice(b",\"mode\":");
+    json_str(o, if report_only { "report-only" } else { "enforce" });
+    o.extend_from_slice(b",\"outcome\":");
+    json_str(o, outcome_of(d, report_only));
+    o.extend_from_slice(b",\"reason\":");
+    json_str(o, d.reason.class());
+    o.extend_from_slice(b",\"rule\":");
+    match d.rule_fields() {
+        Some((kind, pattern, line, reading, implied)) => {
+            o.extend_from_slice(b"{\"kind\":");
+            json_str(o, kind);
+            o.extend_from_slice(b",\"pattern\":");
+            json_str(o, pattern);
+            o.extend_from_slice(b",\"line\":");
+            json_num(o, line);
+            o.extend_from_slice(b",\"reading\":");
+            json_str(o, reading);
+            o.extend_from_slice(b",\"implied_by_index_html\":");
+            json_bool(o, implied);
+            o.push(b'}');
+        }
+        None => o.extend_from_slice(b"null"),
+    }
+    o.extend_from_slice(b",\"explanation\":\"");
+    let _ = fmt::Write::write_fmt(&mut JsonText(o), format_args!("{d}"));
+}
+
+/// Whether `s` has a byte a JSON string must escape.
+fn needs_escape(s: &str) -> bool {
+    // No early exit, so the compiler can check many bytes per instruction.
+    s.bytes().fold(false, |acc, b| acc | (b < 0x20) | (b == b'"') | (b == b'\\'))
+}
+
+/// A JSON string: copied as is when nothing in it needs escaping (the usual case),
+/// else through serde_json's escaper.
+fn json_str(out: &mut Vec<u8>, s: &str) {
+    if !needs_escape(s) {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        let _ = serde_json::to_writer(&mut *out, s);
+    }
+}
+
+fn json_num(out: &mut Vec<u8>, n: impl itoa::Integer) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+fn json_bool(out: &mut Vec<u8>, b: bool) {
+    out.extend_from_slice(if b { b"true" } else { b"false" });
+}
+
+fn json_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => json_str(out, s),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// `{"url":…,"final_url":…,"status":…,"sha256":…,"fetched_at":…,"bytes":…,"redirects":…`
+/// of a decision record's `robots` object: the part that depends on the fetch alone.
+fn robots_head(f: &FetchFacts) -> Box<str> {
+    let mut o = Vec::with_capacity(320);
+    o.extend_from_slice(b"{\"url\":");
+    json_str(&mut o, &f.url);
+    o.extend_from_slice(b",\"final_url\":");
+    json_str(&mut o, &f.final_url);
+    o.extend_from_slice(b",\"status\":");
+    match f.status {
+        Some(s) => json_num(&mut o, s),
+        None => o.extend_from_slice(b"null"),
+    }
+    o.extend_from_slice(b",\"sha256\":");
+    json_opt_str(&mut o, f.sha256_hex().as_deref());
+    o.extend_from_slice(b",\"fetched_at\":\"");
+    rfc3339_into(&mut o, f.fetched_at);
+    o.extend_from_slice(b"\",\"bytes\":");
+    json_num(&mut o, f.bytes);
+    o.extend_from_slice(b",\"redirects\":");
+    json_num(&mut o, f.redirects);
+    // Built from `&str`s and digits: always UTF-8.
+    String::from_utf8(o).unwrap_or_default().into_boxed_str()
+}
+
+/// `a.b.c.d:port` or `[v6]:port`, as `SocketAddr`'s `Display` writes it.
+fn socket_addr_into(out: &mut Vec<u8>, addr: std::net::SocketAddr) {
+    let mut digits = itoa::Buffer::new();
+    match addr {
+        std::net::SocketAddr::V4(a) => {
+            for (i, octet) in a.ip().octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                out.extend_from_slice(digits.format(octet).as_bytes());
+            }
+        }
+        std::net::SocketAddr::V6(a) => {
+            let _ = std::io::Write::write_fmt(out, format_args!("[{}]", a.ip()));
+        }
+    }
+    out.push(b':');
+    out.extend_from_slice(digits.format(addr.port()).as_bytes());
+}
+
+/// Text written into a JSON string (between its quotes), escaped as serde_json does.
+struct JsonText<'a>(&'a mut Vec<u8>);
+
+impl fmt::Write for JsonText<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let out = &mut *self.0;
+        if !needs_escape(s) {
+            out.extend_from_slice(s.as_bytes());
+            return Ok(());
+        }
+        let mut start = 0;
+        for (i, &b) in s.as_bytes().iter().enumerate() {
+            let escape: &[u8] = match b {
+                b'"' => b"\\\"",
+                b'\\' => b"\\\\",
+                b'\n' => b"\\n",
+                b'\r' => b"\\r",
+                b'\t' => b"\\t",
+                0x08 => b"\\b",
+                0x0c => b"\\f",
+                0..0x20 => b"",
+                _ => continue,
+            };
+            out.extend_from_slice(&s.as_bytes()[start..i]);
+            if escape.is_empty() {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(b >> 4)]);
+                out.push(HEX[usize::from(b & 0xf)]);
+            } else {
+                out.extend_from_slice(escape);
+            }
+            start = i + 1;
+        }
+        out.extend_from_slice(&s.as_bytes()[start..]);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::audit::DecisionRecord;
+    use crate::audit::record::{get, to_line};
+    use crate::origin::Origin;
+
+    /// Text escaped into a JSON string reads as serde_json writes it, for every ASCII
+    /// byte, non-ASCII text and text split across several writes.
+    #[test]
+    fn json_text_escapes_as_serde_json_does() {
+        let ascii: String = (0u8..0x80).map(char::from).collect();
+        for text in [ascii.as_str(), "", "plain", "a\"b\\c\u{7f}é\u{2028}😀", "\u{0}\u{1f}end"] {
+            let mut ours = b"\"".to_vec();
+            let half = text.char_indices().nth(text.chars().count() / 2).map_or(text.len(), |(i, _)| i);
+            let (a, b) = text.split_at(half);
+            let _ = fmt::Write::write_str(&mut JsonText(&mut ours), a);
+            let _ = fmt::Write::write_str(&mut JsonText(&mut ours), b);
+            ours.push(b'"');
+            assert_eq!(String::from_utf8_lossy(&ours), serde_json::to_string(text).unwrap(), "{text:?}");
+        }
+    }
+
+    /// Decisions alike on one copy share their text, and every line still reads as the
+    /// serde record of its own decision: across rules, no rule, product tokens, profiles,
+    /// modes, and past the number of kinds a copy remembers.
+    #[test]
+    fn remembered_decision_text_is_each_decisions_own() {
+        use crate::policy::{copy_of, decision_on};
+        use crate::rep::Profile;
+        let origin = Arc::new(Origin::parse("https://example.com").unwrap());
+        let copy = copy_of(
+            &origin,
+            "User-agent: *\nDisallow: /private\nAllow: /private/ok\n\nUser-agent: special\nDisallow: /\n",
+        );
+        let mut agents: Vec<Arc<str>> = vec!["somebot".into(), "special".into()];
+        agents.extend((0..AuditText::MAX_DECISIONS).map(|i| Arc::from(format!("bot{i}"))));
+        let mut lines = 0;
+        for round in 0..2 {
+            for agent in &agents {
+                for profile in Profile::ALL {
+                    for path in ["/", "/private/x", "/private/ok/1", "/robots.txt"] {
+                        for report_only in [false, true] {
+                            let d = decision_on(&copy, &origin, agent, profile, path);
+                            let url = format!("https://example.com{path}");
+                            let request = get(&url, report_only);
+                            let now = SystemTime::UNIX_EPOCH + Duration::from_secs(round);
+                            let ours = decision_line(&d, request, now, false);
+                            let serde = to_line(&DecisionRecord::of(&d, request, now, false));
+                            assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&serde));
+                            lines += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(lines > 4 * AuditText::MAX_DECISIONS);
+        let known = copy.facts.audit_text.decisions.lock().unwrap().len();
+        assert_eq!(known, AuditText::MAX_DECISIONS, "bounded, and filled by the kinds seen");
+    }
+
+    /// Client addresses read as `SocketAddr`'s `Display` writes them.
+    #[test]
+    fn socket_addresses_as_display_writes_them() {
+        for addr in ["127.0.0.1:3128", "0.0.0.0:0", "255.255.255.255:65535", "[::1]:80", "[2001:db8::1]:443"]
+        {
+            let addr: std::net::SocketAddr = addr.parse().unwrap();
+            let mut ours = Vec::new();
+            socket_addr_into(&mut ours, addr);
+            assert_eq!(String::from_utf8_lossy(&ours), addr.to_string());
+        }
+    }
+}

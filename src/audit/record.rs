@@ -1,0 +1,328 @@
+//! The records of the audit log and their serde schema (documented in
+//! `docs/audit-log.md`): what a decision and a robots.txt fetch are logged as, and how each
+//! field's value is made from a decision, a request and a fetch.
+
+use std::borrow::Cow;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use super::snapshot::snapshot_path;
+use super::timestamp::rfc3339;
+use crate::fetch::{FetchOutcome, FetchResult};
+use crate::origin::Origin;
+use crate::policy::{Decision, Reason};
+
+/// Version of the record schema (`schema_version` in every record).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One decision, as logged.
+#[derive(Debug, Clone, Serialize)]
+pub struct DecisionRecord {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `"decision"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// When the decision was made (RFC 3339, UTC).
+    pub time: String,
+    /// Unique per request.
+    pub request_id: String,
+    /// The client's address, when known.
+    pub client: Option<String>,
+    /// The authenticated proxy user, if any.
+    pub user: Option<String>,
+    /// The request method.
+    pub method: String,
+    /// The request URL (query redacted if configured).
+    pub url: String,
+    /// `scheme://host[:port]`.
+    pub origin: String,
+    /// The product token the decision is for.
+    pub agent: String,
+    /// `google`, `rfc` or `conservative`.
+    pub profile: &'static str,
+    /// `enforce` or `report-only`.
+    pub mode: &'static str,
+    /// `allowed`, `disallowed` or `would-disallow` (report-only).
+    pub outcome: &'static str,
+    /// The reason class (see docs/audit-log.md).
+    pub reason: &'static str,
+    /// The deciding rule, if a rule decided.
+    pub rule: Option<RuleRecord>,
+    /// The decision in words.
+    pub explanation: String,
+    /// Whether the path was visible (false for a CONNECT tunnel: host-level check).
+    pub path_visible: bool,
+    /// The robots.txt the decision rests on.
+    pub robots: Option<RobotsRecord>,
+    /// Why robots.txt was unreachable, when that matters for the decision.
+    pub unreachable_cause: Option<String>,
+    /// Override details, when an override decided.
+    pub override_reason: Option<String>,
+    /// How long the decision took, in microseconds.
+    pub decision_us: u64,
+}
+
+/// The rule of a decision.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleRecord {
+    /// `allow` or `disallow`.
+    pub kind: &'static str,
+    /// The pattern as written.
+    pub pattern: String,
+    /// 1-based line in the robots.txt.
+    pub line: u32,
+    /// `google` or `rfc`: the reading the rule was matched in.
+    pub reading: &'static str,
+    /// Google's index.html rule.
+    pub implied_by_index_html: bool,
+}
+
+/// The robots.txt behind a decision.
+#[derive(Debug, Clone, Serialize)]
+pub struct RobotsRecord {
+    /// The robots.txt URL.
+    pub url: String,
+    /// Where the last response came from.
+    pub final_url: String,
+    /// HTTP status, if there was a response.
+    pub status: Option<u16>,
+    /// SHA-256 of the body (hex), when one was read.
+    pub sha256: Option<String>,
+    /// When it was fetched (RFC 3339).
+    pub fetched_at: String,
+    /// Body bytes.
+    pub bytes: usize,
+    /// Redirect hops.
+    pub redirects: u8,
+    /// Age of the copy in seconds at decision time.
+    pub age_s: Option<f64>,
+    /// The copy was past its freshness.
+    pub stale: bool,
+}
+
+/// One robots.txt fetch, as logged.
+#[derive(Debug, Clone, Serialize)]
+pub struct FetchRecord {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `"fetch"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// When the record was made (RFC 3339, UTC).
+    pub time: String,
+    /// `scheme://host[:port]`.
+    pub origin: String,
+    /// The robots.txt URL.
+    pub url: String,
+    /// Where the last response came from.
+    pub final_url: String,
+    /// Redirect hops.
+    pub redirects: u8,
+    /// `success`, `unavailable`, `too-many-redirects` or `unreachable`.
+    pub result: &'static str,
+    /// HTTP status, if there was a response.
+    pub status: Option<u16>,
+    /// Why it was unreachable.
+    pub cause: Option<String>,
+    /// The failure class (`dns`, `status_5xx`, ...).
+    pub cause_class: Option<&'static str>,
+    /// Decoded body bytes kept.
+    pub bytes: usize,
+    /// The body was cut at the size limit.
+    pub truncated: bool,
+    /// SHA-256 of the body (hex).
+    pub sha256: Option<String>,
+    /// The snapshot file holding the body.
+    pub snapshot: Option<String>,
+    /// When the fetch started (RFC 3339).
+    pub fetched_at: String,
+    /// How long it took, in milliseconds.
+    pub duration_ms: f64,
+}
+
+/// The request side of a decision record.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestFacts<'a> {
+    /// Unique request id.
+    pub request_id: &'a str,
+    /// The client's address.
+    pub client: Option<std::net::SocketAddr>,
+    /// The authenticated proxy user.
+    pub user: Option<&'a str>,
+    /// Request method.
+    pub method: &'a str,
+    /// Full request URL.
+    pub url: &'a str,
+    /// Whether the path was visible.
+    pub path_visible: bool,
+    /// Report-only mode.
+    pub report_only: bool,
+    /// Time taken to decide.
+    pub elapsed: Duration,
+}
+
+impl DecisionRecord {
+    /// The record of decision `d` on `request`, made at `now`; `redact` as for
+    /// [`logged_url`].
+    pub(super) fn of(
+        d: &Decision,
+        request: RequestFacts<'_>,
+        now: SystemTime,
+        redact: bool,
+    ) -> DecisionRecord {
+        let rule = d.rule_fields().map(|(kind, pattern, line, reading, implied)| RuleRecord {
+            kind,
+            pattern: pattern.to_owned(),
+            line,
+            reading,
+            implied_by_index_html: implied,
+        });
+        let robots = d.fetch_facts().map(|f| RobotsRecord {
+            url: f.url.clone(),
+            final_url: f.final_url.clone(),
+            status: f.status,
+            sha256: f.sha256_hex(),
+            fetched_at: rfc3339(f.fetched_at),
+            bytes: f.bytes,
+            redirects: f.redirects,
+            age_s: d.age.map(|a| a.as_secs_f64()),
+            stale: d.stale,
+        });
+        DecisionRecord {
+            schema_version: SCHEMA_VERSION,
+            kind: "decision",
+            time: rfc3339(now),
+            request_id: request.request_id.to_owned(),
+            client: request.client.map(|c| c.to_string()),
+            user: request.user.map(str::to_owned),
+            method: request.method.to_owned(),
+            url: logged_url(request.url, redact).into_owned(),
+            origin: d.origin.to_string(),
+            agent: d.agent.to_string(),
+            profile: d.profile.as_str(),
+            mode: if request.report_only { "report-only" } else { "enforce" },
+            outcome: outcome_of(d, request.report_only),
+            reason: d.reason.class(),
+            rule,
+            explanation: d.to_string(),
+            path_visible: request.path_visible,
+            robots,
+            unreachable_cause: unreachable_cause_of(d),
+            override_reason: override_reason_of(d),
+            decision_us: micros(request.elapsed),
+        }
+    }
+}
+
+impl FetchRecord {
+    /// The record of a robots.txt fetch from `origin`; `snapshots` is the folder its body
+    /// is kept in, if any.
+    pub(super) fn of(origin: &Origin, outcome: &FetchOutcome, snapshots: Option<&Path>) -> FetchRecord {
+        let (result, status, cause, class) = match &outcome.result {
+            FetchResult::Success { status } => ("success", Some(*status), None, None),
+            FetchResult::Unavailable { status } => ("unavailable", Some(*status), None, None),
+            FetchResult::TooManyRedirects => ("too-many-redirects", None, None, None),
+            FetchResult::Unreachable(u) => {
+                let status = match u {
+                    crate::fetch::Unreachable::Status(s) => Some(*s),
+                    _ => None,
+                };
+                ("unreachable", status, Some(u.to_string()), Some(u.class()))
+            }
+        };
+        let sha = outcome.sha256.map(hex::encode);
+        let snapshot = match (snapshots, &sha) {
+            (Some(dir), Some(h)) => Some(snapshot_path(dir, h).display().to_string()),
+            _ => None,
+        };
+        FetchRecord {
+            schema_version: SCHEMA_VERSION,
+            kind: "fetch",
+            time: rfc3339(SystemTime::now()),
+            origin: origin.to_string(),
+            url: outcome.url.clone(),
+            final_url: outcome.final_url.clone(),
+            redirects: outcome.redirects,
+            result,
+            status,
+            cause,
+            cause_class: class,
+            bytes: outcome.body.len(),
+            truncated: outcome.truncated,
+            sha256: sha,
+            snapshot,
+            fetched_at: rfc3339(outcome.fetched_at),
+            duration_ms: outcome.duration.as_secs_f64() * 1000.0,
+        }
+    }
+}
+
+/// `"allowed"`, `"disallowed"`, `"would-disallow"` or `"destination-denied"`.
+pub(super) fn outcome_of(d: &Decision, report_only: bool) -> &'static str {
+    match (d.allowed, report_only, &d.reason) {
+        (_, _, Reason::DestinationDenied { .. }) => "destination-denied",
+        (true, _, _) => "allowed",
+        (false, false, _) => "disallowed",
+        (false, true, _) => "would-disallow",
+    }
+}
+
+/// Why robots.txt was unreachable, when that matters for the decision.
+pub(super) fn unreachable_cause_of(d: &Decision) -> Option<String> {
+    match &d.reason {
+        Reason::Unreachable { cause } => Some(cause.to_string()),
+        _ => d.failure.as_ref().map(|f| f.cause.to_string()),
+    }
+}
+
+/// The override that decided: action, hosts and the operator's reason.
+pub(super) fn override_reason_of(d: &Decision) -> Option<String> {
+    match &d.reason {
+        Reason::Override { action, hosts, reason } => Some(format!("{} {hosts}: {reason}", action.as_str())),
+        _ => None,
+    }
+}
+
+/// Whole microseconds.
+pub(super) fn micros(d: Duration) -> u64 {
+    d.as_micros().min(u64::MAX as u128) as u64
+}
+
+/// A record as its JSON line, with the newline.
+pub(super) fn to_line<T: Serialize>(record: &T) -> Vec<u8> {
+    let mut line = serde_json::to_vec(record)
+        .unwrap_or_else(|e| format!("{{\"serialize_error\":\"{e}\"}}").into_bytes());
+    line.push(b'\n');
+    line
+}
+
+/// The request URL as logged: with its query replaced by `?<redacted>` when `redact`
+/// ([`AuditConfig::redact_query`](super::AuditConfig::redact_query)) is set.
+pub(super) fn logged_url(url: &str, redact: bool) -> Cow<'_, str> {
+    if redact { Cow::Owned(redact_query(url)) } else { Cow::Borrowed(url) }
+}
+
+fn redact_query(url: &str) -> String {
+    match url.split_once('?') {
+        Some((base, _)) => format!("{base}?<redacted>"),
+        None => url.to_owned(),
+    }
+}
+
+/// The request fields of a plain GET of `url` (tests).
+#[cfg(test)]
+pub(super) fn get(url: &str, report_only: bool) -> RequestFacts<'_> {
+    RequestFacts {
+        request_id: "r",
+        client: None,
+        user: None,
+        method: "GET",
+        url,
+        path_visible: true,
+        report_only,
+        elapsed: Duration::from_micros(5),
+    }
+}

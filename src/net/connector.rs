@@ -1,0 +1,234 @@
+//! [`Connector`]: TCP (and TLS) connections to origins, through the resolver and the
+//! guard, within a deadline; a `tower::Service<Uri>` usable by hyper-util's pooled client.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use super::dns::Resolver;
+use super::error::ConnectError;
+use super::guard::Guard;
+use super::stream::Stream;
+use crate::origin::{Host, Origin, Scheme};
+
+/// Opens TCP (and TLS) connections to origins, through the resolver and the guard.
+///
+/// Cheap to clone (one reference count): hyper-util clones its connector per request.
+#[derive(Clone)]
+pub struct Connector {
+    inner: Arc<ConnectorInner>,
+}
+
+struct ConnectorInner {
+    resolver: Resolver,
+    guard: Arc<Guard>,
+    tls: tokio_rustls::TlsConnector,
+    tls_config: Arc<rustls::ClientConfig>,
+    connect_timeout: Duration,
+}
+
+impl fmt::Debug for Connector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connector")
+            .field("resolver", &self.inner.resolver)
+            .field("guard", &self.inner.guard)
+            .field("connect_timeout", &self.inner.connect_timeout)
+            .finish()
+    }
+}
+
+impl Connector {
+    /// A connector; `connect_timeout` bounds DNS, TCP and the TLS handshake together.
+    pub fn new(
+        resolver: Resolver,
+        guard: Arc<Guard>,
+        tls: Arc<rustls::ClientConfig>,
+        connect_timeout: Duration,
+    ) -> Connector {
+        Connector {
+            inner: Arc::new(ConnectorInner {
+                resolver,
+                guard,
+                tls: tls.clone().into(),
+                tls_config: tls,
+                connect_timeout,
+            }),
+        }
+    }
+
+    /// The same connector (resolver, guard, roots, timeout) offering only `http/1.1` in
+    /// ALPN: for connections driven by hyper's HTTP/1 client directly.
+    pub fn http1_only(&self) -> Connector {
+        let mut config = rustls::ClientConfig::clone(&self.inner.tls_config);
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Connector::new(
+            self.inner.resolver.clone(),
+            self.inner.guard.clone(),
+            Arc::new(config),
+            self.inner.connect_timeout,
+        )
+    }
+
+    /// Connects to `origin` (TLS for https).
+    pub async fn connect(&self, origin: &Origin) -> Result<Stream, ConnectError> {
+        let host = origin.host();
+        let deadline = Instant::now() + self.inner.connect_timeout;
+        let timeout =
+            |h: &Host| ConnectError::Timeout { host: h.to_string(), timeout: self.inner.connect_timeout };
+        let ips = tokio::time::timeout_at(deadline, self.inner.resolver.resolve(host))
+            .await
+            .map_err(|_| timeout(host))??;
+        let tcp = tokio::time::timeout_at(deadline, self.connect_addrs(host, &ips, origin.port()))
+            .await
+            .map_err(|_| timeout(host))??;
+        match origin.scheme() {
+            Scheme::Http => Ok(Stream::Plain(tcp)),
+            Scheme::Https => {
+                let name = match host {
+                    Host::Domain(d) => ServerName::try_from(d.clone()),
+                    Host::V4(ip) => Ok(ServerName::IpAddress(IpAddr::V4(*ip).into())),
+                    Host::V6(ip) => Ok(ServerName::IpAddress(IpAddr::V6(*ip).into())),
+                }
+                .map_err(|e| ConnectError::Tls { host: host.to_string(), reason: e.to_string() })?;
+                let tls = tokio::time::timeout_at(deadline, self.inner.tls.connect(name, tcp))
+                    .await
+                    .map_err(|_| timeout(host))?
+                    .map_err(|e| ConnectError::Tls { host: host.to_string(), reason: tls_reason(&e) })?;
+                Ok(Stream::Tls(Box::new(tls)))
+            }
+        }
+    }
+
+    /// A plain TCP connection to `origin`'s host and port (no TLS, whatever the scheme),
+    /// through the resolver and the guard, within the connect timeout: for tunnels.
+    pub async fn connect_tcp(&self, origin: &Origin) -> Result<TcpStream, ConnectError> {
+        let host = origin.host();
+        let deadline = Instant::now() + self.inner.connect_timeout;
+        let timeout =
+            || ConnectError::Timeout { host: host.to_string(), timeout: self.inner.connect_timeout };
+        let ips = tokio::time::timeout_at(deadline, self.inner.resolver.resolve(host))
+            .await
+            .map_err(|_| timeout())??;
+        tokio::time::timeout_at(deadline, self.connect_addrs(host, &ips, origin.port()))
+            .await
+            .map_err(|_| timeout())?
+    }
+
+    /// Connects to the first address the guard allows and that answers.
+    async fn connect_addrs(&self, host: &Host, ips: &[IpAddr], port: u16) -> Result<TcpStream, ConnectError> {
+        let mut denied = None;
+        let mut last_err = None;
+        for &ip in ips {
+            let addr = SocketAddr::new(ip, port);
+            if let Err(reason) = self.inner.guard.check_dest(Some(host), addr) {
+                denied.get_or_insert((ip, reason));
+                continue;
+            }
+            match TcpStream::connect(addr).await {
+                Ok(s) => {
+                    let _ = s.set_nodelay(true);
+                    return Ok(s);
+                }
+                Err(e) => {
+                    last_err = Some(ConnectError::Connect { addr, reason: e.to_string(), kind: e.kind() })
+                }
+            }
+        }
+        if let Some(e) = last_err {
+            return Err(e);
+        }
+        match denied {
+            Some((ip, reason)) => Err(ConnectError::Denied { host: host.to_string(), ip, reason }),
+            None => Err(ConnectError::Dns { host: host.to_string(), reason: "no addresses".into() }),
+        }
+    }
+
+    /// Whether the guard lets requests go to `origin`: [`Connector::admit`] without the
+    /// addresses, and without a DNS lookup when the addresses are known (the layer asks
+    /// this for every request).
+    pub async fn check_admitted(&self, origin: &Origin) -> Result<(), ConnectError> {
+        match self.inner.resolver.with_known(origin.host(), |ips| self.screen(origin, ips, |_| ())) {
+            Some(verdict) => verdict,
+            None => Box::pin(self.admit(origin)).await.map(|_| ()),
+        }
+    }
+
+    /// Checks a destination against the guard without connecting: resolves it and
+    /// returns the addresses that may be used.
+    pub async fn admit(&self, origin: &Origin) -> Result<Vec<SocketAddr>, ConnectError> {
+        let host = origin.host();
+        let ips = tokio::time::timeout(self.inner.connect_timeout, self.inner.resolver.resolve(host))
+            .await
+            .map_err(|_| ConnectError::Timeout {
+                host: host.to_string(),
+                timeout: self.inner.connect_timeout,
+            })??;
+        let mut ok = Vec::with_capacity(ips.len());
+        self.screen(origin, &ips, |a| ok.push(a))?;
+        Ok(ok)
+    }
+
+    /// Hands `allowed` each address of `ips` the guard lets requests to `origin` go to; an
+    /// error when it denies them all (naming the first denied).
+    fn screen(
+        &self,
+        origin: &Origin,
+        ips: &[IpAddr],
+        mut allowed: impl FnMut(SocketAddr),
+    ) -> Result<(), ConnectError> {
+        let host = origin.host();
+        let (mut any, mut first_denied) = (false, None);
+        for &ip in ips {
+            let addr = SocketAddr::new(ip, origin.port());
+            match self.inner.guard.check_dest(Some(host), addr) {
+                Ok(()) => {
+                    any = true;
+                    allowed(addr);
+                }
+                Err(r) => {
+                    first_denied.get_or_insert((ip, r));
+                }
+            }
+        }
+        match (any, first_denied) {
+            (false, Some((ip, reason))) => Err(ConnectError::Denied { host: host.to_string(), ip, reason }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// rustls' own message for a handshake error, without the io::Error wrapping.
+fn tls_reason(e: &io::Error) -> String {
+    match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
+        Some(r) => r.to_string(),
+        None => e.to_string(),
+    }
+}
+
+impl tower::Service<http::Uri> for Connector {
+    type Response = TokioIo<Stream>;
+    type Error = ConnectError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, ConnectError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), ConnectError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            let origin = Origin::from_uri(&uri).map_err(|e| ConnectError::BadDestination(e.to_string()))?;
+            this.connect(&origin).await.map(TokioIo::new)
+        })
+    }
+}

@@ -1,0 +1,27 @@
+//! Outbound connections, shared by the robots.txt fetcher and the proxy: DNS
+//! (hickory-resolver, plus static `host → address` overrides), the destination guard,
+//! TCP with a deadline, and TLS (rustls with the webpki roots plus configured extra roots).
+//!
+//! A destination is resolved once, every address is checked by the [`Guard`], and the
+//! connection goes to an address that passed, so a name cannot be re-resolved to
+//! something else between check and connect (no DNS rebinding).
+//!
+//! [`Connector`] is a `tower::Service<Uri>` usable by hyper-util's pooled client;
+//! its errors are typed ([`ConnectError`]) so callers can tell a DNS failure from a
+//! refused connection, a timeout, a certificate problem or a refused destination.
+
+mod address;
+mod connector;
+mod dns;
+mod error;
+mod guard;
+mod stream;
+mod tls;
+
+pub use address::{DenyReason, classify};
+pub use connector::Connector;
+pub use dns::{DnsConfig, Resolver};
+pub use error::ConnectError;
+pub use guard::Guard;
+pub use stream::Stream;
+pub use tls::{TlsConfig, TlsSetupError, client_config, load_pem_certs};

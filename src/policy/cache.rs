@@ -1,0 +1,421 @@
+//! [`RobotsPolicy`]: the per-origin cache (a cell per origin, freshness, one fetch per
+//! origin, background refresh, backoff after failures) and the decisions made from it.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use super::config::{Override, OverrideAction, PolicyConfig};
+use super::copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
+use super::decision::{Decision, Reason, judge};
+use crate::fetch::{FetchOutcome, FetchResult, Fetcher, Unreachable};
+use crate::origin::Origin;
+use crate::rep::{Profile, RobotsTxt};
+
+/// Sees every robots.txt fetch the policy makes (for the audit log and metrics).
+pub trait FetchObserver: Send + Sync {
+    /// Called after each fetch, with the origin and what came back.
+    fn fetched(&self, origin: &Origin, outcome: &FetchOutcome);
+}
+
+/// What the cache holds for one origin.
+#[derive(Debug, Default)]
+struct Entry {
+    copy: Option<Arc<RobotsCopy>>,
+    /// Until when `copy` is fresh.
+    fresh_until: Option<Instant>,
+    /// The latest refresh failed (cleared by a success).
+    failure: Option<Arc<Failure>>,
+}
+
+/// One origin's cache slot: its entry, and the lock one refresh at a time holds.
+#[derive(Debug)]
+struct Cell {
+    origin: Arc<Origin>,
+    entry: RwLock<Arc<Entry>>,
+    refresh: tokio::sync::Mutex<()>,
+    refreshing: AtomicBool,
+    weight: AtomicU32,
+}
+
+impl Cell {
+    fn entry(&self) -> Arc<Entry> {
+        match self.entry.read() {
+            Ok(e) => e.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn set(&self, entry: Entry) {
+        let entry = Arc::new(entry);
+        match self.entry.write() {
+            Ok(mut e) => *e = entry,
+            Err(poisoned) => *poisoned.into_inner() = entry,
+        }
+    }
+}
+
+/// Decides requests against robots.txt files, fetching and caching them.
+///
+/// ```no_run
+/// # async fn demo(fetcher: robotsgate::fetch::Fetcher) {
+/// use robotsgate::origin::Origin;
+/// use robotsgate::policy::{PolicyConfig, RobotsPolicy};
+///
+/// let policy = RobotsPolicy::new(fetcher, PolicyConfig::default());
+/// let origin = Origin::parse("https://example.com/").unwrap();
+/// let d = policy.decide(&origin, "/private/x", "ExampleBot".into()).await;
+/// println!("{} {}", if d.allowed { "allowed" } else { "disallowed" }, d);
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RobotsPolicy {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    fetcher: Fetcher,
+    /// Replaced whole on reload; the cache stays.
+    config: arc_swap::ArcSwap<PolicyConfig>,
+    /// Keys hashed with foldhash (randomly seeded): SipHash cost more than the rest of a
+    /// cache hit.
+    cache: moka::sync::Cache<Origin, Arc<Cell>, foldhash::quality::RandomState>,
+    observers: Vec<Arc<dyn FetchObserver>>,
+    stats: CacheStats,
+}
+
+/// How decisions found the cache.
+#[derive(Debug, Default)]
+struct CacheStats {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    stale: AtomicU64,
+}
+
+impl fmt::Debug for RobotsPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RobotsPolicy").field("config", &self.inner.config.load()).finish_non_exhaustive()
+    }
+}
+
+/// Fixed bytes counted per cached origin on top of its file.
+const ENTRY_OVERHEAD: u64 = 512;
+
+impl RobotsPolicy {
+    /// A policy fetching with `fetcher`.
+    pub fn new(fetcher: Fetcher, config: PolicyConfig) -> RobotsPolicy {
+        Self::with_observer(fetcher, config, None)
+    }
+
+    /// A policy that reports every fetch to `observer`.
+    pub fn with_observer(
+        fetcher: Fetcher,
+        config: PolicyConfig,
+        observer: Option<Arc<dyn FetchObserver>>,
+    ) -> RobotsPolicy {
+        Self::with_observers(fetcher, config, observer.into_iter().collect())
+    }
+
+    /// A policy that reports every fetch to each of `observers`.
+    pub fn with_observers(
+        fetcher: Fetcher,
+        config: PolicyConfig,
+        observers: Vec<Arc<dyn FetchObserver>>,
+    ) -> RobotsPolicy {
+        // One weight bounds both bytes and entries: every entry weighs at least
+        // max_bytes / max_entries.
+        let floor =
+            (config.max_bytes / config.max_entries.max(1)).clamp(ENTRY_OVERHEAD, u32::MAX as u64) as u32;
+        let cache = moka::sync::Cache::builder()
+            .max_capacity(config.max_bytes)
+            .weigher(move |_: &Origin, cell: &Arc<Cell>| cell.weight.load(Ordering::Relaxed).max(floor))
+            .build_with_hasher(foldhash::quality::RandomState::default());
+        let config = arc_swap::ArcSwap::from_pointee(config);
+        RobotsPolicy {
+            inner: Arc::new(Inner { fetcher, config, cache, observers, stats: CacheStats::default() }),
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> Arc<PolicyConfig> {
+        self.inner.config.load_full()
+    }
+
+    /// Replaces the configuration (profile, freshness, failure handling, overrides); the
+    /// cached files stay. The cache bounds are fixed at start: changes to them apply on
+    /// the next start.
+    pub fn reload(&self, config: PolicyConfig) {
+        self.inner.config.store(Arc::new(config));
+    }
+
+    /// Decisions that found a fresh copy, that needed a fetch, and that used a stale copy.
+    pub fn cache_stats(&self) -> (u64, u64, u64) {
+        let s = &self.inner.stats;
+        (s.hits.load(Ordering::Relaxed), s.misses.load(Ordering::Relaxed), s.stale.load(Ordering::Relaxed))
+    }
+
+    /// Origins cached (approximate, as moka counts).
+    pub fn cached_origins(&self) -> u64 {
+        self.inner.cache.entry_count()
+    }
+
+    /// Bytes cached (approximate).
+    pub fn cached_bytes(&self) -> u64 {
+        self.inner.cache.weighted_size()
+    }
+
+    /// Runs pending cache maintenance (evictions) now; tests use this to observe bounds.
+    pub async fn sync(&self) {
+        self.inner.cache.run_pending_tasks();
+    }
+
+    /// Decides `path` (path and query) on `origin` for `agent`, under the configured profile.
+    pub async fn decide(&self, origin: &Origin, path: &str, agent: Arc<str>) -> Decision {
+        let profile = self.inner.config.load().profile;
+        self.decide_with(origin, path, agent, profile).await
+    }
+
+    /// [`RobotsPolicy::decide`] under a chosen profile.
+    pub async fn decide_with(
+        &self,
+        origin: &Origin,
+        path: &str,
+        agent: Arc<str>,
+        profile: Profile,
+    ) -> Decision {
+        let base = |origin: Arc<Origin>, reason: Reason, allowed: bool| Decision {
+            allowed,
+            origin,
+            agent: agent.clone(),
+            profile,
+            reason,
+            robots: None,
+            failure: None,
+            age: None,
+            stale: false,
+        };
+        if is_robots_txt(path) {
+            return base(Arc::new(origin.clone()), Reason::RobotsTxtPath, true);
+        }
+        if let Some(o) = self.override_for(origin) {
+            let reason =
+                Reason::Override { action: o.action, hosts: o.hosts.to_string(), reason: o.reason.clone() };
+            return base(Arc::new(origin.clone()), reason, o.action == OverrideAction::Allow);
+        }
+        let cell = self.cell(origin);
+        let (entry, fresh_at) = self.current(&cell).await;
+        let was_fresh = fresh_at.is_some();
+        let now = fresh_at.unwrap_or_else(Instant::now);
+        let fresh = entry.fresh_until.is_some_and(|t| now < t);
+        let mut d = base(cell.origin.clone(), Reason::NoRuleMatched, true);
+        match &entry.copy {
+            Some(copy) if fresh || self.stale_usable(&entry, now) => {
+                d.age = Some(now.saturating_duration_since(copy.fetched));
+                d.stale = !fresh;
+                if !fresh {
+                    d.failure = entry.failure.clone();
+                }
+                judge(&mut d, copy, path);
+                d.robots = Some(copy.clone());
+            }
+            _ => {
+                let failure = entry.failure.clone();
+                let cause = failure.as_ref().map(|f| f.cause.clone());
+                d.allowed = false;
+                d.reason = Reason::Unreachable {
+                    cause: cause.unwrap_or(Unreachable::Protocol("robots.txt not fetched".into())),
+                };
+                d.failure = failure;
+            }
+        }
+        let stats = &self.inner.stats;
+        let counter = if was_fresh {
+            &stats.hits
+        } else if d.stale {
+            &stats.stale
+        } else {
+            &stats.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        d
+    }
+
+    fn override_for(&self, origin: &Origin) -> Option<Override> {
+        let config = self.inner.config.load();
+        if config.overrides.is_empty() {
+            return None;
+        }
+        let now = SystemTime::now();
+        config
+            .overrides
+            .iter()
+            .find(|o| o.expires.is_none_or(|e| now < e) && o.hosts.matches(origin.host()))
+            .cloned()
+    }
+
+    /// The origin's cell, made on first use. Making one is cheap and does no I/O (the fetch
+    /// happens in [`RobotsPolicy::current`]), so the cache is moka's synchronous one: its
+    /// lookup costs less than the async cache's on every decision.
+    fn cell(&self, origin: &Origin) -> Arc<Cell> {
+        self.inner.cache.get_with_by_ref(origin, || {
+            Arc::new(Cell {
+                origin: Arc::new(origin.clone()),
+                entry: RwLock::new(Arc::new(Entry::default())),
+                refresh: tokio::sync::Mutex::new(()),
+                refreshing: AtomicBool::new(false),
+                weight: AtomicU32::new(ENTRY_OVERHEAD as u32),
+            })
+        })
+    }
+
+    /// Whether an expired copy may still be used: while it is revalidated, and after a
+    /// failed refresh for up to `stale_if_error` past its expiry.
+    fn stale_usable(&self, entry: &Entry, now: Instant) -> bool {
+        let (Some(_), Some(expired)) = (&entry.copy, entry.fresh_until) else { return false };
+        expired + self.inner.config.load().stale_if_error > now
+    }
+
+    /// The entry to decide from: fetches when there is nothing usable (one fetch per
+    /// origin), and starts a background refresh for an expired copy; with the instant it
+    /// was found fresh at, if it was.
+    async fn current(&self, cell: &Arc<Cell>) -> (Arc<Entry>, Option<Instant>) {
+        let now = Instant::now();
+        let entry = cell.entry();
+        if entry.fresh_until.is_some_and(|t| now < t) {
+            return (entry, Some(now));
+        }
+        (Box::pin(self.current_slow(cell, entry, now)).await, None)
+    }
+
+    /// [`RobotsPolicy::current`] for an entry that is not fresh.
+    async fn current_slow(&self, cell: &Arc<Cell>, entry: Arc<Entry>, now: Instant) -> Arc<Entry> {
+        let retry_due = entry.failure.as_ref().is_none_or(|f| now >= f.retry_at);
+        if entry.copy.is_some() && self.stale_usable(&entry, now) {
+            if retry_due {
+                self.refresh_in_background(cell);
+            }
+            return entry;
+        }
+        if !retry_due {
+            return entry; // the last fetch failed and the retry is not due yet
+        }
+        // Nothing usable: fetch now. Requests that come meanwhile wait for this fetch.
+        let _guard = cell.refresh.lock().await;
+        let entry = cell.entry();
+        let now = Instant::now();
+        let fresh = entry.fresh_until.is_some_and(|t| now < t);
+        let retry_due = entry.failure.as_ref().is_none_or(|f| now >= f.retry_at);
+        let settled_meanwhile =
+            fresh || !retry_due || (entry.copy.is_some() && self.stale_usable(&entry, now));
+        if settled_meanwhile && (entry.copy.is_some() || entry.failure.is_some()) {
+            return entry;
+        }
+        self.refresh(cell).await;
+        cell.entry()
+    }
+
+    fn refresh_in_background(&self, cell: &Arc<Cell>) {
+        if cell.refreshing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let this = self.clone();
+        let cell = cell.clone();
+        tokio::spawn(async move {
+            let guard = cell.refresh.lock().await;
+            let entry = cell.entry();
+            let now = Instant::now();
+            let fresh = entry.fresh_until.is_some_and(|t| now < t);
+            let retry_due = entry.failure.as_ref().is_none_or(|f| now >= f.retry_at);
+            if !fresh && retry_due {
+                this.refresh(&cell).await;
+            }
+            drop(guard);
+            cell.refreshing.store(false, Ordering::Release);
+        });
+    }
+
+    /// Fetches and stores the result. The caller holds `cell.refresh`.
+    async fn refresh(&self, cell: &Arc<Cell>) {
+        let outcome = self.inner.fetcher.fetch(&cell.origin).await;
+        for observer in &self.inner.observers {
+            observer.fetched(&cell.origin, &outcome);
+        }
+        let config = self.inner.config.load();
+        let old = cell.entry();
+        let now = Instant::now();
+        let facts = FetchFacts::of(&outcome);
+        let content = match &outcome.result {
+            FetchResult::Success { .. } => {
+                Some(CopyContent::Parsed(Box::new(RobotsTxt::parse(&outcome.body))))
+            }
+            FetchResult::Unavailable { status } => Some(CopyContent::Unavailable { status: *status }),
+            FetchResult::TooManyRedirects => Some(CopyContent::TooManyRedirects),
+            FetchResult::Unreachable(_) => None,
+        };
+        let entry = match (content, outcome.result) {
+            (Some(content), _) => {
+                let ttl = outcome.max_age.map_or(config.default_ttl, |a| {
+                    a.clamp(config.min_ttl, config.max_ttl.max(config.min_ttl))
+                });
+                let weight = match &content {
+                    // Room for the rule sets built on first use, too.
+                    CopyContent::Parsed(r) => 2 * r.heap_bytes() as u64 + ENTRY_OVERHEAD,
+                    _ => ENTRY_OVERHEAD,
+                };
+                cell.weight.store(weight.min(u32::MAX as u64) as u32, Ordering::Relaxed);
+                Entry {
+                    copy: Some(Arc::new(RobotsCopy { facts, content, fetched: now })),
+                    fresh_until: Some(now + ttl),
+                    failure: None,
+                }
+            }
+            (None, FetchResult::Unreachable(cause)) => {
+                let streak = old.failure.as_ref().map_or(0, |f| f.streak) + 1;
+                let delay = self.backoff(&cause, streak, outcome.retry_after);
+                Entry {
+                    copy: old.copy.clone(),
+                    fresh_until: old.fresh_until,
+                    failure: Some(Arc::new(Failure { facts, cause, streak, retry_at: now + delay })),
+                }
+            }
+            (None, _) => return,
+        };
+        cell.set(entry);
+        // Re-insert so the cache sees the new weight.
+        self.inner.cache.insert(Origin::clone(&cell.origin), cell.clone());
+    }
+
+    /// Delay before the next try after `streak` failures in a row.
+    fn backoff(&self, cause: &Unreachable, streak: u32, retry_after: Option<Duration>) -> Duration {
+        let c = self.inner.config.load();
+        let busy = matches!(cause, Unreachable::Status(429 | 503));
+        let base = if busy { c.retry_busy } else { c.retry_min };
+        let doubling = base.saturating_mul(1u32 << (streak - 1).min(16));
+        let delay = match (busy, retry_after) {
+            (true, Some(ra)) => ra.max(c.retry_busy),
+            _ => doubling,
+        };
+        delay.min(c.retry_max)
+    }
+}
+
+/// The path part is `/robots.txt`.
+fn is_robots_txt(path: &str) -> bool {
+    path.split(['?', '#']).next() == Some("/robots.txt")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn robots_txt_path() {
+        assert!(is_robots_txt("/robots.txt"));
+        assert!(is_robots_txt("/robots.txt?x=1"));
+        assert!(!is_robots_txt("/robots.txt/x"));
+        assert!(!is_robots_txt("/Robots.txt"));
+    }
+}

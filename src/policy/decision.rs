@@ -1,0 +1,270 @@
+//! The policy's answer for one request ([`Decision`]) and why ([`Reason`]), made from a
+//! usable robots.txt copy.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::audit_text::DecisionKey;
+use super::config::OverrideAction;
+use super::copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
+use crate::fetch::Unreachable;
+use crate::origin::Origin;
+use crate::rep::{Profile, Reading, Reason as RepReason, RuleId, RuleKind};
+
+/// Why a request was allowed or not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    /// A rule decided (see [`Decision::rule_pattern`] for its text).
+    Rule {
+        /// Which rule.
+        id: RuleId,
+        /// Allow or disallow.
+        kind: RuleKind,
+        /// Its line.
+        line: u32,
+        /// The reading it comes from.
+        reading: Reading,
+        /// Google's `index.html` rule.
+        implied_by_index_html: bool,
+        /// Conservative profile: the readings disagreed.
+        readings_disagree: bool,
+    },
+    /// robots.txt has no rule for this path: allowed.
+    NoRuleMatched,
+    /// `/robots.txt` itself: always allowed.
+    RobotsTxtPath,
+    /// robots.txt is unavailable (4xx): allowed.
+    Unavailable {
+        /// The status.
+        status: u16,
+    },
+    /// More redirects than allowed: treated as unavailable, allowed.
+    TooManyRedirects,
+    /// robots.txt is unreachable and there is no usable copy: disallowed.
+    Unreachable {
+        /// Why.
+        cause: Unreachable,
+    },
+    /// The destination resolves to an address the guard refuses (set by the layer; the
+    /// policy never sees such requests).
+    DestinationDenied {
+        /// What the connector said.
+        cause: crate::net::ConnectError,
+    },
+    /// An operator's override decided.
+    Override {
+        /// Allow or deny.
+        action: OverrideAction,
+        /// The host pattern.
+        hosts: String,
+        /// The operator's reason.
+        reason: Arc<str>,
+    },
+}
+
+impl Reason {
+    /// A short stable name of the reason class (audit log, metrics).
+    pub fn class(&self) -> &'static str {
+        match self {
+            Reason::Rule { kind: RuleKind::Allow, .. } => "allow-rule",
+            Reason::Rule { kind: RuleKind::Disallow, .. } => "disallow-rule",
+            Reason::NoRuleMatched => "no-rule",
+            Reason::RobotsTxtPath => "robots-txt",
+            Reason::Unavailable { .. } => "robots-unavailable",
+            Reason::TooManyRedirects => "robots-redirect-limit",
+            Reason::Unreachable { .. } => "robots-unreachable",
+            Reason::DestinationDenied { .. } => "destination-denied",
+            Reason::Override { .. } => "override",
+        }
+    }
+}
+
+/// The policy's answer for one request.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    /// Whether the request may go to the origin.
+    pub allowed: bool,
+    /// The origin.
+    pub origin: Arc<Origin>,
+    /// The product token the decision is for.
+    pub agent: Arc<str>,
+    /// The profile used.
+    pub profile: Profile,
+    /// Why.
+    pub reason: Reason,
+    /// The robots.txt copy the decision rests on, if any.
+    pub robots: Option<Arc<RobotsCopy>>,
+    /// The latest failed refresh, when the decision rests on a failure or on a copy kept
+    /// because refreshing failed.
+    pub failure: Option<Arc<Failure>>,
+    /// Age of the copy used.
+    pub age: Option<Duration>,
+    /// The copy used was past its freshness (being refreshed, or kept after a failure).
+    pub stale: bool,
+}
+
+impl Decision {
+    /// The deciding rule as the audit log names it: kind, pattern, line, reading and
+    /// whether Google's index.html rule implied it.
+    pub fn rule_fields(&self) -> Option<(&'static str, &str, u32, &'static str, bool)> {
+        match &self.reason {
+            Reason::Rule { kind, line, reading, implied_by_index_html, .. } => Some((
+                kind.as_str(),
+                self.rule_pattern().unwrap_or(""),
+                *line,
+                reading.as_str(),
+                *implied_by_index_html,
+            )),
+            _ => None,
+        }
+    }
+
+    /// The text of the deciding rule, as written in the robots.txt.
+    pub fn rule_pattern(&self) -> Option<&str> {
+        let Reason::Rule { id, reading, .. } = &self.reason else { return None };
+        match &self.robots.as_ref()?.content {
+            CopyContent::Parsed(r) => r.rule(*id, *reading).map(|m| m.pattern),
+            _ => None,
+        }
+    }
+
+    /// The robots.txt facts (of the copy used, else of the failed fetch).
+    pub fn fetch_facts(&self) -> Option<&FetchFacts> {
+        match (&self.robots, &self.failure) {
+            (Some(copy), _) => Some(&copy.facts),
+            (None, Some(f)) => Some(&f.facts),
+            (None, None) => None,
+        }
+    }
+}
+
+impl fmt::Display for Decision {
+    /// What decided, in a line: `line 4: disallow: /private`, `robots.txt unreachable
+    /// (HTTP status 503): disallow all`, ...
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.reason {
+            Reason::Rule { kind, line, reading, implied_by_index_html, readings_disagree, .. } => {
+                write!(f, "line {line}: {}: {}", kind.as_str(), self.rule_pattern().unwrap_or(""))?;
+                if *implied_by_index_html {
+                    f.write_str(" (also allows its directory)")?;
+                }
+                if *readings_disagree {
+                    write!(f, " ({} reading)", reading.as_str())?;
+                }
+                Ok(())
+            }
+            Reason::NoRuleMatched => f.write_str("no rule matched"),
+            Reason::RobotsTxtPath => f.write_str("/robots.txt is always allowed"),
+            Reason::Unavailable { status } => write!(f, "robots.txt unavailable ({status}): allow all"),
+            Reason::TooManyRedirects => f.write_str("robots.txt redirect limit exceeded: allow all"),
+            Reason::Unreachable { cause } => write!(f, "robots.txt unreachable ({cause}): disallow all"),
+            Reason::DestinationDenied { cause } => write!(f, "{cause}"),
+            Reason::Override { action, hosts, reason } => {
+                write!(f, "override: {} {hosts} ({reason})", action.as_str())
+            }
+        }?;
+        if self.stale {
+            match &self.failure {
+                Some(fail) => write!(f, " [stale copy: refresh failed: {}]", fail.cause)?,
+                None => f.write_str(" [stale copy, refreshing]")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a decision reads in the audit log (the memo is in `audit_text.rs`).
+impl DecisionKey {
+    /// The key of `d`, if decisions like it are remembered.
+    pub(crate) fn of(d: &Decision, report_only: bool) -> Option<DecisionKey> {
+        Some(DecisionKey {
+            origin: d.origin.clone(),
+            agent: d.agent.clone(),
+            profile: d.profile,
+            report_only,
+            allowed: d.allowed,
+            rule: Self::rule_of(d)?,
+        })
+    }
+
+    /// Whether `d` reads as this key's decisions do (no reference counts touched).
+    pub(crate) fn is(&self, d: &Decision, report_only: bool) -> bool {
+        self.report_only == report_only
+            && self.allowed == d.allowed
+            && self.profile == d.profile
+            && Self::rule_of(d) == Some(self.rule)
+            && (Arc::ptr_eq(&self.agent, &d.agent) || self.agent == d.agent)
+            && (Arc::ptr_eq(&self.origin, &d.origin) || self.origin == d.origin)
+    }
+
+    /// `Some(rule)` for a remembered kind of decision: a fresh copy's rule or no rule.
+    #[allow(clippy::option_option)]
+    fn rule_of(d: &Decision) -> Option<Option<(RuleId, Reading, bool, bool)>> {
+        if d.stale {
+            return None;
+        }
+        match &d.reason {
+            Reason::Rule { id, reading, implied_by_index_html, readings_disagree, .. } => {
+                Some(Some((*id, *reading, *implied_by_index_html, *readings_disagree)))
+            }
+            Reason::NoRuleMatched => Some(None),
+            _ => None,
+        }
+    }
+}
+
+/// Fills in the verdict of a usable copy.
+pub(super) fn judge(d: &mut Decision, copy: &RobotsCopy, path: &str) {
+    match &copy.content {
+        CopyContent::Unavailable { status } => {
+            d.allowed = true;
+            d.reason = Reason::Unavailable { status: *status };
+        }
+        CopyContent::TooManyRedirects => {
+            d.allowed = true;
+            d.reason = Reason::TooManyRedirects;
+        }
+        CopyContent::Parsed(robots) => {
+            let v = robots.check_with(d.profile, &d.agent, path);
+            d.allowed = v.allowed();
+            d.reason = match v.reason() {
+                RepReason::Rule(r) => Reason::Rule {
+                    id: r.id,
+                    kind: r.kind,
+                    line: r.line,
+                    reading: r.reading,
+                    implied_by_index_html: r.implied_by_index_html,
+                    readings_disagree: v.readings_disagree(),
+                },
+                RepReason::NoRuleMatched => Reason::NoRuleMatched,
+                RepReason::RobotsTxt => Reason::RobotsTxtPath,
+            };
+        }
+    }
+}
+
+/// A decision on `body` as a fetched robots.txt of `origin`, for tests of what reads
+/// decisions (the audit log).
+#[cfg(test)]
+pub(crate) fn decision_on(
+    copy: &Arc<RobotsCopy>,
+    origin: &Arc<Origin>,
+    agent: &Arc<str>,
+    profile: Profile,
+    path: &str,
+) -> Decision {
+    let mut d = Decision {
+        allowed: true,
+        origin: origin.clone(),
+        agent: agent.clone(),
+        profile,
+        reason: Reason::NoRuleMatched,
+        robots: Some(copy.clone()),
+        failure: None,
+        age: Some(Duration::from_millis(1500)),
+        stale: false,
+    };
+    judge(&mut d, copy, path);
+    d
+}

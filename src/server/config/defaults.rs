@@ -1,0 +1,127 @@
+//! The defaults of every key, kept equal to `config/robotsgate.toml` (built into the
+//! binary as [`DEFAULT_TOML`]) by a test.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use super::sections::{
+    AgentSection, AuditSection, AuthSection, FetchSection, LogFormat, LogLevel, LogSection, ModeName,
+    OnErrorName, PolicySection, ProxySection, Select, TlsSection,
+};
+use super::values::{Dur, HeaderNameValue, ProfileName, Size, Token};
+use crate::policy::PolicyConfig;
+
+/// The documented default configuration, as built into the binary.
+pub const DEFAULT_TOML: &str = include_str!("../../../config/robotsgate.toml");
+
+impl Default for ProxySection {
+    fn default() -> Self {
+        ProxySection {
+            listen: SocketAddr::from(([127, 0, 0, 1], 3128)),
+            upstream_timeout: Dur::secs(60),
+            header_read_timeout: Dur::secs(30),
+            shutdown_grace: Dur::secs(30),
+            allow_clients: Vec::new(),
+            max_connections: 10_000,
+            max_header_bytes: Size(64 * 1024),
+            tunnel_idle_timeout: Dur::secs(600),
+            workers: 0,
+        }
+    }
+}
+
+impl Default for AgentSection {
+    fn default() -> Self {
+        AgentSection {
+            token: Token("robotsgate".into()),
+            user_agent: String::new(),
+            select: Select::Fixed,
+            header: HeaderNameValue(http::HeaderName::from_static("x-robots-agent")),
+            users: BTreeMap::new(),
+            user_agent_map: Vec::new(),
+        }
+    }
+}
+
+impl Default for PolicySection {
+    /// The library's defaults ([`PolicyConfig::default`]), enforced.
+    fn default() -> Self {
+        let p = PolicyConfig::default();
+        PolicySection {
+            profile: ProfileName(p.profile),
+            mode: ModeName::Enforce,
+            default_ttl: Dur(p.default_ttl),
+            min_ttl: Dur(p.min_ttl),
+            max_ttl: Dur(p.max_ttl),
+            stale_if_error: Dur(p.stale_if_error),
+            retry_min: Dur(p.retry_min),
+            retry_max: Dur(p.retry_max),
+            retry_busy: Dur(p.retry_busy),
+            cache_max_entries: p.max_entries,
+            cache_max_bytes: Size(p.max_bytes),
+            overrides: Vec::new(),
+        }
+    }
+}
+
+impl Default for FetchSection {
+    fn default() -> Self {
+        FetchSection {
+            connect_timeout: Dur::secs(5),
+            header_timeout: Dur::secs(10),
+            body_timeout: Dur::secs(20),
+            max_redirects: 5,
+        }
+    }
+}
+
+impl Default for TlsSection {
+    fn default() -> Self {
+        TlsSection {
+            webpki_roots: true,
+            extra_roots: Vec::new(),
+            ca_dir: String::new(),
+            intercept_ports: vec![443],
+            bypass: Vec::new(),
+            handshake_timeout: Dur::secs(10),
+            leaf_cache: 10_000,
+        }
+    }
+}
+
+impl Default for AuditSection {
+    fn default() -> Self {
+        AuditSection {
+            path: "-".into(),
+            snapshots: "robotsgate-snapshots".into(),
+            queue: 4096,
+            on_error: OnErrorName::Refuse,
+            redact_query: false,
+        }
+    }
+}
+
+impl Default for LogSection {
+    fn default() -> Self {
+        LogSection { format: LogFormat::Text, level: LogLevel::Info }
+    }
+}
+
+impl Default for AuthSection {
+    fn default() -> Self {
+        AuthSection { realm: "robotsgate".into(), users: BTreeMap::new() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::config::Config;
+
+    #[test]
+    fn documented_defaults_are_the_defaults() {
+        let parsed = Config::parse("config/robotsgate.toml", DEFAULT_TOML).unwrap();
+        assert_eq!(parsed, Config::default());
+        assert_eq!(Config::parse("empty.toml", "").unwrap(), Config::default());
+    }
+}

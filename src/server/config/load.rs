@@ -1,0 +1,161 @@
+//! Reading a configuration: parsing, the checks that involve more than one value, and the
+//! values made from several keys.
+
+use super::error::{ConfigError, find_key, toml_error};
+use super::sections::{ActionName, Config, Select};
+use crate::policy::{Override, OverrideAction};
+
+impl Config {
+    /// Parses and checks a configuration; `file` names it in errors.
+    pub fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| toml_error(file, text, &e))?;
+        config.check(file, text)?;
+        Ok(config)
+    }
+
+    /// Reads a configuration file.
+    pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: name.clone(),
+            line: None,
+            key: None,
+            message: format!("cannot read: {e}"),
+        })?;
+        Config::parse(&name, &text)
+    }
+
+    /// Checks that involve more than one value.
+    fn check(&self, file: &str, text: &str) -> Result<(), ConfigError> {
+        let err = |key: &str, message: String| ConfigError {
+            file: file.to_owned(),
+            line: find_key(text, key),
+            key: Some(key.to_owned()),
+            message,
+        };
+        let p = &self.policy;
+        if p.min_ttl.0 > p.max_ttl.0 {
+            return Err(err(
+                "policy.min_ttl",
+                format!("{:?} is more than max_ttl {:?}", p.min_ttl.0, p.max_ttl.0),
+            ));
+        }
+        if p.retry_min.0 > p.retry_max.0 {
+            return Err(err("policy.retry_min", "is more than retry_max".into()));
+        }
+        if p.cache_max_entries == 0 {
+            return Err(err("policy.cache_max_entries", "must be at least 1".into()));
+        }
+        let ua = &self.agent.user_agent;
+        if !ua.is_empty() && !ua.to_ascii_lowercase().contains(&self.agent.token.0.to_ascii_lowercase()) {
+            return Err(err(
+                "agent.user_agent",
+                format!(
+                    "{ua:?} does not contain the product token {:?} (RFC 9309 §2.2.1)",
+                    self.agent.token.0
+                ),
+            ));
+        }
+        if http::HeaderValue::from_str(&self.user_agent()).is_err() {
+            return Err(err("agent.user_agent", "is not a valid header value".into()));
+        }
+        if self.audit.queue == 0 {
+            return Err(err("audit.queue", "must be at least 1".into()));
+        }
+        if self.tls.leaf_cache == 0 {
+            return Err(err("tls.leaf_cache", "must be at least 1".into()));
+        }
+        let px = &self.proxy;
+        if px.max_connections == 0 {
+            return Err(err("proxy.max_connections", "must be at least 1".into()));
+        }
+        if px.workers > 1024 {
+            return Err(err("proxy.workers", "must be at most 1024 (0: one per CPU)".into()));
+        }
+        if !(1024..=1024 * 1024).contains(&px.max_header_bytes.0) {
+            return Err(err("proxy.max_header_bytes", "must be between 1KiB and 1MiB".into()));
+        }
+        if self.auth.realm.is_empty()
+            || self.auth.realm.contains(['"', '\\'])
+            || self.auth.realm.chars().any(char::is_control)
+        {
+            return Err(err(
+                "auth.realm",
+                "must be non-empty, without quotes, backslashes or control characters".into(),
+            ));
+        }
+        for user in self.auth.users.keys() {
+            if user.is_empty() || user.contains(':') || user.chars().any(char::is_control) {
+                return Err(err(
+                    "auth.users",
+                    format!("{user:?} is not a usable user name (no ':' or control characters)"),
+                ));
+            }
+        }
+        if self.agent.select == Select::ProxyUser && self.auth.users.is_empty() {
+            return Err(err("agent.select", "\"proxy-user\" needs users in [auth.users]".into()));
+        }
+        if let Some(user) = self.agent.users.keys().find(|u| !self.auth.users.contains_key(*u)) {
+            return Err(err("agent.users", format!("{user:?} is not a user in [auth.users]")));
+        }
+        if self.fetch.max_redirects > 20 {
+            return Err(err("fetch.max_redirects", "must be at most 20".into()));
+        }
+        Ok(())
+    }
+
+    /// The User-Agent for robots.txt fetches.
+    pub fn user_agent(&self) -> String {
+        if self.agent.user_agent.is_empty() {
+            format!("{} robotsgate/{}", self.agent.token.0, env!("CARGO_PKG_VERSION"))
+        } else {
+            self.agent.user_agent.clone()
+        }
+    }
+
+    /// The overrides as the policy takes them.
+    pub fn overrides(&self) -> Vec<Override> {
+        self.policy
+            .overrides
+            .iter()
+            .map(|o| Override {
+                hosts: o.hosts.0.clone(),
+                action: match o.action {
+                    ActionName::Allow => OverrideAction::Allow,
+                    ActionName::Deny => OverrideAction::Deny,
+                },
+                reason: o.reason.as_str().into(),
+                expires: o.expires.map(|e| e.0),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_file_line_and_key() {
+        let e =
+            Config::parse("a.toml", "[proxy]\nlisten = \"127.0.0.1:3128\"\nlisten_typo = 1\n").unwrap_err();
+        assert_eq!(e.line.map(|l| l.0), Some(3), "{e}");
+        assert!(e.to_string().contains("listen_typo"), "{e}");
+        let e = Config::parse("a.toml", "[policy]\nprofile = \"strict\"\n").unwrap_err();
+        assert_eq!((e.line.map(|l| l.0), e.key.as_deref()), (Some(2), Some("policy.profile")), "{e}");
+        assert!(e.message.contains("google, rfc or conservative"), "{e}");
+        let e = Config::parse("a.toml", "[agent]\ntoken = \"MJ12bot\"\n").unwrap_err();
+        assert!(e.to_string().starts_with("a.toml:2:"), "{e}");
+        let e = Config::parse("a.toml", "[policy]\nmin_ttl = \"2h\"\nmax_ttl = \"1h\"\n").unwrap_err();
+        assert_eq!((e.line.map(|l| l.0), e.key.as_deref()), (Some(2), Some("policy.min_ttl")), "{e}");
+        let e = Config::parse("a.toml", "[agent]\ntoken = \"FooBot\"\nuser_agent = \"BarBot/1.0\"\n")
+            .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("agent.user_agent"), "{e}");
+        let e = Config::parse("a.toml", "[guard]\nallow = [\"10.0.0.0/33\"]\n").unwrap_err();
+        assert_eq!(e.line.map(|l| l.0), Some(2), "{e}");
+        let e = Config::parse("a.toml", "[nope]\n").unwrap_err();
+        assert_eq!(e.line.map(|l| l.0), Some(1), "{e}");
+        let e = Config::parse("a.toml", "[policy\n").unwrap_err();
+        assert!(e.line.is_some(), "{e}");
+    }
+}

@@ -1,0 +1,256 @@
+//! The configuration's TOML types: [`Config`] and one type per section, with the
+//! enumerations their keys take.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::values::{
+    Cidr, Dur, Expiry, HeaderNameValue, HostPatternValue, PasswordHashValue, ProfileName, Size, Token,
+};
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct Config {
+    pub proxy: ProxySection,
+    pub agent: AgentSection,
+    pub policy: PolicySection,
+    pub fetch: FetchSection,
+    pub dns: DnsSection,
+    pub tls: TlsSection,
+    pub guard: GuardSection,
+    pub audit: AuditSection,
+    pub log: LogSection,
+    pub admin: AdminSection,
+    pub auth: AuthSection,
+}
+
+/// `[proxy]`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct ProxySection {
+    pub listen: SocketAddr,
+    pub upstream_timeout: Dur,
+    pub header_read_timeout: Dur,
+    pub shutdown_grace: Dur,
+    pub allow_clients: Vec<Cidr>,
+    pub max_connections: usize,
+    pub max_header_bytes: Size,
+    pub tunnel_idle_timeout: Dur,
+    pub workers: usize,
+}
+
+/// `[agent]`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct AgentSection {
+    pub token: Token,
+    pub user_agent: String,
+    pub select: Select,
+    pub header: HeaderNameValue,
+    pub users: BTreeMap<String, Token>,
+    pub user_agent_map: Vec<UserAgentRule>,
+}
+
+/// How the product token is chosen per request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum Select {
+    Fixed,
+    ProxyUser,
+    Header,
+    UserAgent,
+}
+
+/// One `[[agent.user_agent_map]]` entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct UserAgentRule {
+    pub contains: String,
+    pub token: Token,
+}
+
+/// `[policy]`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct PolicySection {
+    pub profile: ProfileName,
+    pub mode: ModeName,
+    pub default_ttl: Dur,
+    pub min_ttl: Dur,
+    pub max_ttl: Dur,
+    pub stale_if_error: Dur,
+    pub retry_min: Dur,
+    pub retry_max: Dur,
+    pub retry_busy: Dur,
+    pub cache_max_entries: u64,
+    pub cache_max_bytes: Size,
+    pub overrides: Vec<OverrideEntry>,
+}
+
+/// `enforce`, `report-only` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum ModeName {
+    Enforce,
+    ReportOnly,
+    Off,
+}
+
+/// One `[[policy.overrides]]` entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct OverrideEntry {
+    pub hosts: HostPatternValue,
+    pub action: ActionName,
+    pub reason: String,
+    #[serde(default)]
+    pub expires: Option<Expiry>,
+}
+
+/// `allow` or `deny`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum ActionName {
+    Allow,
+    Deny,
+}
+
+/// `[fetch]`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct FetchSection {
+    pub connect_timeout: Dur,
+    pub header_timeout: Dur,
+    pub body_timeout: Dur,
+    pub max_redirects: u8,
+}
+
+/// `[dns]`
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct DnsSection {
+    pub servers: Vec<IpAddr>,
+    #[serde(rename = "static")]
+    pub static_hosts: BTreeMap<String, Vec<IpAddr>>,
+}
+
+/// `[tls]`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct TlsSection {
+    pub webpki_roots: bool,
+    pub extra_roots: Vec<PathBuf>,
+    pub ca_dir: String,
+    pub intercept_ports: Vec<u16>,
+    pub bypass: Vec<HostPatternValue>,
+    pub handshake_timeout: Dur,
+    pub leaf_cache: u64,
+}
+
+/// `[guard]`
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct GuardSection {
+    pub allow: Vec<Cidr>,
+    pub allow_hosts: Vec<HostPatternValue>,
+}
+
+/// `[admin]`
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct AdminSection {
+    /// Off when absent.
+    pub listen: Option<SocketAddr>,
+}
+
+/// `[auth]`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct AuthSection {
+    pub realm: String,
+    /// user name → Argon2 PHC hash; empty: no authentication.
+    pub users: BTreeMap<String, PasswordHashValue>,
+}
+
+/// `[audit]`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct AuditSection {
+    pub path: String,
+    pub snapshots: String,
+    pub queue: usize,
+    pub on_error: OnErrorName,
+    pub redact_query: bool,
+}
+
+/// `refuse` or `continue`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum OnErrorName {
+    Refuse,
+    Continue,
+}
+
+/// `[log]`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct LogSection {
+    pub format: LogFormat,
+    pub level: LogLevel,
+}
+
+/// `text` or `json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// A log level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+impl LogLevel {
+    /// The level's name for a tracing filter.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+            LogLevel::Trace => "trace",
+        }
+    }
+}

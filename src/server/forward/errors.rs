@@ -1,0 +1,55 @@
+//! Forwarding failures as robotsgate's answers: upstream errors (`502`, `504`, `403` for a
+//! refused destination) and requests that are not proxy requests (`400`).
+
+use bytes::Bytes;
+use http::Response;
+use http_body_util::Full;
+
+use crate::net::ConnectError;
+use crate::refusal::{Refusal, RefusalKind};
+
+/// Why a forwarded request got no response.
+pub(super) enum UpstreamError {
+    /// Through the pool.
+    Pool(hyper_util::client::legacy::Error),
+    /// On a kept connection, after the request was sent.
+    Kept(hyper::Error),
+}
+
+/// The metrics class of an upstream failure: the failed connection's class, else
+/// `protocol`.
+pub(super) fn upstream_error_class(e: &hyper_util::client::legacy::Error) -> &'static str {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(c) = s.downcast_ref::<ConnectError>() {
+            return c.class();
+        }
+        source = s.source();
+    }
+    "protocol"
+}
+
+/// The answer for an upstream failure: 403 for a refused destination, 504 for a
+/// timeout, 502 otherwise.
+pub(super) fn upstream_error(e: &hyper_util::client::legacy::Error) -> Refusal {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(c) = s.downcast_ref::<ConnectError>() {
+            return connect_refusal(c);
+        }
+        source = s.source();
+    }
+    Refusal::new(RefusalKind::UpstreamError, format!("the origin failed: {}", crate::fetch::error_chain(e)))
+}
+
+/// The refusal for an outbound connection that failed: 403 for a refused destination, 504
+/// for a timeout, 502 otherwise.
+pub(super) fn connect_refusal(e: &ConnectError) -> Refusal {
+    Refusal::new(RefusalKind::of_connect_error(e), e.to_string())
+}
+
+/// The answer to an origin-form request: this is a proxy, not a web server.
+pub(crate) fn not_a_proxy_request(head: bool) -> Response<Full<Bytes>> {
+    let why = "this is a forward proxy: send requests in absolute form (e.g. set HTTP_PROXY)";
+    Refusal::new(RefusalKind::NotAProxyRequest, why).into_response(head)
+}
