@@ -18,8 +18,8 @@
 //!   files, listener, TLS interception, proxy users, metrics). Without it
 //!   (`default-features = false`) the library builds without clap, argon2, rpassword,
 //!   rcgen, prometheus-client, tracing-subscriber, rlimit or toml.
-//! - `reqwest`: [`Robots::reqwest_middleware`], a `reqwest_middleware::Middleware` that
-//!   checks every request and redirect hop (module [`reqwest`]).
+//! - `reqwest`: `Robots::reqwest_middleware`, a `reqwest_middleware::Middleware` that
+//!   checks every request and redirect hop (module `reqwest`).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

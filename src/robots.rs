@@ -1,32 +1,4 @@
-//! [`Robots`]: robots.txt enforcement for a client of your own, in three lines.
-//!
-//! ```no_run
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-//! use bytes::Bytes;
-//! use http_body_util::Empty;
-//! use hyper_util::client::legacy::Client;
-//! use hyper_util::rt::TokioExecutor;
-//! use tower::{Service, ServiceBuilder, ServiceExt};
-//!
-//! let robots = robotsgate::Robots::builder()
-//!     .agent("ExampleBot")
-//!     .user_agent("ExampleBot/1.0 (+https://example.com/bot)")
-//!     .build()?;
-//! let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-//! let mut http = ServiceBuilder::new().layer(robots.layer()).service(client);
-//!
-//! let req = http::Request::get("http://example.com/private/x").body(Empty::new())?;
-//! let res = http.ready().await?.call(req).await?;
-//! if let Some(refusal) = robotsgate::Refusal::from_response(&res) {
-//!     println!("not fetched: {refusal}"); // names the rule and line that decided
-//! }
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! One [`Robots`] holds one robots.txt cache, one connector (DNS, destination guard, TLS)
-//! for the robots.txt fetches, and the optional audit log; clones share them, so a layer
-//! and a reqwest middleware made from the same value share one cache.
+//! [`Robots`]: robots.txt enforcement for a client of your own, and its builder.
 
 use std::fmt;
 use std::sync::Arc;
@@ -46,8 +18,38 @@ use crate::rep::{Profile, is_valid_product_token};
 
 /// robots.txt enforcement for an embedding client: build one with [`Robots::builder`],
 /// then take [`Robots::layer`] for any tower `Service<http::Request<B>>` (a hyper-util
-/// `Client`, say) or, with the feature `reqwest`, [`Robots::reqwest_middleware`].
-/// Cheap to clone; clones share the cache. See the [module docs](self) for an example.
+/// `Client`, say) or, with the feature `reqwest`, `Robots::reqwest_middleware`.
+///
+/// One `Robots` holds one robots.txt cache, one connector (DNS, destination guard, TLS)
+/// for the robots.txt fetches, and the optional audit log; it is cheap to clone and clones
+/// share them, so a layer and a reqwest middleware made from one value share one cache.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// use bytes::Bytes;
+/// use http_body_util::Empty;
+/// use hyper_util::client::legacy::Client;
+/// use hyper_util::rt::TokioExecutor;
+/// use robotsgate::{Refusal, RefusalKind, Robots};
+/// use tower::{Service, ServiceBuilder, ServiceExt};
+///
+/// let robots = Robots::builder()
+///     .agent("ExampleBot")
+///     .user_agent("ExampleBot/1.0 (+https://example.com/bot)")
+///     .build()?;
+/// let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+/// let mut http = ServiceBuilder::new().layer(robots.layer()).service(client);
+///
+/// // The destination guard refuses loopback (before any robots.txt is fetched); a path
+/// // robots.txt disallows gets the same kind of answer, naming the rule and line.
+/// let req = http::Request::get("http://127.0.0.1/private/x").body(Empty::new())?;
+/// let res = http.ready().await?.call(req).await?;
+/// let refusal = Refusal::from_response(&res).expect("robotsgate's own answer");
+/// assert_eq!(refusal.kind(), RefusalKind::DestinationDenied);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Robots {
     layer: RobotsLayer,

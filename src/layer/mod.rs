@@ -1,0 +1,257 @@
+//! `RobotsLayer`: a tower middleware that lets a request through only when the target's
+//! robots.txt allows it for the crawler's product token. Most embedders get one from
+//! [`Robots::layer`](crate::Robots::layer); this module is the machinery.
+//!
+//! The target comes from an absolute-form URI (`GET http://example.com/x`), else from the
+//! `Host` header and a configured scheme, or from the authority of a `CONNECT` (a
+//! host-level check: "is `/` allowed?", logged with `path_visible: false`).
+//!
+//! What the service returns:
+//! - **Allowed**: the inner service's response, with the [`Decision`] in its extensions.
+//! - **Refused** (robots.txt disallows the path, the destination is refused by the guard,
+//!   no product token, a bad request, the audit log failing closed): robotsgate's own
+//!   answer (`403`, `400` or `503`) with `x-robotsgate: <kind>`, a short `text/plain` body,
+//!   and the [`Refusal`] (with its [`Decision`]) in the response extensions; the inner
+//!   service is **not** called. [`Refusal::from_response`] tells it from the origin's.
+//! - **The origin cannot be reached** (DNS, refused connection, certificate, timeout):
+//!   `Err`, whether the robots.txt fetch found it out (the error is a [`Refusal`] of kind
+//!   `upstream-unreachable` or `upstream-timeout`, with its [`Decision`]: robots.txt
+//!   unreachable means "disallow all") or the request itself did (the inner service's
+//!   error). One outage, one behaviour.
+//! - Report-only ([`RobotsLayer::report_only`]): decide and log, never block.
+//!
+//! Every decision goes to the audit log, if one is set.
+//!
+//! # Example
+//! ```no_run
+//! # async fn demo(policy: robotsgate::policy::RobotsPolicy) {
+//! use bytes::Bytes;
+//! use http_body_util::Empty;
+//! use hyper_util::client::legacy::Client;
+//! use hyper_util::rt::TokioExecutor;
+//! use robotsgate::layer::RobotsLayer;
+//! use tower::{Service, ServiceBuilder, ServiceExt};
+//!
+//! let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+//! let mut svc = ServiceBuilder::new().layer(RobotsLayer::new(policy, "ExampleBot")).service(client);
+//! let req = http::Request::get("http://example.com/private/x").body(Empty::new()).unwrap();
+//! match svc.ready().await.unwrap().call(req).await {
+//!     Ok(res) => match robotsgate::Refusal::from_response(&res) {
+//!         Some(refusal) => println!("robotsgate said no: {refusal}"),
+//!         None => println!("the origin answered {}", res.status()),
+//!     },
+//!     Err(e) => println!("not sent: {e}"),
+//! }
+//! # }
+//! ```
+
+mod decide;
+mod ids;
+mod select;
+mod service;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use http::HeaderValue;
+use http_body_util::{Either, Full};
+use tower::Layer;
+
+use crate::audit::AuditLog;
+use crate::net::Connector;
+use crate::origin::Scheme;
+use crate::policy::{Decision, RobotsPolicy};
+use crate::refusal::Refusal;
+use decide::Shared;
+use ids::RequestIds;
+
+pub use select::{SelectToken, TokenError, TokenSelector};
+pub use service::{ResponseFuture, RobotsService};
+
+/// The client's address, put into the request extensions by the proxy (for the log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub SocketAddr);
+
+/// The authenticated proxy user, put into the request extensions by the proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyUser(pub Arc<str>);
+
+/// The error of a [`RobotsService`]: the inner service's, or a [`Refusal`] for an
+/// origin that cannot be reached.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The response body: the inner service's, or robotsgate's own.
+pub type RobotsBody<B> = Either<B, Full<Bytes>>;
+
+/// Sees every decision the layer makes, e.g. to count them (the proxy's metrics do).
+pub trait DecisionObserver: Send + Sync + 'static {
+    /// A decision: its `outcome` (`allowed`, `disallowed`, `would-disallow` or
+    /// `destination-denied`), the reason class ([`Reason::class`](crate::policy::Reason::class)) and how long deciding
+    /// took.
+    fn decision(&self, outcome: &'static str, reason: &'static str, took: std::time::Duration);
+    /// A request refused before any decision (`class`: e.g. `no-token`).
+    fn refused(&self, class: &'static str);
+}
+
+/// Enforce or only report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Disallowed requests are answered with 403.
+    #[default]
+    Enforce,
+    /// Decide and log; let everything through.
+    ReportOnly,
+    /// No decisions and no audit records: every request goes to the inner service
+    /// untouched (an emergency switch, and robotsgate's own pass-through ceiling in
+    /// benchmarks).
+    Off,
+}
+
+/// Applies [`RobotsService`] to a service.
+#[derive(Clone)]
+pub struct RobotsLayer {
+    shared: Arc<Shared>,
+}
+
+/// What [`RobotsLayer::reload`] can change while running.
+#[derive(Clone)]
+pub struct Settings {
+    /// Chooses the product token per request.
+    pub selector: Arc<dyn SelectToken>,
+    /// Enforce or report only.
+    pub mode: Mode,
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings").field("mode", &self.mode).finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for RobotsLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RobotsLayer")
+            .field("mode", &self.shared.settings.load().mode)
+            .field("scheme", &self.shared.scheme)
+            .field("audit", &self.shared.audit.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RobotsLayer {
+    /// A layer checking every request for the fixed product `token`.
+    pub fn new(policy: RobotsPolicy, token: impl Into<Arc<str>>) -> RobotsLayer {
+        RobotsLayer {
+            shared: Arc::new(Shared {
+                policy,
+                settings: ArcSwap::from_pointee(Settings {
+                    selector: Arc::new(TokenSelector::Fixed(token.into())),
+                    mode: Mode::Enforce,
+                }),
+                scheme: Scheme::Http,
+                audit: None,
+                admission: None,
+                observer: None,
+                user_agent: None,
+                ids: RequestIds::new(),
+            }),
+        }
+    }
+
+    fn edit(mut self, f: impl FnOnce(&mut Shared)) -> RobotsLayer {
+        match Arc::get_mut(&mut self.shared) {
+            Some(s) => f(s),
+            None => {
+                let s = &*self.shared;
+                let mut copy = Shared {
+                    policy: s.policy.clone(),
+                    settings: ArcSwap::new(s.settings.load_full()),
+                    scheme: s.scheme,
+                    audit: s.audit.clone(),
+                    admission: s.admission.clone(),
+                    observer: s.observer.clone(),
+                    user_agent: s.user_agent.clone(),
+                    ids: RequestIds::new(),
+                };
+                f(&mut copy);
+                self.shared = Arc::new(copy);
+            }
+        }
+        self
+    }
+
+    /// Chooses the product token per request.
+    pub fn with_selector(self, selector: impl SelectToken) -> RobotsLayer {
+        let selector: Arc<dyn SelectToken> = Arc::new(selector);
+        self.edit(|s| s.settings.store(Arc::new(Settings { selector, mode: s.settings.load().mode })))
+    }
+
+    /// Enforce (default) or report only.
+    pub fn with_mode(self, mode: Mode) -> RobotsLayer {
+        self.edit(|s| {
+            s.settings.store(Arc::new(Settings { selector: s.settings.load().selector.clone(), mode }))
+        })
+    }
+
+    /// Refuses requests whose destination the connector's guard refuses, before any robots
+    /// decision (no robots.txt is fetched for them): `403`, logged with the outcome
+    /// `destination-denied`.
+    pub fn with_admission(self, connector: Connector) -> RobotsLayer {
+        self.edit(|s| s.admission = Some(connector))
+    }
+
+    /// Tells `observer` about every decision (the proxy counts them in its metrics).
+    pub fn with_observer(self, observer: Arc<dyn DecisionObserver>) -> RobotsLayer {
+        self.edit(|s| s.observer = Some(observer))
+    }
+
+    /// Replaces the token selector and the mode of this layer and every service made from
+    /// it, for requests that start from now on.
+    pub fn reload(&self, settings: Settings) {
+        self.shared.settings.store(Arc::new(settings));
+    }
+
+    /// Decide and log, never block.
+    pub fn report_only(self) -> RobotsLayer {
+        self.with_mode(Mode::ReportOnly)
+    }
+
+    /// The scheme of requests in origin form (`GET /x` with a `Host` header); http by
+    /// default.
+    pub fn with_scheme(self, scheme: Scheme) -> RobotsLayer {
+        self.edit(|s| s.scheme = scheme)
+    }
+
+    /// Writes every decision to `audit`.
+    pub fn with_audit(self, audit: AuditLog) -> RobotsLayer {
+        self.edit(|s| s.audit = Some(audit))
+    }
+
+    /// Sets this `User-Agent` on forwarded requests that have none (the crawler's
+    /// identity; a request's own `User-Agent` is kept).
+    pub fn with_user_agent(self, user_agent: HeaderValue) -> RobotsLayer {
+        self.edit(|s| s.user_agent = Some(user_agent))
+    }
+
+    /// Decides one request without sending it: `Ok` with the decision when it may go
+    /// (in report-only mode, always), else the [`Refusal`]. The request's parts may be
+    /// changed as they are before forwarding (a token selector may remove the header that
+    /// carried the token; the `User-Agent` is set when absent). The decision is audited
+    /// as for a request through the layer.
+    pub async fn decide(&self, parts: &mut http::request::Parts) -> Result<Decision, Refusal> {
+        let decision = self.shared.check(parts).await?;
+        self.shared.identify(parts);
+        Ok(decision)
+    }
+}
+
+impl<S> Layer<S> for RobotsLayer {
+    type Service = RobotsService<S>;
+
+    fn layer(&self, inner: S) -> RobotsService<S> {
+        RobotsService { inner, shared: self.shared.clone() }
+    }
+}

@@ -1,0 +1,95 @@
+//! [`RobotsService`]: the layer applied to a service, and its response future.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Method, Request, Response};
+use http_body_util::Either;
+use tower::Service;
+
+use super::decide::Shared;
+use super::{BoxError, Mode, RobotsBody};
+
+/// Checks each request against robots.txt before passing it on. See the [layer
+/// module](crate::layer).
+#[derive(Clone)]
+pub struct RobotsService<S> {
+    pub(super) inner: S,
+    pub(super) shared: Arc<Shared>,
+}
+
+impl<S: fmt::Debug> fmt::Debug for RobotsService<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RobotsService").field("inner", &self.inner).finish_non_exhaustive()
+    }
+}
+
+/// The response future of [`RobotsService`].
+pub struct ResponseFuture<T, E> {
+    inner: Pin<Box<dyn Future<Output = Result<T, E>> + Send>>,
+}
+
+impl<T, E> Future for ResponseFuture<T, E> {
+    type Output = Result<T, E>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl<T, E> fmt::Debug for ResponseFuture<T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ResponseFuture")
+    }
+}
+
+impl<S, B, ResBody> Service<Request<B>> for RobotsService<S>
+where
+    S: Service<Request<B>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: Send + 'static,
+    ResBody: Send + 'static,
+{
+    type Response = Response<RobotsBody<ResBody>>;
+    type Error = BoxError;
+    type Future = ResponseFuture<Self::Response, BoxError>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        // The clone is not ready; the instance that was polled ready serves this call.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let shared = self.shared.clone();
+        if shared.settings.load().mode == Mode::Off {
+            return ResponseFuture {
+                inner: Box::pin(
+                    async move { Ok(inner.call(req).await.map_err(Into::into)?.map(Either::Left)) },
+                ),
+            };
+        }
+        ResponseFuture {
+            inner: Box::pin(async move {
+                let (mut parts, body) = req.into_parts();
+                let head = parts.method == Method::HEAD;
+                match shared.check(&mut parts).await {
+                    Ok(decision) => {
+                        shared.identify(&mut parts);
+                        let mut res =
+                            inner.call(Request::from_parts(parts, body)).await.map_err(Into::into)?;
+                        res.extensions_mut().insert(decision);
+                        Ok(res.map(Either::Left))
+                    }
+                    Err(refusal) if refusal.is_outage() => Err(refusal.into()),
+                    Err(refusal) => Ok(refusal.into_response(head).map(Either::Right)),
+                }
+            }),
+        }
+    }
+}
