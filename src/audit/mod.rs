@@ -3,13 +3,13 @@
 //! so every decision can be checked again against the exact file it used. The schema is
 //! documented in `docs/audit-log.md` ([`SCHEMA_VERSION`]).
 //!
-//! Records are written off the request path by one writer task behind a bounded queue:
-//! when the disk is slow, requests wait for room rather than records being dropped. The
-//! writer lets records gather and writes them together: a record reaches the operating
-//! system within about 10 ms; [`AuditLog::shutdown`] drains the queue and syncs to disk.
-//! When the log cannot be written,
-//! [`OnError`] chooses: refuse further requests (fail closed, the default) or go on and
-//! count the lost records.
+//! A request goes on only once its record is written ([`Durability`]): records of the
+//! requests of one moment, from every worker thread, share one `write(2)` (group commit),
+//! and the audit thread does the rest off the requests' path (syncing with
+//! `Durability::Synced`, writing with `Durability::Buffered`, records no request waits
+//! for). [`AuditLog::shutdown`] writes everything and syncs it. When the log
+//! cannot be written, [`OnError`] chooses: refuse further requests (fail closed, the
+//! default) or go on and count the lost records.
 //!
 //! ```
 //! # async fn demo() {
@@ -21,6 +21,7 @@
 //! # }
 //! ```
 
+mod commit;
 mod config;
 mod handle;
 mod line;
@@ -30,8 +31,13 @@ mod snapshot;
 mod timestamp;
 mod writer;
 
-pub use config::{AuditConfig, AuditError, AuditSetupError, MemoryLog, OnError, Target};
+#[cfg(test)]
+mod tests;
+
+pub use config::{AuditConfig, AuditError, AuditSetupError, Durability, MemoryLog, OnError, Target};
 pub use handle::AuditLog;
-pub use record::{DecisionRecord, FetchRecord, RequestFacts, RobotsRecord, RuleRecord, SCHEMA_VERSION};
+pub use record::{
+    DecisionRecord, FetchRecord, LogEvent, LogRecord, RequestFacts, RobotsRecord, RuleRecord, SCHEMA_VERSION,
+};
 pub use snapshot::snapshot_path;
 pub use timestamp::rfc3339;

@@ -15,7 +15,7 @@ use crate::origin::Origin;
 use crate::policy::{Decision, Reason};
 
 /// Version of the record schema (`schema_version` in every record).
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One decision, as logged.
 #[derive(Debug, Clone, Serialize)]
@@ -141,6 +141,53 @@ pub struct FetchRecord {
     pub fetched_at: String,
     /// How long it took, in milliseconds.
     pub duration_ms: f64,
+}
+
+/// A record about the log itself (`"type": "log"`): records lost to a write error.
+/// Written by the log, not by requests.
+#[derive(Debug, Clone, Serialize)]
+pub struct LogRecord {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `"log"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// When (RFC 3339, UTC).
+    pub time: String,
+    /// What happened, with its fields.
+    #[serde(flatten)]
+    pub event: LogEvent,
+}
+
+/// What a [`LogRecord`] says (its `event` field and the fields that go with it).
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum LogEvent {
+    /// Writing failed: records were lost (their requests were refused with `503` when
+    /// `on_error = "refuse"`), written once writing works again.
+    WriteError {
+        /// Records that did not reach the file.
+        lost_records: u64,
+        /// A write stopped partway through a line, of this many bytes; this record
+        /// follows it on a line of its own.
+        fragment_bytes: Option<u64>,
+        /// The error.
+        error: String,
+        /// When the first of these failures happened.
+        since: String,
+    },
+}
+
+impl LogRecord {
+    /// The record of `event`, made now.
+    pub(super) fn now(event: LogEvent) -> LogRecord {
+        LogRecord { schema_version: SCHEMA_VERSION, kind: "log", time: rfc3339(SystemTime::now()), event }
+    }
+
+    /// The record as its JSON line.
+    pub(super) fn line(&self) -> Vec<u8> {
+        to_line(self)
+    }
 }
 
 /// The request side of a decision record.

@@ -33,7 +33,7 @@ fn field<'a>(r: &'a Value, key: &str) -> &'a Value {
 
 /// Checks the documented fields of a decision record (docs/audit-log.md).
 pub fn check_decision_record(r: &Value) {
-    assert_eq!(field(r, "schema_version"), 1, "{r}");
+    assert_eq!(field(r, "schema_version"), 2, "{r}");
     assert_eq!(field(r, "type"), "decision", "{r}");
     assert!(is_rfc3339(field(r, "time").as_str().unwrap_or("")), "time: {r}");
     assert!(!field(r, "request_id").as_str().unwrap_or("").is_empty(), "request_id: {r}");
@@ -72,7 +72,7 @@ pub fn check_decision_record(r: &Value) {
 
 /// Checks the documented fields of a fetch record.
 pub fn check_fetch_record(r: &Value) {
-    assert_eq!(field(r, "schema_version"), 1, "{r}");
+    assert_eq!(field(r, "schema_version"), 2, "{r}");
     assert_eq!(field(r, "type"), "fetch", "{r}");
     assert!(is_rfc3339(field(r, "time").as_str().unwrap_or("")), "time: {r}");
     assert!(is_rfc3339(field(r, "fetched_at").as_str().unwrap_or("")), "fetched_at: {r}");

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use super::sections::{
-    AgentSection, AuditSection, AuthSection, FetchSection, LogFormat, LogLevel, LogSection, ModeName,
-    OnErrorName, PolicySection, ProxySection, Select, TlsSection,
+    AgentSection, AuditSection, AuthSection, DurabilityName, FetchSection, LogFormat, LogLevel, LogSection,
+    ModeName, OnErrorName, PolicySection, ProxySection, Select, TlsSection,
 };
 use super::values::{Dur, HeaderNameValue, ProfileName, Size, Token};
 use crate::policy::PolicyConfig;
@@ -94,6 +94,7 @@ impl Default for AuditSection {
         AuditSection {
             path: "-".into(),
             snapshots: "robotsgate-snapshots".into(),
+            durability: DurabilityName::Written,
             queue: 4096,
             on_error: OnErrorName::Refuse,
             redact_query: false,
