@@ -194,7 +194,8 @@ async fn sigterm_drains_the_request_in_flight_then_exits_0() {
 
 /// `kill -9` under load: every response a client received (its head) has its decision
 /// record in the file, with the default durability ("written"). Requests are matched to
-/// records by URL (each request has a URL of its own).
+/// records by URL (each request has a URL of its own). Then a new process on the same
+/// file says how the killed one left it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_kill_9_every_answered_request_has_its_record() {
     use std::collections::HashSet;
@@ -281,7 +282,7 @@ async fn after_kill_9_every_answered_request_has_its_record() {
         .filter(|r| r["type"] == "decision")
         .map(|r| r["url"].as_str().unwrap().to_owned())
         .collect();
-    let answered = answered.lock().unwrap();
+    let answered = std::mem::take(&mut *answered.lock().unwrap());
     let missing: Vec<_> = answered.iter().filter(|(url, _)| !recorded.contains(url)).collect();
     assert!(
         missing.is_empty(),
@@ -292,6 +293,29 @@ async fn after_kill_9_every_answered_request_has_its_record() {
     );
     assert!(answered.iter().any(|(_, s)| *s == StatusCode::FORBIDDEN));
     assert!(answered.iter().any(|(_, s)| *s == StatusCode::NOT_FOUND));
+
+    // The next process finds the file as the kill left it, and says so.
+    let fragment = text.len() - whole.len();
+    let mut proxy = ProxyProcess::start(&args).await;
+    proxy.signal("-TERM");
+    assert_eq!(proxy.wait_exit().await.code(), Some(0));
+    let after = std::fs::read(&path).unwrap();
+    let rest = &after[text.len()..];
+    let open_line = if fragment > 0 {
+        assert_eq!(rest[0], b'\n', "the fragment is ended before anything is appended");
+        &rest[1..]
+    } else {
+        rest
+    };
+    let open: serde_json::Value =
+        serde_json::from_slice(open_line.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(open["event"], "open", "{open}");
+    if fragment > 0 {
+        assert_eq!(open["previous_run"], "torn", "{open}");
+        assert_eq!(open["fragment_bytes"], fragment, "{open}");
+    } else {
+        assert_eq!(open["previous_run"], "unclean", "{open}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -383,10 +383,16 @@ impl Core {
         wake.into_iter().for_each(Waker::wake);
     }
 
-    /// Takes no more records (the audit thread, holding the write turn, then writes
-    /// everything pending).
-    pub(super) fn close(&self) {
-        self.lock().closed = true;
+    /// Appends the log's last record and takes no more (the audit thread, holding the
+    /// write turn, then writes it with everything pending).
+    pub(super) fn close_with(&self, line: &[u8]) {
+        let mut st = self.lock();
+        if !st.closed {
+            st.pending.extend_from_slice(line);
+            st.pending_records += 1;
+            st.appended += 1;
+            st.closed = true;
+        }
     }
 
     /// Queues a flush and sync, answered on `done`.

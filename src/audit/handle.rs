@@ -11,6 +11,7 @@ use tokio::sync::oneshot;
 use super::commit::Core;
 use super::config::{AuditConfig, AuditError, AuditSetupError, MemoryLog, OnError, Target};
 use super::line::decision_line;
+use super::open::open_log;
 use super::out::Out;
 use super::record::{DecisionRecord, FetchRecord, RequestFacts, to_line};
 use super::{snapshot, writer};
@@ -44,16 +45,19 @@ impl Drop for Shared {
 }
 
 impl AuditLog {
-    /// Opens the log and starts its audit thread. An existing file is appended to.
+    /// Opens the log and starts its audit thread. An existing file is appended to, after
+    /// an `open` record that says how the previous process left it (a torn last line is
+    /// ended first).
     pub async fn start(config: AuditConfig) -> Result<AuditLog, AuditSetupError> {
         let out = match &config.target {
             Target::File(path) => {
-                let file = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .map_err(|source| AuditSetupError::Open { path: path.clone(), source })?;
-                Out::File(file)
+                let open = |path: &std::path::Path| -> std::io::Result<Out> {
+                    let mut opened = open_log(path)?;
+                    let record = opened.previous.record(config.durability.as_str());
+                    std::io::Write::write_all(&mut opened.file, &record.line())?;
+                    Ok(Out::File(opened.file))
+                };
+                open(path).map_err(|source| AuditSetupError::Open { path: path.clone(), source })?
             }
             Target::Stdout => Out::Stdout,
             Target::Memory(m) => Out::Memory(m.clone()),
@@ -135,8 +139,8 @@ impl AuditLog {
         let _ = rx.await;
     }
 
-    /// Writes everything, syncs it, and stops the audit thread; further records are
-    /// refused.
+    /// Writes everything, closes the log with a `close` record, syncs it, and stops the
+    /// audit thread; further records are refused.
     pub async fn shutdown(&self) {
         let (tx, rx) = oneshot::channel();
         self.inner.core.request_shutdown(Some(tx));

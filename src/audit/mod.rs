@@ -7,7 +7,8 @@
 //! requests of one moment, from every worker thread, share one `write(2)` (group commit),
 //! and the audit thread does the rest off the requests' path (syncing with
 //! `Durability::Synced`, writing with `Durability::Buffered`, records no request waits
-//! for). [`AuditLog::shutdown`] writes everything and syncs it. When the log
+//! for). Opening a file says how the previous process left it, ending a torn last line
+//! first; [`AuditLog::shutdown`] closes it with a `close` record and syncs it. When the log
 //! cannot be written, [`OnError`] chooses: refuse further requests (fail closed, the
 //! default) or go on and count the lost records.
 //!
@@ -25,6 +26,7 @@ mod commit;
 mod config;
 mod handle;
 mod line;
+mod open;
 mod out;
 mod record;
 mod snapshot;

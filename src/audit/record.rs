@@ -143,8 +143,9 @@ pub struct FetchRecord {
     pub duration_ms: f64,
 }
 
-/// A record about the log itself (`"type": "log"`): records lost to a write error.
-/// Written by the log, not by requests.
+/// A record about the log itself (`"type": "log"`): where a process opened it and how
+/// the previous one had left it, a clean close, records lost to a write error. Written
+/// by the log, not by requests.
 #[derive(Debug, Clone, Serialize)]
 pub struct LogRecord {
     /// [`SCHEMA_VERSION`].
@@ -163,6 +164,22 @@ pub struct LogRecord {
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
 pub enum LogEvent {
+    /// A process opened the log for appending.
+    Open {
+        /// How the file was found: `new` (empty or absent), `clean` (it ended with a
+        /// `close` record), `unclean` (the previous process ended without one: killed or
+        /// crashed), `torn` (it ended partway through a line, which this record follows
+        /// on a line of its own).
+        previous_run: &'static str,
+        /// `torn`: the length of the unfinished line, in bytes.
+        fragment_bytes: Option<u64>,
+        /// robotsgate's version.
+        version: &'static str,
+        /// The durability the log is written with (`written`, `synced`, `buffered`).
+        durability: &'static str,
+    },
+    /// The process closed the log cleanly; nothing was lost.
+    Close {},
     /// Writing failed: records were lost (their requests were refused with `503` when
     /// `on_error = "refuse"`), written once writing works again.
     WriteError {

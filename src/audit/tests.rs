@@ -193,3 +193,52 @@ async fn a_failed_write_refuses_or_continues() {
         assert!(!core.healthy.load(Ordering::Relaxed));
     }
 }
+
+/// Shutdown writes everything and ends the file with a `close` record; the next process
+/// finds it clean. Records after shutdown are refused.
+#[tokio::test]
+async fn a_clean_close_is_found_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, path) = file_log(dir.path(), Durability::Buffered).await;
+    log.log_decision(&decision("/x"), get("https://example.com/x", false)).await.unwrap();
+    log.shutdown().await;
+    assert!(matches!(
+        log.log_decision(&decision("/x"), get("https://example.com/x", false)).await,
+        Err(AuditError::Closed)
+    ));
+    let records = lines(&path);
+    assert_eq!(records[0]["event"], "open");
+    assert_eq!(records[0]["previous_run"], "new");
+    assert_eq!(records[1]["type"], "decision");
+    assert_eq!(records.last().unwrap()["event"], "close");
+    let (log, path) = file_log(dir.path(), Durability::Written).await;
+    log.shutdown().await;
+    let records = lines(&path);
+    assert_eq!(records[3]["event"], "open");
+    assert_eq!(records[3]["previous_run"], "clean");
+}
+
+/// A log that ends partway through a line (a crash or a full disk): the next process
+/// starts on a fresh line and its `open` record says what it found; no record is glued
+/// to the fragment.
+#[tokio::test]
+async fn a_torn_last_line_is_repaired_and_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let whole = "{\"schema_version\":2,\"type\":\"decision\",\"url\":\"https://example.com/1\"}\n";
+    let fragment = "{\"schema_version\":2,\"type\":\"decision\",\"url\":\"https://exa";
+    std::fs::write(&path, format!("{whole}{fragment}")).unwrap();
+    let (log, _) = file_log(dir.path(), Durability::Written).await;
+    log.log_decision(&decision("/x"), get("https://example.com/x", false)).await.unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let got: Vec<&str> = text.lines().collect();
+    assert_eq!(got[0], whole.trim_end());
+    assert_eq!(got[1], fragment, "the fragment stays as it was, on its own line");
+    let open: serde_json::Value = serde_json::from_str(got[2]).unwrap();
+    assert_eq!(open["type"], "log");
+    assert_eq!(open["event"], "open");
+    assert_eq!(open["previous_run"], "torn");
+    assert_eq!(open["fragment_bytes"], fragment.len());
+    let next: serde_json::Value = serde_json::from_str(got[3]).unwrap();
+    assert_eq!(next["url"], "https://example.com/x", "the next record is whole");
+}

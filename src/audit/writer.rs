@@ -2,7 +2,8 @@
 //! request is waiting for (fetch records, the log's own) within [`LINGER`], and with
 //! `Durability::Buffered` every record, in batches; with `Durability::Synced` it syncs
 //! what requests wrote (one `fdatasync` for all written meanwhile) and releases them; it
-//! answers flushes, and on shutdown writes everything and syncs it.
+//! answers flushes, and on shutdown writes everything, closes the log with a `close`
+//! record and syncs it.
 //!
 //! It is a thread of its own rather than a task: it blocks on the disk (syncs), and it
 //! sleeps while records gather instead of being woken for each (requests wake it only
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::commit::Core;
 use super::config::Durability;
+use super::record::{LogEvent, LogRecord};
 
 /// How long a record may wait before the audit thread writes it (a record a request
 /// waits for is written by that request's write turn, at once).
@@ -36,7 +38,7 @@ fn run(core: &Core, sync: Option<File>) {
             st = core.acquire(st);
             drop(st);
             if shutdown.is_some() {
-                core.close();
+                core.close_with(&LogRecord::now(LogEvent::Close {}).line());
             }
             let mut wake = core.write_pending();
             core.release_thread_turn();
