@@ -284,7 +284,7 @@ impl Core {
         let mut st = self.lock();
         let from = st.written + 1;
         st.written = upto;
-        let outcome = account(&bytes, prefix_len, n, error.as_ref(), trouble.as_ref());
+        let outcome = account(&bytes, (prefix_len, batch_records), n, error.as_ref(), trouble.as_ref());
         if let Some(e) = &error {
             let lost = batch_records - outcome.records_written.min(batch_records);
             self.fail(e, lost);
@@ -453,14 +453,18 @@ struct Accounted {
 
 fn account(
     bytes: &[u8],
-    prefix_len: usize,
+    (prefix_len, batch_records): (usize, u64),
     n: usize,
     error: Option<&io::Error>,
     before: Option<&Trouble>,
 ) -> Accounted {
+    let Some(error) = error else {
+        // All written: no need to look at the bytes.
+        return Accounted { records_written: batch_records, trouble: None };
+    };
+    let newlines = |b: &[u8]| b.iter().filter(|&&b| b == b'\n').count() as u64;
     let n = n.min(bytes.len());
-    let records_written = bytes[prefix_len.min(n)..n].iter().filter(|&&b| b == b'\n').count() as u64;
-    let Some(error) = error else { return Accounted { records_written, trouble: None } };
+    let records_written = newlines(&bytes[prefix_len.min(n)..n]);
     // A line left unfinished: everything after the last newline written.
     let fragment = match n {
         0 => before.and_then(|t| t.fragment),
@@ -472,7 +476,6 @@ fn account(
             Some(earlier + (n - line_start) as u64)
         }
     };
-    let batch_records = bytes[prefix_len.min(bytes.len())..].iter().filter(|&&b| b == b'\n').count() as u64;
     // The earlier trouble counts on if its report did not get written.
     let reported = n >= prefix_len;
     let earlier_lost = if reported { 0 } else { before.map_or(0, |t| t.lost) };
@@ -596,13 +599,13 @@ mod tests {
     #[test]
     fn accounting_of_a_write_cut_short() {
         let batch = b"{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n";
-        let whole = account(batch, 0, batch.len(), None, None);
+        let whole = account(batch, (0, 3), batch.len(), None, None);
         assert_eq!(whole, Accounted { records_written: 3, trouble: None });
-        let cut = account(batch, 0, 11, Some(&err()), None);
+        let cut = account(batch, (0, 3), 11, Some(&err()), None);
         assert_eq!(cut.records_written, 1);
         let t = cut.trouble.unwrap();
         assert_eq!((t.fragment, t.lost), (Some(3), 2));
-        let at_boundary = account(batch, 0, 8, Some(&err()), None).trouble.unwrap();
+        let at_boundary = account(batch, (0, 3), 8, Some(&err()), None).trouble.unwrap();
         assert_eq!((at_boundary.fragment, at_boundary.lost), (None, 2));
         // Nothing written after an unfinished line: it is still unfinished, and the
         // earlier losses are still to be reported (with the report itself not written).
@@ -610,10 +613,10 @@ mod tests {
         let mut joined = b"\n{\"report\":1}\n".to_vec();
         let prefix = joined.len();
         joined.extend_from_slice(batch);
-        let nothing = account(&joined, prefix, 0, Some(&err()), Some(&before)).trouble.unwrap();
+        let nothing = account(&joined, (prefix, 3), 0, Some(&err()), Some(&before)).trouble.unwrap();
         assert_eq!((nothing.fragment, nothing.lost, nothing.since), (Some(3), 5, SystemTime::UNIX_EPOCH));
         // The report written, the batch cut in its second record.
-        let later = account(&joined, prefix, prefix + 11, Some(&err()), Some(&before));
+        let later = account(&joined, (prefix, 3), prefix + 11, Some(&err()), Some(&before));
         assert_eq!(later.records_written, 1);
         let t = later.trouble.unwrap();
         assert_eq!((t.fragment, t.lost), (Some(3), 2));
