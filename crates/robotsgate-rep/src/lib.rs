@@ -187,6 +187,21 @@ impl RobotsTxt {
 
     /// Checks `path` (path and query of the URL, e.g. `/a/b?c`) for the crawler whose
     /// product token is `agent`, under the default ([`Profile::Conservative`]) profile.
+    ///
+    /// `path` is a path when it starts with `/`, and is then matched as it is (without a
+    /// `#fragment`): `//a/b`, the path of `http://example.com//a/b`, is matched as `//a/b`.
+    /// Anything else is not a path and is read as a URL, as Google's library reads one
+    /// ([`path_of_url`]): `http://example.com/a?q` is checked as `/a?q`, `?q` as `/?q`, the
+    /// empty string as `/`. To check a URL that you have, pass [`path_of_url`]'s result.
+    ///
+    /// ```
+    /// use robotsgate_rep::{Profile, RobotsTxt, path_of_url};
+    ///
+    /// let robots = RobotsTxt::parse(b"User-agent: *\nDisallow: //a\n");
+    /// let path = path_of_url("http://example.com//a/b");
+    /// assert_eq!(path, "//a/b");
+    /// assert!(!robots.check_with(Profile::Google, "FooBot", &path).allowed());
+    /// ```
     pub fn check(&self, agent: &str, path: &str) -> Verdict<'_> {
         self.check_with(Profile::default(), agent, path)
     }
