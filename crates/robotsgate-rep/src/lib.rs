@@ -26,7 +26,11 @@
 //! - [`Profile::Rfc`]: a strict reading of RFC 9309 (exact keys and product tokens, rule
 //!   and path normalised the same way, `/robots.txt` always allowed).
 //! - [`Profile::Conservative`] (the default): allowed only when both readings allow, so
-//!   a site owner's rule is obeyed however it is spelled.
+//!   a site owner's rule is obeyed however it is spelled; and, since many origin servers
+//!   decode `%2F`, take `\` for `/` or merge slashes, only when both readings also allow
+//!   the path as such a server sees it ([`server_path`]): `//private/x` and
+//!   `/private%2Fx` are disallowed by `Disallow: /private/`. `google` and `rfc` match the
+//!   path as it is, as RFC 9309 and Google do.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -44,7 +48,7 @@ use std::fmt;
 use std::str::FromStr;
 
 pub use parser::MAX_ROBOTS_TXT_BYTES;
-pub use url::path_of_url;
+pub use url::{ServerPath, path_of_url, server_path};
 
 use precedence::Hit;
 use reading::{Applied, Parsed, ReadingData};
@@ -56,7 +60,7 @@ pub enum Profile {
     Google,
     /// A strict RFC 9309 reading.
     Rfc,
-    /// Allowed only when both readings allow.
+    /// Allowed only when both readings allow, the path as it is and its [`server_path`].
     #[default]
     Conservative,
 }
@@ -213,24 +217,46 @@ impl RobotsTxt {
             Profile::Google => self.verdict(profile, Reading::Google, agent, path.as_bytes()),
             Profile::Rfc => self.rfc_verdict(profile, agent, path.as_bytes()),
             Profile::Conservative => {
-                let rfc = self.rfc_verdict(profile, agent, path.as_bytes());
-                if rfc.decided.is_robots_txt() {
-                    return rfc;
+                let v = self.both_readings(agent, path.as_bytes());
+                if v.allowed
+                    && let Some(server) = url::server_path(&path)
+                {
+                    let mut w = self.both_readings(agent, server.path.as_bytes());
+                    if !w.allowed {
+                        w.server = Some(Box::new(server));
+                        return w;
+                    }
                 }
-                let google = self.verdict(profile, Reading::Google, agent, path.as_bytes());
-                let split = rfc.allowed != google.allowed;
-                let mut v = if !google.allowed && rfc.allowed { google } else { rfc };
-                v.split = split;
                 v
             }
         }
+    }
+
+    /// The conservative verdict on `path` as it is: allowed only when both readings allow.
+    fn both_readings(&self, agent: &str, path: &[u8]) -> Verdict<'_> {
+        let profile = Profile::Conservative;
+        let rfc = self.rfc_verdict(profile, agent, path);
+        if rfc.decided.is_robots_txt() {
+            return rfc;
+        }
+        let google = self.verdict(profile, Reading::Google, agent, path);
+        let split = rfc.allowed != google.allowed;
+        let mut v = if !google.allowed && rfc.allowed { google } else { rfc };
+        v.split = split;
+        v
     }
 
     fn rfc_verdict(&self, profile: Profile, agent: &str, path: &[u8]) -> Verdict<'_> {
         let canonical = pattern::canonical_path(path);
         let path_only = canonical.split(|&b| b == b'?').next().unwrap_or_default();
         if path_only == b"/robots.txt" {
-            return Verdict { allowed: true, profile, split: false, decided: Decided::RobotsTxt };
+            return Verdict {
+                allowed: true,
+                profile,
+                split: false,
+                decided: Decided::RobotsTxt,
+                server: None,
+            };
         }
         self.verdict(profile, Reading::Rfc, agent, &canonical)
     }
@@ -248,7 +274,7 @@ impl RobotsTxt {
         let best = self.parsed.eval(applied, path);
         let (allowed, hit) = best.allowed();
         let decided = Decided::Rules { robots: self, reading, applied, hit: hit.map(|h| h.1) };
-        Verdict { allowed, profile, split: false, decided }
+        Verdict { allowed, profile, split: false, decided, server: None }
     }
 
     /// The rule `id` (from a [`MatchedRule`] of this file), as the given reading saw it.
@@ -310,13 +336,16 @@ impl RobotsTxt {
 }
 
 /// The outcome of one check, and what decided it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Verdict<'a> {
     allowed: bool,
     profile: Profile,
     /// Conservative profile: the two readings disagreed.
     split: bool,
     decided: Decided<'a>,
+    /// Conservative profile: the path as it is was allowed, its server form was not (and
+    /// decided).
+    server: Option<Box<ServerPath>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -432,6 +461,29 @@ impl<'a> Verdict<'a> {
         self.split
     }
 
+    /// Under the conservative profile: both readings allow the path as it is, but not its
+    /// [server form](server_path) (`//private/x` or `/private%2Fx` for
+    /// `Disallow: /private/`), which decided the verdict. The rule, reading and groups of
+    /// this verdict are those of the server form.
+    ///
+    /// ```
+    /// use robotsgate_rep::{Profile, RobotsTxt};
+    ///
+    /// let robots = RobotsTxt::parse(b"User-agent: *\nDisallow: /private/\n");
+    /// let v = robots.check("ExampleBot", "/private%2Fsecret.html");
+    /// assert!(!v.allowed());
+    /// assert_eq!(v.server_path().map(|s| s.path.as_str()), Some("/private/secret.html"));
+    /// assert_eq!(
+    ///     v.to_string(),
+    ///     "line 2: disallow: /private/ (as /private/secret.html, once %2F is decoded)"
+    /// );
+    /// // google and rfc match the path as it is.
+    /// assert!(robots.check_with(Profile::Google, "ExampleBot", "/private%2Fsecret.html").allowed());
+    /// ```
+    pub fn server_path(&self) -> Option<&ServerPath> {
+        self.server.as_deref()
+    }
+
     /// The reading the verdict comes from (`None` for `/robots.txt`).
     pub fn reading(&self) -> Option<Reading> {
         match self.decided {
@@ -471,19 +523,23 @@ impl fmt::Display for MatchedRule<'_> {
 impl fmt::Display for Verdict<'_> {
     /// `line 12: disallow: /private`, `no rule matched` or `/robots.txt is always allowed`;
     /// under the conservative profile, `(google reading)` / `(rfc reading)` is added when
-    /// only one reading disallows.
+    /// only one reading disallows, and `(as /private/x, once slashes are merged)` when the
+    /// path's [server form](Verdict::server_path) decided.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.reason() {
-            Reason::RobotsTxt => f.write_str("/robots.txt is always allowed"),
-            Reason::NoRuleMatched => f.write_str("no rule matched"),
+            Reason::RobotsTxt => f.write_str("/robots.txt is always allowed")?,
+            Reason::NoRuleMatched => f.write_str("no rule matched")?,
             Reason::Rule(rule) => {
                 write!(f, "{rule}")?;
                 if self.split {
                     write!(f, " ({} reading)", rule.reading.as_str())?;
                 }
-                Ok(())
             }
         }
+        if let Some(server) = &self.server {
+            write!(f, " (as {server})")?;
+        }
+        Ok(())
     }
 }
 

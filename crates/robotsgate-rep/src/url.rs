@@ -1,6 +1,8 @@
-//! The part of a URL that robots.txt rules are matched against.
+//! The part of a URL that robots.txt rules are matched against, and the form of a path
+//! that common origin servers see (for the conservative profile).
 
 use std::borrow::Cow;
+use std::fmt;
 
 /// The path, params and query of `url` (everything from the first `/`, `;` or `?` after
 /// the authority, without the fragment), as Google's `GetPathParamsQuery` extracts it:
@@ -63,6 +65,133 @@ pub(crate) fn normalize_request_path(path: &str) -> Cow<'_, str> {
     }
 }
 
+/// A request path as many origin servers see it: in the path (not the query), `%2F` and
+/// `%5C` decoded to `/` and every run of `/` merged into one. Made by [`server_path`].
+///
+/// RFC 9309 matches a path literally, so `/private%2Fx` and `//private/x` do not match
+/// `Disallow: /private/`; but servers that decode `%2F` (many do, some only when asked
+/// to), that take `\` for `/` (IIS and others) or that merge slashes (nginx by default,
+/// many frameworks) serve `/private/x` for them. The conservative profile disallows a path
+/// whose server form is disallowed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerPath {
+    /// The rewritten path, with the query unchanged.
+    pub path: String,
+    /// A `%2F` (or `%2f`) was decoded.
+    pub decoded_slash: bool,
+    /// A `%5C` (or `%5c`, an encoded `\`) was read as `/`.
+    pub decoded_backslash: bool,
+    /// A run of `/` was merged.
+    pub merged_slashes: bool,
+}
+
+impl fmt::Display for ServerPath {
+    /// `/private/x, once %2F is decoded and slashes are merged`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let steps: Vec<&str> = [
+            (self.decoded_slash, "%2F is decoded"),
+            (self.decoded_backslash, "%5C is read as /"),
+            (self.merged_slashes, "slashes are merged"),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, s)| *s)
+        .collect();
+        write!(f, "{}, once ", self.path)?;
+        for (i, step) in steps.iter().enumerate() {
+            match i {
+                0 => {}
+                _ if i + 1 == steps.len() => f.write_str(" and ")?,
+                _ => f.write_str(", ")?,
+            }
+            f.write_str(step)?;
+        }
+        Ok(())
+    }
+}
+
+/// The escape at `p[i..]` if it is `%2F` or `%5C` (either case): `(true, _)` for a slash,
+/// `(_, true)` for a backslash.
+#[inline]
+fn separator_escape(p: &[u8], i: usize) -> Option<bool> {
+    if p.len() < i + 3 {
+        return None;
+    }
+    match (p[i + 1], p[i + 2] | 0x20) {
+        (b'2', b'f') => Some(true),
+        (b'5', b'c') => Some(false),
+        _ => None,
+    }
+}
+
+/// Whether the path part `p` has `//`, `%2F` or `%5C` (either case). One pass over the
+/// `/` and `%` bytes: a path without them costs a `memchr2` scan.
+#[inline]
+fn has_server_forms(p: &[u8]) -> bool {
+    memchr::memchr2_iter(b'/', b'%', p).any(|i| match p[i] {
+        b'/' => p.get(i + 1) == Some(&b'/'),
+        _ => separator_escape(p, i).is_some(),
+    })
+}
+
+/// The form of the request `path` (as [`crate::RobotsTxt::check`] takes it) that servers
+/// which decode `%2F`, read `%5C` as `/` and merge slashes see, or `None` when the path
+/// has none of `//`, `%2F` and `%5C` before its query (the path is its own server form).
+/// Decoding is one level deep (`%252F` stays) and touches only these two escapes.
+///
+/// ```
+/// use robotsgate_rep::server_path;
+/// let s = server_path("/private%2Fsecret.html?a=%2F").unwrap();
+/// assert_eq!(s.path, "/private/secret.html?a=%2F");
+/// assert_eq!(server_path("//private///x").unwrap().path, "/private/x");
+/// assert_eq!(server_path("/a%5cb").unwrap().path, "/a/b");
+/// assert!(server_path("/private/x?u=http://a//b").is_none());
+/// ```
+pub fn server_path(path: &str) -> Option<ServerPath> {
+    let bytes = path.as_bytes();
+    let end = memchr::memchr(b'?', bytes).unwrap_or(bytes.len());
+    let p = &bytes[..end];
+    if !has_server_forms(p) {
+        return None;
+    }
+    let mut out = ServerPath {
+        path: String::with_capacity(path.len()),
+        decoded_slash: false,
+        decoded_backslash: false,
+        merged_slashes: false,
+    };
+    let mut buf = Vec::with_capacity(path.len());
+    let mut i = 0;
+    while i < p.len() {
+        let b = if p[i] == b'%'
+            && let Some(slash) = separator_escape(p, i)
+        {
+            if slash {
+                out.decoded_slash = true;
+            } else {
+                out.decoded_backslash = true;
+            }
+            i += 3;
+            b'/'
+        } else {
+            i += 1;
+            p[i - 1]
+        };
+        if b == b'/' && buf.last() == Some(&b'/') {
+            out.merged_slashes = true;
+            continue;
+        }
+        buf.push(b);
+    }
+    buf.extend_from_slice(&bytes[end..]);
+    // Only ASCII was replaced or dropped, so the text is still UTF-8.
+    out.path = match String::from_utf8(buf) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    };
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +247,36 @@ mod tests {
         ] {
             assert_eq!(normalize_request_path(path), expect, "{path:?}");
         }
+    }
+
+    fn server(path: &str) -> Option<(String, bool, bool, bool)> {
+        server_path(path).map(|s| (s.path, s.decoded_slash, s.decoded_backslash, s.merged_slashes))
+    }
+
+    #[test]
+    fn server_paths() {
+        let some = |p: &str, d: bool, b: bool, m: bool| Some((p.to_owned(), d, b, m));
+        assert_eq!(server("/private%2Fsecret.html"), some("/private/secret.html", true, false, false));
+        assert_eq!(server("/private%2fsecret.html"), some("/private/secret.html", true, false, false));
+        assert_eq!(server("/private%5Csecret.html"), some("/private/secret.html", false, true, false));
+        assert_eq!(server("/private%5csecret.html"), some("/private/secret.html", false, true, false));
+        assert_eq!(server("//private/secret.html"), some("/private/secret.html", false, false, true));
+        assert_eq!(server("///private////x"), some("/private/x", false, false, true));
+        assert_eq!(server("/%2F%2fprivate%5C/x"), some("/private/x", true, true, true));
+        assert_eq!(server("//"), some("/", false, false, true));
+        assert_eq!(server("//a?b//c%2F"), some("/a?b//c%2F", false, false, true));
+        assert_eq!(server("/caf\u{e9}//x"), some("/caf\u{e9}/x", false, false, true));
+        for plain in ["/", "/a/b", "/a%2", "/a%2G", "/a%252F", "/a?x=//%2F", "/%", "/a%5", "/a/%41"] {
+            assert_eq!(server(plain), None, "{plain:?}");
+        }
+    }
+
+    #[test]
+    fn server_path_display() {
+        let s = |p: &str| server_path(p).map(|s| s.to_string()).unwrap_or_default();
+        assert_eq!(s("//x"), "/x, once slashes are merged");
+        assert_eq!(s("/a%2Fb"), "/a/b, once %2F is decoded");
+        assert_eq!(s("//a%2F%5Cb"), "/a/b, once %2F is decoded, %5C is read as / and slashes are merged");
     }
 
     #[test]

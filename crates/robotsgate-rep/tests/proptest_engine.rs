@@ -280,14 +280,14 @@ fn request_path() -> impl Strategy<Value = String> {
         2 => select(&["/robots.txt", "/robots.txt?x=1", "/a/../robots.txt", "/%72obots.txt", "/", "/a/", "/a/",
                       "/a/b/", "/a/index.html", "/index.htm"][..])
             .prop_map(|p| vec![&p[1..]]),
+        // Paths whose slashes are spelled as servers may read them: `//`, `%2F`, `%5C`.
+        3 => prop::collection::vec(
+                (select(&["", "/", "/", "%2F", "%2f", "%5C", "%5c", "//", "/%2F"][..]),
+                 select(&["a", "a", "b", "a/", "index.html", "robots.txt", "..", "?a//b"][..])),
+                1..4)
+            .prop_map(|parts| parts.into_iter().flat_map(|(sep, seg)| [sep, seg]).collect()),
     ]
-    .prop_map(|atoms| {
-        let mut p = format!("/{}", atoms.concat());
-        while p.starts_with("//") {
-            p.remove(0); // "//host/..." would be read as a URL
-        }
-        p
-    })
+    .prop_map(|atoms| format!("/{}", atoms.concat()))
 }
 
 fn ua_line() -> impl Strategy<Value = Vec<u8>> {
@@ -409,38 +409,73 @@ fn conservative_decision(google: Decision, rfc: Decision) -> Decision {
     Decision { allowed, ..from }
 }
 
+/// What a verdict must say, from the references.
+struct Expected {
+    decision: Decision,
+    /// The reading the verdict comes from (`None` for `/robots.txt`).
+    reading: Option<Reading>,
+    /// Conservative: the readings disagreed.
+    split: bool,
+    /// Conservative: the server form of the path decided.
+    server_path: Option<String>,
+}
+
+fn expected(profile: Profile, body: &[u8], agent: &str, path: &str) -> Expected {
+    let of = |path: &str, profile: Profile| {
+        let google = reference::google_decision(body, agent, path);
+        let rfc = reference::rfc_decision(body, agent, path);
+        let (decision, reading) = match profile {
+            Profile::Google => (google, Some(Reading::Google)),
+            Profile::Rfc => (rfc, Some(Reading::Rfc)),
+            Profile::Conservative if !google.allowed && rfc.allowed => {
+                (conservative_decision(google, rfc), Some(Reading::Google))
+            }
+            Profile::Conservative => (conservative_decision(google, rfc), Some(Reading::Rfc)),
+        };
+        let reading = if decision.robots_txt { None } else { reading };
+        let split = profile == Profile::Conservative && !rfc.robots_txt && google.allowed != rfc.allowed;
+        Expected { decision, reading, split, server_path: None }
+    };
+    let literal = of(path, profile);
+    if profile == Profile::Conservative
+        && literal.decision.allowed
+        && let Some(server) = reference::server_path(path)
+    {
+        let on_server = of(&server, profile);
+        if !on_server.decision.allowed {
+            return Expected { server_path: Some(server), ..on_server };
+        }
+    }
+    literal
+}
+
 fn check_case(profile: Profile, body: &[u8], agent: &str, paths: &[String]) -> Result<(), TestCaseError> {
     for (engine, options) in ENGINES {
         let robots = RobotsTxt::parse_with(body, options);
         for path in paths {
-            let google = reference::google_decision(body, agent, path);
-            let rfc = reference::rfc_decision(body, agent, path);
-            let expect = match profile {
-                Profile::Google => google,
-                Profile::Rfc => rfc,
-                Profile::Conservative => conservative_decision(google, rfc),
-            };
-            check_profile(&robots, profile, body, agent, path, expect, engine)?;
+            let expect = expected(profile, body, agent, path);
+            check_profile(&robots, profile, body, agent, path, expect.decision, engine)?;
             // The plain boolean references say the same.
             let plain = match profile {
                 Profile::Google => reference::google_allowed(body, agent, path),
                 Profile::Rfc => reference::rfc_allowed(body, agent, path),
                 Profile::Conservative => reference::conservative_allowed(body, agent, path),
             };
-            prop_assert_eq!(plain, expect.allowed);
-            // Which reading the verdict comes from, and whether the readings disagree.
+            prop_assert_eq!(plain, expect.decision.allowed);
+            // Which reading the verdict comes from, whether the readings disagree, and
+            // whether the server form of the path decided.
             let v = robots.check_with(profile, agent, path);
-            let reading = match profile {
-                _ if expect.robots_txt => None,
-                Profile::Google => Some(Reading::Google),
-                Profile::Rfc => Some(Reading::Rfc),
-                Profile::Conservative if !google.allowed && rfc.allowed => Some(Reading::Google),
-                Profile::Conservative => Some(Reading::Rfc),
-            };
-            prop_assert_eq!(v.reading(), reading, "[{}, {}] {:?}", profile, engine, path);
-            let split = profile == Profile::Conservative && !rfc.robots_txt && google.allowed != rfc.allowed;
-            prop_assert_eq!(v.readings_disagree(), split, "[{}, {}] {:?}", profile, engine, path);
-            if expect.robots_txt {
+            prop_assert_eq!(v.reading(), expect.reading, "[{}, {}] {:?}", profile, engine, path);
+            prop_assert_eq!(v.readings_disagree(), expect.split, "[{}, {}] {:?}", profile, engine, path);
+            prop_assert_eq!(
+                v.server_path().map(|s| s.path.clone()),
+                expect.server_path,
+                "[{}, {}] {:?}",
+                profile,
+                engine,
+                path
+            );
+            if expect.decision.robots_txt {
                 prop_assert_eq!(v.reason(), Reason::RobotsTxt);
             }
         }
@@ -543,11 +578,9 @@ fn respelled_case() -> impl Strategy<Value = (Vec<u8>, String)> {
             let mut rule = respell(prefix, &rule_choices, false);
             rule.extend_from_slice(end.as_bytes());
             let request = respell(path.as_bytes(), &path_choices, true);
-            // "//x" would be read as a URL, and '#' starts a fragment: keep the path as is.
-            let request = String::from_utf8(request)
-                .ok()
-                .filter(|r| !r.starts_with("//") && !r.contains('#'))
-                .unwrap_or_else(|| path.clone());
+            // '#' starts a fragment: keep the path as is.
+            let request =
+                String::from_utf8(request).ok().filter(|r| !r.contains('#')).unwrap_or_else(|| path.clone());
             let mut body = b"User-agent: *\n".to_vec();
             body.extend_from_slice(if allow { b"Disallow: /\nAllow: " } else { b"Disallow: " });
             body.extend_from_slice(&rule);
@@ -592,8 +625,10 @@ fn wild_rule() -> impl Strategy<Value = String> {
 }
 
 fn wild_path() -> impl Strategy<Value = String> {
-    // The first byte after the leading '/' is not a '/': "//x" would be read as a URL.
-    (select(&["a", "b", "."][..]), prop::collection::vec(select(&["a", "a", "b", "b", "/", "."][..]), 0..40))
+    (
+        select(&["a", "b", ".", "/"][..]),
+        prop::collection::vec(select(&["a", "a", "b", "b", "/", "."][..]), 0..40),
+    )
         .prop_map(|(first, v)| format!("/{first}{}", v.concat()))
 }
 
@@ -687,7 +722,8 @@ fn only_first_500_kib_count_matches_reference() {
 
 /// The grammar must reach the interesting cases often: disallowed verdicts in each
 /// reading, disagreements between the readings, agent-specific groups, Google's
-/// `index.htm` rule, `/robots.txt` and anchored or wildcard rules deciding.
+/// `index.htm` rule, `/robots.txt`, anchored or wildcard rules and the server form of a path
+/// (conservative) deciding.
 #[test]
 fn generator_reaches_interesting_cases() {
     use proptest::strategy::ValueTree;
@@ -696,6 +732,7 @@ fn generator_reaches_interesting_cases() {
     let mut runner = TestRunner::deterministic();
     let strategy = (body(), select(AGENTS), request_path());
     let (mut google_no, mut rfc_no, mut split, mut implied, mut robots, mut specific) = (0, 0, 0, 0, 0, 0);
+    let mut server = 0;
     let n = 2000;
     for _ in 0..n {
         let (body, agent, path) = strategy.new_tree(&mut runner).unwrap().current();
@@ -709,16 +746,18 @@ fn generator_reaches_interesting_cases() {
         let robots = RobotsTxt::parse(&body);
         let v = robots.check_with(Profile::Rfc, agent, &path);
         specific += usize::from(v.groups().any(|g| g.specific));
+        server += usize::from(expected(Profile::Conservative, &body, agent, &path).server_path.is_some());
     }
     let stats = format!(
         "google disallowed {google_no}, rfc disallowed {rfc_no}, split {split}, implied {implied}, \
-         robots.txt {robots}, specific {specific} of {n}"
+         robots.txt {robots}, specific {specific}, decided by the server form {server} of {n}"
     );
     assert!(google_no > n / 10 && rfc_no > n / 20, "{stats}");
     assert!(split > n / 20, "{stats}");
     assert!(implied >= n / 500, "{stats}");
     assert!(robots > n / 50, "{stats}");
     assert!(specific > n / 10, "{stats}");
+    assert!(server > n / 200, "{stats}");
     println!("{stats}");
 }
 

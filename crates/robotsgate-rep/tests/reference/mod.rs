@@ -6,7 +6,8 @@
 //!   documented 500 KiB limit.
 //! - [`rfc_decision`]: a strict RFC 9309 reading with a canonical form of rule and path
 //!   (percent-encoding normalised, dot segments removed), `/robots.txt` always allowed.
-//! - [`conservative_allowed`]: allowed only when both readings allow.
+//! - [`conservative_allowed`]: allowed only when both readings allow, the path as it is
+//!   and its form on servers that decode `%2F`/`%5C` and merge slashes ([`server_path`]).
 //!
 //! Everything here is quadratic or worse on purpose: no cleverness, nothing to get wrong.
 
@@ -551,10 +552,45 @@ pub fn rfc_allowed(body: &[u8], agent: &str, path: &str) -> bool {
     rfc_decision(body, agent, path).allowed
 }
 
-/// The conservative profile: `/robots.txt` is always allowed; otherwise allowed only when
-/// both readings allow.
-pub fn conservative_allowed(body: &[u8], agent: &str, path: &str) -> bool {
+/// The path as servers that decode `%2F`, read `%5C` as `/` and merge runs of `/` see it,
+/// in the part before the first `?`; `None` when that changes nothing.
+pub fn server_path(path: &str) -> Option<String> {
+    let (p, q) = match path.find('?') {
+        Some(i) => (&path[..i], &path[i..]),
+        None => (path, ""),
+    };
+    let p = p.as_bytes();
+    let mut decoded = Vec::new();
+    let mut i = 0;
+    while i < p.len() {
+        let escape = p.get(i..i + 3).map(<[u8]>::to_ascii_uppercase);
+        if escape.as_deref() == Some(b"%2F") || escape.as_deref() == Some(b"%5C") {
+            decoded.push(b'/');
+            i += 3;
+        } else {
+            decoded.push(p[i]);
+            i += 1;
+        }
+    }
+    let mut merged: Vec<u8> = Vec::new();
+    for b in decoded {
+        if !(b == b'/' && merged.last() == Some(&b'/')) {
+            merged.push(b);
+        }
+    }
+    (merged != p).then(|| String::from_utf8(merged).expect("ASCII replaced in UTF-8") + q)
+}
+
+/// Both readings as the conservative profile combines them: `/robots.txt` is always
+/// allowed; otherwise allowed only when both readings allow.
+fn both_allowed(body: &[u8], agent: &str, path: &str) -> bool {
     rfc_is_robots_txt(path) || (google_allowed(body, agent, path) && rfc_allowed(body, agent, path))
+}
+
+/// The conservative profile: allowed only when both readings allow the path, and both
+/// allow its [`server_path`] too.
+pub fn conservative_allowed(body: &[u8], agent: &str, path: &str) -> bool {
+    both_allowed(body, agent, path) && server_path(path).is_none_or(|s| both_allowed(body, agent, &s))
 }
 
 #[cfg(test)]
@@ -579,6 +615,14 @@ mod self_tests {
         assert_eq!(remove_dot_segments(b"/a/.."), b"/");
         assert_eq!(remove_dot_segments(b"/a//.."), b"/a/");
         assert_eq!(remove_dot_segments(b"/../a"), b"/a");
+    }
+
+    #[test]
+    fn server_paths() {
+        assert_eq!(server_path("/a%2fb%5C%5cc//d?x//y%2F").as_deref(), Some("/a/b/c/d?x//y%2F"));
+        assert_eq!(server_path("//"), Some("/".to_owned()));
+        assert_eq!(server_path("/a/b?c//d"), None);
+        assert_eq!(server_path("/a%252F"), None);
     }
 
     #[test]
