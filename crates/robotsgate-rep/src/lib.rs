@@ -37,6 +37,7 @@
 
 mod aho;
 mod bytes;
+mod cut;
 mod matcher;
 pub mod parser;
 mod pattern;
@@ -179,7 +180,8 @@ pub struct RobotsTxt {
 
 impl RobotsTxt {
     /// Parses a robots.txt body. Never fails: what cannot be read is ignored, and only
-    /// the first [`MAX_ROBOTS_TXT_BYTES`] count.
+    /// the first [`MAX_ROBOTS_TXT_BYTES`] count (a line that the limit cuts is dropped:
+    /// [`RobotsTxt::cut_line`]).
     pub fn parse(body: &[u8]) -> RobotsTxt {
         Self::parse_with(body, ParseOptions::default())
     }
@@ -226,6 +228,10 @@ impl RobotsTxt {
                         w.server = Some(Box::new(server));
                         return w;
                     }
+                    // A dropped line may have disallowed the server form.
+                    let mut v = v;
+                    v.cut = v.cut.or(w.cut);
+                    return v;
                 }
                 v
             }
@@ -241,8 +247,10 @@ impl RobotsTxt {
         }
         let google = self.verdict(profile, Reading::Google, agent, path);
         let split = rfc.allowed != google.allowed;
+        let cut = rfc.cut.or(google.cut);
         let mut v = if !google.allowed && rfc.allowed { google } else { rfc };
         v.split = split;
+        v.cut = cut;
         v
     }
 
@@ -256,6 +264,7 @@ impl RobotsTxt {
                 split: false,
                 decided: Decided::RobotsTxt,
                 server: None,
+                cut: None,
             };
         }
         self.verdict(profile, Reading::Rfc, agent, &canonical)
@@ -274,7 +283,19 @@ impl RobotsTxt {
         let best = self.parsed.eval(applied, path);
         let (allowed, hit) = best.allowed();
         let decided = Decided::Rules { robots: self, reading, applied, hit: hit.map(|h| h.1) };
-        Verdict { allowed, profile, split: false, decided, server: None }
+        let cut = match &self.parsed.cut {
+            None => None,
+            Some(cut) => {
+                let dialect = match reading {
+                    Reading::Google => parser::Dialect::Google,
+                    Reading::Rfc => parser::Dialect::Rfc,
+                };
+                cut.rule(dialect)
+                    .filter(|r| r.may_matter(applied.groups, allowed, &self.parsed.arena, path))
+                    .map(|_| cut.line)
+            }
+        };
+        Verdict { allowed, profile, split: false, decided, server: None, cut }
     }
 
     /// The rule `id` (from a [`MatchedRule`] of this file), as the given reading saw it.
@@ -329,6 +350,14 @@ impl RobotsTxt {
         self.parsed.facts.ignored_bytes
     }
 
+    /// The line that the [`MAX_ROBOTS_TXT_BYTES`] limit fell inside, if it did: that line
+    /// was dropped, not read in part (its first part could read as a rule nobody wrote:
+    /// `Allow: /public` cut to `Allow: /p`). [`Verdict::cut_line`] says when it may have
+    /// mattered for a check.
+    pub fn cut_line(&self) -> Option<u32> {
+        self.parsed.facts.cut_line
+    }
+
     /// Approximate heap memory held by this value, for bounded caches.
     pub fn heap_bytes(&self) -> usize {
         self.parsed.heap_bytes()
@@ -346,6 +375,8 @@ pub struct Verdict<'a> {
     /// Conservative profile: the path as it is was allowed, its server form was not (and
     /// decided).
     server: Option<Box<ServerPath>>,
+    /// The line the 500 KiB limit cut and dropped, when it may have mattered.
+    cut: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -484,6 +515,34 @@ impl<'a> Verdict<'a> {
         self.server.as_deref()
     }
 
+    /// The line that the [`MAX_ROBOTS_TXT_BYTES`] limit fell inside and that was dropped
+    /// ([`RobotsTxt::cut_line`]), when it may have changed this verdict: what is left of it
+    /// may be the start of a rule (an `allow` when the path is disallowed, a `disallow`
+    /// when it is allowed) in a group that applies to the agent, and that rule may match
+    /// the path. Only part of the line is known, so this errs towards "may".
+    ///
+    /// ```
+    /// use robotsgate_rep::{MAX_ROBOTS_TXT_BYTES, RobotsTxt};
+    ///
+    /// let mut body = b"User-agent: *\nDisallow: /\n".to_vec();
+    /// body.resize(MAX_ROBOTS_TXT_BYTES - 9, b'\n');
+    /// body.extend_from_slice(b"Allow: /public\n"); // cut after "Allow: /p"
+    /// let robots = RobotsTxt::parse(&body);
+    /// let line = robots.cut_line();
+    /// assert!(line.is_some());
+    /// // Not read as "Allow: /p": /private stays disallowed.
+    /// let v = robots.check("ExampleBot", "/private");
+    /// assert!(!v.allowed());
+    /// // But the whole line might have allowed it (it may have been "Allow: /private").
+    /// assert_eq!(v.cut_line(), line);
+    /// assert!(v.to_string().ends_with("may have been a rule for this path)"));
+    /// // It could not have allowed /x.
+    /// assert_eq!(robots.check("ExampleBot", "/x").cut_line(), None);
+    /// ```
+    pub fn cut_line(&self) -> Option<u32> {
+        self.cut
+    }
+
     /// The reading the verdict comes from (`None` for `/robots.txt`).
     pub fn reading(&self) -> Option<Reading> {
         match self.decided {
@@ -523,8 +582,9 @@ impl fmt::Display for MatchedRule<'_> {
 impl fmt::Display for Verdict<'_> {
     /// `line 12: disallow: /private`, `no rule matched` or `/robots.txt is always allowed`;
     /// under the conservative profile, `(google reading)` / `(rfc reading)` is added when
-    /// only one reading disallows, and `(as /private/x, once slashes are merged)` when the
-    /// path's [server form](Verdict::server_path) decided.
+    /// only one reading disallows, `(as /private/x, once slashes are merged)` when the
+    /// path's [server form](Verdict::server_path) decided, and a note when a line that the
+    /// 500 KiB limit cut may have mattered ([`Verdict::cut_line`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.reason() {
             Reason::RobotsTxt => f.write_str("/robots.txt is always allowed")?,
@@ -538,6 +598,13 @@ impl fmt::Display for Verdict<'_> {
         }
         if let Some(server) = &self.server {
             write!(f, " (as {server})")?;
+        }
+        if let Some(line) = self.cut {
+            write!(
+                f,
+                " (robots.txt is over 500 KiB: line {line}, cut by the limit and dropped, may have \
+                 been a rule for this path)"
+            )?;
         }
         Ok(())
     }

@@ -708,11 +708,29 @@ fn google_line_cut_after_16663_bytes_matches_reference() {
 
 #[test]
 fn only_first_500_kib_count_matches_reference() {
-    for extra in [0usize, 1, 5, 20] {
+    // `extra`: how many bytes of "disallow: /a\n" lie past the limit; from 2 to 12 the
+    // limit cuts the line (at 2 its first part reads `disallow: /`, which would disallow
+    // everything), and the line is dropped.
+    for extra in [0usize, 1, 2, 3, 5, 12, 13, 20] {
         let mut body = b"user-agent: *\n".to_vec();
-        body.resize(reference::MAX_BYTES - 14 + extra, b'\n');
+        body.resize(reference::MAX_BYTES - 13 + extra, b'\n');
         body.extend_from_slice(b"disallow: /a\n");
         assert_matches_reference(&body, "FooBot", &["/a", "/b"]);
+        let robots = RobotsTxt::parse(&body);
+        let cut = (2..=12).contains(&extra);
+        assert_eq!(robots.cut_line().is_some(), cut, "extra {extra}");
+        for profile in Profile::ALL {
+            let verdicts =
+                [robots.check_with(profile, "FooBot", "/a"), robots.check_with(profile, "FooBot", "/b")];
+            // The line is read whole (extra 0, 1: only its line break is past the limit) or
+            // not at all.
+            assert_eq!(verdicts[0].allowed(), extra >= 2, "extra {extra}");
+            assert!(verdicts[1].allowed(), "extra {extra}");
+            // What is left (`disallow: /` at most) may be a disallow of both paths.
+            for v in &verdicts {
+                assert_eq!(v.cut_line().is_some(), cut, "[{profile}] extra {extra}: {v}");
+            }
+        }
     }
 }
 

@@ -522,12 +522,20 @@ fn google_file_format_500_kib_limit() {
     let robots = RobotsTxt::parse(&body);
     assert_eq!((robots.parsed_bytes(), robots.ignored_bytes()), (limit, 13));
 
-    // A rule cut by the limit: only its first bytes count.
+    // A rule cut by the limit is dropped (issue 22.3): read in part, `disallow: /abc` cut
+    // to `disallow: /ab` would be a rule nobody wrote (and `allow: /public` cut to
+    // `allow: /p` a broader one). The verdicts that the whole line may have changed say so.
     let mut body = b"user-agent: *\n".to_vec();
     body.resize(limit - "\ndisallow: /ab".len(), b' ');
     body.extend_from_slice(b"\ndisallow: /abc\n");
-    check_bytes(&body, "foobot", "/ab", DISALLOWED);
+    check_bytes(&body, "foobot", "/ab", ALLOWED);
     check_bytes(&body, "foobot", "/a", ALLOWED);
+    let robots = RobotsTxt::parse(&body);
+    assert_eq!(robots.cut_line(), Some(3));
+    for profile in Profile::ALL {
+        assert_eq!(robots.check_with(profile, "foobot", "/abc").cut_line(), Some(3), "{profile}");
+        assert_eq!(robots.check_with(profile, "foobot", "/a").cut_line(), None, "{profile}");
+    }
 }
 
 /// "Syntax": `<field>:<value><#optional-comment>`; spaces optional; space at the

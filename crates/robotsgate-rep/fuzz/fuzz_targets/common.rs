@@ -185,13 +185,18 @@ pub fn verdict_sane(v: &Verdict<'_>, profile: Profile, agent: &str, lines: &Line
             assert_eq!(v.reading(), None);
             assert!(v.rule().is_none());
             assert!(groups.is_empty());
+            assert_eq!(v.cut_line(), None);
             assert_eq!(shown, "/robots.txt is always allowed");
         }
         Reason::NoRuleMatched => {
             assert!(v.allowed(), "no rule matched but disallowed");
             assert!(v.rule().is_none());
             assert!(v.reading().is_some());
-            assert_eq!(shown, "no rule matched");
+            if v.cut_line().is_none() {
+                assert_eq!(shown, "no rule matched");
+            } else {
+                assert!(shown.starts_with("no rule matched (robots.txt is over 500 KiB: line "), "{shown}");
+            }
         }
         Reason::Rule(m) => {
             assert_eq!(v.rule(), Some(m));
@@ -232,6 +237,10 @@ pub fn check_all(robots: &RobotsTxt, lines: &Lines<'_>, agent: &str, path: &str)
     verdict_sane(&g, Profile::Google, agent, lines);
     verdict_sane(&r, Profile::Rfc, agent, lines);
     verdict_sane(&c, Profile::Conservative, agent, lines);
+    for v in [&g, &r, &c] {
+        // A verdict notes only the line the limit cut, and only when there is one.
+        assert!(v.cut_line().is_none() || v.cut_line() == robots.cut_line(), "{v}");
+    }
     assert_eq!(g.reading(), Some(Reading::Google));
     assert!(!g.readings_disagree() && !r.readings_disagree());
     if path == "/robots.txt" {

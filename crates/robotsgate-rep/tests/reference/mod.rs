@@ -83,8 +83,10 @@ fn cut_at(s: &[u8], stop: u8) -> &[u8] {
 
 /// The numbered lines of a body: the first 500 KiB, without a leading BOM (or leading
 /// prefix of one), split at LF, CR or CRLF. The text after the last break is a line too
-/// (possibly empty).
+/// (possibly empty), unless the 500 KiB limit cuts it: then it is dropped (its line break
+/// is not among the first 500 KiB, nor right after them).
 pub fn numbered_lines(body: &[u8]) -> Vec<(u32, &[u8])> {
+    let cut = body.len() > MAX_BYTES && !matches!(body[MAX_BYTES], b'\n' | b'\r');
     let body = &body[..body.len().min(MAX_BYTES)];
     let mut skip = 0;
     while skip < BOM.len() && skip < body.len() && body[skip] == BOM[skip] {
@@ -113,6 +115,13 @@ pub fn numbered_lines(body: &[u8]) -> Vec<(u32, &[u8])> {
         }
     }
     lines.push(&body[start..]);
+    if cut {
+        // The last line read is cut: read none of it. (When the last byte read is a line
+        // break, that line is empty anyway.)
+        if let Some(last) = lines.last_mut() {
+            *last = &[];
+        }
+    }
     lines.into_iter().enumerate().map(|(n, l)| (n as u32 + 1, l)).collect()
 }
 
