@@ -157,7 +157,7 @@ pub fn glob_matches(path: &[u8], pattern: &[u8], anchored: bool) -> bool {
 // ---------------------------------------------------------------------------------------
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum GoogleKey {
+pub enum GoogleKey {
     UserAgent,
     Allow,
     Disallow,
@@ -165,7 +165,7 @@ enum GoogleKey {
     Unknown,
 }
 
-fn google_classify(key: &[u8]) -> GoogleKey {
+pub fn google_classify(key: &[u8]) -> GoogleKey {
     let p = |prefix: &str| starts_with_ignore_case(key, prefix);
     if p("user-agent") || p("useragent") || p("user agent") {
         GoogleKey::UserAgent
@@ -241,14 +241,35 @@ pub fn google_escape(value: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Google's match priority of `pattern` for `path`: its length if it matches, else -1.
-/// A final `$` anchors; any other `$` is literal.
-fn google_priority(path: &[u8], pattern: &[u8]) -> i64 {
+/// Google's `Matches`: `pattern` (escaped) matches `path` from its start; a final `$`
+/// anchors, any other `$` is literal.
+pub fn google_matches(path: &[u8], pattern: &[u8]) -> bool {
     let (body, anchored) = match pattern.split_last() {
         Some((b'$', rest)) => (rest, true),
         _ => (pattern, false),
     };
-    if glob_matches(path, body, anchored) { pattern.len() as i64 } else { -1 }
+    glob_matches(path, body, anchored)
+}
+
+/// Google's match priority of `pattern` for `path`: its length if it matches, else -1.
+fn google_priority(path: &[u8], pattern: &[u8]) -> i64 {
+    if google_matches(path, pattern) { pattern.len() as i64 } else { -1 }
+}
+
+/// The allow and disallow values of a body as Google's parser reads them (not escaped),
+/// whether or not a group applies: `(is allow, value)`.
+pub fn google_rule_values(body: &[u8]) -> Vec<(bool, Vec<u8>)> {
+    numbered_lines(body)
+        .into_iter()
+        .filter_map(|(_, line)| {
+            let (key, value) = google_key_value(line)?;
+            match google_classify(key) {
+                GoogleKey::Allow => Some((true, value.to_vec())),
+                GoogleKey::Disallow => Some((false, value.to_vec())),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, Copy)]
