@@ -217,45 +217,63 @@ impl RobotsTxt {
         let path = url::normalize_request_path(path);
         match profile {
             Profile::Google => self.verdict(profile, Reading::Google, agent, path.as_bytes()),
-            Profile::Rfc => self.rfc_verdict(profile, agent, path.as_bytes()),
+            Profile::Rfc => {
+                let (canonical, _) = pattern::canonical_path_and_forms(path.as_bytes());
+                self.rfc_verdict(profile, agent, &canonical)
+            }
             Profile::Conservative => {
-                let v = self.both_readings(agent, path.as_bytes());
-                if v.allowed
-                    && let Some(server) = url::server_path(&path)
-                {
-                    let mut w = self.both_readings(agent, server.path.as_bytes());
-                    if !w.allowed {
-                        w.server = Some(Box::new(server));
-                        return w;
-                    }
-                    // A dropped line may have disallowed the server form.
-                    let mut v = v;
-                    v.cut = v.cut.or(w.cut);
-                    return v;
-                }
-                v
+                // The pass that brings the path to its RFC form also finds its server
+                // forms, so a path without them costs nothing more.
+                let (canonical, forms) = pattern::canonical_path_and_forms(path.as_bytes());
+                let v = self.both_readings(agent, path.as_bytes(), &canonical);
+                if v.allowed && forms { self.server_form(agent, &path, v) } else { v }
             }
         }
     }
 
-    /// The conservative verdict on `path` as it is: allowed only when both readings allow.
-    fn both_readings(&self, agent: &str, path: &[u8]) -> Verdict<'_> {
+    /// Conservative profile: `v`, allowed for `path` as it is, or the verdict on the
+    /// path's server form if that is disallowed. Out of line: few paths get here.
+    #[cold]
+    #[inline(never)]
+    fn server_form<'a>(&'a self, agent: &str, path: &str, mut v: Verdict<'a>) -> Verdict<'a> {
+        let Some(server) = url::server_path(path) else { return v };
+        let (canonical, _) = pattern::canonical_path_and_forms(server.path.as_bytes());
+        let mut w = self.both_readings(agent, server.path.as_bytes(), &canonical);
+        if !w.allowed {
+            let cut = w.cut_line();
+            w.notes = Some(Box::new(Notes { server: Some(server), cut }));
+            return w;
+        }
+        // A dropped line may have disallowed the server form.
+        if let (None, Some(line)) = (v.cut_line(), w.cut_line()) {
+            v.set_cut_line(line);
+        }
+        v
+    }
+
+    /// The conservative verdict on `path` as it is (`canonical`: its RFC form): allowed
+    /// only when both readings allow.
+    #[inline]
+    fn both_readings(&self, agent: &str, path: &[u8], canonical: &[u8]) -> Verdict<'_> {
         let profile = Profile::Conservative;
-        let rfc = self.rfc_verdict(profile, agent, path);
+        let rfc = self.rfc_verdict(profile, agent, canonical);
         if rfc.decided.is_robots_txt() {
             return rfc;
         }
         let google = self.verdict(profile, Reading::Google, agent, path);
         let split = rfc.allowed != google.allowed;
-        let cut = rfc.cut.or(google.cut);
+        let other_cut = if !google.allowed && rfc.allowed { rfc.cut_line() } else { google.cut_line() };
         let mut v = if !google.allowed && rfc.allowed { google } else { rfc };
         v.split = split;
-        v.cut = cut;
+        if let (None, Some(line)) = (v.cut_line(), other_cut) {
+            v.set_cut_line(line);
+        }
         v
     }
 
-    fn rfc_verdict(&self, profile: Profile, agent: &str, path: &[u8]) -> Verdict<'_> {
-        let canonical = pattern::canonical_path(path);
+    /// The RFC reading's verdict on a path in its RFC form.
+    #[inline]
+    fn rfc_verdict(&self, profile: Profile, agent: &str, canonical: &[u8]) -> Verdict<'_> {
         let path_only = canonical.split(|&b| b == b'?').next().unwrap_or_default();
         if path_only == b"/robots.txt" {
             return Verdict {
@@ -263,11 +281,10 @@ impl RobotsTxt {
                 profile,
                 split: false,
                 decided: Decided::RobotsTxt,
-                server: None,
-                cut: None,
+                notes: None,
             };
         }
-        self.verdict(profile, Reading::Rfc, agent, &canonical)
+        self.verdict(profile, Reading::Rfc, agent, canonical)
     }
 
     fn reading(&self, reading: Reading) -> &ReadingData {
@@ -283,19 +300,32 @@ impl RobotsTxt {
         let best = self.parsed.eval(applied, path);
         let (allowed, hit) = best.allowed();
         let decided = Decided::Rules { robots: self, reading, applied, hit: hit.map(|h| h.1) };
-        let cut = match &self.parsed.cut {
+        let notes = match &self.parsed.cut {
             None => None,
-            Some(cut) => {
-                let dialect = match reading {
-                    Reading::Google => parser::Dialect::Google,
-                    Reading::Rfc => parser::Dialect::Rfc,
-                };
-                cut.rule(dialect)
-                    .filter(|r| r.may_matter(applied.groups, allowed, &self.parsed.arena, path))
-                    .map(|_| cut.line)
-            }
+            Some(cut) => Self::cut_note(cut, reading, applied.groups, allowed, &self.parsed.arena, path),
         };
-        Verdict { allowed, profile, split: false, decided, server: None, cut }
+        Verdict { allowed, profile, split: false, decided, notes }
+    }
+
+    /// The note for a verdict of `reading` when the line the limit cut may have changed
+    /// it. Out of line: only files over the limit get here.
+    #[cold]
+    #[inline(never)]
+    fn cut_note(
+        cut: &cut::CutLine,
+        reading: Reading,
+        applied: &[u32],
+        allowed: bool,
+        arena: &[u8],
+        path: &[u8],
+    ) -> Option<Box<Notes>> {
+        let dialect = match reading {
+            Reading::Google => parser::Dialect::Google,
+            Reading::Rfc => parser::Dialect::Rfc,
+        };
+        let rule = cut.rule(dialect)?;
+        rule.may_matter(applied, allowed, arena, path)
+            .then(|| Box::new(Notes { server: None, cut: Some(cut.line) }))
     }
 
     /// The rule `id` (from a [`MatchedRule`] of this file), as the given reading saw it.
@@ -372,9 +402,15 @@ pub struct Verdict<'a> {
     /// Conservative profile: the two readings disagreed.
     split: bool,
     decided: Decided<'a>,
+    /// What is rarely there, out of line so that a verdict stays small.
+    notes: Option<Box<Notes>>,
+}
+
+#[derive(Debug, Clone)]
+struct Notes {
     /// Conservative profile: the path as it is was allowed, its server form was not (and
     /// decided).
-    server: Option<Box<ServerPath>>,
+    server: Option<ServerPath>,
     /// The line the 500 KiB limit cut and dropped, when it may have mattered.
     cut: Option<u32>,
 }
@@ -512,7 +548,7 @@ impl<'a> Verdict<'a> {
     /// assert!(robots.check_with(Profile::Google, "ExampleBot", "/private%2Fsecret.html").allowed());
     /// ```
     pub fn server_path(&self) -> Option<&ServerPath> {
-        self.server.as_deref()
+        self.notes.as_ref()?.server.as_ref()
     }
 
     /// The line that the [`MAX_ROBOTS_TXT_BYTES`] limit fell inside and that was dropped
@@ -540,7 +576,14 @@ impl<'a> Verdict<'a> {
     /// assert_eq!(robots.check("ExampleBot", "/x").cut_line(), None);
     /// ```
     pub fn cut_line(&self) -> Option<u32> {
-        self.cut
+        self.notes.as_ref()?.cut
+    }
+
+    fn set_cut_line(&mut self, line: u32) {
+        match &mut self.notes {
+            Some(notes) => notes.cut = Some(line),
+            None => self.notes = Some(Box::new(Notes { server: None, cut: Some(line) })),
+        }
     }
 
     /// The reading the verdict comes from (`None` for `/robots.txt`).
@@ -596,10 +639,10 @@ impl fmt::Display for Verdict<'_> {
                 }
             }
         }
-        if let Some(server) = &self.server {
+        if let Some(server) = self.server_path() {
             write!(f, " (as {server})")?;
         }
-        if let Some(line) = self.cut {
+        if let Some(line) = self.cut_line() {
             write!(
                 f,
                 " (robots.txt is over 500 KiB: line {line}, cut by the limit and dropped, may have \

@@ -124,14 +124,22 @@ fn separator_escape(p: &[u8], i: usize) -> Option<bool> {
     }
 }
 
-/// Whether the path part `p` has `//`, `%2F` or `%5C` (either case). One pass over the
-/// `/` and `%` bytes: a path without them costs a `memchr2` scan.
+/// Whether `path` has `//`, `%2F` or `%5C` (either case) before its query. A plain byte
+/// loop that stops at `?` (request paths are short). The conservative check gets this
+/// from the pass that brings the path to its RFC form
+/// ([`crate::pattern::canonical_path_and_forms`]) and only calls this for paths that were
+/// not in that form already.
 #[inline]
-fn has_server_forms(p: &[u8]) -> bool {
-    memchr::memchr2_iter(b'/', b'%', p).any(|i| match p[i] {
-        b'/' => p.get(i + 1) == Some(&b'/'),
-        _ => separator_escape(p, i).is_some(),
-    })
+pub(crate) fn has_server_forms(path: &[u8]) -> bool {
+    for (i, &b) in path.iter().enumerate() {
+        match b {
+            b'?' => return false,
+            b'/' if path.get(i + 1) == Some(&b'/') => return true,
+            b'%' if separator_escape(path, i).is_some() => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// The form of the request `path` (as [`crate::RobotsTxt::check`] takes it) that servers
@@ -147,13 +155,17 @@ fn has_server_forms(p: &[u8]) -> bool {
 /// assert_eq!(server_path("/a%5cb").unwrap().path, "/a/b");
 /// assert!(server_path("/private/x?u=http://a//b").is_none());
 /// ```
+#[inline]
 pub fn server_path(path: &str) -> Option<ServerPath> {
+    if has_server_forms(path.as_bytes()) { Some(rewrite(path)) } else { None }
+}
+
+/// [`server_path`] for a path that has a server form.
+#[cold]
+fn rewrite(path: &str) -> ServerPath {
     let bytes = path.as_bytes();
     let end = memchr::memchr(b'?', bytes).unwrap_or(bytes.len());
     let p = &bytes[..end];
-    if !has_server_forms(p) {
-        return None;
-    }
     let mut out = ServerPath {
         path: String::with_capacity(path.len()),
         decoded_slash: false,
@@ -189,7 +201,7 @@ pub fn server_path(path: &str) -> Option<ServerPath> {
         Ok(s) => s,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     };
-    Some(out)
+    out
 }
 
 #[cfg(test)]
