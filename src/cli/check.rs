@@ -344,7 +344,7 @@ fn uri_chars(part: &str, extra: &[u8], what: &str) -> Result<(), String> {
             continue;
         }
         if !(is_unreserved_or_sub_delim(b) || extra.contains(&b)) {
-            let c = part[i..].chars().next().unwrap_or('?');
+            let c = part.get(i..).and_then(|rest| rest.chars().next()).unwrap_or('?');
             let how = if what == "host" && !c.is_ascii() {
                 "write the name in punycode"
             } else {
@@ -476,4 +476,43 @@ fn json_line(url: &str, agent: &str, v: &Verdict<'_>) -> serde_json::Value {
         "groups": groups,
         "explanation": v.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3986_urls() {
+        for ok in [
+            "http://example.com",
+            "http://example.com:/",
+            "https://user:p%40ss@[2001:db8::1]:8443/a;b,c=d/e:f@g?h=i/j?k#l/m?n",
+            "http://ex%41mple.com/%7Euser/",
+            "http://example.com//a//b?c//d",
+            "http://a_b.example/~x!$&'()*+,;=",
+        ] {
+            assert_eq!(rfc3986(ok), Ok(()), "{ok}");
+        }
+        for (bad, why) in [
+            ("example.com/a", "no scheme"),
+            ("1http://example.com/", "invalid scheme"),
+            ("http:/example.com/", "no authority"),
+            ("http://", "no host"),
+            ("http://user@/a", "no host"),
+            ("http://[::1/a", "'[' without ']'"),
+            ("http://[]/", "invalid IP literal"),
+            ("http://ex ample.com/", "' ' in the host"),
+            ("http://\u{4f8b}.jp/", "punycode"),
+            ("http://example.com:80a/", "invalid port"),
+            ("http://example.com/a\"b", "'\"' in the path"),
+            ("http://example.com/?a b", "' ' in the query"),
+            ("http://example.com/#a#b", "'#' in the fragment"),
+            ("http://example.com/%4", "'%' not followed by two hex digits"),
+            ("http://us er@example.com/", "user information"),
+        ] {
+            let got = rfc3986(bad);
+            assert!(got.as_ref().is_err_and(|e| e.contains(why)), "{bad}: {got:?}, expected {why:?}");
+        }
+    }
 }
