@@ -44,6 +44,7 @@ mod pattern;
 mod precedence;
 mod reading;
 mod url;
+pub mod usage;
 
 use std::fmt;
 use std::str::FromStr;
@@ -52,7 +53,8 @@ pub use parser::MAX_ROBOTS_TXT_BYTES;
 pub use url::{ServerPath, path_of_url, server_path};
 
 use precedence::Hit;
-use reading::{Applied, Parsed, ReadingData};
+use reading::{Applied, NO_SET, Parsed, ReadingData};
+use usage::{Category, CategoryUsage, Stated, Usage, UsageLine};
 
 /// How to read robots.txt files. See the [module docs](self).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -343,6 +345,97 @@ impl RobotsTxt {
             reading,
             implied_by_index_html: info.implied,
         })
+    }
+
+    /// The site's AI-usage preferences (`Content-Usage` and `Content-Signal` lines; see
+    /// [`usage`]) at `path` for the crawler `agent`, under the default profile.
+    ///
+    /// ```
+    /// use robotsgate_rep::RobotsTxt;
+    /// use robotsgate_rep::usage::{Category, Preference};
+    ///
+    /// // The attach draft's example (draft-ietf-aipref-attach-05 §3.4).
+    /// let robots = RobotsTxt::parse(
+    ///     b"User-Agent: *\nAllow: /\nDisallow: /never/\nContent-Usage: train-ai=n\n\
+    ///       Content-Usage: /ai-ok/ train-ai=y\n",
+    /// );
+    /// let at = |path| robots.usage("ExampleBot", path).get(Category::TrainAi).preference();
+    /// assert_eq!(at("/test"), Preference::Disallowed);
+    /// assert_eq!(at("/ai-ok/test"), Preference::Allowed);
+    /// assert_eq!(at("/never/test"), Preference::Unknown); // not crawlable: no preferences
+    /// let u = robots.usage("ExampleBot", "/test");
+    /// assert_eq!(u.get(Category::TrainAi).to_string(), "train-ai: disallowed (line 4: content-usage: train-ai=n)");
+    /// ```
+    pub fn usage(&self, agent: &str, path: &str) -> Usage<'_> {
+        self.usage_with(Profile::default(), agent, path)
+    }
+
+    /// [`RobotsTxt::usage`] under a chosen profile. The conservative profile takes the more
+    /// restrictive answer of both readings (and of the path's [server form](server_path),
+    /// when it has one), per form and category. Linear in the path and the lines, like a
+    /// check; a file without usage lines costs one check.
+    pub fn usage_with(&self, profile: Profile, agent: &str, path: &str) -> Usage<'_> {
+        let verdict = self.check_with(profile, agent, path);
+        let mut usage = Usage { verdict, categories: Category::ALL.map(CategoryUsage::new) };
+        if !usage.verdict.allowed() || self.parsed.usage.is_empty() {
+            return usage;
+        }
+        let path = url::normalize_request_path(path);
+        let out = &mut usage.categories;
+        match profile {
+            Profile::Google => self.usage_of(Reading::Google, agent, path.as_bytes(), out),
+            Profile::Rfc => {
+                let (canonical, _) = pattern::canonical_path_and_forms(path.as_bytes());
+                self.usage_of(Reading::Rfc, agent, &canonical, out);
+            }
+            Profile::Conservative => {
+                let (canonical, forms) = pattern::canonical_path_and_forms(path.as_bytes());
+                self.usage_of(Reading::Rfc, agent, &canonical, out);
+                self.usage_of(Reading::Google, agent, path.as_bytes(), out);
+                if forms && let Some(server) = url::server_path(&path) {
+                    let (canonical, _) = pattern::canonical_path_and_forms(server.path.as_bytes());
+                    self.usage_of(Reading::Rfc, agent, &canonical, out);
+                    self.usage_of(Reading::Google, agent, server.path.as_bytes(), out);
+                }
+            }
+        }
+        usage
+    }
+
+    /// Merges what `reading`'s lines say at `path` into `out`.
+    fn usage_of<'a>(&'a self, reading: Reading, agent: &str, path: &[u8], out: &mut [CategoryUsage<'a>; 3]) {
+        let applied = self.reading(reading).applied(agent);
+        if applied.usage == NO_SET {
+            return;
+        }
+        for slot in out.iter_mut() {
+            let (cu, cs) = self.parsed.usage_eval(applied, slot.category, path).hits();
+            if let Some(hit) = cu {
+                slot.content_usage.merge(self.stated(hit, slot.category, reading));
+            }
+            if let Some(hit) = cs {
+                slot.content_signal.merge(self.stated(hit, slot.category, reading));
+            }
+        }
+    }
+
+    fn stated(&self, hit: Hit, category: Category, reading: Reading) -> Stated<'_> {
+        let index = usage::hit_line(hit.rule);
+        let Some(info) = self.parsed.usage.get(index as usize) else { return Stated::default() };
+        let line = UsageLine {
+            source: info.source,
+            line: info.line,
+            path: self.parsed.text(info.path),
+            value: self.parsed.text(info.value),
+            statement: info.statement,
+            reading,
+        };
+        Stated { preference: info.statement.get(category), line: Some(line) }
+    }
+
+    /// Whether the file has `Content-Usage` or `Content-Signal` lines at all.
+    pub fn has_usage_lines(&self) -> bool {
+        !self.parsed.usage.is_empty()
     }
 
     /// Sitemap URLs listed anywhere in the file, in file order.

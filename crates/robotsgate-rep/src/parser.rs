@@ -50,6 +50,12 @@ pub enum Key<'a> {
     Sitemap,
     /// `crawl-delay`: a non-standard pacing hint for the current group.
     CrawlDelay,
+    /// `content-usage`: an AI-usage preference (draft-ietf-aipref-attach-05), exactly this
+    /// key (without case) in both dialects.
+    ContentUsage,
+    /// `content-signal`: Cloudflare's Content Signals, exactly this key (without case) in
+    /// both dialects.
+    ContentSignal,
     /// Any other key, as written (trimmed).
     Other(&'a [u8]),
 }
@@ -385,7 +391,7 @@ pub fn classify(key: &[u8], dialect: Dialect) -> Key<'_> {
             } else if key.eq_ignore_ascii_case(b"crawl-delay") {
                 Key::CrawlDelay
             } else {
-                Key::Other(key)
+                usage_key(key)
             }
         }
         Dialect::Rfc => {
@@ -401,9 +407,22 @@ pub fn classify(key: &[u8], dialect: Dialect) -> Key<'_> {
             } else if is(b"crawl-delay") {
                 Key::CrawlDelay
             } else {
-                Key::Other(key)
+                usage_key(key)
             }
         }
+    }
+}
+
+/// `content-usage`, `content-signal` or another key: neither reading guesses at typos of
+/// these (Google's parser does not know them).
+#[inline]
+fn usage_key(key: &[u8]) -> Key<'_> {
+    if key.eq_ignore_ascii_case(b"content-usage") {
+        Key::ContentUsage
+    } else if key.eq_ignore_ascii_case(b"content-signal") {
+        Key::ContentSignal
+    } else {
+        Key::Other(key)
     }
 }
 

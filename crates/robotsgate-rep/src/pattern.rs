@@ -41,7 +41,7 @@ pub(crate) fn push_span(arena: &mut Vec<u8>, bytes: &[u8]) -> Span {
 }
 
 /// A rule value compiled for one reading, stored in an arena.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Pat {
     /// The octets to match, where `*` is a wildcard (never a literal asterisk); without
     /// the final `$`.
