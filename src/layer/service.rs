@@ -10,7 +10,7 @@ use http::{Method, Request, Response};
 use http_body_util::Either;
 use tower::Service;
 
-use super::decide::Shared;
+use super::decide::{AuditRequestId, Shared};
 use super::{BoxError, Mode, RobotsBody};
 
 /// Checks each request against robots.txt before passing it on. See the [layer
@@ -81,8 +81,24 @@ where
                 match shared.check(&mut parts).await {
                     Ok(decision) => {
                         shared.identify(&mut parts);
+                        let id = parts.extensions.get::<AuditRequestId>().cloned();
+                        let url = decision.usage.is_some().then(|| {
+                            let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+                            format!("{}{}", decision.origin, path)
+                        });
                         let mut res =
                             inner.call(Request::from_parts(parts, body)).await.map_err(Into::into)?;
+                        if let Some(url) = url {
+                            let status = res.status().as_u16();
+                            match shared.response_usage(res.headers(), status, &decision, id, &url).await {
+                                Ok(Some(found)) => {
+                                    res.extensions_mut().insert(found);
+                                }
+                                Ok(None) => {}
+                                // The origin's body is dropped unread.
+                                Err(refusal) => return Ok(refusal.into_response(head).map(Either::Right)),
+                            }
+                        }
                         res.extensions_mut().insert(decision);
                         Ok(res.map(Either::Left))
                     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::audit_text::DecisionKey;
 use super::config::OverrideAction;
 use super::copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
+use super::usage::{CategoryPreference, UsageCheck, UsageDecision};
 use crate::fetch::Unreachable;
 use crate::origin::Origin;
 use crate::rep::{Profile, Reading, Reason as RepReason, RuleId, RuleKind};
@@ -102,9 +103,19 @@ pub struct Decision {
     pub age: Option<Duration>,
     /// The copy used was past its freshness (being refreshed, or kept after a failure).
     pub stale: bool,
+    /// The site's AI-usage preferences for the request's purpose, when it declared one and
+    /// robots.txt allows the path (`None` otherwise: no purpose, a disallowed path, an
+    /// override, `/robots.txt` itself).
+    pub usage: Option<Arc<UsageDecision>>,
 }
 
 impl Decision {
+    /// Whether robots.txt allows the path but the site's usage preferences refuse the
+    /// request's purpose.
+    pub fn usage_refused(&self) -> bool {
+        self.allowed && self.usage.as_ref().is_some_and(|u| u.refused.is_some())
+    }
+
     /// The deciding rule as the audit log names it: kind, pattern, line, reading and
     /// whether Google's index.html rule implied it.
     pub fn rule_fields(&self) -> Option<(&'static str, &str, u32, &'static str, bool)> {
@@ -201,7 +212,8 @@ impl DecisionKey {
     /// `Some(rule)` for a remembered kind of decision: a fresh copy's rule or no rule.
     #[allow(clippy::option_option)]
     fn rule_of(d: &Decision) -> Option<Option<(RuleId, Reading, bool, bool)>> {
-        if d.stale {
+        // A decision with usage preferences has an outcome of its own: written out.
+        if d.stale || d.usage.is_some() {
             return None;
         }
         match &d.reason {
@@ -214,19 +226,44 @@ impl DecisionKey {
     }
 }
 
-/// Fills in the verdict of a usable copy.
-pub(super) fn judge(d: &mut Decision, copy: &RobotsCopy, path: &str) {
+/// Fills in the verdict of a usable copy (and, with a purpose, the usage preferences).
+pub(super) fn judge(d: &mut Decision, copy: &RobotsCopy, path: &str, usage: UsageCheck) {
     match &copy.content {
         CopyContent::Unavailable { status } => {
             d.allowed = true;
             d.reason = Reason::Unavailable { status: *status };
+            d.usage = no_statement(usage);
         }
         CopyContent::TooManyRedirects => {
             d.allowed = true;
             d.reason = Reason::TooManyRedirects;
+            d.usage = no_statement(usage);
         }
-        CopyContent::Parsed(robots) => {
-            let v = robots.check_with(d.profile, &d.agent, path);
+        CopyContent::Parsed(robots) if !usage.purpose.is_empty() => {
+            let u = robots.usage_with(d.profile, &d.agent, path);
+            verdict_into(d, u.verdict());
+            if d.allowed && d.reason != Reason::RobotsTxtPath {
+                let prefs = usage.purpose.categories().map(|c| CategoryPreference::of(u.get(c))).collect();
+                d.usage = Some(Arc::new(UsageDecision::new(usage.purpose, usage.unknown, prefs)));
+            }
+        }
+        CopyContent::Parsed(robots) => verdict_into(d, &robots.check_with(d.profile, &d.agent, path)),
+    }
+}
+
+/// With a purpose and no robots.txt to state preferences: every category unknown.
+fn no_statement(usage: UsageCheck) -> Option<Arc<UsageDecision>> {
+    if usage.purpose.is_empty() {
+        return None;
+    }
+    let prefs = usage.purpose.categories().map(CategoryPreference::unknown).collect();
+    Some(Arc::new(UsageDecision::new(usage.purpose, usage.unknown, prefs)))
+}
+
+/// The verdict's answer and reason.
+fn verdict_into(d: &mut Decision, v: &crate::rep::Verdict<'_>) {
+    {
+        {
             d.allowed = v.allowed();
             d.reason = match v.reason() {
                 RepReason::Rule(r) => Reason::Rule {
@@ -264,7 +301,8 @@ pub(crate) fn decision_on(
         failure: None,
         age: Some(Duration::from_millis(1500)),
         stale: false,
+        usage: None,
     };
-    judge(&mut d, copy, path);
+    judge(&mut d, copy, path, UsageCheck::default());
     d
 }

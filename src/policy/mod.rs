@@ -25,6 +25,7 @@ mod cache;
 mod config;
 mod copy;
 mod decision;
+mod usage;
 
 pub use crate::origin::HostPattern;
 pub(crate) use audit_text::{AuditText, DecisionKey};
@@ -36,3 +37,4 @@ pub use copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
 #[cfg(test)]
 pub(crate) use decision::decision_on;
 pub use decision::{Decision, Reason};
+pub use usage::{CategoryPreference, CitedLine, Purpose, UnknownUsage, UsageCheck, UsageDecision};

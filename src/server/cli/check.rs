@@ -13,7 +13,10 @@ use std::time::Duration;
 use crate::fetch::{FetchConfig, Fetcher};
 use crate::net::{self, Connector, DnsConfig, Guard, Resolver, TlsConfig};
 use crate::origin::Origin;
-use crate::policy::{Decision, PolicyConfig, Reason as PolicyReason, RobotsPolicy};
+use crate::policy::{
+    CategoryPreference, Decision, PolicyConfig, Purpose, Reason as PolicyReason, RobotsPolicy, UnknownUsage,
+    UsageCheck, UsageDecision,
+};
 use crate::rep::{self, Profile, Reason, RobotsTxt, Verdict};
 use anyhow::{Context, bail};
 use clap::Args;
@@ -23,7 +26,8 @@ use serde_json::json;
 const EXIT_STATUS_HELP: &str = "\
 Exit status:
   0  every URL is allowed
-  1  some URL is disallowed (and every URL is valid)
+  1  some URL is disallowed, or (with --purpose) refused by the site's AI-usage
+     preferences (and every URL is valid)
   2  some URL is invalid, or a usage error (bad --agent, unreadable --robots file, ...);
      this wins over 1. Every valid URL is still answered; an invalid one gets an
      `invalid` line (with --json an object with \"allowed\": null and \"error\") in its
@@ -68,6 +72,16 @@ pub struct CheckArgs {
     #[arg(long, default_value = "conservative", value_parser = parse_profile)]
     profile: Profile,
 
+    /// What the crawler fetches for (comma-separated: train-ai, search, ai-input): each
+    /// allowed URL also gets the site's Content-Usage / Content-Signal preferences for it,
+    /// and is `usage-refused` when one of them is "no".
+    #[arg(long, value_name = "CATEGORIES", value_parser = parse_purpose, default_value = "")]
+    purpose: Purpose,
+
+    /// With --purpose: `refuse` also refuses when the site states no preference.
+    #[arg(long, value_name = "allow|refuse", value_parser = parse_unknown, default_value = "allow")]
+    unknown: UnknownUsage,
+
     /// Print one JSON object per URL instead of text.
     #[arg(long)]
     json: bool,
@@ -79,6 +93,47 @@ pub struct CheckArgs {
 
 fn parse_profile(s: &str) -> Result<Profile, String> {
     s.parse::<Profile>().map_err(|e| e.to_string())
+}
+
+fn parse_purpose(s: &str) -> Result<Purpose, String> {
+    s.parse::<Purpose>().map_err(|e| e.to_string())
+}
+
+fn parse_unknown(s: &str) -> Result<UnknownUsage, String> {
+    match s {
+        "allow" => Ok(UnknownUsage::Allow),
+        "refuse" => Ok(UnknownUsage::Refuse),
+        _ => Err(format!("{s:?}: expected allow or refuse")),
+    }
+}
+
+/// `allowed`, `disallowed` or `usage-refused`.
+fn word(allowed: bool, usage: Option<&UsageDecision>) -> &'static str {
+    match (allowed, usage.is_some_and(|u| u.refused.is_some())) {
+        (false, _) => "disallowed",
+        (true, true) => "usage-refused",
+        (true, false) => "allowed",
+    }
+}
+
+/// The usage check as JSON (null without one).
+fn json_usage(u: Option<&UsageDecision>) -> serde_json::Value {
+    let Some(u) = u else { return serde_json::Value::Null };
+    let line = |l: &Option<crate::policy::CitedLine>| {
+        l.as_ref().map(|l| json!({"line": l.line, "text": &*l.text, "preference": l.preference.as_str()}))
+    };
+    json!({
+        "purpose": u.purpose.categories().map(|c| c.as_str()).collect::<Vec<_>>(),
+        "unknown": u.unknown.as_str(),
+        "refused": u.refused.map(|c| c.as_str()),
+        "preferences": u.preferences.iter().map(|p| json!({
+            "category": p.category.as_str(),
+            "preference": p.preference.as_str(),
+            "content_usage": line(&p.content_usage),
+            "content_signal": line(&p.content_signal),
+        })).collect::<Vec<_>>(),
+        "explanation": u.to_string(),
+    })
 }
 
 /// What was found over all URLs, for the exit status.
@@ -127,13 +182,27 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
             }
             Ok(_) => {
                 let path = rep::path_of_url(url);
-                let verdict = robots.check_with(args.profile, &args.agent, &path);
-                outcome.disallowed |= !verdict.allowed();
+                let usage = robots.usage_with(args.profile, &args.agent, &path);
+                let verdict = usage.verdict();
+                let decided = (!args.purpose.is_empty() && verdict.allowed()).then(|| {
+                    let prefs =
+                        args.purpose.categories().map(|c| CategoryPreference::of(usage.get(c))).collect();
+                    UsageDecision::new(args.purpose, args.unknown, prefs)
+                });
+                let word = word(verdict.allowed(), decided.as_ref());
+                outcome.disallowed |= word != "allowed";
                 if args.json {
-                    writeln!(out, "{}", json_line(url, &args.agent, &verdict))
+                    let mut line = json_line(url, &args.agent, verdict);
+                    if !args.purpose.is_empty() {
+                        line["usage"] = json_usage(decided.as_ref());
+                        line["outcome"] = json!(word);
+                    }
+                    writeln!(out, "{line}")
                 } else {
-                    let word = if verdict.allowed() { "allowed" } else { "disallowed" };
-                    writeln!(out, "{word} {url} {verdict}")
+                    match &decided {
+                        Some(u) => writeln!(out, "{word} {url} {verdict}; {u}"),
+                        None => writeln!(out, "{word} {url} {verdict}"),
+                    }
                 }
             }
         };
@@ -215,15 +284,22 @@ fn live(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 }
             };
             let path = rep::path_of_url(url);
-            let d = policy.decide_with(&origin, &path, agent.clone(), args.profile).await;
-            outcome.disallowed |= !d.allowed;
+            let check = UsageCheck { purpose: args.purpose, unknown: args.unknown };
+            let d = policy.decide_for(&origin, &path, agent.clone(), args.profile, check).await;
+            let word = word(d.allowed, d.usage.as_deref());
+            outcome.disallowed |= word != "allowed";
+            let usage = d.usage.as_ref().map(|u| format!("; {u}")).unwrap_or_default();
             let written = if args.json {
-                writeln!(out, "{}", json_decision(url, &d))
+                let mut line = json_decision(url, &d);
+                if !args.purpose.is_empty() {
+                    line["usage"] = json_usage(d.usage.as_deref());
+                    line["outcome"] = json!(word);
+                }
+                writeln!(out, "{line}")
             } else {
-                let word = if d.allowed { "allowed" } else { "disallowed" };
                 match fetch_summary(&d) {
-                    Some(s) => writeln!(out, "{word} {url} {d}; robots.txt: {s}"),
-                    None => writeln!(out, "{word} {url} {d}"),
+                    Some(s) => writeln!(out, "{word} {url} {d}{usage}; robots.txt: {s}"),
+                    None => writeln!(out, "{word} {url} {d}{usage}"),
                 }
             };
             if let Err(e) = written {

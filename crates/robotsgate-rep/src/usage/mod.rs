@@ -366,6 +366,66 @@ pub fn parse_content_signal(value: &[u8]) -> Statement {
     s
 }
 
+/// What `X-Robots-Tag` response headers (Google's syntax) say for the crawler `agent`, as
+/// robotsgate maps them to categories: `noindex` and `none` → `search` disallowed; `noai`
+/// → `train-ai` and `ai-input` disallowed; `noimageai` → the same when the response is an
+/// image (`image` true). Each value is a comma-separated list of rules; a rule may start
+/// with a product token and `:` (`googlebot: noindex`), which then applies to it and the
+/// rules after it in that value, and only for that crawler (compared without case);
+/// `unavailable_after:`, `max-snippet:`, `max-image-preview:` and `max-video-preview:` are
+/// rules with a value, not product tokens. Other rules (`nofollow`, `noarchive`, ...) say
+/// nothing about use. Nothing here is [malformed](Statement::is_malformed): rules that are
+/// not understood are ignored.
+///
+/// ```
+/// use robotsgate_rep::usage::{Category, Preference, parse_x_robots_tag};
+///
+/// let s = parse_x_robots_tag([&b"noai, noimageai"[..]], "ExampleBot", false);
+/// assert_eq!(s.get(Category::TrainAi), Preference::Disallowed);
+/// let s = parse_x_robots_tag([&b"googlebot: noindex"[..], b"otherbot: noai"], "ExampleBot", false);
+/// assert!(s.is_empty());
+/// let s = parse_x_robots_tag([&b"examplebot: none"[..]], "ExampleBot", false);
+/// assert_eq!(s.get(Category::Search), Preference::Disallowed);
+/// ```
+pub fn parse_x_robots_tag<'v>(
+    values: impl IntoIterator<Item = &'v [u8]>,
+    agent: &str,
+    image: bool,
+) -> Statement {
+    const VALUED: [&[u8]; 4] =
+        [b"unavailable_after", b"max-snippet", b"max-image-preview", b"max-video-preview"];
+    let trim = |v: &'v [u8]| -> &'v [u8] {
+        let start = v.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(v.len());
+        let end = v.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(start, |e| e + 1);
+        &v[start..end.max(start)]
+    };
+    let mut s = Statement::default();
+    for value in values {
+        let mut applies = true;
+        for part in value.split(|&b| b == b',') {
+            let mut rule = trim(part);
+            if let Some(colon) = rule.iter().position(|&b| b == b':') {
+                let name = trim(&rule[..colon]);
+                if !VALUED.iter().any(|v| name.eq_ignore_ascii_case(v)) {
+                    applies = name.eq_ignore_ascii_case(agent.as_bytes());
+                    rule = trim(&rule[colon + 1..]);
+                }
+            }
+            if !applies {
+                continue;
+            }
+            let is = |word: &[u8]| rule.eq_ignore_ascii_case(word);
+            if is(b"noindex") || is(b"none") {
+                s.set(Category::Search, Preference::Disallowed);
+            } else if is(b"noai") || (image && is(b"noimageai")) {
+                s.set(Category::TrainAi, Preference::Disallowed);
+                s.set(Category::AiInput, Preference::Disallowed);
+            }
+        }
+    }
+    s
+}
+
 /// Parses a value of `source`'s form.
 pub fn parse(source: Source, value: &[u8]) -> Statement {
     match source {
