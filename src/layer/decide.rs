@@ -91,6 +91,7 @@ impl Shared {
                 age: None,
                 stale: false,
                 usage: None,
+                notes: None,
             },
             None if usage.purpose.is_empty() => self.policy.decide(&target.origin, &target.path, token).await,
             None => {

@@ -212,6 +212,7 @@ impl RobotsPolicy {
             age: None,
             stale: false,
             usage: None,
+            notes: None,
         };
         if is_robots_txt(path) {
             return base(Arc::new(origin.clone()), Reason::RobotsTxtPath, true);

@@ -11,7 +11,7 @@ use super::copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
 use super::usage::{CategoryPreference, UsageCheck, UsageDecision};
 use crate::fetch::Unreachable;
 use crate::origin::Origin;
-use crate::rep::{Profile, Reading, Reason as RepReason, RuleId, RuleKind};
+use crate::rep::{Profile, Reading, Reason as RepReason, RuleId, RuleKind, ServerPath};
 
 /// Why a request was allowed or not.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +107,19 @@ pub struct Decision {
     /// robots.txt allows the path (`None` otherwise: no purpose, a disallowed path, an
     /// override, `/robots.txt` itself).
     pub usage: Option<Arc<UsageDecision>>,
+    /// What else the robots.txt verdict said, when it said more (rare: `None` otherwise).
+    pub notes: Option<Box<VerdictNotes>>,
+}
+
+/// The rarer parts of a robots.txt verdict (see [`crate::rep::Verdict`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerdictNotes {
+    /// The conservative profile judged the path as servers would see it (`%2F` decoded,
+    /// slashes merged), and that form decided.
+    pub server_path: Option<ServerPath>,
+    /// A line the 500 KiB limit cut and that was dropped may have been a rule for this
+    /// path.
+    pub cut_line: Option<u32>,
 }
 
 impl Decision {
@@ -175,6 +188,18 @@ impl fmt::Display for Decision {
                 write!(f, "override: {} {hosts} ({reason})", action.as_str())
             }
         }?;
+        if let Some(notes) = &self.notes {
+            if let Some(server) = &notes.server_path {
+                write!(f, " (as {server})")?;
+            }
+            if let Some(line) = notes.cut_line {
+                write!(
+                    f,
+                    " (robots.txt is over 500 KiB: line {line}, cut by the limit and dropped, may have been \
+                     a rule for this path)"
+                )?;
+            }
+        }
         if self.stale {
             match &self.failure {
                 Some(fail) => write!(f, " [stale copy: refresh failed: {}]", fail.cause)?,
@@ -212,8 +237,9 @@ impl DecisionKey {
     /// `Some(rule)` for a remembered kind of decision: a fresh copy's rule or no rule.
     #[allow(clippy::option_option)]
     fn rule_of(d: &Decision) -> Option<Option<(RuleId, Reading, bool, bool)>> {
-        // A decision with usage preferences has an outcome of its own: written out.
-        if d.stale || d.usage.is_some() {
+        // A decision with usage preferences has an outcome of its own, and notes make a
+        // decision's text its own: written out.
+        if d.stale || d.usage.is_some() || d.notes.is_some() {
             return None;
         }
         match &d.reason {
@@ -262,22 +288,22 @@ fn no_statement(usage: UsageCheck) -> Option<Arc<UsageDecision>> {
 
 /// The verdict's answer and reason.
 fn verdict_into(d: &mut Decision, v: &crate::rep::Verdict<'_>) {
-    {
-        {
-            d.allowed = v.allowed();
-            d.reason = match v.reason() {
-                RepReason::Rule(r) => Reason::Rule {
-                    id: r.id,
-                    kind: r.kind,
-                    line: r.line,
-                    reading: r.reading,
-                    implied_by_index_html: r.implied_by_index_html,
-                    readings_disagree: v.readings_disagree(),
-                },
-                RepReason::NoRuleMatched => Reason::NoRuleMatched,
-                RepReason::RobotsTxt => Reason::RobotsTxtPath,
-            };
-        }
+    d.allowed = v.allowed();
+    d.reason = match v.reason() {
+        RepReason::Rule(r) => Reason::Rule {
+            id: r.id,
+            kind: r.kind,
+            line: r.line,
+            reading: r.reading,
+            implied_by_index_html: r.implied_by_index_html,
+            readings_disagree: v.readings_disagree(),
+        },
+        RepReason::NoRuleMatched => Reason::NoRuleMatched,
+        RepReason::RobotsTxt => Reason::RobotsTxtPath,
+    };
+    if v.server_path().is_some() || v.cut_line().is_some() {
+        d.notes =
+            Some(Box::new(VerdictNotes { server_path: v.server_path().cloned(), cut_line: v.cut_line() }));
     }
 }
 
@@ -302,6 +328,7 @@ pub(crate) fn decision_on(
         age: Some(Duration::from_millis(1500)),
         stale: false,
         usage: None,
+        notes: None,
     };
     judge(&mut d, copy, path, UsageCheck::default());
     d

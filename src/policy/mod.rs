@@ -36,5 +36,5 @@ pub(crate) use copy::copy_of;
 pub use copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
 #[cfg(test)]
 pub(crate) use decision::decision_on;
-pub use decision::{Decision, Reason};
+pub use decision::{Decision, Reason, VerdictNotes};
 pub use usage::{CategoryPreference, CitedLine, Purpose, UnknownUsage, UsageCheck, UsageDecision};
