@@ -134,6 +134,42 @@ fn usage_errors_still_stop_before_any_answer() {
     assert!(out.stdout.is_empty());
 }
 
+/// `--purpose` (issue 19): the site's usage preferences for allowed URLs; a "no" is
+/// `usage-refused` and exit 1; the JSON object carries the usage check.
+#[test]
+fn purpose_shows_the_usage_preferences() {
+    let robots =
+        "User-agent: *\nDisallow: /private\nContent-Usage: /ai/ train-ai=n\nContent-Signal: search=yes\n";
+    let (ai, page) = ("http://example.com/ai/x", "http://example.com/page");
+    let out = check_with_robots(robots, &["--purpose", "train-ai", ai, page]);
+    let lines = stdout_lines(&out);
+    assert_eq!(
+        lines[0],
+        "usage-refused http://example.com/ai/x no rule matched; purpose train-ai: train-ai: disallowed \
+         (line 3: content-usage: /ai/ train-ai=n)"
+    );
+    assert_eq!(
+        lines[1],
+        "allowed http://example.com/page no rule matched; purpose train-ai: train-ai: unknown"
+    );
+    assert_eq!(code(&out), 1);
+    // Strict about unknown preferences; search=yes lets search through.
+    let out = check_with_robots(robots, &["--purpose", "search,train-ai", "--unknown", "refuse", page]);
+    assert!(stdout_lines(&out)[0].starts_with("usage-refused "), "{:?}", stdout_lines(&out));
+    let out = check_with_robots(robots, &["--purpose", "search", "--unknown", "refuse", page]);
+    assert_eq!(code(&out), 0, "{:?}", stdout_lines(&out));
+    let out = check_with_robots(robots, &["--json", "--purpose", "train-ai", ai]);
+    let o: serde_json::Value = serde_json::from_str(&stdout_lines(&out)[0]).unwrap();
+    assert_eq!(o["outcome"], "usage-refused", "{o}");
+    assert_eq!(o["usage"]["preferences"][0]["content_usage"]["line"], 3, "{o}");
+    // Without --purpose, nothing changes; a wrong category is a usage error.
+    assert_eq!(
+        stdout_lines(&check_with_robots(robots, &[ai]))[0],
+        "allowed http://example.com/ai/x no rule matched"
+    );
+    assert_eq!(code(&check_with_robots(robots, &["--purpose", "ai-train", ai])), 2);
+}
+
 #[test]
 fn help_states_the_exit_statuses() {
     let out = Command::new(BIN).args(["check", "--help"]).output().expect("robotsgate check --help");

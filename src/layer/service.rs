@@ -81,14 +81,15 @@ where
                 match shared.check(&mut parts).await {
                     Ok(decision) => {
                         shared.identify(&mut parts);
-                        let id = parts.extensions.get::<AuditRequestId>().cloned();
-                        let url = decision.usage.is_some().then(|| {
+                        // With a purpose only: the response's usage headers are read below.
+                        let usage = decision.usage.is_some().then(|| {
                             let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-                            format!("{}{}", decision.origin, path)
+                            let id = parts.extensions.get::<AuditRequestId>().cloned();
+                            (format!("{}{}", decision.origin, path), id)
                         });
                         let mut res =
                             inner.call(Request::from_parts(parts, body)).await.map_err(Into::into)?;
-                        if let Some(url) = url {
+                        if let Some((url, id)) = usage {
                             let status = res.status().as_u16();
                             match shared.response_usage(res.headers(), status, &decision, id, &url).await {
                                 Ok(Some(found)) => {
