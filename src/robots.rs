@@ -10,10 +10,10 @@ use rustls::pki_types::CertificateDer;
 
 use crate::audit::AuditLog;
 use crate::fetch::{FetchConfig, Fetcher};
-use crate::layer::{DecisionObserver, Mode, RobotsLayer, SelectToken, TokenError};
+use crate::layer::{DecisionObserver, Mode, PurposeSettings, RobotsLayer, SelectToken, TokenError};
 use crate::net::{Connector, DnsConfig, Guard, Resolver, TlsConfig, TlsSetupError, client_config};
 use crate::origin::HostPattern;
-use crate::policy::{PolicyConfig, RobotsPolicy};
+use crate::policy::{PolicyConfig, Purpose, RobotsPolicy};
 use crate::rep::{Profile, is_valid_product_token};
 
 /// robots.txt enforcement for an embedding client: build one with [`Robots::builder`],
@@ -168,6 +168,7 @@ pub struct RobotsBuilder {
     audit: Option<AuditLog>,
     observer: Option<Arc<dyn DecisionObserver>>,
     selector: Option<Arc<dyn SelectToken>>,
+    purpose: PurposeSettings,
 }
 
 impl fmt::Debug for RobotsBuilder {
@@ -336,6 +337,36 @@ impl RobotsBuilder {
         self
     }
 
+    /// What every request is made for (AI-usage preferences, see [`crate::rep::usage`]):
+    /// a path robots.txt allows is refused (`403 usage-refused`, or the reqwest
+    /// middleware's `Err` with the [`Refusal`](crate::Refusal)) when the site's
+    /// `Content-Usage`/`Content-Signal` preference for a category of it is "no"; the
+    /// [`Decision`](crate::policy::Decision)'s `usage` says what the site stated. Default:
+    /// none (no usage check).
+    ///
+    /// ```
+    /// use robotsgate::policy::Purpose;
+    /// use robotsgate::rep::usage::Category;
+    ///
+    /// let robots = robotsgate::Robots::builder()
+    ///     .agent("ExampleBot")
+    ///     .purpose(Purpose::of([Category::TrainAi]))
+    ///     .build()?;
+    /// # Ok::<(), robotsgate::BuildError>(())
+    /// ```
+    pub fn purpose(mut self, purpose: Purpose) -> Self {
+        self.purpose.default = purpose;
+        self
+    }
+
+    /// Every setting of the purpose at once: per-request selection (a header, proxy
+    /// users), what an unknown preference means, and whether responses whose
+    /// `Content-Usage`, `Content-Signal` or `X-Robots-Tag` header says no are refused.
+    pub fn purpose_settings(mut self, settings: PurposeSettings) -> Self {
+        self.purpose = settings;
+        self
+    }
+
     /// Tells `observer` about every decision (e.g. to count them).
     pub fn observer(mut self, observer: Arc<dyn DecisionObserver>) -> Self {
         self.observer = Some(observer);
@@ -385,6 +416,7 @@ impl RobotsBuilder {
         let agent: Arc<str> = agent.into();
         let mut layer = RobotsLayer::new(policy.clone(), agent.clone())
             .with_mode(self.mode)
+            .with_purpose(self.purpose)
             .with_admission(connector.clone())
             .with_user_agent(header.clone());
         if let Some(audit) = self.audit {

@@ -13,7 +13,7 @@ use super::config::{AuditConfig, AuditError, AuditSetupError, MemoryLog, OnError
 use super::line::decision_line;
 use super::open::open_log;
 use super::out::Out;
-use super::record::{DecisionRecord, FetchRecord, RequestFacts, to_line};
+use super::record::{DecisionRecord, FetchRecord, RequestFacts, ResponseUsageRecord, to_line};
 use super::{snapshot, writer};
 use crate::fetch::FetchOutcome;
 use crate::origin::Origin;
@@ -145,6 +145,18 @@ impl AuditLog {
         let (tx, rx) = oneshot::channel();
         self.inner.core.request_shutdown(Some(tx));
         let _ = rx.await;
+    }
+
+    /// Logs what a forwarded response's headers said about using it (the layer fills in
+    /// the record; `time`, the schema version and the URL's redaction are set here).
+    pub async fn response_usage(&self, mut record: ResponseUsageRecord) -> Result<(), AuditError> {
+        self.accepting()?;
+        record.schema_version = super::SCHEMA_VERSION;
+        record.kind = "response-usage";
+        record.time = super::rfc3339(SystemTime::now());
+        record.url = super::record::logged_url(&record.url, self.inner.config.redact_query).into_owned();
+        // The response waits for it, as for a decision (it may replace the response).
+        self.commit(&to_line(&record)).await
     }
 
     /// The decision record for a decision (the layer fills in the request fields).

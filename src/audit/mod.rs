@@ -39,7 +39,8 @@ mod tests;
 pub use config::{AuditConfig, AuditError, AuditSetupError, Durability, MemoryLog, OnError, Target};
 pub use handle::AuditLog;
 pub use record::{
-    DecisionRecord, FetchRecord, LogEvent, LogRecord, RequestFacts, RobotsRecord, RuleRecord, SCHEMA_VERSION,
+    DecisionRecord, FetchRecord, LineRecord, LogEvent, LogRecord, PreferenceRecord, RequestFacts,
+    ResponseUsageRecord, RobotsRecord, RuleRecord, SCHEMA_VERSION, UsageRecord,
 };
 pub use snapshot::snapshot_path;
 pub use timestamp::rfc3339;

@@ -33,7 +33,7 @@ fn field<'a>(r: &'a Value, key: &str) -> &'a Value {
 
 /// Checks the documented fields of a decision record (docs/audit-log.md).
 pub fn check_decision_record(r: &Value) {
-    assert_eq!(field(r, "schema_version"), 2, "{r}");
+    assert_eq!(field(r, "schema_version"), robotsgate::audit::SCHEMA_VERSION, "{r}");
     assert_eq!(field(r, "type"), "decision", "{r}");
     assert!(is_rfc3339(field(r, "time").as_str().unwrap_or("")), "time: {r}");
     assert!(!field(r, "request_id").as_str().unwrap_or("").is_empty(), "request_id: {r}");
@@ -47,7 +47,28 @@ pub fn check_decision_record(r: &Value) {
     }
     assert!(["google", "rfc", "conservative"].contains(&r["profile"].as_str().unwrap()), "{r}");
     assert!(["enforce", "report-only"].contains(&r["mode"].as_str().unwrap()), "{r}");
-    assert!(["allowed", "disallowed", "would-disallow"].contains(&r["outcome"].as_str().unwrap()), "{r}");
+    assert!(
+        ["allowed", "disallowed", "would-disallow", "usage-refused", "would-refuse-usage"]
+            .contains(&r["outcome"].as_str().unwrap()),
+        "{r}"
+    );
+    if let Some(u) = r.get("usage") {
+        assert!(field(u, "purpose").as_array().is_some_and(|p| !p.is_empty()), "usage.purpose: {r}");
+        assert!(
+            ["allow", "refuse"].contains(&field(u, "unknown").as_str().unwrap_or("")),
+            "usage.unknown: {r}"
+        );
+        for p in field(u, "preferences").as_array().unwrap() {
+            assert!(
+                ["allowed", "disallowed", "unknown"].contains(&field(p, "preference").as_str().unwrap_or("")),
+                "usage.preferences: {r}"
+            );
+            for form in ["content_usage", "content_signal"] {
+                let l = field(p, form);
+                assert!(l.is_null() || field(l, "line").as_u64().is_some_and(|n| n >= 1), "{form}: {r}");
+            }
+        }
+    }
     let rule = field(r, "rule");
     if !rule.is_null() {
         assert!(["allow", "disallow"].contains(&field(rule, "kind").as_str().unwrap_or("")), "rule: {r}");
@@ -72,7 +93,7 @@ pub fn check_decision_record(r: &Value) {
 
 /// Checks the documented fields of a fetch record.
 pub fn check_fetch_record(r: &Value) {
-    assert_eq!(field(r, "schema_version"), 2, "{r}");
+    assert_eq!(field(r, "schema_version"), robotsgate::audit::SCHEMA_VERSION, "{r}");
     assert_eq!(field(r, "type"), "fetch", "{r}");
     assert!(is_rfc3339(field(r, "time").as_str().unwrap_or("")), "time: {r}");
     assert!(is_rfc3339(field(r, "fetched_at").as_str().unwrap_or("")), "fetched_at: {r}");
