@@ -59,9 +59,25 @@ impl Config {
         if http::HeaderValue::from_str(&self.user_agent()).is_err() {
             return Err(err("agent.user_agent", "is not a valid header value".into()));
         }
-        if self.audit.queue == 0 {
+        let a = &self.audit;
+        if a.queue == 0 {
             return Err(err("audit.queue", "must be at least 1".into()));
         }
+        let interval = a.checkpoint_interval.0;
+        if !interval.is_zero() && interval < std::time::Duration::from_millis(100) {
+            return Err(err(
+                "audit.checkpoint_interval",
+                "must be at least 100ms (or \"0s\": not by time)".into(),
+            ));
+        }
+        if a.rotate_size.0 != 0 && a.rotate_size.0 < 4096 {
+            return Err(err("audit.rotate_size", "must be at least 4KiB (or 0: not by size)".into()));
+        }
+        let interval = a.rotate_interval.0;
+        if !interval.is_zero() && interval < std::time::Duration::from_secs(1) {
+            return Err(err("audit.rotate_interval", "must be at least 1s (or \"0s\": not by time)".into()));
+        }
+
         if self.tls.leaf_cache == 0 {
             return Err(err("tls.leaf_cache", "must be at least 1".into()));
         }
