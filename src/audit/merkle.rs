@@ -38,7 +38,7 @@ impl LeafHasher {
 
     /// The leaf's hash; the hasher starts a new leaf.
     pub fn finish(&mut self) -> Hash {
-        let h = std::mem::replace(self, LeafHasher::new());
+        let h = std::mem::take(self);
         h.0.finalize().into()
     }
 }
