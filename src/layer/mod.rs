@@ -75,6 +75,44 @@ pub use service::{ResponseFuture, RobotsService};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddr(pub SocketAddr);
 
+/// How a request reached robotsgate, put into the request extensions by the proxy and
+/// written to its audit record (`transport`): what could be seen of it, and so what was
+/// checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Transport {
+    /// An absolute-form request to the proxy (`GET http://host/path`): the path is checked.
+    Proxy,
+    /// A `CONNECT` to port 443 without interception: TLS is assumed and the host is checked
+    /// (is `/` allowed?) before the tunnel opens; paths are not visible.
+    Connect,
+    /// A `CONNECT` tunnel whose first bytes were a TLS handshake: the host is checked (`/`)
+    /// on `https://host:port`; paths are not visible.
+    ConnectTls,
+    /// A `CONNECT` tunnel whose first bytes were neither TLS nor HTTP (or that stayed
+    /// silent): the host is checked (`/`); nothing inside is visible.
+    ConnectOpaque,
+    /// Plain HTTP inside a `CONNECT` tunnel (e.g. `ws://` opened with `CONNECT`): every
+    /// request's path is checked on `http://host:port`.
+    ConnectHttp,
+    /// HTTPS inside an intercepted `CONNECT` tunnel: every request's path is checked.
+    Intercepted,
+}
+
+impl Transport {
+    /// The audit log's name for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Proxy => "proxy",
+            Transport::Connect => "connect",
+            Transport::ConnectTls => "connect-tls",
+            Transport::ConnectOpaque => "connect-opaque",
+            Transport::ConnectHttp => "connect-http",
+            Transport::Intercepted => "intercepted",
+        }
+    }
+}
+
 /// The authenticated proxy user, put into the request extensions by the proxy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProxyUser(pub Arc<str>);

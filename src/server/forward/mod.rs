@@ -49,6 +49,7 @@ use sticky::KEPT_OPENING;
 
 pub(crate) use errors::not_a_proxy_request;
 pub use headers::strip_hop_by_hop;
+pub(crate) use headers::{HeadLimit, own_via};
 pub use service::ProxyBody;
 pub(crate) use service::{ProxyService, boxed};
 pub(crate) use sticky::Sticky;

@@ -207,7 +207,7 @@ impl Proxy {
                     m.refused("client-network");
                 }
                 tracing::info!(%client, "connection from a client network that is not allowed");
-                connections.spawn(refuse_client(stream));
+                connections.spawn(refuse_client(stream, shared.via.clone()));
                 continue;
             }
             let _ = stream.set_nodelay(true);

@@ -1,0 +1,233 @@
+//! Issue 20: what real clients hit. robotsgate's own answers to `HEAD` (HTTP/1.1 on raw
+//! sockets, HTTP/2 inside interception), `Via` on them, and the `431` that names its limit.
+//!
+//! Every test starts robotsgate with `RunningProxy::start` and real origins on loopback.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use http::{Method, Request};
+use robotsgate::server::config::{Config, PasswordHashValue, Size};
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
+
+/// The files the interception tests start from: a temp folder, an origin CA (PEM written)
+/// and robotsgate's CA folder.
+struct Tls {
+    dir: tempfile::TempDir,
+    origin_ca: TestCa,
+    origin_pem: PathBuf,
+    ca_dir: PathBuf,
+}
+
+impl Tls {
+    fn new() -> Tls {
+        let dir = temp_dir();
+        let mut names = ORIGIN_NAMES.to_vec();
+        names.push("127.0.0.1");
+        let origin_ca = TestCa::new("origin", &names);
+        let origin_pem = origin_ca.write_pem(&dir.path().join("origin-ca.pem"));
+        let ca_dir = proxy_ca(dir.path());
+        Tls { dir, origin_ca, origin_pem, ca_dir }
+    }
+
+    /// Interception of every port, the origin CA trusted by robotsgate.
+    fn config(&self) -> Config {
+        intercept_config(self.dir.path(), &self.ca_dir, std::slice::from_ref(&self.origin_pem))
+    }
+
+    /// A client trusting only robotsgate's CA.
+    fn client(&self, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+        client_config(proxy_roots(&self.ca_dir), alpn)
+    }
+
+    /// An HTTPS origin speaking HTTP/2 or HTTP/1.1 (by ALPN).
+    async fn origin<'a>(&self, routes: impl IntoIterator<Item = (&'a str, Reply)>) -> TestOrigin {
+        TestOrigin::start_tls(routes, self.origin_ca.server_config(&[b"h2", b"http/1.1"])).await
+    }
+}
+
+/// `METHOD target HTTP/1.1` with `Host`, `Connection: close` and `extra` header lines.
+fn raw_request(method: &str, target: &str, host: &str, extra: &str) -> String {
+    format!("{method} {target} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n")
+}
+
+/// Sends the same request as `HEAD` and as `GET` on raw connections to `addr` and checks that
+/// the `HEAD` answer is the `GET` answer's head with nothing after it: same status, same
+/// `content-length` (the `GET` body's length), `Via` on both. Returns both.
+async fn head_and_get(
+    addr: std::net::SocketAddr,
+    request: impl Fn(&str) -> String,
+) -> (RawResponse, RawResponse) {
+    let head = parse_response(&raw_exchange(addr, request("HEAD").as_bytes()).await);
+    let get = parse_response(&raw_exchange(addr, request("GET").as_bytes()).await);
+    check_head_answer(&head, &get);
+    (head, get)
+}
+
+fn check_head_answer(head: &RawResponse, get: &RawResponse) {
+    assert_eq!(head.status, get.status, "HEAD {head:?}\nGET {get:?}");
+    assert!(head.body.is_empty(), "a body after the head of a HEAD answer: {head:?}");
+    assert!(!get.body.is_empty(), "GET has a body: {get:?}");
+    assert_eq!(head.header("content-length"), Some(get.body.len().to_string().as_str()), "{head:?}");
+    assert_eq!(head.header("x-robotsgate"), get.header("x-robotsgate"));
+    for r in [head, get] {
+        assert!(r.header("via").is_some_and(|v| v.contains("robotsgate")), "no Via on {r:?}");
+    }
+}
+
+fn config_with(dir: &Path, edit: impl FnOnce(&mut Config)) -> Config {
+    let mut c = test_config(dir);
+    edit(&mut c);
+    c
+}
+
+// ---------------------------------------------------------------------------------------
+// HEAD: robotsgate's own answers have no body, on HTTP/1.1 and HTTP/2
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_answers_to_head_have_no_body_and_carry_via_over_http1() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("hello"))]).await;
+    let proxy =
+        RunningProxy::start(&config_with(dir.path(), |c| c.proxy.max_header_bytes = Size(2048))).await;
+    let host = origin.authority();
+
+    // 403 for a disallowed path.
+    let (head, _) = head_and_get(proxy.addr, |m| raw_request(m, &origin.url("/private/x"), &host, "")).await;
+    assert_eq!(head.status, 403);
+    assert_eq!(head.header("x-robotsgate"), Some("disallowed"));
+    // 502 for an origin that cannot be reached (robots.txt cannot be fetched).
+    let dead = format!("127.0.0.1:{}", dead_port());
+    let (head, _) =
+        head_and_get(proxy.addr, |m| raw_request(m, &format!("http://{dead}/x"), &dead, "")).await;
+    assert_eq!(head.status, 502, "{head:?}");
+    // 400 for a request to the proxy itself.
+    let (head, _) = head_and_get(proxy.addr, |m| raw_request(m, "/x", &host, "")).await;
+    assert_eq!(head.header("x-robotsgate"), Some("not-a-proxy-request"));
+    // 431 for a head over proxy.max_header_bytes, saying so.
+    let filler = format!("X-Filler: {}\r\n", "a".repeat(3000));
+    let (head, get) =
+        head_and_get(proxy.addr, |m| raw_request(m, &origin.url("/page"), &host, &filler)).await;
+    assert_eq!(head.status, 431);
+    assert_eq!(head.header("x-robotsgate"), Some("header-too-large"));
+    assert!(get.text().contains("proxy.max_header_bytes"), "{}", get.text());
+    assert!(get.text().contains("at most 2048"), "{}", get.text());
+    assert_eq!(origin.hits("/page"), 0, "nothing over the limit was forwarded");
+
+    // The origin's own answer to HEAD passes as it is (its length, no body).
+    let head = parse_response(
+        &raw_exchange(proxy.addr, raw_request("HEAD", &origin.url("/page"), &host, "").as_bytes()).await,
+    );
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty(), "{head:?}");
+    assert_eq!(head.header("content-length"), Some("5"));
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_and_client_network_refusals_to_head_have_no_body() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("hello"))]).await;
+    let hash = robotsgate::server::auth::hash_password("pw").expect("hash");
+    let proxy = RunningProxy::start(&config_with(dir.path(), |c| {
+        c.auth.users.insert("alice".into(), PasswordHashValue(hash));
+    }))
+    .await;
+    let (head, _) =
+        head_and_get(proxy.addr, |m| raw_request(m, &origin.url("/page"), &origin.authority(), "")).await;
+    assert_eq!(head.status, 407);
+    assert!(head.header("proxy-authenticate").is_some_and(|v| v.starts_with("Basic")), "{head:?}");
+    proxy.stop().await;
+
+    let dir = temp_dir();
+    let proxy = RunningProxy::start(&config_with(dir.path(), |c| {
+        c.proxy.allow_clients = vec!["10.0.0.0/8".parse().unwrap()];
+    }))
+    .await;
+    let (head, _) =
+        head_and_get(proxy.addr, |m| raw_request(m, &origin.url("/page"), &origin.authority(), "")).await;
+    assert_eq!(head.header("x-robotsgate"), Some("client-denied"));
+    assert_eq!(origin.hits("/page"), 0);
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_answers_to_head_inside_interception_have_no_body_over_http2_and_http1() {
+    let tls = Tls::new();
+    let origin = tls.origin([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("hello"))]).await;
+    let mut config = tls.config();
+    config.proxy.max_header_bytes = Size(2048);
+    let proxy = RunningProxy::start(&config).await;
+    let host = format!("localhost:{}", origin.port());
+    let base = format!("https://{host}");
+
+    // HTTP/2: HEAD and GET of a disallowed path, and of a head over the limit.
+    let stream = tunnel(proxy.addr, &host, &tls.client(&[b"h2"]), "localhost").await;
+    assert_eq!(alpn(&stream).as_deref(), Some(&b"h2"[..]));
+    let mut h2c = h2(stream).await;
+    let filler = "a".repeat(3000);
+    for (path, filler, status, kind) in
+        [("/private/x", "", 403, "disallowed"), ("/page", filler.as_str(), 431, "header-too-large")]
+    {
+        let mut got = Vec::new();
+        for method in [Method::HEAD, Method::GET] {
+            bounded("HTTP/2 ready", h2c.ready()).await.unwrap();
+            let mut req = Request::builder().method(method).uri(format!("{base}{path}"));
+            if !filler.is_empty() {
+                req = req.header("x-filler", filler);
+            }
+            let res = bounded("HTTP/2 answer", h2c.send_request(req.body(empty()).unwrap())).await;
+            got.push(collect(res.expect("an HTTP/2 answer, not a stream error")).await);
+        }
+        let (head, get) = (&got[0], &got[1]);
+        assert_eq!(head.status.as_u16(), status, "{}", head.describe());
+        assert_eq!(get.status.as_u16(), status, "{}", get.describe());
+        assert_eq!(head.header("x-robotsgate"), kind);
+        assert!(head.body.is_empty(), "DATA on a HEAD answer: {}", head.describe());
+        assert_eq!(head.header("content-length"), get.body.len().to_string());
+        assert!(head.header("via").contains("robotsgate"), "{}", head.describe());
+    }
+    drop(h2c);
+
+    // HTTP/1.1 inside the tunnel, read raw: nothing after the head.
+    for method in ["HEAD", "GET"] {
+        let mut stream = tunnel(proxy.addr, &host, &tls.client(&[b"http/1.1"]), "localhost").await;
+        let req = raw_request(method, "/private/x", &host, "");
+        bounded("write", stream.write_all(req.as_bytes())).await.unwrap();
+        let mut raw = Vec::new();
+        let _ = bounded("read until close", stream.read_to_end(&mut raw)).await;
+        let res = parse_response(&raw);
+        assert_eq!(res.status, 403, "{res:?}");
+        assert_eq!(res.body.is_empty(), method == "HEAD", "{method}: {res:?}");
+    }
+    assert_eq!(origin.hits("/private/x") + origin.hits("/page"), 0, "{:?}", origin.seen());
+
+    // A client that speaks plain HTTP where TLS was expected: a HEAD gets no body.
+    let (answer, mut tcp) = connect(proxy.addr, &host).await;
+    assert_eq!(answer.status, 200);
+    bounded("write", tcp.write_all(raw_request("HEAD", "/page", &host, "").as_bytes())).await.unwrap();
+    let mut raw = Vec::new();
+    let _ = bounded("read until close", tcp.read_to_end(&mut raw)).await;
+    let res = parse_response(&raw);
+    assert_eq!(res.status, 400, "{res:?}");
+    assert_eq!(res.header("x-robotsgate"), Some("tls-expected"));
+    assert!(res.body.is_empty(), "{res:?}");
+    assert!(res.header("via").is_some(), "{res:?}");
+
+    // Requests inside the tunnels are counted, by protocol, apart from the listener's.
+    let text = proxy.metrics.render();
+    for (series, n) in [
+        (r#"robotsgate_requests_total{transport="intercepted",protocol="http2"}"#, 4),
+        (r#"robotsgate_requests_total{transport="intercepted",protocol="http1"}"#, 2),
+        (r#"robotsgate_requests_total{transport="proxy",protocol="http1"}"#, 4),
+    ] {
+        assert!(text.contains(&format!("{series} {n}\n")), "{series} {n}:\n{text}");
+    }
+    proxy.stop().await;
+}
