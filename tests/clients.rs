@@ -231,3 +231,129 @@ async fn own_answers_to_head_inside_interception_have_no_body_over_http2_and_htt
     }
     proxy.stop().await;
 }
+
+// ---------------------------------------------------------------------------------------
+// WebSockets: ws:// through the proxy, wss:// inside interception
+// ---------------------------------------------------------------------------------------
+
+const WS_KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
+const WS_ACCEPT: &str = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
+
+/// A WebSocket opening handshake for `target` (RFC 6455 §1.3's key).
+fn ws_handshake(target: &str, host: &str) -> String {
+    format!(
+        "GET {target} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: {WS_KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+}
+
+/// Writes `request` on `io` and reads the answer's head byte by byte (nothing after it is
+/// consumed), then a `content-length` body.
+async fn write_and_read_head<IO>(io: &mut IO, request: &str) -> RawResponse
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    bounded("write the handshake", io.write_all(request.as_bytes())).await.unwrap();
+    let mut raw = Vec::new();
+    bounded("the answer's head", async {
+        while !raw.ends_with(b"\r\n\r\n") {
+            raw.push(io.read_u8().await.expect("the answer's head"));
+        }
+    })
+    .await;
+    let mut res = parse_response(&raw);
+    let len: usize = res.header("content-length").unwrap_or("0").parse().unwrap();
+    res.body = vec![0; len];
+    bounded("the answer's body", io.read_exact(&mut res.body)).await.unwrap();
+    res
+}
+
+/// Sends `text` on `ws` and expects the origin's echo.
+async fn ws_echo<S>(ws: &mut tokio_tungstenite::WebSocketStream<S>, text: &str)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    bounded("send", ws.send(Message::text(text))).await.expect("send");
+    let got = bounded("echo", ws.next()).await.expect("a message").expect("a message");
+    assert_eq!(got, Message::text(format!("echo: {text}")));
+}
+
+fn ws_origin_routes() -> [(&'static str, Reply); 3] {
+    [("/robots.txt", Reply::ok(ROBOTS)), ("/chat", Reply::websocket()), ("/private/chat", Reply::websocket())]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_through_the_proxy_in_absolute_form() {
+    use tokio_tungstenite::tungstenite::protocol::Role;
+    let dir = temp_dir();
+    let origin = TestOrigin::start(ws_origin_routes()).await;
+    let proxy = RunningProxy::start(&test_config(dir.path())).await;
+    let host = origin.authority();
+
+    let mut tcp = bounded("connect", tokio::net::TcpStream::connect(proxy.addr)).await.unwrap();
+    let res = write_and_read_head(&mut tcp, &ws_handshake(&origin.url("/chat"), &host)).await;
+    assert_eq!(res.status, 101, "{res:?}");
+    assert_eq!(res.header("sec-websocket-accept"), Some(WS_ACCEPT));
+    assert!(res.header("upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket")), "{res:?}");
+    assert!(res.header("via").is_some_and(|v| v.contains("robotsgate")), "{res:?}");
+    let mut ws = tokio_tungstenite::WebSocketStream::from_raw_socket(tcp, Role::Client, None).await;
+    ws_echo(&mut ws, "hello").await;
+    ws_echo(&mut ws, "and again").await;
+    bounded("close", ws.close(None)).await.expect("close");
+    drop(ws);
+    until("the origin sees the close", || origin.ws_closed() == 1).await;
+    assert_eq!(origin.ws_messages(), 2);
+    let seen = origin.seen_for("/chat");
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].headers["upgrade"], "websocket", "{:?}", seen[0].headers);
+    assert!(seen[0].headers["via"].to_str().unwrap().contains("robotsgate"));
+
+    // A disallowed path: 403, the origin never sees it.
+    let mut tcp = bounded("connect", tokio::net::TcpStream::connect(proxy.addr)).await.unwrap();
+    let res = write_and_read_head(&mut tcp, &ws_handshake(&origin.url("/private/chat"), &host)).await;
+    assert_eq!(res.status, 403, "{res:?}");
+    assert_eq!(res.header("x-robotsgate"), Some("disallowed"));
+    assert_eq!(origin.hits("/private/chat"), 0);
+
+    let records = proxy.records().await;
+    let decisions = of_type(&records, "decision");
+    let chat: Vec<_> = decisions.iter().filter(|d| d["url"] == origin.url("/chat").as_str()).collect();
+    assert_eq!(chat.len(), 1, "one decision for the WebSocket: {records:#?}");
+    assert_eq!(chat[0]["outcome"], "allowed");
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_inside_an_intercepted_tunnel() {
+    use tokio_tungstenite::tungstenite::Error as WsError;
+    let tls = Tls::new();
+    let origin = TestOrigin::start_tls(ws_origin_routes(), tls.origin_ca.server_config(&[b"http/1.1"])).await;
+    let proxy = RunningProxy::start(&tls.config()).await;
+    let host = format!("localhost:{}", origin.port());
+
+    let stream = tunnel(proxy.addr, &host, &tls.client(&[b"http/1.1"]), "localhost").await;
+    let url = format!("wss://{host}/chat");
+    let (mut ws, res) =
+        bounded("wss handshake", tokio_tungstenite::client_async(url.as_str(), stream)).await.expect("101");
+    assert_eq!(res.status(), 101);
+    assert!(res.headers()["via"].to_str().unwrap().contains("robotsgate"));
+    ws_echo(&mut ws, "over wss").await;
+    bounded("close", ws.close(None)).await.expect("close");
+    drop(ws);
+    until("the origin sees the close", || origin.ws_closed() == 1).await;
+
+    let stream = tunnel(proxy.addr, &host, &tls.client(&[b"http/1.1"]), "localhost").await;
+    let url = format!("wss://{host}/private/chat");
+    match bounded("wss handshake", tokio_tungstenite::client_async(url.as_str(), stream)).await {
+        Err(WsError::Http(res)) => {
+            assert_eq!(res.status(), 403);
+            assert_eq!(res.headers()["x-robotsgate"], "disallowed");
+        }
+        other => panic!("a 403 for the disallowed path, got {:?}", other.map(|(_, r)| r)),
+    }
+    assert_eq!(origin.hits("/private/chat"), 0);
+    assert_eq!(origin.hits("/chat"), 1);
+    proxy.stop().await;
+}

@@ -49,6 +49,7 @@ mod decide;
 mod ids;
 mod select;
 mod service;
+mod tally;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -70,6 +71,7 @@ use ids::RequestIds;
 
 pub use select::{SelectToken, TokenError, TokenSelector};
 pub use service::{ResponseFuture, RobotsService};
+pub use tally::Tally;
 
 /// The client's address, put into the request extensions by the proxy (for the log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -42,6 +42,7 @@ mod headers;
 mod service;
 mod sticky;
 mod tunnel;
+mod upgrade;
 
 use errors::{UpstreamError, upstream_error, upstream_error_class};
 use headers::{append_via, host_header};
@@ -151,6 +152,9 @@ impl Forwarder {
         let head = req.method() == Method::HEAD;
         if req.uri().scheme().is_none() {
             return boxed(not_a_proxy_request(head));
+        }
+        if upgrade::wants_websocket(&req) {
+            return self.upgrade(req).await;
         }
         let (mut parts, body) = req.into_parts();
         let sticky = parts.extensions.remove::<Sticky>();

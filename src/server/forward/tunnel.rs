@@ -18,6 +18,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::errors::connect_refusal;
 use super::{Forwarder, ProxyBody, boxed};
+use crate::layer::Tally;
 use crate::origin::{Origin, Scheme};
 use crate::refusal::{Refusal, RefusalKind};
 
@@ -46,6 +47,10 @@ impl Forwarder {
         };
         let idle = self.inner.tunnel_idle_timeout;
         let shutdown = self.inner.shutdown.clone();
+        let tally = Tally::default();
+        let mut res = Response::new(Full::new(Bytes::new()).map_err(|never| match never {}).boxed());
+        res.headers_mut().insert(header::VIA, self.inner.via.clone());
+        res.extensions_mut().insert(tally.clone());
         self.inner.tunnels.spawn(async move {
             let upgraded = match hyper::upgrade::on(req).await {
                 Ok(u) => u,
@@ -56,30 +61,35 @@ impl Forwarder {
             };
             let client = TokioIo::new(upgraded);
             tokio::select! {
-                r = copy_until_idle(client, upstream, idle) => {
+                r = copy_until_idle(client, upstream, idle, &tally) => {
                     if let Err(e) = r {
                         tracing::debug!(error = %e, "tunnel closed with an error");
                     }
                 }
                 _ = shutdown.cancelled() => {}
             }
+            tally.close();
         });
-        let mut res = Response::new(Full::new(Bytes::new()).map_err(|never| match never {}).boxed());
-        res.headers_mut().insert(header::VIA, self.inner.via.clone());
         res
     }
 }
 
-/// Copies both ways until either side closes or nothing moves for `idle`.
-async fn copy_until_idle<A, B>(a: A, b: B, idle: Duration) -> io::Result<()>
+/// Copies both ways between a client and an origin until either side closes or nothing
+/// moves for `idle`, counting the bytes each way in `tally`.
+pub(super) async fn copy_until_idle<A, B>(
+    client: A,
+    origin: B,
+    idle: Duration,
+    tally: &Tally,
+) -> io::Result<()>
 where
     A: AsyncRead + AsyncWrite + Unpin,
     B: AsyncRead + AsyncWrite + Unpin,
 {
     let start = tokio::time::Instant::now();
     let last = Arc::new(AtomicU64::new(0));
-    let mut a = Active { io: a, start, last: last.clone() };
-    let mut b = Active { io: b, start, last: last.clone() };
+    let mut a = Active { io: client, start, last: last.clone(), tally: tally.clone(), from_client: true };
+    let mut b = Active { io: origin, start, last: last.clone(), tally: tally.clone(), from_client: false };
     let watchdog = async {
         loop {
             tokio::time::sleep(idle / 4 + Duration::from_millis(1)).await;
@@ -95,11 +105,14 @@ where
     }
 }
 
-/// A stream that stamps `last` (milliseconds since `start`) whenever bytes arrive.
+/// A stream that stamps `last` (milliseconds since `start`) whenever bytes arrive, and
+/// counts them in `tally` as coming from the client or going to it.
 struct Active<T> {
     io: T,
     start: tokio::time::Instant,
     last: Arc<AtomicU64>,
+    tally: Tally,
+    from_client: bool,
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for Active<T> {
@@ -110,7 +123,13 @@ impl<T: AsyncRead + Unpin> AsyncRead for Active<T> {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let res = Pin::new(&mut self.io).poll_read(cx, buf);
-        if buf.filled().len() > before {
+        let read = (buf.filled().len() - before) as u64;
+        if read > 0 {
+            if self.from_client {
+                self.tally.from_client(read);
+            } else {
+                self.tally.to_client(read);
+            }
             let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
             self.last.store(now, Ordering::Relaxed);
         }
