@@ -254,6 +254,15 @@ where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     bounded("write the handshake", io.write_all(request.as_bytes())).await.unwrap();
+    read_head(io).await
+}
+
+/// Reads an answer's head byte by byte (nothing after it is consumed), then a
+/// `content-length` body.
+async fn read_head<IO>(io: &mut IO) -> RawResponse
+where
+    IO: tokio::io::AsyncRead + Unpin,
+{
     let mut raw = Vec::new();
     bounded("the answer's head", async {
         while !raw.ends_with(b"\r\n\r\n") {
@@ -355,5 +364,96 @@ async fn websocket_inside_an_intercepted_tunnel() {
     }
     assert_eq!(origin.hits("/private/chat"), 0);
     assert_eq!(origin.hits("/chat"), 1);
+    proxy.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// CONNECT to a port that is not intercepted: what the tunnel carries decides
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_through_connect_is_checked_per_path() {
+    use tokio_tungstenite::tungstenite::Error as WsError;
+    let dir = temp_dir();
+    let origin = TestOrigin::start(ws_origin_routes()).await;
+    let proxy = RunningProxy::start(&test_config(dir.path())).await;
+    let host = origin.authority();
+
+    // What the websockets library does for ws://host:port through a proxy.
+    let (answer, tcp) = connect(proxy.addr, &host).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let url = format!("ws://{host}/chat");
+    let (mut ws, res) =
+        bounded("ws handshake", tokio_tungstenite::client_async(url.as_str(), tcp)).await.expect("101");
+    assert_eq!(res.status(), 101);
+    ws_echo(&mut ws, "through CONNECT").await;
+    bounded("close", ws.close(None)).await.expect("close");
+    drop(ws);
+    until("the origin sees the close", || origin.ws_closed() == 1).await;
+
+    // The path is checked inside the tunnel: a disallowed one gets robotsgate's 403 there.
+    let (answer, tcp) = connect(proxy.addr, &host).await;
+    assert_eq!(answer.status, 200);
+    let url = format!("ws://{host}/private/chat");
+    match bounded("ws handshake", tokio_tungstenite::client_async(url.as_str(), tcp)).await {
+        Err(WsError::Http(res)) => {
+            assert_eq!(res.status(), 403);
+            assert_eq!(res.headers()["x-robotsgate"], "disallowed");
+        }
+        other => panic!("a 403 for the disallowed path, got {:?}", other.map(|(_, r)| r)),
+    }
+    assert_eq!(origin.hits("/private/chat"), 0);
+    assert_eq!(origin.hits("/chat"), 1);
+    // robots.txt was fetched over http, not https.
+    assert_eq!(origin.hits("/robots.txt"), 1);
+
+    let records = proxy.records().await;
+    let fetches = of_type(&records, "fetch");
+    assert_eq!(fetches.len(), 1, "{records:#?}");
+    assert_eq!(fetches[0]["url"], origin.url("/robots.txt").as_str());
+    let decisions = of_type(&records, "decision");
+    assert_eq!(decisions.len(), 2, "one per request inside the tunnels, none for the CONNECTs: {records:#?}");
+    for d in &decisions {
+        check_decision_record(d);
+        assert_eq!(d["method"], "GET");
+        assert_eq!(d["path_visible"], true);
+    }
+    assert_eq!(decisions[0]["outcome"], "allowed");
+    assert_eq!(decisions[1]["outcome"], "disallowed");
+    let text = proxy.metrics.render();
+    assert!(
+        text.contains(r#"robotsgate_requests_total{transport="connect-http",protocol="http1"} 2"#),
+        "{text}"
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_inside_connect_is_checked_per_request_on_one_tunnel() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/page", Reply::ok("hello")),
+        ("/private/x", Reply::ok("secret")),
+    ])
+    .await;
+    let proxy = RunningProxy::start(&test_config(dir.path())).await;
+    let host = origin.authority();
+    // Raw sockets: the request line is read across several small writes (the peek waits
+    // for enough of it).
+    let (answer, mut tcp) = connect(proxy.addr, &host).await;
+    assert_eq!(answer.status, 200);
+    for piece in ["G", "ET /pa", &format!("ge HTTP/1.1\r\nHost: {host}\r\n\r\n")] {
+        bounded("write", tcp.write_all(piece.as_bytes())).await.unwrap();
+        bounded("flush", tcp.flush()).await.unwrap();
+    }
+    let res = read_head(&mut tcp).await;
+    assert_eq!((res.status, res.text().as_str()), (200, "hello"), "{res:?}");
+    let mut conn = h1(tcp).await;
+    let got = h1_get(&mut conn, &host, "/private/x").await;
+    assert_eq!(got.status, 403, "{}", got.describe());
+    assert_eq!(origin.hits("/page"), 1);
+    assert_eq!(origin.hits("/private/x"), 0);
+    drop(conn);
     proxy.stop().await;
 }

@@ -9,7 +9,7 @@ use http::{HeaderValue, Method};
 use tokio::time::Instant;
 
 use super::ids::RequestIds;
-use super::{ClientAddr, DecisionObserver, Mode, ProxyUser, Settings};
+use super::{ClientAddr, DecisionObserver, Mode, ProxyUser, Settings, Transport};
 use crate::audit::{AuditLog, RequestFacts};
 use crate::fetch::Unreachable;
 use crate::net::{ConnectError, Connector};
@@ -140,7 +140,9 @@ impl Shared {
         let uri = &parts.uri;
         if parts.method == Method::CONNECT {
             let authority = uri.authority().ok_or("CONNECT needs host:port")?;
-            let scheme = if authority.port_u16() == Some(80) { Scheme::Http } else { Scheme::Https };
+            // TLS seen in the tunnel: https whatever the port; else http for port 80.
+            let tls = parts.extensions.get::<Transport>() == Some(&Transport::ConnectTls);
+            let scheme = if authority.port_u16() == Some(80) && !tls { Scheme::Http } else { Scheme::Https };
             let origin = Origin::from_authority(scheme, authority.as_str()).map_err(|e| e.to_string())?;
             let mut url = String::with_capacity(48);
             let _ = origin.write_to(&mut url);

@@ -46,6 +46,11 @@ pub struct Interception {
 }
 
 impl Interception {
+    /// Whether `origin`'s host is on the bypass list.
+    pub fn bypasses(&self, origin: &Origin) -> bool {
+        self.bypass.iter().any(|p| p.matches(origin.host()))
+    }
+
     /// Whether a CONNECT to `origin` is intercepted.
     pub fn applies(&self, origin: &Origin) -> bool {
         (self.ports.is_empty() || self.ports.contains(&origin.port()))

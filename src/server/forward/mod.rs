@@ -48,12 +48,13 @@ use errors::{UpstreamError, upstream_error, upstream_error_class};
 use headers::{append_via, host_header};
 use sticky::KEPT_OPENING;
 
-pub(crate) use errors::not_a_proxy_request;
+pub(crate) use errors::{connect_refusal, not_a_proxy_request};
 pub use headers::strip_hop_by_hop;
 pub(crate) use headers::{HeadLimit, own_via};
 pub use service::ProxyBody;
 pub(crate) use service::{ProxyService, boxed};
 pub(crate) use sticky::Sticky;
+pub(crate) use tunnel::PreConnected;
 
 /// How requests are forwarded.
 #[derive(Debug, Clone)]

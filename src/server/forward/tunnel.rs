@@ -15,17 +15,48 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
 
 use super::errors::connect_refusal;
 use super::{Forwarder, ProxyBody, boxed};
 use crate::layer::Tally;
+use crate::net::ConnectError;
 use crate::origin::{Origin, Scheme};
 use crate::refusal::{Refusal, RefusalKind};
+use crate::server::intercept::Prefixed;
+
+/// A tunnel whose client side was answered `200` already and whose first bytes were read
+/// (to tell TLS from HTTP), and whose upstream connection is open: what a `CONNECT` request
+/// carries in its extensions when the listener decides it after the `200`. The forwarder
+/// takes it out and copies between the two instead of connecting and upgrading.
+#[derive(Clone)]
+pub(crate) struct PreConnected(Arc<std::sync::Mutex<Option<(ClientSide, TcpStream)>>>);
+
+/// The client's side of a tunnel: its upgraded connection, the bytes read ahead first.
+pub(crate) type ClientSide = crate::server::intercept::Prefixed<TokioIo<hyper::upgrade::Upgraded>>;
+
+impl PreConnected {
+    /// The client's side and the open upstream connection.
+    pub(crate) fn new(client: ClientSide, upstream: TcpStream) -> PreConnected {
+        PreConnected(Arc::new(std::sync::Mutex::new(Some((client, upstream)))))
+    }
+
+    pub(crate) fn take(&self) -> Option<(ClientSide, TcpStream)> {
+        self.0.lock().ok()?.take()
+    }
+}
 
 impl Forwarder {
+    /// Opens a TCP connection to the `CONNECT` target: the listener connects before it
+    /// answers `200` when it decides the tunnel later.
+    pub(crate) async fn connect_tunnel(&self, origin: &Origin) -> Result<TcpStream, ConnectError> {
+        self.inner.connector.connect_tcp(origin).await.inspect_err(|e| self.upstream_failed(e.class()))
+    }
+
     /// `CONNECT host:port`: connect first (so failures can be answered), then say 200 and
-    /// copy bytes both ways.
-    pub(super) async fn tunnel(self, req: Request<Incoming>) -> Response<ProxyBody> {
+    /// copy bytes both ways; or, for a [`PreConnected`] tunnel, copy at once.
+    pub(super) async fn tunnel(self, mut req: Request<Incoming>) -> Response<ProxyBody> {
+        let pre = req.extensions_mut().remove::<PreConnected>().and_then(|p| p.take());
         let Some(authority) = req.uri().authority().cloned() else {
             return boxed(
                 Refusal::new(RefusalKind::BadRequest, "CONNECT needs host:port").into_response(false),
@@ -38,12 +69,12 @@ impl Forwarder {
                 return boxed(Refusal::new(RefusalKind::BadRequest, e.to_string()).into_response(false));
             }
         };
-        let upstream = match self.inner.connector.connect_tcp(&origin).await {
-            Ok(s) => s,
-            Err(e) => {
-                self.upstream_failed(e.class());
-                return boxed(connect_refusal(&e).into_response(false));
-            }
+        let (client, upstream) = match pre {
+            Some((client, upstream)) => (Some(client), upstream),
+            None => match self.connect_tunnel(&origin).await {
+                Ok(s) => (None, s),
+                Err(e) => return boxed(connect_refusal(&e).into_response(false)),
+            },
         };
         let idle = self.inner.tunnel_idle_timeout;
         let shutdown = self.inner.shutdown.clone();
@@ -52,14 +83,16 @@ impl Forwarder {
         res.headers_mut().insert(header::VIA, self.inner.via.clone());
         res.extensions_mut().insert(tally.clone());
         self.inner.tunnels.spawn(async move {
-            let upgraded = match hyper::upgrade::on(req).await {
-                Ok(u) => u,
-                Err(e) => {
-                    tracing::debug!(error = %e, "CONNECT upgrade failed");
-                    return;
-                }
+            let client = match client {
+                Some(c) => c,
+                None => match hyper::upgrade::on(req).await {
+                    Ok(u) => Prefixed { prefix: Bytes::new(), inner: TokioIo::new(u) },
+                    Err(e) => {
+                        tracing::debug!(error = %e, "CONNECT upgrade failed");
+                        return;
+                    }
+                },
             };
-            let client = TokioIo::new(upgraded);
             tokio::select! {
                 r = copy_until_idle(client, upstream, idle, &tally) => {
                     if let Err(e) = r {

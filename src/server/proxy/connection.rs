@@ -16,12 +16,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
-use super::ProxyConfig;
+use super::{ProxyConfig, sniff};
 use crate::layer::{ClientAddr, ProxyUser, Transport};
 use crate::origin::{Origin, Scheme};
 use crate::server::auth::ProxyAuth;
 use crate::server::forward::{
-    HeadLimit, ProxyBody, ProxyService, Sticky, boxed, not_a_proxy_request, own_via,
+    Forwarder, HeadLimit, ProxyBody, ProxyService, Sticky, boxed, not_a_proxy_request, own_via,
 };
 use crate::server::intercept::{self, Inside, Interception};
 use crate::server::metrics::{Arrival, Metrics};
@@ -29,6 +29,7 @@ use crate::server::metrics::{Arrival, Metrics};
 /// What every connection task needs (behind one `Arc`: requests clone it).
 pub(super) struct Shared {
     pub(super) service: ProxyService,
+    pub(super) forwarder: Forwarder,
     pub(super) interception: Option<Interception>,
     pub(super) auth: Option<ProxyAuth>,
     pub(super) metrics: Option<Arc<Metrics>>,
@@ -39,8 +40,16 @@ pub(super) struct Shared {
 }
 
 impl Shared {
+    /// The answer of the robots layer over the forwarder.
+    pub(super) async fn answer(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+        match self.service.clone().oneshot(req).await {
+            Ok(res) => res,
+            Err(never) => match never {},
+        }
+    }
+
     /// What serving HTTP inside a tunnel of `client` needs.
-    fn inside(&self, client: SocketAddr, user: Option<Arc<str>>) -> Inside {
+    pub(super) fn inside(&self, client: SocketAddr, user: Option<Arc<str>>) -> Inside {
         Inside {
             service: self.service.clone(),
             client,
@@ -96,11 +105,21 @@ pub(super) async fn serve_connection(stream: tokio::net::TcpStream, client: Sock
     }
 }
 
+/// Whether the `CONNECT` target is on the interception bypass list: known TLS hosts,
+/// checked before the `200` whatever the port.
+fn bypassed(shared: &Shared, req: &Request<Incoming>) -> bool {
+    let Some(interception) = &shared.interception else { return false };
+    req.uri()
+        .authority()
+        .and_then(|a| Origin::from_authority(Scheme::Https, a.as_str()).ok())
+        .is_some_and(|o| interception.bypasses(&o))
+}
+
 /// One request from a client: authentication, then interception or the robots service.
 async fn handle(
     mut req: Request<Incoming>,
     client: SocketAddr,
-    shared: &Shared,
+    shared: &Arc<Shared>,
     sticky: Sticky,
 ) -> Response<ProxyBody> {
     let head = req.method() == Method::HEAD;
@@ -150,11 +169,10 @@ async fn handle(
     if req.method() != Method::CONNECT {
         req.extensions_mut().insert(sticky);
         req.extensions_mut().insert(Transport::Proxy);
+    } else if sniff::sniffed_port(req.uri().port_u16()) && !bypassed(shared, &req) {
+        return sniff::connect_then_sniff(req, shared).await;
     } else {
         req.extensions_mut().insert(Transport::Connect);
     }
-    match shared.service.clone().oneshot(req).await {
-        Ok(res) => res,
-        Err(never) => match never {},
-    }
+    shared.answer(req).await
 }

@@ -30,6 +30,7 @@ use crate::server::metrics::Metrics;
 
 mod clients;
 mod connection;
+mod sniff;
 mod workers;
 
 pub use clients::ClientNetworks;
@@ -171,6 +172,7 @@ impl Proxy {
         let service = ProxyService::new(&self.layer, self.forwarder.clone());
         let shared = Arc::new(Shared {
             service,
+            forwarder: self.forwarder.clone(),
             interception: self.interception.clone(),
             auth: self.auth.clone(),
             metrics: self.metrics.clone(),
