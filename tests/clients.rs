@@ -457,3 +457,47 @@ async fn plain_http_inside_connect_is_checked_per_request_on_one_tunnel() {
     drop(conn);
     proxy.stop().await;
 }
+
+// ---------------------------------------------------------------------------------------
+// Upstream connections end with their clients (issue 21: descriptors held after a load run)
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_connections_are_released_when_clients_leave() {
+    const CLIENTS: usize = 64;
+    let dir = temp_dir();
+    let together = Arc::new(tokio::sync::Barrier::new(CLIENTS));
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/page", Reply::ok("hello")),
+        ("/together", Reply::ok("all at once").wait_together(&together)),
+    ])
+    .await;
+    let proxy = RunningProxy::start(&test_config(dir.path())).await;
+
+    // Keep-alive clients that each send enough requests in a row to the origin to be given
+    // an upstream connection of their own, and first all wait at the origin together (as
+    // many pooled upstream connections as clients).
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        let (addr, url, page) = (proxy.addr, origin.url("/together"), origin.url("/page"));
+        clients.push(tokio::spawn(async move {
+            let mut conn = proxy_conn(addr).await;
+            assert_eq!(exchange(&mut conn, get_request(&url)).await.status, 200);
+            for _ in 0..24 {
+                assert_eq!(exchange(&mut conn, get_request(&page)).await.status, 200);
+            }
+            conn
+        }));
+    }
+    let mut conns = Vec::new();
+    for c in clients {
+        conns.push(bounded("a client's requests", c).await.unwrap());
+    }
+    assert!(origin.open_connections() >= CLIENTS, "{} open", origin.open_connections());
+    // The clients leave: their kept connections close, and the pool keeps a few idle ones.
+    drop(conns);
+    // At most the pool's idle connections stay (and the robots.txt fetcher's one).
+    until("upstream connections released", || origin.open_connections() <= 32 + 1).await;
+    proxy.stop().await;
+}
