@@ -74,6 +74,7 @@ impl Shared {
                 failure: None,
                 age: None,
                 stale: false,
+                notes: None,
             },
             None => self.policy.decide(&target.origin, &target.path, token).await,
         };

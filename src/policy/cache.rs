@@ -196,6 +196,7 @@ impl RobotsPolicy {
             failure: None,
             age: None,
             stale: false,
+            notes: None,
         };
         if is_robots_txt(path) {
             return base(Arc::new(origin.clone()), Reason::RobotsTxtPath, true);

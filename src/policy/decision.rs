@@ -10,7 +10,7 @@ use super::config::OverrideAction;
 use super::copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
 use crate::fetch::Unreachable;
 use crate::origin::Origin;
-use crate::rep::{Profile, Reading, Reason as RepReason, RuleId, RuleKind};
+use crate::rep::{Profile, Reading, Reason as RepReason, RuleId, RuleKind, ServerPath};
 
 /// Why a request was allowed or not.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,6 +102,19 @@ pub struct Decision {
     pub age: Option<Duration>,
     /// The copy used was past its freshness (being refreshed, or kept after a failure).
     pub stale: bool,
+    /// What else the robots.txt verdict said, when it said more (rare: `None` otherwise).
+    pub notes: Option<Box<VerdictNotes>>,
+}
+
+/// The rarer parts of a robots.txt verdict (see [`crate::rep::Verdict`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerdictNotes {
+    /// The conservative profile judged the path as servers would see it (`%2F` decoded,
+    /// slashes merged), and that form decided.
+    pub server_path: Option<ServerPath>,
+    /// A line the 500 KiB limit cut and that was dropped may have been a rule for this
+    /// path.
+    pub cut_line: Option<u32>,
 }
 
 impl Decision {
@@ -164,6 +177,18 @@ impl fmt::Display for Decision {
                 write!(f, "override: {} {hosts} ({reason})", action.as_str())
             }
         }?;
+        if let Some(notes) = &self.notes {
+            if let Some(server) = &notes.server_path {
+                write!(f, " (as {server})")?;
+            }
+            if let Some(line) = notes.cut_line {
+                write!(
+                    f,
+                    " (robots.txt is over 500 KiB: line {line}, cut by the limit and dropped, may have been \
+                     a rule for this path)"
+                )?;
+            }
+        }
         if self.stale {
             match &self.failure {
                 Some(fail) => write!(f, " [stale copy: refresh failed: {}]", fail.cause)?,
@@ -201,7 +226,8 @@ impl DecisionKey {
     /// `Some(rule)` for a remembered kind of decision: a fresh copy's rule or no rule.
     #[allow(clippy::option_option)]
     fn rule_of(d: &Decision) -> Option<Option<(RuleId, Reading, bool, bool)>> {
-        if d.stale {
+        // Notes make a decision's text its own.
+        if d.stale || d.notes.is_some() {
             return None;
         }
         match &d.reason {
@@ -240,6 +266,12 @@ pub(super) fn judge(d: &mut Decision, copy: &RobotsCopy, path: &str) {
                 RepReason::NoRuleMatched => Reason::NoRuleMatched,
                 RepReason::RobotsTxt => Reason::RobotsTxtPath,
             };
+            if v.server_path().is_some() || v.cut_line().is_some() {
+                d.notes = Some(Box::new(VerdictNotes {
+                    server_path: v.server_path().cloned(),
+                    cut_line: v.cut_line(),
+                }));
+            }
         }
     }
 }
@@ -264,6 +296,7 @@ pub(crate) fn decision_on(
         failure: None,
         age: Some(Duration::from_millis(1500)),
         stale: false,
+        notes: None,
     };
     judge(&mut d, copy, path);
     d

@@ -35,4 +35,4 @@ pub(crate) use copy::copy_of;
 pub use copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
 #[cfg(test)]
 pub(crate) use decision::decision_on;
-pub use decision::{Decision, Reason};
+pub use decision::{Decision, Reason, VerdictNotes};

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use crate::RuleKind;
+use crate::cut::CutLine;
 use crate::matcher::{Best, RuleInput, RuleSet, sorted_by_bytes};
 use crate::parser::{self, BodyFacts, Key, LineView};
 use crate::pattern::{self, Pat, Span};
@@ -100,6 +101,8 @@ pub(crate) struct Parsed {
     /// Sitemap URLs: (start, end) of UTF-8 text in `arena`.
     pub sitemaps: Vec<(u32, u32)>,
     pub facts: BodyFacts,
+    /// The line the 500 KiB limit cut and dropped, and what it may have been.
+    pub cut: Option<Box<CutLine>>,
 }
 
 impl Parsed {
@@ -107,9 +110,13 @@ impl Parsed {
         // When the whole body is UTF-8, so is every value cut from it at ASCII delimiters.
         let body_utf8 = std::str::from_utf8(&body[..body.len().min(parser::MAX_ROBOTS_TXT_BYTES)]).is_ok();
         let mut b = DualBuilder { body_utf8, ..DualBuilder::default() };
-        let facts = parser::parse_dual(body, |n, g, r| b.line(n, g, r));
+        let (facts, kept) = parser::parse_dual(body, |n, g, r| b.line(n, g, r));
         let mut parsed = b.finish(automaton_min_rules);
         parsed.facts = facts;
+        if let (Some(line), Some(kept)) = (facts.cut_line, kept) {
+            let groups = (parsed.google.groups.len(), parsed.rfc.groups.len());
+            parsed.cut = Some(Box::new(CutLine::new(line, kept, groups, &mut parsed.arena)));
+        }
         parsed
     }
 
@@ -153,6 +160,7 @@ impl Parsed {
             + self.google.heap_bytes()
             + self.rfc.heap_bytes()
             + self.sitemaps.capacity() * 8
+            + self.cut.as_ref().map_or(0, |c| c.heap_bytes())
     }
 }
 

@@ -1,5 +1,6 @@
 //! `robotsgate check`: decide URLs against a robots.txt file, or against each origin's
-//! live robots.txt.
+//! live robots.txt. Every valid URL is answered; an invalid one is reported in its place
+//! and makes the exit status 2.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -18,7 +19,23 @@ use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::json;
 
+/// The exit statuses, for `robotsgate check --help`.
+const EXIT_STATUS_HELP: &str = "\
+Exit status:
+  0  every URL is allowed
+  1  some URL is disallowed (and every URL is valid)
+  2  some URL is invalid, or a usage error (bad --agent, unreadable --robots file, ...);
+     this wins over 1. Every valid URL is still answered; an invalid one gets an
+     `invalid` line (with --json an object with \"allowed\": null and \"error\") in its
+     place.
+
+A URL must be an absolute http or https URL that is valid under RFC 3986: characters
+outside it (spaces, non-ASCII, `\\`, `|`, ...) must be percent-encoded, so that the path
+checked is the path as written. A robots.txt that fails to fetch is a decision
+(disallow all), not an error.";
+
 #[derive(Debug, Args)]
+#[command(after_help = EXIT_STATUS_HELP)]
 pub struct CheckArgs {
     /// The robots.txt file to check against (`-` reads standard input). Without it, each
     /// URL's origin's robots.txt is fetched (live mode).
@@ -55,7 +72,7 @@ pub struct CheckArgs {
     #[arg(long)]
     json: bool,
 
-    /// The URLs to check (absolute http or https URLs).
+    /// The URLs to check (absolute http or https URLs, RFC 3986).
     #[arg(required = true, value_name = "URL")]
     urls: Vec<String>,
 }
@@ -64,7 +81,30 @@ fn parse_profile(s: &str) -> Result<Profile, String> {
     s.parse::<Profile>().map_err(|e| e.to_string())
 }
 
-/// Runs the check; `Ok` carries the exit status (0: all allowed, 1: any disallowed).
+/// What was found over all URLs, for the exit status.
+#[derive(Debug, Default)]
+struct Outcome {
+    disallowed: bool,
+    invalid: usize,
+}
+
+impl Outcome {
+    /// 2 when some URL was invalid (it wins), else 1 when some URL was disallowed, else 0;
+    /// the number of invalid URLs is said on stderr.
+    fn exit(&self, urls: usize) -> ExitCode {
+        if self.invalid > 0 {
+            let (n, them) = match self.invalid {
+                1 => ("1 invalid URL".to_owned(), "its `invalid` line"),
+                n => (format!("{n} invalid URLs"), "their `invalid` lines"),
+            };
+            eprintln!("robotsgate: {n} of {urls} (see {them})");
+            return ExitCode::from(super::EXIT_USAGE);
+        }
+        ExitCode::from(if self.disallowed { 1 } else { 0 })
+    }
+}
+
+/// Runs the check; `Ok` carries the exit status (see [`EXIT_STATUS_HELP`]).
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if !rep::is_valid_product_token(&args.agent) {
         bail!(
@@ -72,26 +112,30 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
             args.agent
         );
     }
-    // Validate every URL before doing any work, so a typo does not leave half an answer.
-    for url in &args.urls {
-        check_url(url)?;
-    }
     let Some(robots_path) = &args.robots else {
         return live(&args);
     };
     let body = read_robots(robots_path)?;
     let robots = RobotsTxt::parse(&body);
     let mut out = io::BufWriter::new(io::stdout().lock());
-    let mut any_disallowed = false;
+    let mut outcome = Outcome::default();
     for url in &args.urls {
-        let path = rep::path_of_url(url);
-        let verdict = robots.check_with(args.profile, &args.agent, &path);
-        any_disallowed |= !verdict.allowed();
-        let written = if args.json {
-            writeln!(out, "{}", json_line(url, &args.agent, &verdict))
-        } else {
-            let word = if verdict.allowed() { "allowed" } else { "disallowed" };
-            writeln!(out, "{word} {url} {verdict}")
+        let written = match check_url(url) {
+            Err(why) => {
+                outcome.invalid += 1;
+                write_invalid(&mut out, &args, url, &why)
+            }
+            Ok(_) => {
+                let path = rep::path_of_url(url);
+                let verdict = robots.check_with(args.profile, &args.agent, &path);
+                outcome.disallowed |= !verdict.allowed();
+                if args.json {
+                    writeln!(out, "{}", json_line(url, &args.agent, &verdict))
+                } else {
+                    let word = if verdict.allowed() { "allowed" } else { "disallowed" };
+                    writeln!(out, "{word} {url} {verdict}")
+                }
+            }
         };
         if let Err(e) = written {
             return stdout_error(e);
@@ -100,7 +144,24 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if let Err(e) = out.flush() {
         return stdout_error(e);
     }
-    Ok(ExitCode::from(if any_disallowed { 1 } else { 0 }))
+    Ok(outcome.exit(args.urls.len()))
+}
+
+/// The answer for a URL that is not valid: `invalid "URL": why`, or a JSON object with
+/// `"allowed": null` and the `"error"`.
+fn write_invalid(out: &mut impl Write, args: &CheckArgs, url: &str, why: &str) -> io::Result<()> {
+    if args.json {
+        let line = json!({
+            "url": url,
+            "allowed": serde_json::Value::Null,
+            "agent": &args.agent,
+            "profile": args.profile.as_str(),
+            "error": why,
+        });
+        writeln!(out, "{line}")
+    } else {
+        writeln!(out, "invalid {url:?}: {why}")
+    }
 }
 
 /// Live mode: fetch each origin's robots.txt (once per origin) and decide.
@@ -141,12 +202,21 @@ fn live(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         let policy = RobotsPolicy::new(Fetcher::new(connector, config), PolicyConfig::default());
         let agent: Arc<str> = args.agent.as_str().into();
         let mut out = io::BufWriter::new(io::stdout().lock());
-        let mut any_disallowed = false;
+        let mut outcome = Outcome::default();
         for url in &args.urls {
-            let origin = Origin::parse(url)?;
+            let origin = match check_url(url) {
+                Ok(origin) => origin,
+                Err(why) => {
+                    outcome.invalid += 1;
+                    if let Err(e) = write_invalid(&mut out, args, url, &why) {
+                        return stdout_error(e);
+                    }
+                    continue;
+                }
+            };
             let path = rep::path_of_url(url);
             let d = policy.decide_with(&origin, &path, agent.clone(), args.profile).await;
-            any_disallowed |= !d.allowed;
+            outcome.disallowed |= !d.allowed;
             let written = if args.json {
                 writeln!(out, "{}", json_decision(url, &d))
             } else {
@@ -159,11 +229,15 @@ fn live(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             if let Err(e) = written {
                 return stdout_error(e);
             }
+            // Live answers come one by one: show each as it comes.
+            if let Err(e) = out.flush() {
+                return stdout_error(e);
+            }
         }
         if let Err(e) = out.flush() {
             return stdout_error(e);
         }
-        Ok(ExitCode::from(if any_disallowed { 1 } else { 0 }))
+        Ok(outcome.exit(args.urls.len()))
     })
 }
 
@@ -242,13 +316,105 @@ fn stdout_error(e: io::Error) -> anyhow::Result<ExitCode> {
     Err(e).context("cannot write to standard output")
 }
 
-fn check_url(raw: &str) -> anyhow::Result<()> {
-    let url = url::Url::parse(raw).with_context(|| format!("URL {raw:?} does not parse"))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        bail!("URL {raw:?} is not an http or https URL");
+/// A URL to check: valid under RFC 3986 (so that the path checked is the path as
+/// written), an http or https URL with a host, and one whose origin robotsgate can fetch
+/// from. The error says why not.
+fn check_url(raw: &str) -> Result<Origin, String> {
+    rfc3986(raw).map_err(|why| format!("not a valid URI (RFC 3986): {why}"))?;
+    Origin::parse(raw).map_err(|e| e.to_string())
+}
+
+/// `unreserved` (RFC 3986 §2.3) or `sub-delims` (§2.2).
+fn is_unreserved_or_sub_delim(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&b)
+}
+
+/// Checks that `part` (the `what` of a URI) holds only unreserved characters,
+/// sub-delims, the bytes of `extra` and `%` escapes of two hex digits.
+fn uri_chars(part: &str, extra: &[u8], what: &str) -> Result<(), String> {
+    let bytes = part.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'%' {
+            if !bytes.get(i + 1..i + 3).is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
+                return Err(format!("'%' not followed by two hex digits in the {what}"));
+            }
+            i += 3;
+            continue;
+        }
+        if !(is_unreserved_or_sub_delim(b) || extra.contains(&b)) {
+            let c = part.get(i..).and_then(|rest| rest.chars().next()).unwrap_or('?');
+            let how = if what == "host" && !c.is_ascii() {
+                "write the name in punycode"
+            } else {
+                "percent-encode it"
+            };
+            return Err(format!("{c:?} in the {what} ({how})"));
+        }
+        i += 1;
     }
-    if url.host_str().is_none_or(str::is_empty) {
-        bail!("URL {raw:?} has no host");
+    Ok(())
+}
+
+/// RFC 3986 `scheme "://" authority path-abempty [ "?" query ] [ "#" fragment ]` (§3),
+/// the form of an http or https URL. An IP literal's address is left to the WHATWG parser.
+fn rfc3986(raw: &str) -> Result<(), String> {
+    let (scheme, rest) = raw.split_once(':').ok_or("no scheme")?;
+    let sb = scheme.as_bytes();
+    if !sb.first().is_some_and(u8::is_ascii_alphabetic)
+        || !sb.iter().all(|&b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+    {
+        return Err(format!("invalid scheme {scheme:?}"));
+    }
+    let rest = rest.strip_prefix("//").ok_or("no authority (expected scheme://host)")?;
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let hostport = match authority.split_once('@') {
+        Some((userinfo, hostport)) => {
+            uri_chars(userinfo, b":", "user information")?;
+            hostport
+        }
+        None => authority,
+    };
+    let port = if let Some(literal) = hostport.strip_prefix('[') {
+        let (address, port) = literal.split_once(']').ok_or("'[' without ']' in the host")?;
+        if address.is_empty() || !address.bytes().all(|b| b.is_ascii_hexdigit() || b":.vV".contains(&b)) {
+            return Err(format!("invalid IP literal [{address}]"));
+        }
+        port
+    } else {
+        let (host, port) = match hostport.find(':') {
+            Some(c) => hostport.split_at(c),
+            None => (hostport, ""),
+        };
+        if host.is_empty() {
+            // RFC 9110 §4.2.1: an http(s) URI with an empty host is invalid.
+            return Err("no host".into());
+        }
+        uri_chars(host, b"", "host")?;
+        port
+    };
+    if !port.is_empty() {
+        let digits = port.strip_prefix(':').ok_or_else(|| format!("{port:?} after the host"))?;
+        if !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!("invalid port {digits:?}"));
+        }
+    }
+    let (tail, fragment) = match tail.split_once('#') {
+        Some((t, f)) => (t, Some(f)),
+        None => (tail, None),
+    };
+    let (path, query) = match tail.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (tail, None),
+    };
+    uri_chars(path, b":@/", "path")?;
+    if let Some(q) = query {
+        uri_chars(q, b":@/?", "query")?;
+    }
+    if let Some(f) = fragment {
+        uri_chars(f, b":@/?", "fragment")?;
     }
     Ok(())
 }
@@ -289,6 +455,14 @@ fn json_line(url: &str, agent: &str, v: &Verdict<'_>) -> serde_json::Value {
         .groups()
         .map(|g| json!({"line": g.line, "agents": g.agents().collect::<Vec<_>>(), "specific": g.specific}))
         .collect();
+    let server_path = v.server_path().map(|s| {
+        json!({
+            "path": s.path,
+            "decoded_slash": s.decoded_slash,
+            "decoded_backslash": s.decoded_backslash,
+            "merged_slashes": s.merged_slashes,
+        })
+    });
     json!({
         "url": url,
         "allowed": v.allowed(),
@@ -297,7 +471,48 @@ fn json_line(url: &str, agent: &str, v: &Verdict<'_>) -> serde_json::Value {
         "reason": reason,
         "rule": rule,
         "readings_disagree": v.readings_disagree(),
+        "server_path": server_path,
+        "cut_line": v.cut_line(),
         "groups": groups,
         "explanation": v.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3986_urls() {
+        for ok in [
+            "http://example.com",
+            "http://example.com:/",
+            "https://user:p%40ss@[2001:db8::1]:8443/a;b,c=d/e:f@g?h=i/j?k#l/m?n",
+            "http://ex%41mple.com/%7Euser/",
+            "http://example.com//a//b?c//d",
+            "http://a_b.example/~x!$&'()*+,;=",
+        ] {
+            assert_eq!(rfc3986(ok), Ok(()), "{ok}");
+        }
+        for (bad, why) in [
+            ("example.com/a", "no scheme"),
+            ("1http://example.com/", "invalid scheme"),
+            ("http:/example.com/", "no authority"),
+            ("http://", "no host"),
+            ("http://user@/a", "no host"),
+            ("http://[::1/a", "'[' without ']'"),
+            ("http://[]/", "invalid IP literal"),
+            ("http://ex ample.com/", "' ' in the host"),
+            ("http://\u{4f8b}.jp/", "punycode"),
+            ("http://example.com:80a/", "invalid port"),
+            ("http://example.com/a\"b", "'\"' in the path"),
+            ("http://example.com/?a b", "' ' in the query"),
+            ("http://example.com/#a#b", "'#' in the fragment"),
+            ("http://example.com/%4", "'%' not followed by two hex digits"),
+            ("http://us er@example.com/", "user information"),
+        ] {
+            let got = rfc3986(bad);
+            assert!(got.as_ref().is_err_and(|e| e.contains(why)), "{bad}: {got:?}, expected {why:?}");
+        }
+    }
 }
