@@ -417,6 +417,7 @@ async fn websocket_through_connect_is_checked_per_path() {
         check_decision_record(d);
         assert_eq!(d["method"], "GET");
         assert_eq!(d["path_visible"], true);
+        assert_eq!(d["transport"], "connect-http", "{d}");
     }
     assert_eq!(decisions[0]["outcome"], "allowed");
     assert_eq!(decisions[1]["outcome"], "disallowed");
@@ -499,5 +500,123 @@ async fn upstream_connections_are_released_when_clients_leave() {
     drop(conns);
     // At most the pool's idle connections stay (and the robots.txt fetcher's one).
     until("upstream connections released", || origin.open_connections() <= 32 + 1).await;
+    proxy.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// What the client finally got: outcome records
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_decision_has_an_outcome_with_the_status_and_bytes_sent() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/page", Reply::ok("hello")),
+        ("/big", Reply::pattern(1_000_000)),
+        ("/stalls", Reply::pattern(1_000_000).stall_after(100_000)),
+        ("/chat", Reply::websocket()),
+    ])
+    .await;
+    let proxy = RunningProxy::start(&test_config(dir.path())).await;
+    let host = origin.authority();
+
+    assert_eq!(get(proxy.addr, &origin.url("/page")).await.status, 200);
+    let big = get(proxy.addr, &origin.url("/big")).await;
+    assert_eq!(big.body.len(), 1_000_000);
+    let denied = get(proxy.addr, &origin.url("/private/x")).await;
+    assert_eq!(denied.status, 403);
+    let head = parse_response(
+        &raw_exchange(proxy.addr, raw_request("HEAD", &origin.url("/page"), &host, "").as_bytes()).await,
+    );
+    assert_eq!(head.status, 200);
+    let dead = format!("http://127.0.0.1:{}/x", dead_port());
+    assert_eq!(get(proxy.addr, &dead).await.status, 502);
+    // A client that goes away mid-body: the bytes it was handed are on record.
+    let res = send(proxy.addr, get_request(&origin.url("/stalls"))).await;
+    let mut body = res.into_body();
+    let mut got = 0;
+    while got < 100_000 {
+        let frame = bounded("a frame", http_body_util::BodyExt::frame(&mut body)).await.unwrap().unwrap();
+        got += frame.data_ref().map_or(0, |d| d.len());
+    }
+    drop(body);
+    // A WebSocket: its bytes both ways when it closes.
+    use tokio_tungstenite::tungstenite::protocol::Role;
+    let mut tcp = bounded("connect", tokio::net::TcpStream::connect(proxy.addr)).await.unwrap();
+    let res = write_and_read_head(&mut tcp, &ws_handshake(&origin.url("/chat"), &host)).await;
+    assert_eq!(res.status, 101);
+    let mut ws = tokio_tungstenite::WebSocketStream::from_raw_socket(tcp, Role::Client, None).await;
+    ws_echo(&mut ws, "count me").await;
+    bounded("close", ws.close(None)).await.unwrap();
+    drop(ws);
+
+    let outcome = |url: &str| {
+        let url = url.to_owned();
+        let proxy = &proxy;
+        async move {
+            bounded("the outcome record", async {
+                loop {
+                    let records = proxy.records().await;
+                    let decision =
+                        of_type(&records, "decision").into_iter().find(|d| d["url"] == url.as_str()).cloned();
+                    if let Some(d) = decision {
+                        let id = &d["request_id"];
+                        if records.iter().any(|r| r["type"] == "outcome" && r["request_id"] == *id) {
+                            return outcome_of(&records, &d).clone();
+                        }
+                    }
+                    tokio::task::yield_now().await;
+                }
+            })
+            .await
+        }
+    };
+    let o = outcome(&origin.url("/page")).await;
+    assert_eq!(
+        (o["status"].as_u64(), o["answered_by"].as_str(), o["end"].as_str()),
+        (Some(200), Some("origin"), Some("complete")),
+        "{o}"
+    );
+    assert_eq!(o["bytes"], 5);
+    let o = outcome(&origin.url("/big")).await;
+    assert_eq!((o["bytes"].as_u64(), o["end"].as_str()), (Some(1_000_000), Some("complete")), "{o}");
+    let o = outcome(&origin.url("/private/x")).await;
+    assert_eq!(
+        (o["status"].as_u64(), o["answered_by"].as_str(), o["refusal"].as_str()),
+        (Some(403), Some("robotsgate"), Some("disallowed")),
+        "{o}"
+    );
+    assert_eq!(o["bytes"].as_u64(), Some(denied.body.len() as u64), "{o}");
+    let o = outcome(&dead).await;
+    assert_eq!(
+        (o["status"].as_u64(), o["refusal"].as_str()),
+        (Some(502), Some("upstream-unreachable")),
+        "{o}"
+    );
+    let o = outcome(&origin.url("/stalls")).await;
+    assert_eq!(o["end"], "client-gone", "{o}");
+    let bytes = o["bytes"].as_u64().unwrap();
+    assert!((100_000..1_000_000).contains(&bytes), "{o}");
+    let o = outcome(&origin.url("/chat")).await;
+    assert_eq!((o["status"].as_u64(), o["end"].as_str()), (Some(101), Some("closed")), "{o}");
+    assert!(o["bytes"].as_u64().unwrap() > 0 && o["bytes_from_client"].as_u64().unwrap() > 0, "{o}");
+    // HEAD: the status, no bytes. (Two decisions on /page: find the HEAD's.)
+    let records = proxy.records().await;
+    let head_d = of_type(&records, "decision").into_iter().find(|d| d["method"] == "HEAD").cloned().unwrap();
+    let o = outcome_of(&records, &head_d);
+    assert_eq!(
+        (o["status"].as_u64(), o["bytes"].as_u64(), o["end"].as_str()),
+        (Some(200), Some(0), Some("complete")),
+        "{o}"
+    );
+    // One outcome per decision, none without one.
+    let decisions = of_type(&records, "decision");
+    for d in &decisions {
+        check_decision_record(d);
+        assert_eq!(d["transport"], "proxy", "{d}");
+        outcome_of(&records, d);
+    }
+    assert_eq!(of_type(&records, "outcome").len(), decisions.len());
     proxy.stop().await;
 }

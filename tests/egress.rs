@@ -62,7 +62,7 @@ fn assert_destination_denied(got: &Got, what: &str, why: &str) {
 
 /// Checks a decision record for a refused destination.
 fn check_denied_record(r: &Value, method: &str, url: &str, why: &str) {
-    assert_eq!(r["schema_version"], 1, "{r}");
+    assert_eq!(r["schema_version"], 2, "{r}");
     assert_eq!(r["type"], "decision", "{r}");
     assert!(is_rfc3339(r["time"].as_str().unwrap_or("")), "{r}");
     assert!(r["client"].as_str().is_some_and(|c| c.parse::<SocketAddr>().is_ok()), "{r}");
@@ -574,7 +574,7 @@ listen = "127.0.0.1:0"
     let got = exchange(&mut a, get_as("http://10.0.0.1/", login)).await;
     assert_eq!(got.header("x-robotsgate"), "destination-denied", "{}", got.text());
     let records = proxy.records().await; // flushed: the audit gauges are exact
-    assert_eq!(records.len(), 4, "three decisions and a fetch: {records:?}");
+    assert_eq!(records.len(), 7, "three decisions, their outcomes and a fetch: {records:?}");
 
     let res = admin_get(admin, "/metrics").await;
     assert_eq!(res.status, StatusCode::OK);
@@ -596,7 +596,7 @@ listen = "127.0.0.1:0"
             (r#"robotsgate_robots_cache_lookups_total{class="stale"}"#, 0.0),
             ("robotsgate_connections_total", 1.0),
             ("robotsgate_open_connections", 1.0),
-            ("robotsgate_audit_records_written", 4.0),
+            ("robotsgate_audit_records_written", 7.0),
             ("robotsgate_audit_records_lost", 0.0),
         ],
     );

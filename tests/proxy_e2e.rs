@@ -234,6 +234,7 @@ async fn connect_to_a_disallowed_host_is_refused() {
     assert_eq!(decisions[0]["method"], "CONNECT");
     assert_eq!(decisions[0]["path_visible"], false);
     assert_eq!(decisions[0]["outcome"], "disallowed");
+    assert_eq!(decisions[0]["transport"], "connect-tls", "the first bytes were TLS");
     proxy.stop().await;
 }
 

@@ -8,7 +8,7 @@ use http::header::{HOST, USER_AGENT};
 use http::{HeaderValue, Method};
 use tokio::time::Instant;
 
-use super::ids::RequestIds;
+use super::ids::{RequestId, RequestIds};
 use super::{ClientAddr, DecisionObserver, Mode, ProxyUser, Settings, Transport};
 use crate::audit::{AuditLog, RequestFacts};
 use crate::fetch::Unreachable;
@@ -27,6 +27,8 @@ pub(super) struct Shared {
     pub(super) observer: Option<Arc<dyn DecisionObserver>>,
     /// Set on requests that have no `User-Agent` of their own.
     pub(super) user_agent: Option<HeaderValue>,
+    /// Outages are answered (502, 504) rather than returned as errors.
+    pub(super) answer_outages: bool,
     pub(super) ids: RequestIds,
 }
 
@@ -40,7 +42,13 @@ struct Target {
 
 impl Shared {
     /// Decides a request: `Ok` with the decision to forward it, `Err` with the refusal.
-    pub(super) async fn check(&self, parts: &mut http::request::Parts) -> Result<Decision, Refusal> {
+    /// `logged` gets the request id once the decision record is written (the outcome
+    /// record is keyed by it).
+    pub(super) async fn check(
+        &self,
+        parts: &mut http::request::Parts,
+        logged: &mut Option<RequestId>,
+    ) -> Result<Decision, Refusal> {
         let started = Instant::now();
         let target = self.target(parts).map_err(|why| Refusal::new(RefusalKind::BadRequest, why))?;
         if let Some(audit) = &self.audit
@@ -98,12 +106,14 @@ impl Shared {
                 method: parts.method.as_str(),
                 url: &target.url,
                 path_visible: target.path_visible,
+                transport: parts.extensions.get::<Transport>().map(|t| t.as_str()),
                 report_only,
                 elapsed,
             };
             if let Err(e) = audit.log_decision(&decision, facts).await {
                 return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()));
             }
+            *logged = Some(id);
         }
         if let Reason::DestinationDenied { cause } = &decision.reason {
             let refusal = Refusal::new(RefusalKind::of_connect_error(cause), cause.to_string());

@@ -25,8 +25,7 @@
 //! # Example
 //! ```no_run
 //! # async fn demo(policy: robotsgate::policy::RobotsPolicy) {
-//! use bytes::Bytes;
-//! use http_body_util::Empty;
+//! //! use http_body_util::Empty;
 //! use hyper_util::client::legacy::Client;
 //! use hyper_util::rt::TokioExecutor;
 //! use robotsgate::layer::RobotsLayer;
@@ -47,6 +46,7 @@
 
 mod decide;
 mod ids;
+mod outcome;
 mod select;
 mod service;
 mod tally;
@@ -56,9 +56,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use bytes::Bytes;
 use http::HeaderValue;
-use http_body_util::{Either, Full};
 use tower::Layer;
 
 use crate::audit::AuditLog;
@@ -123,8 +121,7 @@ pub struct ProxyUser(pub Arc<str>);
 /// origin that cannot be reached.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The response body: the inner service's, or robotsgate's own.
-pub type RobotsBody<B> = Either<B, Full<Bytes>>;
+pub use outcome::RobotsBody;
 
 /// Sees every decision the layer makes, e.g. to count them (the proxy's metrics do).
 pub trait DecisionObserver: Send + Sync + 'static {
@@ -196,6 +193,7 @@ impl RobotsLayer {
                 admission: None,
                 observer: None,
                 user_agent: None,
+                answer_outages: false,
                 ids: RequestIds::new(),
             }),
         }
@@ -214,6 +212,7 @@ impl RobotsLayer {
                     admission: s.admission.clone(),
                     observer: s.observer.clone(),
                     user_agent: s.user_agent.clone(),
+                    answer_outages: s.answer_outages,
                     ids: RequestIds::new(),
                 };
                 f(&mut copy);
@@ -254,6 +253,13 @@ impl RobotsLayer {
         self.shared.settings.store(Arc::new(settings));
     }
 
+    /// Answers an origin that cannot be reached with robotsgate's `502`/`504` (with its
+    /// [`Refusal`]) instead of `Err`: what a proxy sends its client; the outcome record then
+    /// has that status.
+    pub fn answer_outages(self) -> RobotsLayer {
+        self.edit(|s| s.answer_outages = true)
+    }
+
     /// Decide and log, never block.
     pub fn report_only(self) -> RobotsLayer {
         self.with_mode(Mode::ReportOnly)
@@ -282,7 +288,7 @@ impl RobotsLayer {
     /// carried the token; the `User-Agent` is set when absent). The decision is audited
     /// as for a request through the layer.
     pub async fn decide(&self, parts: &mut http::request::Parts) -> Result<Decision, Refusal> {
-        let decision = self.shared.check(parts).await?;
+        let decision = self.shared.check(parts, &mut None).await?;
         self.shared.identify(parts);
         Ok(decision)
     }

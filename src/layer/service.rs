@@ -11,6 +11,7 @@ use http_body_util::Either;
 use tower::Service;
 
 use super::decide::Shared;
+use super::outcome::{Outcome, counted};
 use super::{BoxError, Mode, RobotsBody};
 
 /// Checks each request against robots.txt before passing it on. See the [layer
@@ -52,7 +53,7 @@ where
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
     B: Send + 'static,
-    ResBody: Send + 'static,
+    ResBody: hyper::body::Body + Send + 'static,
 {
     type Response = Response<RobotsBody<ResBody>>;
     type Error = BoxError;
@@ -69,25 +70,47 @@ where
         let shared = self.shared.clone();
         if shared.settings.load().mode == Mode::Off {
             return ResponseFuture {
-                inner: Box::pin(
-                    async move { Ok(inner.call(req).await.map_err(Into::into)?.map(Either::Left)) },
-                ),
+                inner: Box::pin(async move {
+                    Ok(inner.call(req).await.map_err(Into::into)?.map(|b| RobotsBody::plain(Either::Left(b))))
+                }),
             };
         }
         ResponseFuture {
             inner: Box::pin(async move {
+                let started = std::time::Instant::now();
                 let (mut parts, body) = req.into_parts();
                 let head = parts.method == Method::HEAD;
-                match shared.check(&mut parts).await {
+                let mut logged = None;
+                let checked = shared.check(&mut parts, &mut logged).await;
+                // Once the decision is logged, so is what the client gets.
+                let outcome = match (&shared.audit, logged) {
+                    (Some(audit), Some(id)) => Some(Outcome::new(audit.clone(), id, started)),
+                    _ => None,
+                };
+                match checked {
                     Ok(decision) => {
                         shared.identify(&mut parts);
-                        let mut res =
-                            inner.call(Request::from_parts(parts, body)).await.map_err(Into::into)?;
+                        // An error here drops the outcome: no answer (`client-gone`... or
+                        // the caller's error: see Outcome).
+                        let mut res = match inner.call(Request::from_parts(parts, body)).await {
+                            Ok(res) => res,
+                            Err(e) => {
+                                if let Some(mut o) = outcome {
+                                    o.write(0, None, "error");
+                                }
+                                return Err(e.into());
+                            }
+                        };
                         res.extensions_mut().insert(decision);
-                        Ok(res.map(Either::Left))
+                        Ok(counted(res.map(Either::Left), outcome))
                     }
-                    Err(refusal) if refusal.is_outage() => Err(refusal.into()),
-                    Err(refusal) => Ok(refusal.into_response(head).map(Either::Right)),
+                    Err(refusal) if refusal.is_outage() && !shared.answer_outages => {
+                        if let Some(mut o) = outcome {
+                            o.write(0, None, "error");
+                        }
+                        Err(refusal.into())
+                    }
+                    Err(refusal) => Ok(counted(refusal.into_response(head).map(Either::Right), outcome)),
                 }
             }),
         }

@@ -263,7 +263,8 @@ impl App {
             .with_mode(mode(config))
             .with_audit(audit.clone())
             .with_admission(forward_connector.clone())
-            .with_observer(metrics.clone());
+            .with_observer(metrics.clone())
+            .answer_outages();
         let px = &config.proxy;
         let proxy_config = ProxyConfig {
             listen: addr,
