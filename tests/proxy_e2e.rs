@@ -440,8 +440,17 @@ async fn audit_log_has_one_record_per_decision_and_fetch_and_the_snapshot() {
     assert!(raw.ends_with('\n'));
     let decisions = of_type(&records, "decision");
     let fetches = of_type(&records, "fetch");
-    assert_eq!(decisions.len() + fetches.len(), records.len(), "only decision and fetch records");
+    let outcomes = of_type(&records, "outcome");
+    assert_eq!(
+        decisions.len() + fetches.len() + outcomes.len(),
+        records.len(),
+        "only decision, outcome and fetch records"
+    );
     assert_eq!(decisions.len(), plan.len(), "one record per decision");
+    assert_eq!(outcomes.len(), plan.len(), "one outcome per decision");
+    for (d, (_, status, _, _)) in decisions.iter().zip(&plan) {
+        assert_eq!(outcome_of(&records, d)["status"], *status, "{d}");
+    }
     assert_eq!(fetches.len(), 2, "one fetch record per robots.txt fetch");
 
     for (d, (url, _, outcome, reason)) in decisions.iter().zip(&plan) {

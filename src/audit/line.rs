@@ -7,7 +7,7 @@ use std::fmt;
 use std::time::SystemTime;
 
 use super::record::{
-    OutcomeFacts, RequestFacts, SCHEMA_VERSION, logged_url, micros, millis, outcome_of, override_reason_of,
+    OutcomeFacts, RequestFacts, SCHEMA_VERSION, logged_url, micros, outcome_of, override_reason_of,
     unreachable_cause_of,
 };
 use super::timestamp::rfc3339_into;
@@ -106,8 +106,8 @@ pub(super) fn outcome_line(f: OutcomeFacts<'_>, now: SystemTime) -> Vec<u8> {
     }
     o.extend_from_slice(b",\"end\":");
     json_str(o, f.end);
-    o.extend_from_slice(b",\"duration_ms\":");
-    let _ = serde_json::to_writer(&mut *o, &millis(f.duration));
+    o.extend_from_slice(b",\"duration_us\":");
+    json_num(o, micros(f.duration));
     o.extend_from_slice(b"}\n");
     out
 }

@@ -171,8 +171,8 @@ pub struct OutcomeRecord {
     pub bytes_from_client: Option<u64>,
     /// How it ended: `complete`, `client-gone`, `origin-error`, `closed` or `error`.
     pub end: &'static str,
-    /// From the start of the request's decision to the end, in milliseconds.
-    pub duration_ms: f64,
+    /// From the start of the request's decision to the end, in microseconds.
+    pub duration_us: u64,
 }
 
 /// The facts of an [`OutcomeRecord`].
@@ -210,14 +210,9 @@ impl OutcomeRecord {
             bytes: facts.bytes,
             bytes_from_client: facts.bytes_from_client,
             end: facts.end,
-            duration_ms: millis(facts.duration),
+            duration_us: micros(facts.duration),
         }
     }
-}
-
-/// A duration in milliseconds, to the microsecond.
-pub(super) fn millis(d: Duration) -> f64 {
-    (d.as_micros() as f64) / 1000.0
 }
 
 /// The request side of a decision record.

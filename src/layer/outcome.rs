@@ -80,7 +80,7 @@ pin_project_lite::pin_project! {
     pub struct RobotsBody<B> {
         #[pin]
         inner: Either<B, Full<Bytes>>,
-        counted: Option<Box<Counted>>,
+        counted: Option<Counted>,
     }
 }
 
@@ -145,7 +145,7 @@ pub(super) fn counted<B: Body>(
         outcome.write(0, None, "complete");
         return res.map(RobotsBody::plain);
     }
-    res.map(|inner| RobotsBody { inner, counted: Some(Box::new(Counted { outcome, bytes: 0 })) })
+    res.map(|inner| RobotsBody { inner, counted: Some(Counted { outcome, bytes: 0 }) })
 }
 
 impl<B> Body for RobotsBody<B>
@@ -162,7 +162,7 @@ where
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let mut this = self.project();
         let polled = this.inner.as_mut().poll_frame(cx);
-        if let Some(c) = this.counted.as_deref_mut() {
+        if let Some(c) = this.counted.as_mut() {
             match &polled {
                 Poll::Ready(Some(Ok(frame))) => {
                     if let Some(data) = frame.data_ref() {

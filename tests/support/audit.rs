@@ -92,7 +92,7 @@ pub fn check_outcome_record(r: &Value) {
     assert!(field(r, "bytes_from_client").is_null() || field(r, "bytes_from_client").is_u64(), "{r}");
     let ends = ["complete", "client-gone", "origin-error", "closed", "error"];
     assert!(ends.contains(&field(r, "end").as_str().unwrap_or("")), "end: {r}");
-    assert!(field(r, "duration_ms").is_number(), "duration_ms: {r}");
+    assert!(field(r, "duration_us").is_u64(), "duration_us: {r}");
 }
 
 /// The outcome record of the decision record `d` (exactly one), checked.
