@@ -115,6 +115,8 @@ impl<B> RobotsBody<B> {
     }
 
     /// The body inside, when it is not counted (a counted body must be sent as itself).
+    // `Err` hands the body back as it was: not an error to be kept small.
+    #[allow(clippy::result_large_err)]
     pub fn into_inner(self) -> Result<Either<B, Full<Bytes>>, RobotsBody<B>> {
         match self.counted {
             None => Ok(self.inner),
