@@ -9,9 +9,11 @@ use std::time::SystemTime;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::config::{AuditConfig, AuditError, AuditSetupError, MemoryLog, OnError, Target};
-use super::line::decision_line;
+use super::line::{decision_line, outcome_line};
 use super::out::Out;
-use super::record::{DecisionRecord, FetchRecord, RequestFacts, ResponseUsageRecord, to_line};
+use super::record::{
+    DecisionRecord, FetchRecord, OutcomeFacts, OutcomeRecord, RequestFacts, ResponseUsageRecord, to_line,
+};
 use super::writer::{Msg, Shared, writer};
 use crate::fetch::FetchOutcome;
 use crate::origin::Origin;
@@ -174,6 +176,43 @@ impl AuditLog {
             "the direct writer and the serde record disagree"
         );
         self.send(Msg::Line(line)).await
+    }
+}
+
+impl AuditLog {
+    /// Logs what the client got for a request whose decision was logged (its outcome
+    /// record), when the answer is over. Not waited for (it comes after the answer); never
+    /// dropped: when the queue is full, a task waits for room.
+    pub fn log_outcome(&self, facts: OutcomeFacts<'_>) {
+        let now = SystemTime::now();
+        let line = outcome_line(facts, now);
+        debug_assert_eq!(
+            String::from_utf8_lossy(&line),
+            String::from_utf8_lossy(&to_line(&OutcomeRecord::of(facts, now))),
+            "the direct writer and the serde record disagree"
+        );
+        self.append_unwaited(Msg::Line(line));
+    }
+
+    /// Queues `msg` without waiting: at once when there is room, else from a task that waits
+    /// for it (or, with no runtime left, counted as lost).
+    fn append_unwaited(&self, msg: Msg) {
+        let tx = &self.inner.tx;
+        match tx.try_send(msg) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(msg)) => match tokio::runtime::Handle::try_current() {
+                Ok(rt) => {
+                    let tx = tx.clone();
+                    rt.spawn(async move {
+                        let _ = tx.send(msg).await;
+                    });
+                }
+                Err(_) => {
+                    self.inner.lost.fetch_add(1, Ordering::Relaxed);
+                }
+            },
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
     }
 }
 

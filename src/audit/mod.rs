@@ -33,8 +33,8 @@ mod writer;
 pub use config::{AuditConfig, AuditError, AuditSetupError, MemoryLog, OnError, Target};
 pub use handle::AuditLog;
 pub use record::{
-    DecisionRecord, FetchRecord, LineRecord, PreferenceRecord, RequestFacts, ResponseUsageRecord,
-    RobotsRecord, RuleRecord, SCHEMA_VERSION, UsageRecord,
+    DecisionRecord, FetchRecord, LineRecord, OutcomeFacts, OutcomeRecord, PreferenceRecord, RequestFacts,
+    ResponseUsageRecord, RobotsRecord, RuleRecord, SCHEMA_VERSION, UsageRecord,
 };
 pub use snapshot::snapshot_path;
 pub use timestamp::rfc3339;

@@ -55,6 +55,9 @@ pub struct DecisionRecord {
     pub explanation: String,
     /// Whether the path was visible (false for a CONNECT tunnel: host-level check).
     pub path_visible: bool,
+    /// How the request came (`proxy`, `connect`, `connect-tls`, `connect-opaque`,
+    /// `connect-http`, `intercepted`), when the proxy said.
+    pub transport: Option<&'static str>,
     /// The robots.txt the decision rests on.
     pub robots: Option<RobotsRecord>,
     /// Why robots.txt was unreachable, when that matters for the decision.
@@ -247,6 +250,75 @@ pub struct ResponseUsageRecord {
     pub outcome: &'static str,
 }
 
+/// What the client finally got for a request, as logged after its answer is over (one
+/// per decision record, keyed by `request_id`).
+#[derive(Debug, Clone, Serialize)]
+pub struct OutcomeRecord {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `"outcome"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// When the answer was over (RFC 3339, UTC).
+    pub time: String,
+    /// The decision record's `request_id`.
+    pub request_id: String,
+    /// The status sent to the client; `None` when no answer went out.
+    pub status: Option<u16>,
+    /// `origin` or `robotsgate`; `None` when no answer went out.
+    pub answered_by: Option<&'static str>,
+    /// The kind of robotsgate's own answer (`x-robotsgate`).
+    pub refusal: Option<&'static str>,
+    /// Body bytes handed to the client's connection (through a tunnel: bytes to the client).
+    pub bytes: u64,
+    /// Through a tunnel or upgraded connection: bytes from the client.
+    pub bytes_from_client: Option<u64>,
+    /// How it ended: `complete`, `client-gone`, `origin-error`, `closed` or `error`.
+    pub end: &'static str,
+    /// From the start of the request's decision to the end, in microseconds.
+    pub duration_us: u64,
+}
+
+/// The facts of an [`OutcomeRecord`].
+#[derive(Debug, Clone, Copy)]
+pub struct OutcomeFacts<'a> {
+    /// The decision record's `request_id`.
+    pub request_id: &'a str,
+    /// The status sent to the client.
+    pub status: Option<u16>,
+    /// `origin` or `robotsgate`.
+    pub answered_by: Option<&'static str>,
+    /// The kind of robotsgate's own answer.
+    pub refusal: Option<&'static str>,
+    /// Body bytes to the client.
+    pub bytes: u64,
+    /// Bytes from the client through a tunnel.
+    pub bytes_from_client: Option<u64>,
+    /// How it ended.
+    pub end: &'static str,
+    /// From the decision's start to the end.
+    pub duration: Duration,
+}
+
+impl OutcomeRecord {
+    /// The record of `facts` at `now`.
+    pub fn of(facts: OutcomeFacts<'_>, now: SystemTime) -> OutcomeRecord {
+        OutcomeRecord {
+            schema_version: SCHEMA_VERSION,
+            kind: "outcome",
+            time: rfc3339(now),
+            request_id: facts.request_id.to_owned(),
+            status: facts.status,
+            answered_by: facts.answered_by,
+            refusal: facts.refusal,
+            bytes: facts.bytes,
+            bytes_from_client: facts.bytes_from_client,
+            end: facts.end,
+            duration_us: micros(facts.duration),
+        }
+    }
+}
+
 /// The request side of a decision record.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestFacts<'a> {
@@ -262,6 +334,8 @@ pub struct RequestFacts<'a> {
     pub url: &'a str,
     /// Whether the path was visible.
     pub path_visible: bool,
+    /// How the request came ([`crate::layer::Transport::as_str`]), when known.
+    pub transport: Option<&'static str>,
     /// Report-only mode.
     pub report_only: bool,
     /// Time taken to decide.
@@ -313,6 +387,7 @@ impl DecisionRecord {
             rule,
             explanation: d.to_string(),
             path_visible: request.path_visible,
+            transport: request.transport,
             robots,
             unreachable_cause: unreachable_cause_of(d),
             override_reason: override_reason_of(d),
@@ -430,6 +505,7 @@ pub(super) fn get(url: &str, report_only: bool) -> RequestFacts<'_> {
         method: "GET",
         url,
         path_visible: true,
+        transport: Some("proxy"),
         report_only,
         elapsed: Duration::from_micros(5),
     }

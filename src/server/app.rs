@@ -8,7 +8,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::{AuditConfig, AuditLog, AuditSetupError, OnError, Target};
@@ -23,7 +22,7 @@ use crate::server::config::{Config, ModeName, OnErrorName, Select};
 use crate::server::forward::{ForwardConfig, Forwarder};
 use crate::server::intercept::Interception;
 use crate::server::metrics::{Metrics, Sources};
-use crate::server::proxy::{ClientNetworks, Proxy, ProxyConfig};
+use crate::server::proxy::{ClientNetworks, Proxy, ProxyConfig, listen};
 
 /// Why robotsgate could not start.
 #[derive(Debug, thiserror::Error)]
@@ -135,6 +134,7 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
         }
     };
     check("proxy.listen", o.listen != n.listen);
+    check("proxy.listen_backlog", o.listen_backlog != n.listen_backlog);
     check(
         "proxy timeouts and limits",
         (o.upstream_timeout, o.header_read_timeout, o.shutdown_grace, o.max_connections, o.max_header_bytes)
@@ -196,7 +196,8 @@ impl App {
     /// Binds the listener and builds every part from `config`.
     pub async fn start(config: &Config) -> Result<App, StartError> {
         let addr = config.proxy.listen;
-        let listener = TcpListener::bind(addr).await.map_err(|source| StartError::Listen { addr, source })?;
+        let listener = listen(addr, config.proxy.listen_backlog)
+            .map_err(|source| StartError::Listen { addr, source })?;
         let addr = listener.local_addr().map_err(|source| StartError::Listen { addr, source })?;
 
         let auth = ProxyAuth::new(users(config), &config.auth.realm)?;
@@ -267,7 +268,8 @@ impl App {
             .with_mode(mode(config))
             .with_audit(audit.clone())
             .with_admission(forward_connector.clone())
-            .with_observer(metrics.clone());
+            .with_observer(metrics.clone())
+            .answer_outages();
         let px = &config.proxy;
         let proxy_config = ProxyConfig {
             listen: addr,

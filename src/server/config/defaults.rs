@@ -26,6 +26,7 @@ impl Default for ProxySection {
             max_header_bytes: Size(64 * 1024),
             tunnel_idle_timeout: Dur::secs(600),
             workers: 0,
+            listen_backlog: 4096,
         }
     }
 }

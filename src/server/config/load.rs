@@ -69,6 +69,9 @@ impl Config {
         if px.max_connections == 0 {
             return Err(err("proxy.max_connections", "must be at least 1".into()));
         }
+        if !(1..=65535).contains(&px.listen_backlog) {
+            return Err(err("proxy.listen_backlog", "must be between 1 and 65535".into()));
+        }
         if px.workers > 1024 {
             return Err(err("proxy.workers", "must be at most 1024 (0: one per CPU)".into()));
         }

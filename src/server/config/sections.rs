@@ -45,6 +45,7 @@ pub struct ProxySection {
     pub max_header_bytes: Size,
     pub tunnel_idle_timeout: Dur,
     pub workers: usize,
+    pub listen_backlog: u32,
 }
 
 /// `[agent]`
