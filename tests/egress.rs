@@ -62,7 +62,7 @@ fn assert_destination_denied(got: &Got, what: &str, why: &str) {
 
 /// Checks a decision record for a refused destination.
 fn check_denied_record(r: &Value, method: &str, url: &str, why: &str) {
-    assert_eq!(r["schema_version"], 1, "{r}");
+    assert_eq!(r["schema_version"], robotsgate::audit::SCHEMA_VERSION, "{r}");
     assert_eq!(r["type"], "decision", "{r}");
     assert!(is_rfc3339(r["time"].as_str().unwrap_or("")), "{r}");
     assert!(r["client"].as_str().is_some_and(|c| c.parse::<SocketAddr>().is_ok()), "{r}");

@@ -32,6 +32,9 @@ mod writer;
 
 pub use config::{AuditConfig, AuditError, AuditSetupError, MemoryLog, OnError, Target};
 pub use handle::AuditLog;
-pub use record::{DecisionRecord, FetchRecord, RequestFacts, RobotsRecord, RuleRecord, SCHEMA_VERSION};
+pub use record::{
+    BackoffRecord, DecisionRecord, FetchRecord, PaceRecord, RequestFacts, RobotsRecord, RuleRecord,
+    SCHEMA_VERSION,
+};
 pub use snapshot::snapshot_path;
 pub use timestamp::rfc3339;

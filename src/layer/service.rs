@@ -79,11 +79,12 @@ where
                 let (mut parts, body) = req.into_parts();
                 let head = parts.method == Method::HEAD;
                 match shared.check(&mut parts).await {
-                    Ok(decision) => {
+                    Ok(admitted) => {
                         shared.identify(&mut parts);
                         let mut res =
                             inner.call(Request::from_parts(parts, body)).await.map_err(Into::into)?;
-                        res.extensions_mut().insert(decision);
+                        shared.answered(admitted.ticket, &admitted.decision, admitted.decided, &res);
+                        res.extensions_mut().insert(admitted.decision);
                         Ok(res.map(Either::Left))
                     }
                     Err(refusal) if refusal.is_outage() => Err(refusal.into()),

@@ -3,14 +3,14 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use super::audit_text::DecisionKey;
 use super::config::OverrideAction;
 use super::copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
 use crate::fetch::Unreachable;
 use crate::origin::Origin;
-use crate::rep::{Profile, Reading, Reason as RepReason, RuleId, RuleKind};
+use crate::rep::{PaceHint, Profile, Reading, Reason as RepReason, RuleId, RuleKind};
 
 /// Why a request was allowed or not.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,6 +105,27 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// Whether the robots.txt copy the decision rests on has `crawl-delay` or
+    /// `request-rate` lines that were read (a cheap test, made for every request).
+    #[inline]
+    pub fn has_pace_hints(&self) -> bool {
+        match self.robots.as_deref() {
+            Some(RobotsCopy { content: CopyContent::Parsed(r), .. }) => r.has_pace_hints(),
+            _ => false,
+        }
+    }
+
+    /// What the robots.txt copy asks the decision's product token to wait between
+    /// requests at `now` (a `request-rate` may name a time of day, in UTC), with its line.
+    pub fn pace_hint(&self, now: SystemTime) -> Option<PaceHint> {
+        let CopyContent::Parsed(r) = &self.robots.as_deref()?.content else { return None };
+        if !r.has_pace_hints() {
+            return None;
+        }
+        let day_secs = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() % 86_400);
+        r.pace_with(self.profile, &self.agent, (day_secs / 60) as u16)
+    }
+
     /// The deciding rule as the audit log names it: kind, pattern, line, reading and
     /// whether Google's index.html rule implied it.
     pub fn rule_fields(&self) -> Option<(&'static str, &str, u32, &'static str, bool)> {

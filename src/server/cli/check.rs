@@ -12,8 +12,9 @@ use std::time::Duration;
 use crate::fetch::{FetchConfig, Fetcher};
 use crate::net::{self, Connector, DnsConfig, Guard, Resolver, TlsConfig};
 use crate::origin::Origin;
+use crate::pacing::{DelaySource, PacingConfig, Plan};
 use crate::policy::{Decision, PolicyConfig, Reason as PolicyReason, RobotsPolicy};
-use crate::rep::{self, Profile, Reason, RobotsTxt, Verdict};
+use crate::rep::{self, IgnoredValue, PaceHint, Profile, Reason, RobotsTxt, Verdict};
 use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::json;
@@ -83,15 +84,20 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let robots = RobotsTxt::parse(&body);
     let mut out = io::BufWriter::new(io::stdout().lock());
     let mut any_disallowed = false;
+    let now = std::time::SystemTime::now();
     for url in &args.urls {
         let path = rep::path_of_url(url);
         let verdict = robots.check_with(args.profile, &args.agent, &path);
         any_disallowed |= !verdict.allowed();
+        let hint = robots.pace_with(args.profile, &args.agent, minute_of_day(now));
+        let plan = pace_plan(url, hint, now);
         let written = if args.json {
-            writeln!(out, "{}", json_line(url, &args.agent, &verdict))
+            let mut line = json_line(url, &args.agent, &verdict);
+            line["pace"] = pace_json(plan.as_ref(), robots.ignored_pace_values());
+            writeln!(out, "{line}")
         } else {
             let word = if verdict.allowed() { "allowed" } else { "disallowed" };
-            writeln!(out, "{word} {url} {verdict}")
+            writeln!(out, "{word} {url} {verdict}{}", pace_text(plan.as_ref()))
         };
         if let Err(e) = written {
             return stdout_error(e);
@@ -147,13 +153,22 @@ fn live(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             let path = rep::path_of_url(url);
             let d = policy.decide_with(&origin, &path, agent.clone(), args.profile).await;
             any_disallowed |= !d.allowed;
+            let now = std::time::SystemTime::now();
+            let plan = pace_plan(url, d.pace_hint(now), now);
             let written = if args.json {
-                writeln!(out, "{}", json_decision(url, &d))
+                let mut line = json_decision(url, &d);
+                let ignored = match d.robots.as_deref().map(|c| &c.content) {
+                    Some(crate::policy::CopyContent::Parsed(r)) => r.ignored_pace_values(),
+                    _ => &[],
+                };
+                line["pace"] = pace_json(plan.as_ref(), ignored);
+                writeln!(out, "{line}")
             } else {
                 let word = if d.allowed { "allowed" } else { "disallowed" };
+                let pace = pace_text(plan.as_ref());
                 match fetch_summary(&d) {
-                    Some(s) => writeln!(out, "{word} {url} {d}; robots.txt: {s}"),
-                    None => writeln!(out, "{word} {url} {d}"),
+                    Some(s) => writeln!(out, "{word} {url} {d}; robots.txt: {s}{pace}"),
+                    None => writeln!(out, "{word} {url} {d}{pace}"),
                 }
             };
             if let Err(e) = written {
@@ -231,6 +246,51 @@ fn json_decision(url: &str, d: &Decision) -> serde_json::Value {
         "unreachable_cause": cause,
         "stale": d.stale,
         "explanation": d.to_string(),
+    })
+}
+
+/// Minutes since midnight UTC (a `request-rate` may name a time of day).
+fn minute_of_day(now: std::time::SystemTime) -> u16 {
+    let secs = now.duration_since(std::time::SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() % 86_400);
+    (secs / 60) as u16
+}
+
+/// The delay robotsgate would keep for the URL's origin under the default pacing settings
+/// (robots.txt's hint, capped at `pacing.max_delay`), when robots.txt asks for one.
+fn pace_plan(url: &str, hint: Option<PaceHint>, now: std::time::SystemTime) -> Option<Plan> {
+    let hint = hint?;
+    let origin = Origin::parse(url).ok()?;
+    Some(PacingConfig::default().plan(&origin, Some(hint), now))
+}
+
+/// `; delay 10 s (line 4: crawl-delay: 10)`, or nothing.
+fn pace_text(plan: Option<&Plan>) -> String {
+    let Some(plan) = plan else { return String::new() };
+    let Some(DelaySource::Robots(h)) = &plan.source else { return String::new() };
+    let clamped =
+        plan.clamped_from.map_or_else(String::new, |c| format!(", clamped from {} s", c.as_secs_f64()));
+    format!("; delay {} s ({h}{clamped})", plan.delay.as_secs_f64())
+}
+
+/// The `pace` object of `--json`: the delay, where it comes from, and the pacing lines
+/// that were ignored.
+fn pace_json(plan: Option<&Plan>, ignored: &[IgnoredValue]) -> serde_json::Value {
+    let ignored: Vec<_> = ignored.iter().map(|i| json!({"line": i.line, "directive": i.directive})).collect();
+    let Some(plan) = plan else {
+        return json!({"delay_s": 0.0, "source": null, "line": null, "directive": null,
+            "clamped_from_s": null, "ignored": ignored});
+    };
+    let (line, directive) = match &plan.source {
+        Some(DelaySource::Robots(h)) => (Some(h.line), Some(h.directive())),
+        _ => (None, None),
+    };
+    json!({
+        "delay_s": plan.delay.as_secs_f64(),
+        "source": plan.source.as_ref().map(DelaySource::class),
+        "line": line,
+        "directive": directive,
+        "clamped_from_s": plan.clamped_from.map(|c| c.as_secs_f64()),
+        "ignored": ignored,
     })
 }
 
