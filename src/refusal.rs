@@ -72,11 +72,15 @@ pub enum RefusalKind {
     /// longer than pacing allows (`pacing.max_wait`), or too many requests are held for
     /// the origin already; it was not sent.
     Paced,
+    /// `403`: robots.txt allows the path, but the site's AI-usage preferences
+    /// (`Content-Usage`, `Content-Signal`; or, on a response, `X-Robots-Tag`) say no for the
+    /// purpose the request is made for.
+    UsageRefused,
 }
 
 impl RefusalKind {
     /// Every kind, in a stable order.
-    pub const ALL: [RefusalKind; 14] = [
+    pub const ALL: [RefusalKind; 15] = [
         RefusalKind::Disallowed,
         RefusalKind::DestinationDenied,
         RefusalKind::UpstreamUnreachable,
@@ -91,6 +95,7 @@ impl RefusalKind {
         RefusalKind::TlsExpected,
         RefusalKind::HeaderTooLarge,
         RefusalKind::Paced,
+        RefusalKind::UsageRefused,
     ];
 
     /// The value of the `x-robotsgate` header.
@@ -110,6 +115,7 @@ impl RefusalKind {
             RefusalKind::TlsExpected => "tls-expected",
             RefusalKind::HeaderTooLarge => "header-too-large",
             RefusalKind::Paced => "paced",
+            RefusalKind::UsageRefused => "usage-refused",
         }
     }
 
@@ -121,9 +127,10 @@ impl RefusalKind {
     /// The status code robotsgate answers with.
     pub fn status(self) -> StatusCode {
         match self {
-            RefusalKind::Disallowed | RefusalKind::DestinationDenied | RefusalKind::ClientDenied => {
-                StatusCode::FORBIDDEN
-            }
+            RefusalKind::Disallowed
+            | RefusalKind::DestinationDenied
+            | RefusalKind::ClientDenied
+            | RefusalKind::UsageRefused => StatusCode::FORBIDDEN,
             RefusalKind::UpstreamUnreachable | RefusalKind::UpstreamError => StatusCode::BAD_GATEWAY,
             RefusalKind::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             RefusalKind::AuditUnavailable | RefusalKind::Paced => StatusCode::SERVICE_UNAVAILABLE,
@@ -290,6 +297,10 @@ impl fmt::Display for Refusal {
         match &self.decision {
             Some(d) if self.kind == RefusalKind::Disallowed => {
                 write!(f, "robotsgate: disallowed by {}: {d}", d.origin.robots_url())
+            }
+            Some(d) if self.kind == RefusalKind::UsageRefused && d.usage.is_some() => {
+                let usage = d.usage.as_deref().map(|u| u.to_string()).unwrap_or_default();
+                write!(f, "robotsgate: usage refused by {}: {usage}", d.origin.robots_url())
             }
             Some(d) => write!(f, "robotsgate: {}: {d}", self.kind),
             None => write!(f, "robotsgate: {}: {}", self.kind, self.message.lines().next().unwrap_or("")),

@@ -29,7 +29,9 @@
 //! - **Allowed**: the response, with the [`Decision`] in its extensions
 //!   (`res.extensions().get::<robotsgate::policy::Decision>()`).
 //! - **Refused** (disallowed by robots.txt, a refused destination, robots.txt unreachable
-//!   because the origin is, ...): `Err(reqwest_middleware::Error::Middleware(e))` where
+//!   because the origin is, the site's AI-usage preferences refusing the purpose set with
+//!   [`RobotsBuilder::purpose`](crate::RobotsBuilder::purpose) — also, with
+//!   `enforce_response`, on the response's headers, whose body is then not read, ...): `Err(reqwest_middleware::Error::Middleware(e))` where
 //!   `e.downcast_ref::<Refusal>()` gives the [`Refusal`] and its [`Decision`]; nothing was
 //!   sent. (Through the tower layer the same refusals are robotsgate's `403`/`400`
 //!   answers, and an unreachable origin is an `Err` there too.)
@@ -136,7 +138,10 @@ impl RobotsMiddleware {
 
     /// Decides and paces `req`, updating its headers as the layer would before forwarding
     /// (the crawler's `User-Agent` when it has none).
-    async fn check(&self, req: &mut Request) -> Result<(Decision, Option<PaceTicket>), Refusal> {
+    async fn check(
+        &self,
+        req: &mut Request,
+    ) -> Result<(Decision, Option<PaceTicket>, http::request::Parts), Refusal> {
         let mut url = req.url().clone();
         url.set_fragment(None);
         let uri: http::Uri = url
@@ -152,8 +157,8 @@ impl RobotsMiddleware {
             .0;
         parts.headers = std::mem::take(req.headers_mut());
         let decided = self.robots.layer().admit(&mut parts).await;
-        *req.headers_mut() = parts.headers;
-        decided
+        *req.headers_mut() = std::mem::take(&mut parts.headers);
+        decided.map(|(d, ticket)| (d, ticket, parts))
     }
 }
 
@@ -168,7 +173,7 @@ impl Middleware for RobotsMiddleware {
         let first = req.url().to_string();
         let mut hops = 0;
         loop {
-            let (decision, ticket) =
+            let (decision, ticket, parts) =
                 self.check(&mut req).await.map_err(reqwest_middleware::Error::middleware)?;
             let sent = req.url().clone();
             let again = req.try_clone();
@@ -181,6 +186,19 @@ impl Middleware for RobotsMiddleware {
                     from: sent.to_string(),
                     to: res.url().to_string(),
                 }));
+            }
+            if decision.usage.is_some() {
+                // With a purpose: the response's usage headers, before its body is read.
+                let layer = self.robots.layer();
+                let checked =
+                    layer.check_response(&parts, &decision, res.status(), res.headers(), sent.as_str());
+                match checked.await {
+                    Ok(Some(found)) => {
+                        res.extensions_mut().insert(found);
+                    }
+                    Ok(None) => {}
+                    Err(refusal) => return Err(reqwest_middleware::Error::middleware(refusal)),
+                }
             }
             res.extensions_mut().insert(decision);
             let Some(hop) = redirect(&res, &sent, again) else { return Ok(res) };

@@ -10,11 +10,11 @@ use rustls::pki_types::CertificateDer;
 
 use crate::audit::AuditLog;
 use crate::fetch::{FetchConfig, Fetcher};
-use crate::layer::{DecisionObserver, Mode, RobotsLayer, SelectToken, TokenError};
+use crate::layer::{DecisionObserver, Mode, PurposeSettings, RobotsLayer, SelectToken, TokenError};
 use crate::net::{Connector, DnsConfig, Guard, Resolver, TlsConfig, TlsSetupError, client_config};
 use crate::origin::HostPattern;
 use crate::pacing::{HostRule, PaceObserver, Pacer, PacingConfig};
-use crate::policy::{PolicyConfig, RobotsPolicy};
+use crate::policy::{PolicyConfig, Purpose, RobotsPolicy};
 use crate::rep::{Profile, is_valid_product_token};
 
 /// robots.txt enforcement for an embedding client: build one with [`Robots::builder`],
@@ -180,6 +180,7 @@ pub struct RobotsBuilder {
     selector: Option<Arc<dyn SelectToken>>,
     pacing: PacingConfig,
     pace_observer: Option<Arc<dyn PaceObserver>>,
+    purpose: PurposeSettings,
 }
 
 impl fmt::Debug for RobotsBuilder {
@@ -407,6 +408,36 @@ impl RobotsBuilder {
         self
     }
 
+    /// What every request is made for (AI-usage preferences, see [`crate::rep::usage`]):
+    /// a path robots.txt allows is refused (`403 usage-refused`, or the reqwest
+    /// middleware's `Err` with the [`Refusal`](crate::Refusal)) when the site's
+    /// `Content-Usage`/`Content-Signal` preference for a category of it is "no"; the
+    /// [`Decision`](crate::policy::Decision)'s `usage` says what the site stated. Default:
+    /// none (no usage check).
+    ///
+    /// ```
+    /// use robotsgate::policy::Purpose;
+    /// use robotsgate::rep::usage::Category;
+    ///
+    /// let robots = robotsgate::Robots::builder()
+    ///     .agent("ExampleBot")
+    ///     .purpose(Purpose::of([Category::TrainAi]))
+    ///     .build()?;
+    /// # Ok::<(), robotsgate::BuildError>(())
+    /// ```
+    pub fn purpose(mut self, purpose: Purpose) -> Self {
+        self.purpose.default = purpose;
+        self
+    }
+
+    /// Every setting of the purpose at once: per-request selection (a header, proxy
+    /// users), what an unknown preference means, and whether responses whose
+    /// `Content-Usage`, `Content-Signal` or `X-Robots-Tag` header says no are refused.
+    pub fn purpose_settings(mut self, settings: PurposeSettings) -> Self {
+        self.purpose = settings;
+        self
+    }
+
     /// Tells `observer` about every decision (e.g. to count them).
     pub fn observer(mut self, observer: Arc<dyn DecisionObserver>) -> Self {
         self.observer = Some(observer);
@@ -460,6 +491,7 @@ impl RobotsBuilder {
         }
         let mut layer = RobotsLayer::new(policy.clone(), agent.clone())
             .with_mode(self.mode)
+            .with_purpose(self.purpose)
             .with_admission(connector.clone())
             .with_user_agent(header.clone())
             .with_pacer(pacer.clone());

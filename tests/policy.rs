@@ -1020,3 +1020,20 @@ async fn the_observer_sees_every_fetch() {
     assert_eq!(server.hits(ROBOTS), 2);
     assert!(seen.iter().all(|(o, url)| *o == origin.to_string() && *url == origin.robots_url()));
 }
+
+#[tokio::test]
+async fn a_decision_by_the_server_form_of_a_path_says_so() {
+    let server = TestOrigin::robots("User-agent: *\nDisallow: /private/\n").await;
+    let policy = policy(PolicyConfig::default());
+    let origin = server.origin("a.test");
+    for (path, how) in [("//private/x", "once slashes are merged"), ("/private%2Fx", "once %2F is decoded")] {
+        let d = bounded(path, policy.decide(&origin, path, AGENT.into())).await;
+        assert!(!d.allowed, "{path}: {d}");
+        let notes = d.notes.as_deref().expect("the verdict's note");
+        assert_eq!(notes.server_path.as_ref().map(|s| s.path.as_str()), Some("/private/x"));
+        assert!(d.to_string().contains(how), "{path}: {d}");
+    }
+    // The literal readings (google, rfc) see no rule; nothing to note for a plain path.
+    let d = bounded("plain", policy.decide(&origin, "/public", AGENT.into())).await;
+    assert!(d.allowed && d.notes.is_none());
+}

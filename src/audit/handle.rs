@@ -11,7 +11,7 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use super::config::{AuditConfig, AuditError, AuditSetupError, MemoryLog, OnError, Target};
 use super::line::decision_line;
 use super::out::Out;
-use super::record::{DecisionRecord, FetchRecord, RequestFacts, to_line};
+use super::record::{DecisionRecord, FetchRecord, RequestFacts, ResponseUsageRecord, to_line};
 use super::writer::{Msg, Shared, writer};
 use crate::fetch::FetchOutcome;
 use crate::origin::Origin;
@@ -139,6 +139,17 @@ impl AuditLog {
             h.abort();
             let _ = h.await;
         }
+    }
+
+    /// Logs what a forwarded response's headers said about using it (the layer fills in
+    /// the record; `time`, the schema version and the URL's redaction are set here).
+    pub async fn response_usage(&self, mut record: ResponseUsageRecord) -> Result<(), AuditError> {
+        self.accepting()?;
+        record.schema_version = super::SCHEMA_VERSION;
+        record.kind = "response-usage";
+        record.time = super::rfc3339(SystemTime::now());
+        record.url = super::record::logged_url(&record.url, self.inner.config.redact_query).into_owned();
+        self.send(Msg::Line(to_line(&record))).await
     }
 
     /// The decision record for a decision (the layer fills in the request fields).

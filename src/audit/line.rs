@@ -71,6 +71,9 @@ pub(super) fn decision_line(
     json_opt_str(o, override_reason_of(d).as_deref());
     o.extend_from_slice(b",\"decision_us\":");
     json_num(o, micros(request.elapsed));
+    if d.usage.is_some() {
+        usage_into(o, d);
+    }
     o.extend_from_slice(b",\"pace_wait_ms\":");
     json_num(o, request.pace_wait_ms());
     o.extend_from_slice(b",\"pace\":");
@@ -143,6 +146,15 @@ fn decision_fields(o: &mut Vec<u8>, d: &Decision, report_only: bool, paced: bool
     }
     o.extend_from_slice(b",\"explanation\":\"");
     let _ = fmt::Write::write_fmt(&mut JsonText(o), format_args!("{d}"));
+}
+
+/// `,"usage":{…}`: rare (a purpose is configured), so through serde.
+#[cold]
+fn usage_into(o: &mut Vec<u8>, d: &Decision) {
+    if let Some(u) = super::record::UsageRecord::of(d) {
+        o.extend_from_slice(b",\"usage\":");
+        let _ = serde_json::to_writer(&mut *o, &u);
+    }
 }
 
 /// Whether `s` has a byte a JSON string must escape.

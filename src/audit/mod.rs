@@ -33,8 +33,8 @@ mod writer;
 pub use config::{AuditConfig, AuditError, AuditSetupError, MemoryLog, OnError, Target};
 pub use handle::AuditLog;
 pub use record::{
-    BackoffRecord, DecisionRecord, FetchRecord, PaceRecord, RequestFacts, RobotsRecord, RuleRecord,
-    SCHEMA_VERSION,
+    BackoffRecord, DecisionRecord, FetchRecord, LineRecord, PaceRecord, PreferenceRecord, RequestFacts,
+    ResponseUsageRecord, RobotsRecord, RuleRecord, SCHEMA_VERSION, UsageRecord,
 };
 pub use snapshot::snapshot_path;
 pub use timestamp::rfc3339;

@@ -15,9 +15,9 @@ use crate::origin::Origin;
 use crate::pacing::{DelaySource, PaceFacts};
 use crate::policy::{Decision, Reason};
 
-/// Version of the record schema (`schema_version` in every record). 2: decision records
+/// Version of the record schema (`schema_version` in every record). 3: decision records
 /// have `pace_wait_ms` and `pace`, and the outcome `paced`.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// One decision, as logged.
 #[derive(Debug, Clone, Serialize)]
@@ -66,10 +66,79 @@ pub struct DecisionRecord {
     pub override_reason: Option<String>,
     /// How long the decision took, in microseconds.
     pub decision_us: u64,
+    /// The usage check, when the request was made for a purpose and robots.txt allowed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageRecord>,
     /// How long the request was held for its origin's next slot, in milliseconds.
     pub pace_wait_ms: u64,
     /// What paced it, when anything did.
     pub pace: Option<PaceRecord>,
+}
+
+/// The usage check of a decision.
+#[derive(Debug, Clone, Serialize)]
+pub struct UsageRecord {
+    /// The purpose's categories.
+    pub purpose: Vec<&'static str>,
+    /// `allow` or `refuse`: what an unknown preference meant.
+    pub unknown: &'static str,
+    /// The first category that refused the request, if any.
+    pub refused: Option<&'static str>,
+    /// Per category of the purpose.
+    pub preferences: Vec<PreferenceRecord>,
+}
+
+/// The site's preference for one category.
+#[derive(Debug, Clone, Serialize)]
+pub struct PreferenceRecord {
+    /// The category.
+    pub category: &'static str,
+    /// `allowed`, `disallowed` or `unknown`: both forms combined.
+    pub preference: &'static str,
+    /// The deciding `Content-Usage` line.
+    pub content_usage: Option<LineRecord>,
+    /// The deciding `Content-Signal` line.
+    pub content_signal: Option<LineRecord>,
+}
+
+/// A robots.txt line that stated a preference.
+#[derive(Debug, Clone, Serialize)]
+pub struct LineRecord {
+    /// 1-based line.
+    pub line: u32,
+    /// The line after its key: path (if any) and preference, as written.
+    pub text: String,
+    /// What it says for the category.
+    pub preference: &'static str,
+}
+
+impl UsageRecord {
+    /// The record of a decision's usage check.
+    pub(super) fn of(d: &Decision) -> Option<UsageRecord> {
+        let u = d.usage.as_deref()?;
+        let line = |l: &Option<crate::policy::CitedLine>| {
+            l.as_ref().map(|l| LineRecord {
+                line: l.line,
+                text: l.text.to_string(),
+                preference: l.preference.as_str(),
+            })
+        };
+        Some(UsageRecord {
+            purpose: u.purpose.categories().map(|c| c.as_str()).collect(),
+            unknown: u.unknown.as_str(),
+            refused: u.refused.map(|c| c.as_str()),
+            preferences: u
+                .preferences
+                .iter()
+                .map(|p| PreferenceRecord {
+                    category: p.category.as_str(),
+                    preference: p.preference.as_str(),
+                    content_usage: line(&p.content_usage),
+                    content_signal: line(&p.content_signal),
+                })
+                .collect(),
+        })
+    }
 }
 
 /// What paced a request (see docs/audit-log.md).
@@ -219,6 +288,41 @@ pub struct FetchRecord {
     pub duration_ms: f64,
 }
 
+/// What a forwarded response's headers said about using its content, for a request made
+/// for a purpose (`"type": "response-usage"`, one per such response that carries a
+/// `Content-Usage`, `Content-Signal` or `X-Robots-Tag` header).
+#[derive(Debug, Clone, Serialize)]
+pub struct ResponseUsageRecord {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `"response-usage"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// When the response headers arrived (RFC 3339, UTC).
+    pub time: String,
+    /// The decision record's `request_id`.
+    pub request_id: String,
+    /// The request URL (query redacted if configured).
+    pub url: String,
+    /// The product token.
+    pub agent: String,
+    /// The purpose, e.g. `["train-ai"]`.
+    pub purpose: Vec<&'static str>,
+    /// The origin's status code.
+    pub status: u16,
+    /// The `Content-Usage` field value (lines joined with `, `), if any.
+    pub content_usage: Option<String>,
+    /// The `Content-Signal` field value, if any.
+    pub content_signal: Option<String>,
+    /// The `X-Robots-Tag` field lines.
+    pub x_robots_tag: Vec<String>,
+    /// The category of the purpose the headers refuse, if any.
+    pub refused: Option<&'static str>,
+    /// `usage-refused` (the response was replaced by robotsgate's 403), `would-refuse-usage`
+    /// (report-only, or `purpose.enforce_response` off: passed on), or `allowed`.
+    pub outcome: &'static str,
+}
+
 /// The request side of a decision record.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestFacts<'a> {
@@ -303,6 +407,7 @@ impl DecisionRecord {
             unreachable_cause: unreachable_cause_of(d),
             override_reason: override_reason_of(d),
             decision_us: micros(request.elapsed),
+            usage: UsageRecord::of(d),
             pace_wait_ms: request.pace_wait_ms(),
             pace: request.pace.map(PaceRecord::of),
         }
@@ -352,11 +457,14 @@ impl FetchRecord {
     }
 }
 
-/// `"allowed"`, `"disallowed"`, `"would-disallow"`, `"destination-denied"` or `"paced"`.
+/// `"allowed"`, `"disallowed"`, `"would-disallow"`, `"usage-refused"`,
+/// `"would-refuse-usage"`, `"destination-denied"` or `"paced"`.
 pub(super) fn outcome_of(d: &Decision, report_only: bool, paced: bool) -> &'static str {
     match (d.allowed, report_only, &d.reason) {
         _ if paced => "paced",
         (_, _, Reason::DestinationDenied { .. }) => "destination-denied",
+        (true, false, _) if d.usage_refused() => "usage-refused",
+        (true, true, _) if d.usage_refused() => "would-refuse-usage",
         (true, _, _) => "allowed",
         (false, false, _) => "disallowed",
         (false, true, _) => "would-disallow",

@@ -10,13 +10,14 @@ use http::{HeaderValue, Method, Response};
 use tokio::time::Instant;
 
 use super::ids::RequestIds;
+use super::purpose::ResponseUsage;
 use super::{ClientAddr, DecisionObserver, Mode, ProxyUser, Settings};
-use crate::audit::{AuditLog, RequestFacts};
+use crate::audit::{AuditLog, RequestFacts, ResponseUsageRecord};
 use crate::fetch::Unreachable;
 use crate::net::{ConnectError, Connector};
 use crate::origin::{Origin, Scheme, request_path};
 use crate::pacing::{PaceFacts, PaceTicket, Pacer};
-use crate::policy::{Decision, Reason, RobotsPolicy};
+use crate::policy::{Decision, Reason, RobotsPolicy, UsageCheck};
 use crate::refusal::{ROBOTSGATE_HEADER, Refusal, RefusalKind};
 
 pub(super) struct Shared {
@@ -42,6 +43,16 @@ pub(super) struct Admitted {
     /// When it was decided (answers to requests sent before a pause began do not double
     /// the pause).
     pub(super) decided: Instant,
+}
+
+/// The audit log's id of a request made for a purpose, kept in its extensions for the
+/// record of the response's usage headers.
+#[derive(Debug, Clone)]
+pub(super) struct AuditRequestId(pub(super) Arc<str>);
+
+/// The purpose of a decision, for the refusal's text.
+fn usage_purpose(d: &Decision) -> String {
+    d.usage.as_ref().map(|u| u.purpose.to_string()).unwrap_or_default()
 }
 
 /// Where a request goes, as the layer sees it.
@@ -71,6 +82,11 @@ impl Shared {
             Refusal::new(RefusalKind::NoToken, e.to_string())
         })?;
         let report_only = settings.mode == Mode::ReportOnly;
+        let usage = if settings.purpose.is_off() {
+            UsageCheck::default()
+        } else {
+            settings.purpose.select(parts).map_err(|why| Refusal::new(RefusalKind::BadRequest, why))?
+        };
         let denied = match &self.admission {
             Some(connector) => match connector.check_admitted(&target.origin).await {
                 Err(e @ ConnectError::Denied { .. }) => Some(e),
@@ -89,13 +105,19 @@ impl Shared {
                 failure: None,
                 age: None,
                 stale: false,
+                usage: None,
+                notes: None,
             },
-            None => self.policy.decide(&target.origin, &target.path, token).await,
+            None if usage.purpose.is_empty() => self.policy.decide(&target.origin, &target.path, token).await,
+            None => {
+                let profile = self.policy.config().profile;
+                self.policy.decide_for(&target.origin, &target.path, token, profile, usage).await
+            }
         };
         let elapsed = started.elapsed();
         // A request that goes to the origin waits for its slot there.
-        let goes =
-            (decision.allowed || report_only) && !matches!(decision.reason, Reason::DestinationDenied { .. });
+        let goes = (report_only || (decision.allowed && !decision.usage_refused()))
+            && !matches!(decision.reason, Reason::DestinationDenied { .. });
         let (mut pace, mut ticket, mut paced) = (None::<PaceFacts>, None, None);
         if let Some(pacer) = &self.pacer
             && goes
@@ -117,6 +139,8 @@ impl Shared {
             let outcome = match (&decision.reason, decision.allowed, report_only) {
                 _ if paced.is_some() => "paced",
                 (Reason::DestinationDenied { .. }, _, _) => "destination-denied",
+                (_, true, false) if decision.usage_refused() => "usage-refused",
+                (_, true, true) if decision.usage_refused() => "would-refuse-usage",
                 (_, true, _) => "allowed",
                 (_, false, false) => "disallowed",
                 (_, false, true) => "would-disallow",
@@ -140,10 +164,25 @@ impl Shared {
             if let Err(e) = audit.log_decision(&decision, facts).await {
                 return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()));
             }
+            if !usage.purpose.is_empty() {
+                parts.extensions.insert(AuditRequestId(id.as_str().into()));
+            }
         }
         if let Reason::DestinationDenied { cause } = &decision.reason {
             let refusal = Refusal::new(RefusalKind::of_connect_error(cause), cause.to_string());
             return Err(refusal.with_decision(decision));
+        }
+        if decision.usage_refused() && !report_only {
+            let usage = decision.usage.as_deref().map(|u| u.to_string()).unwrap_or_default();
+            let text = format!(
+                "request refused by the site's AI-usage preferences\nURL: {}\nProduct token: {}\nPurpose: {}\n\
+                 Preference: {usage}\nrobots.txt: {}\n",
+                target.url,
+                decision.agent,
+                usage_purpose(&decision),
+                decision.origin.robots_url(),
+            );
+            return Err(Refusal::new(RefusalKind::UsageRefused, text).with_decision(decision));
         }
         if let (Some(retry_after), Some(facts)) = (paced, &pace) {
             let text = paced_text(&target.url, &decision, facts, retry_after);
@@ -193,6 +232,65 @@ impl Shared {
             }
             None => {}
         }
+    }
+
+    /// Reads a forwarded response's usage headers for a request made for a purpose (the
+    /// decision's): logs them, and returns `Err` with the refusal that replaces the
+    /// response when `purpose.enforce_response` is on (not in report-only) and they say
+    /// no; else what they said, if anything.
+    pub(super) async fn response_usage(
+        &self,
+        headers: &http::HeaderMap,
+        status: u16,
+        decision: &Decision,
+        id: Option<AuditRequestId>,
+        url: &str,
+    ) -> Result<Option<ResponseUsage>, Refusal> {
+        let Some(purpose) = decision.usage.as_ref().map(|u| u.purpose) else { return Ok(None) };
+        let Some(found) = ResponseUsage::of(headers, &decision.agent, purpose) else { return Ok(None) };
+        let settings = self.settings.load();
+        let report_only = settings.mode == Mode::ReportOnly;
+        let replace = found.refused.is_some() && settings.purpose.enforce_response && !report_only;
+        let outcome = match (found.refused, replace) {
+            (None, _) => "allowed",
+            (Some(_), true) => "usage-refused",
+            (Some(_), false) => "would-refuse-usage",
+        };
+        if let Some(o) = &self.observer
+            && found.refused.is_some()
+        {
+            o.refused(if replace { "usage-refused-response" } else { "would-refuse-usage-response" });
+        }
+        if let Some(audit) = &self.audit {
+            let record = ResponseUsageRecord {
+                schema_version: 0,
+                kind: "",
+                time: String::new(),
+                request_id: id.map(|i| i.0.to_string()).unwrap_or_default(),
+                url: url.to_owned(),
+                agent: decision.agent.to_string(),
+                purpose: purpose.categories().map(|c| c.as_str()).collect(),
+                status,
+                content_usage: found.content_usage.clone(),
+                content_signal: found.content_signal.clone(),
+                x_robots_tag: found.x_robots_tag.clone(),
+                refused: found.refused.map(|c| c.as_str()),
+                outcome,
+            };
+            if let Err(e) = audit.response_usage(record).await {
+                return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()));
+            }
+        }
+        if replace {
+            let text = format!(
+                "response refused by the site's AI-usage preferences\nURL: {url}\nProduct token: {}\n\
+                 Purpose: {purpose}\nThe response said ({}: disallowed):\n{found}",
+                decision.agent,
+                found.refused.map(|c| c.as_str()).unwrap_or(""),
+            );
+            return Err(Refusal::new(RefusalKind::UsageRefused, text).with_decision(decision.clone()));
+        }
+        Ok(Some(found))
     }
 
     /// Sets the crawler's `User-Agent` on a request that has none.

@@ -53,6 +53,7 @@
 
 mod decide;
 mod ids;
+mod purpose;
 mod select;
 mod service;
 
@@ -75,6 +76,7 @@ use crate::refusal::Refusal;
 use decide::Shared;
 use ids::RequestIds;
 
+pub use purpose::{PurposeSettings, ResponseUsage};
 pub use select::{SelectToken, TokenError, TokenSelector};
 pub use service::{ResponseFuture, RobotsService};
 
@@ -130,11 +132,24 @@ pub struct Settings {
     pub selector: Arc<dyn SelectToken>,
     /// Enforce or report only.
     pub mode: Mode,
+    /// The requests' purpose and what the sites' usage preferences for it do (default:
+    /// none, no usage check).
+    pub purpose: Arc<PurposeSettings>,
+}
+
+impl Settings {
+    /// These settings with a fixed token selector and mode, no purpose.
+    pub fn new(selector: Arc<dyn SelectToken>, mode: Mode) -> Settings {
+        Settings { selector, mode, purpose: Arc::default() }
+    }
 }
 
 impl fmt::Debug for Settings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Settings").field("mode", &self.mode).finish_non_exhaustive()
+        f.debug_struct("Settings")
+            .field("mode", &self.mode)
+            .field("purpose", &self.purpose)
+            .finish_non_exhaustive()
     }
 }
 
@@ -154,10 +169,10 @@ impl RobotsLayer {
         RobotsLayer {
             shared: Arc::new(Shared {
                 policy,
-                settings: ArcSwap::from_pointee(Settings {
-                    selector: Arc::new(TokenSelector::Fixed(token.into())),
-                    mode: Mode::Enforce,
-                }),
+                settings: ArcSwap::from_pointee(Settings::new(
+                    Arc::new(TokenSelector::Fixed(token.into())),
+                    Mode::Enforce,
+                )),
                 scheme: Scheme::Http,
                 audit: None,
                 admission: None,
@@ -195,14 +210,22 @@ impl RobotsLayer {
     /// Chooses the product token per request.
     pub fn with_selector(self, selector: impl SelectToken) -> RobotsLayer {
         let selector: Arc<dyn SelectToken> = Arc::new(selector);
-        self.edit(|s| s.settings.store(Arc::new(Settings { selector, mode: s.settings.load().mode })))
+        self.edit(|s| {
+            s.settings.store(Arc::new(Settings { selector, ..Settings::clone(&s.settings.load()) }))
+        })
     }
 
     /// Enforce (default) or report only.
     pub fn with_mode(self, mode: Mode) -> RobotsLayer {
-        self.edit(|s| {
-            s.settings.store(Arc::new(Settings { selector: s.settings.load().selector.clone(), mode }))
-        })
+        self.edit(|s| s.settings.store(Arc::new(Settings { mode, ..Settings::clone(&s.settings.load()) })))
+    }
+
+    /// The requests' purpose (AI-usage preferences: see [`crate::rep::usage`]): a path
+    /// robots.txt allows is refused with `403 usage-refused` when the site's preference
+    /// for a category of the purpose is "no".
+    pub fn with_purpose(self, purpose: PurposeSettings) -> RobotsLayer {
+        let purpose = Arc::new(purpose);
+        self.edit(|s| s.settings.store(Arc::new(Settings { purpose, ..Settings::clone(&s.settings.load()) })))
     }
 
     /// Refuses requests whose destination the connector's guard refuses, before any robots
@@ -287,6 +310,23 @@ impl RobotsLayer {
             (None, _) => None,
         };
         Ok((admitted.decision, ticket))
+    }
+
+    /// For a request [`decide`](RobotsLayer::decide)d with a purpose: reads its response's
+    /// `Content-Usage`, `Content-Signal` and `X-Robots-Tag` headers, logs them, and returns
+    /// the refusal that replaces the response when [`PurposeSettings::enforce_response`]
+    /// is on and they say no for the purpose (else what they said, if anything). `parts`
+    /// are the request's parts after `decide`; `url` is logged.
+    pub async fn check_response(
+        &self,
+        parts: &http::request::Parts,
+        decision: &Decision,
+        status: http::StatusCode,
+        headers: &http::HeaderMap,
+        url: &str,
+    ) -> Result<Option<ResponseUsage>, Refusal> {
+        let id = parts.extensions.get::<decide::AuditRequestId>().cloned();
+        self.shared.response_usage(headers, status.as_u16(), decision, id, url).await
     }
 }
 

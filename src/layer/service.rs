@@ -10,7 +10,7 @@ use http::{Method, Request, Response};
 use http_body_util::Either;
 use tower::Service;
 
-use super::decide::Shared;
+use super::decide::{AuditRequestId, Shared};
 use super::{BoxError, Mode, RobotsBody};
 
 /// Checks each request against robots.txt before passing it on. See the [layer
@@ -80,10 +80,28 @@ where
                 let head = parts.method == Method::HEAD;
                 match shared.check(&mut parts).await {
                     Ok(admitted) => {
+                        let decision = &admitted.decision;
                         shared.identify(&mut parts);
+                        // With a purpose only: the response's usage headers are read below.
+                        let usage = decision.usage.is_some().then(|| {
+                            let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+                            let id = parts.extensions.get::<AuditRequestId>().cloned();
+                            (format!("{}{}", decision.origin, path), id)
+                        });
                         let mut res =
                             inner.call(Request::from_parts(parts, body)).await.map_err(Into::into)?;
                         shared.answered(admitted.ticket, &admitted.decision, admitted.decided, &res);
+                        if let Some((url, id)) = usage {
+                            let status = res.status().as_u16();
+                            match shared.response_usage(res.headers(), status, decision, id, &url).await {
+                                Ok(Some(found)) => {
+                                    res.extensions_mut().insert(found);
+                                }
+                                Ok(None) => {}
+                                // The origin's body is dropped unread.
+                                Err(refusal) => return Ok(refusal.into_response(head).map(Either::Right)),
+                            }
+                        }
                         res.extensions_mut().insert(admitted.decision);
                         Ok(res.map(Either::Left))
                     }

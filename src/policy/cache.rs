@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use super::config::{Override, OverrideAction, PolicyConfig};
 use super::copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
 use super::decision::{Decision, Reason, judge};
+use super::usage::UsageCheck;
 use crate::fetch::{FetchOutcome, FetchResult, Fetcher, Unreachable};
 use crate::origin::Origin;
 use crate::rep::{Profile, RobotsTxt};
@@ -186,6 +187,20 @@ impl RobotsPolicy {
         agent: Arc<str>,
         profile: Profile,
     ) -> Decision {
+        self.decide_for(origin, path, agent, profile, UsageCheck::default()).await
+    }
+
+    /// [`RobotsPolicy::decide_with`] for a request made for a purpose: a path robots.txt
+    /// allows also gets the site's AI-usage preferences for it ([`Decision::usage`]).
+    /// Operator overrides and `/robots.txt` itself are not checked for usage.
+    pub async fn decide_for(
+        &self,
+        origin: &Origin,
+        path: &str,
+        agent: Arc<str>,
+        profile: Profile,
+        usage: UsageCheck,
+    ) -> Decision {
         let base = |origin: Arc<Origin>, reason: Reason, allowed: bool| Decision {
             allowed,
             origin,
@@ -196,6 +211,8 @@ impl RobotsPolicy {
             failure: None,
             age: None,
             stale: false,
+            usage: None,
+            notes: None,
         };
         if is_robots_txt(path) {
             return base(Arc::new(origin.clone()), Reason::RobotsTxtPath, true);
@@ -218,7 +235,7 @@ impl RobotsPolicy {
                 if !fresh {
                     d.failure = entry.failure.clone();
                 }
-                judge(&mut d, copy, path);
+                judge(&mut d, copy, path, usage);
                 d.robots = Some(copy.clone());
             }
             _ => {

@@ -8,9 +8,10 @@ use std::time::{Duration, SystemTime};
 use super::audit_text::DecisionKey;
 use super::config::OverrideAction;
 use super::copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
+use super::usage::{CategoryPreference, UsageCheck, UsageDecision};
 use crate::fetch::Unreachable;
 use crate::origin::Origin;
-use crate::rep::{PaceHint, Profile, Reading, Reason as RepReason, RuleId, RuleKind};
+use crate::rep::{PaceHint, Profile, Reading, Reason as RepReason, RuleId, RuleKind, ServerPath};
 
 /// Why a request was allowed or not.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,9 +103,32 @@ pub struct Decision {
     pub age: Option<Duration>,
     /// The copy used was past its freshness (being refreshed, or kept after a failure).
     pub stale: bool,
+    /// The site's AI-usage preferences for the request's purpose, when it declared one and
+    /// robots.txt allows the path (`None` otherwise: no purpose, a disallowed path, an
+    /// override, `/robots.txt` itself).
+    pub usage: Option<Arc<UsageDecision>>,
+    /// What else the robots.txt verdict said, when it said more (rare: `None` otherwise).
+    pub notes: Option<Box<VerdictNotes>>,
+}
+
+/// The rarer parts of a robots.txt verdict (see [`crate::rep::Verdict`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerdictNotes {
+    /// The conservative profile judged the path as servers would see it (`%2F` decoded,
+    /// slashes merged), and that form decided.
+    pub server_path: Option<ServerPath>,
+    /// A line the 500 KiB limit cut and that was dropped may have been a rule for this
+    /// path.
+    pub cut_line: Option<u32>,
 }
 
 impl Decision {
+    /// Whether robots.txt allows the path but the site's usage preferences refuse the
+    /// request's purpose.
+    pub fn usage_refused(&self) -> bool {
+        self.allowed && self.usage.as_ref().is_some_and(|u| u.refused.is_some())
+    }
+
     /// Whether the robots.txt copy the decision rests on has `crawl-delay` or
     /// `request-rate` lines that were read (a cheap test, made for every request).
     #[inline]
@@ -185,6 +209,18 @@ impl fmt::Display for Decision {
                 write!(f, "override: {} {hosts} ({reason})", action.as_str())
             }
         }?;
+        if let Some(notes) = &self.notes {
+            if let Some(server) = &notes.server_path {
+                write!(f, " (as {server})")?;
+            }
+            if let Some(line) = notes.cut_line {
+                write!(
+                    f,
+                    " (robots.txt is over 500 KiB: line {line}, cut by the limit and dropped, may have been \
+                     a rule for this path)"
+                )?;
+            }
+        }
         if self.stale {
             match &self.failure {
                 Some(fail) => write!(f, " [stale copy: refresh failed: {}]", fail.cause)?,
@@ -222,7 +258,9 @@ impl DecisionKey {
     /// `Some(rule)` for a remembered kind of decision: a fresh copy's rule or no rule.
     #[allow(clippy::option_option)]
     fn rule_of(d: &Decision) -> Option<Option<(RuleId, Reading, bool, bool)>> {
-        if d.stale {
+        // A decision with usage preferences has an outcome of its own, and notes make a
+        // decision's text its own: written out.
+        if d.stale || d.usage.is_some() || d.notes.is_some() {
             return None;
         }
         match &d.reason {
@@ -235,33 +273,58 @@ impl DecisionKey {
     }
 }
 
-/// Fills in the verdict of a usable copy.
-pub(super) fn judge(d: &mut Decision, copy: &RobotsCopy, path: &str) {
+/// Fills in the verdict of a usable copy (and, with a purpose, the usage preferences).
+pub(super) fn judge(d: &mut Decision, copy: &RobotsCopy, path: &str, usage: UsageCheck) {
     match &copy.content {
         CopyContent::Unavailable { status } => {
             d.allowed = true;
             d.reason = Reason::Unavailable { status: *status };
+            d.usage = no_statement(usage);
         }
         CopyContent::TooManyRedirects => {
             d.allowed = true;
             d.reason = Reason::TooManyRedirects;
+            d.usage = no_statement(usage);
         }
-        CopyContent::Parsed(robots) => {
-            let v = robots.check_with(d.profile, &d.agent, path);
-            d.allowed = v.allowed();
-            d.reason = match v.reason() {
-                RepReason::Rule(r) => Reason::Rule {
-                    id: r.id,
-                    kind: r.kind,
-                    line: r.line,
-                    reading: r.reading,
-                    implied_by_index_html: r.implied_by_index_html,
-                    readings_disagree: v.readings_disagree(),
-                },
-                RepReason::NoRuleMatched => Reason::NoRuleMatched,
-                RepReason::RobotsTxt => Reason::RobotsTxtPath,
-            };
+        CopyContent::Parsed(robots) if !usage.purpose.is_empty() => {
+            let u = robots.usage_with(d.profile, &d.agent, path);
+            verdict_into(d, u.verdict());
+            if d.allowed && d.reason != Reason::RobotsTxtPath {
+                let prefs = usage.purpose.categories().map(|c| CategoryPreference::of(u.get(c))).collect();
+                d.usage = Some(Arc::new(UsageDecision::new(usage.purpose, usage.unknown, prefs)));
+            }
         }
+        CopyContent::Parsed(robots) => verdict_into(d, &robots.check_with(d.profile, &d.agent, path)),
+    }
+}
+
+/// With a purpose and no robots.txt to state preferences: every category unknown.
+fn no_statement(usage: UsageCheck) -> Option<Arc<UsageDecision>> {
+    if usage.purpose.is_empty() {
+        return None;
+    }
+    let prefs = usage.purpose.categories().map(CategoryPreference::unknown).collect();
+    Some(Arc::new(UsageDecision::new(usage.purpose, usage.unknown, prefs)))
+}
+
+/// The verdict's answer and reason.
+fn verdict_into(d: &mut Decision, v: &crate::rep::Verdict<'_>) {
+    d.allowed = v.allowed();
+    d.reason = match v.reason() {
+        RepReason::Rule(r) => Reason::Rule {
+            id: r.id,
+            kind: r.kind,
+            line: r.line,
+            reading: r.reading,
+            implied_by_index_html: r.implied_by_index_html,
+            readings_disagree: v.readings_disagree(),
+        },
+        RepReason::NoRuleMatched => Reason::NoRuleMatched,
+        RepReason::RobotsTxt => Reason::RobotsTxtPath,
+    };
+    if v.server_path().is_some() || v.cut_line().is_some() {
+        d.notes =
+            Some(Box::new(VerdictNotes { server_path: v.server_path().cloned(), cut_line: v.cut_line() }));
     }
 }
 
@@ -285,7 +348,9 @@ pub(crate) fn decision_on(
         failure: None,
         age: Some(Duration::from_millis(1500)),
         stale: false,
+        usage: None,
+        notes: None,
     };
-    judge(&mut d, copy, path);
+    judge(&mut d, copy, path, UsageCheck::default());
     d
 }

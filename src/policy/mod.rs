@@ -25,6 +25,7 @@ mod cache;
 mod config;
 mod copy;
 mod decision;
+mod usage;
 
 pub use crate::origin::HostPattern;
 pub(crate) use audit_text::{AuditText, DecisionKey};
@@ -35,4 +36,5 @@ pub(crate) use copy::copy_of;
 pub use copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
 #[cfg(test)]
 pub(crate) use decision::decision_on;
-pub use decision::{Decision, Reason};
+pub use decision::{Decision, Reason, VerdictNotes};
+pub use usage::{CategoryPreference, CitedLine, Purpose, UnknownUsage, UsageCheck, UsageDecision};

@@ -113,7 +113,11 @@ impl Reloader {
         i.auth.reload(users(new))?;
         i.policy.reload(policy_config(new));
         i.pacer.reload(new.pacing_config());
-        i.layer.reload(Settings { selector: Arc::new(selector(new)), mode: mode(new) });
+        i.layer.reload(Settings {
+            selector: Arc::new(selector(new)),
+            mode: mode(new),
+            purpose: Arc::new(new.purpose()),
+        });
         i.guard.replace_rules(&guard(new, i.listen));
         i.clients.set(new.proxy.allow_clients.iter().map(|c| c.0).collect());
         let mut current = match i.current.lock() {
@@ -271,6 +275,7 @@ impl App {
         pacer.observe(metrics.clone() as Arc<dyn PaceObserver>);
         let layer = RobotsLayer::new(policy.clone(), config.agent.token.0.clone())
             .with_selector(selector(config))
+            .with_purpose(config.purpose())
             .with_mode(mode(config))
             .with_audit(audit.clone())
             .with_admission(forward_connector.clone())

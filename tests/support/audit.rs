@@ -48,9 +48,27 @@ pub fn check_decision_record(r: &Value) {
     assert!(["google", "rfc", "conservative"].contains(&r["profile"].as_str().unwrap()), "{r}");
     assert!(["enforce", "report-only"].contains(&r["mode"].as_str().unwrap()), "{r}");
     assert!(
-        ["allowed", "disallowed", "would-disallow", "paced"].contains(&r["outcome"].as_str().unwrap()),
+        ["allowed", "disallowed", "would-disallow", "usage-refused", "would-refuse-usage", "paced"]
+            .contains(&r["outcome"].as_str().unwrap()),
         "{r}"
     );
+    if let Some(u) = r.get("usage") {
+        assert!(field(u, "purpose").as_array().is_some_and(|p| !p.is_empty()), "usage.purpose: {r}");
+        assert!(
+            ["allow", "refuse"].contains(&field(u, "unknown").as_str().unwrap_or("")),
+            "usage.unknown: {r}"
+        );
+        for p in field(u, "preferences").as_array().unwrap() {
+            assert!(
+                ["allowed", "disallowed", "unknown"].contains(&field(p, "preference").as_str().unwrap_or("")),
+                "usage.preferences: {r}"
+            );
+            for form in ["content_usage", "content_signal"] {
+                let l = field(p, form);
+                assert!(l.is_null() || field(l, "line").as_u64().is_some_and(|n| n >= 1), "{form}: {r}");
+            }
+        }
+    }
     let rule = field(r, "rule");
     if !rule.is_null() {
         assert!(["allow", "disallow"].contains(&field(rule, "kind").as_str().unwrap_or("")), "rule: {r}");

@@ -6,6 +6,8 @@
 //! - parse throughput (MB/s over the corpus, first 500 KiB of each file);
 //! - time per check over a set of paths per file (mean, p50, p99 over every (file, path)
 //!   pair; each pair timed as the mean of repeated checks);
+//! - the same for robotsgate split by path: paths with `//`, `%2F` or `%5C` before the query
+//!   (the conservative profile also checks their server form when allowed) and the others;
 //! - first check after parsing (rule sets are built on first use), and heap per file.
 //!
 //! ```sh
@@ -130,6 +132,14 @@ struct Stats {
     max: f64,
 }
 
+/// The path (before its query) has `//`, `%2F` or `%5C` (either case): a form that the
+/// conservative profile also checks as servers read it. Written here, not taken from the
+/// engine, so that this bench builds against engines without that check too.
+fn has_server_forms(path: &str) -> bool {
+    let p = path.split('?').next().unwrap_or("").to_ascii_uppercase();
+    p.contains("//") || p.contains("%2F") || p.contains("%5C")
+}
+
 fn stats(mut v: Vec<f64>) -> Stats {
     v.sort_by(|a, b| a.total_cmp(b));
     let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
@@ -178,6 +188,7 @@ fn main() {
     let budget = if quick { Duration::from_micros(200) } else { Duration::from_millis(4) };
     let (mut t_ours, mut t_rtxt, mut t_texting, mut t_first) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut forms = Vec::new();
     let mut heap = Vec::new();
     for f in &files {
         let robots = RobotsTxt::parse(&f.body);
@@ -191,6 +202,7 @@ fn main() {
             t_ours.push(per_call(budget, || {
                 black_box(robots.check(AGENT, p).allowed());
             }));
+            forms.push(has_server_forms(p));
             let url = format!("http://example.com{p}");
             if !quick || f.body.len() < 100_000 {
                 t_rtxt.push(per_call(budget, || {
@@ -206,6 +218,12 @@ fn main() {
         }
     }
     let us = |s: f64| s * 1e6;
+    let split: Vec<(&str, Vec<f64>)> = [(false, "without //, %2F, %5C"), (true, "with //, %2F or %5C")]
+        .into_iter()
+        .map(|(with, name)| {
+            (name, t_ours.iter().zip(&forms).filter(|(_, f)| **f == with).map(|(t, _)| *t).collect())
+        })
+        .collect();
     let (o, r, x) = (stats(t_ours), stats(t_rtxt), stats(t_texting));
     println!(
         "\ncheck, µs per check over {} (file, path) pairs",
@@ -221,6 +239,19 @@ fn main() {
             us(s.p99),
             us(s.max),
             s.mean / o.mean
+        );
+    }
+    for (name, t) in split {
+        if t.is_empty() {
+            continue;
+        }
+        let n = t.len();
+        let s = stats(t);
+        println!(
+            "  robotsgate, paths {name} ({n} pairs): mean {:.3}, p50 {:.3}, p99 {:.3} µs",
+            us(s.mean),
+            us(s.p50),
+            us(s.p99)
         );
     }
     let first = stats(t_first);

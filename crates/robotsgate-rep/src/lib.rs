@@ -26,13 +26,18 @@
 //! - [`Profile::Rfc`]: a strict reading of RFC 9309 (exact keys and product tokens, rule
 //!   and path normalised the same way, `/robots.txt` always allowed).
 //! - [`Profile::Conservative`] (the default): allowed only when both readings allow, so
-//!   a site owner's rule is obeyed however it is spelled.
+//!   a site owner's rule is obeyed however it is spelled; and, since many origin servers
+//!   decode `%2F`, take `\` for `/` or merge slashes, only when both readings also allow
+//!   the path as such a server sees it ([`server_path`]): `//private/x` and
+//!   `/private%2Fx` are disallowed by `Disallow: /private/`. `google` and `rfc` match the
+//!   path as it is, as RFC 9309 and Google do.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 mod aho;
 mod bytes;
+mod cut;
 mod matcher;
 pub mod pace;
 pub mod parser;
@@ -40,16 +45,18 @@ mod pattern;
 mod precedence;
 mod reading;
 mod url;
+pub mod usage;
 
 use std::fmt;
 use std::str::FromStr;
 
 pub use pace::{IgnoredValue, PaceHint, PaceSource, TimeWindow};
 pub use parser::MAX_ROBOTS_TXT_BYTES;
-pub use url::path_of_url;
+pub use url::{ServerPath, path_of_url, server_path};
 
 use precedence::Hit;
-use reading::{Applied, Parsed, ReadingData};
+use reading::{Applied, NO_SET, Parsed, ReadingData};
+use usage::{Category, CategoryUsage, Stated, Usage, UsageLine};
 
 /// How to read robots.txt files. See the [module docs](self).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -58,7 +65,7 @@ pub enum Profile {
     Google,
     /// A strict RFC 9309 reading.
     Rfc,
-    /// Allowed only when both readings allow.
+    /// Allowed only when both readings allow, the path as it is and its [`server_path`].
     #[default]
     Conservative,
 }
@@ -177,7 +184,8 @@ pub struct RobotsTxt {
 
 impl RobotsTxt {
     /// Parses a robots.txt body. Never fails: what cannot be read is ignored, and only
-    /// the first [`MAX_ROBOTS_TXT_BYTES`] count.
+    /// the first [`MAX_ROBOTS_TXT_BYTES`] count (a line that the limit cuts is dropped:
+    /// [`RobotsTxt::cut_line`]).
     pub fn parse(body: &[u8]) -> RobotsTxt {
         Self::parse_with(body, ParseOptions::default())
     }
@@ -189,6 +197,21 @@ impl RobotsTxt {
 
     /// Checks `path` (path and query of the URL, e.g. `/a/b?c`) for the crawler whose
     /// product token is `agent`, under the default ([`Profile::Conservative`]) profile.
+    ///
+    /// `path` is a path when it starts with `/`, and is then matched as it is (without a
+    /// `#fragment`): `//a/b`, the path of `http://example.com//a/b`, is matched as `//a/b`.
+    /// Anything else is not a path and is read as a URL, as Google's library reads one
+    /// ([`path_of_url`]): `http://example.com/a?q` is checked as `/a?q`, `?q` as `/?q`, the
+    /// empty string as `/`. To check a URL that you have, pass [`path_of_url`]'s result.
+    ///
+    /// ```
+    /// use robotsgate_rep::{Profile, RobotsTxt, path_of_url};
+    ///
+    /// let robots = RobotsTxt::parse(b"User-agent: *\nDisallow: //a\n");
+    /// let path = path_of_url("http://example.com//a/b");
+    /// assert_eq!(path, "//a/b");
+    /// assert!(!robots.check_with(Profile::Google, "FooBot", &path).allowed());
+    /// ```
     pub fn check(&self, agent: &str, path: &str) -> Verdict<'_> {
         self.check_with(Profile::default(), agent, path)
     }
@@ -198,28 +221,74 @@ impl RobotsTxt {
         let path = url::normalize_request_path(path);
         match profile {
             Profile::Google => self.verdict(profile, Reading::Google, agent, path.as_bytes()),
-            Profile::Rfc => self.rfc_verdict(profile, agent, path.as_bytes()),
+            Profile::Rfc => {
+                let (canonical, _) = pattern::canonical_path_and_forms(path.as_bytes());
+                self.rfc_verdict(profile, agent, &canonical)
+            }
             Profile::Conservative => {
-                let rfc = self.rfc_verdict(profile, agent, path.as_bytes());
-                if rfc.decided.is_robots_txt() {
-                    return rfc;
-                }
-                let google = self.verdict(profile, Reading::Google, agent, path.as_bytes());
-                let split = rfc.allowed != google.allowed;
-                let mut v = if !google.allowed && rfc.allowed { google } else { rfc };
-                v.split = split;
-                v
+                // The pass that brings the path to its RFC form also finds its server
+                // forms, so a path without them costs nothing more.
+                let (canonical, forms) = pattern::canonical_path_and_forms(path.as_bytes());
+                let v = self.both_readings(agent, path.as_bytes(), &canonical);
+                if v.allowed && forms { self.server_form(agent, &path, v) } else { v }
             }
         }
     }
 
-    fn rfc_verdict(&self, profile: Profile, agent: &str, path: &[u8]) -> Verdict<'_> {
-        let canonical = pattern::canonical_path(path);
+    /// Conservative profile: `v`, allowed for `path` as it is, or the verdict on the
+    /// path's server form if that is disallowed. Out of line: few paths get here.
+    #[cold]
+    #[inline(never)]
+    fn server_form<'a>(&'a self, agent: &str, path: &str, mut v: Verdict<'a>) -> Verdict<'a> {
+        let Some(server) = url::server_path(path) else { return v };
+        let (canonical, _) = pattern::canonical_path_and_forms(server.path.as_bytes());
+        let mut w = self.both_readings(agent, server.path.as_bytes(), &canonical);
+        if !w.allowed {
+            let cut = w.cut_line();
+            w.notes = Some(Box::new(Notes { server: Some(server), cut }));
+            return w;
+        }
+        // A dropped line may have disallowed the server form.
+        if let (None, Some(line)) = (v.cut_line(), w.cut_line()) {
+            v.set_cut_line(line);
+        }
+        v
+    }
+
+    /// The conservative verdict on `path` as it is (`canonical`: its RFC form): allowed
+    /// only when both readings allow.
+    #[inline]
+    fn both_readings(&self, agent: &str, path: &[u8], canonical: &[u8]) -> Verdict<'_> {
+        let profile = Profile::Conservative;
+        let rfc = self.rfc_verdict(profile, agent, canonical);
+        if rfc.decided.is_robots_txt() {
+            return rfc;
+        }
+        let google = self.verdict(profile, Reading::Google, agent, path);
+        let split = rfc.allowed != google.allowed;
+        let other_cut = if !google.allowed && rfc.allowed { rfc.cut_line() } else { google.cut_line() };
+        let mut v = if !google.allowed && rfc.allowed { google } else { rfc };
+        v.split = split;
+        if let (None, Some(line)) = (v.cut_line(), other_cut) {
+            v.set_cut_line(line);
+        }
+        v
+    }
+
+    /// The RFC reading's verdict on a path in its RFC form.
+    #[inline]
+    fn rfc_verdict(&self, profile: Profile, agent: &str, canonical: &[u8]) -> Verdict<'_> {
         let path_only = canonical.split(|&b| b == b'?').next().unwrap_or_default();
         if path_only == b"/robots.txt" {
-            return Verdict { allowed: true, profile, split: false, decided: Decided::RobotsTxt };
+            return Verdict {
+                allowed: true,
+                profile,
+                split: false,
+                decided: Decided::RobotsTxt,
+                notes: None,
+            };
         }
-        self.verdict(profile, Reading::Rfc, agent, &canonical)
+        self.verdict(profile, Reading::Rfc, agent, canonical)
     }
 
     fn reading(&self, reading: Reading) -> &ReadingData {
@@ -235,7 +304,32 @@ impl RobotsTxt {
         let best = self.parsed.eval(applied, path);
         let (allowed, hit) = best.allowed();
         let decided = Decided::Rules { robots: self, reading, applied, hit: hit.map(|h| h.1) };
-        Verdict { allowed, profile, split: false, decided }
+        let notes = match &self.parsed.cut {
+            None => None,
+            Some(cut) => Self::cut_note(cut, reading, applied.groups, allowed, &self.parsed.arena, path),
+        };
+        Verdict { allowed, profile, split: false, decided, notes }
+    }
+
+    /// The note for a verdict of `reading` when the line the limit cut may have changed
+    /// it. Out of line: only files over the limit get here.
+    #[cold]
+    #[inline(never)]
+    fn cut_note(
+        cut: &cut::CutLine,
+        reading: Reading,
+        applied: &[u32],
+        allowed: bool,
+        arena: &[u8],
+        path: &[u8],
+    ) -> Option<Box<Notes>> {
+        let dialect = match reading {
+            Reading::Google => parser::Dialect::Google,
+            Reading::Rfc => parser::Dialect::Rfc,
+        };
+        let rule = cut.rule(dialect)?;
+        rule.may_matter(applied, allowed, arena, path)
+            .then(|| Box::new(Notes { server: None, cut: Some(cut.line) }))
     }
 
     /// The rule `id` (from a [`MatchedRule`] of this file), as the given reading saw it.
@@ -253,6 +347,97 @@ impl RobotsTxt {
             reading,
             implied_by_index_html: info.implied,
         })
+    }
+
+    /// The site's AI-usage preferences (`Content-Usage` and `Content-Signal` lines; see
+    /// [`usage`]) at `path` for the crawler `agent`, under the default profile.
+    ///
+    /// ```
+    /// use robotsgate_rep::RobotsTxt;
+    /// use robotsgate_rep::usage::{Category, Preference};
+    ///
+    /// // The attach draft's example (draft-ietf-aipref-attach-05 §3.4).
+    /// let robots = RobotsTxt::parse(
+    ///     b"User-Agent: *\nAllow: /\nDisallow: /never/\nContent-Usage: train-ai=n\n\
+    ///       Content-Usage: /ai-ok/ train-ai=y\n",
+    /// );
+    /// let at = |path| robots.usage("ExampleBot", path).get(Category::TrainAi).preference();
+    /// assert_eq!(at("/test"), Preference::Disallowed);
+    /// assert_eq!(at("/ai-ok/test"), Preference::Allowed);
+    /// assert_eq!(at("/never/test"), Preference::Unknown); // not crawlable: no preferences
+    /// let u = robots.usage("ExampleBot", "/test");
+    /// assert_eq!(u.get(Category::TrainAi).to_string(), "train-ai: disallowed (line 4: content-usage: train-ai=n)");
+    /// ```
+    pub fn usage(&self, agent: &str, path: &str) -> Usage<'_> {
+        self.usage_with(Profile::default(), agent, path)
+    }
+
+    /// [`RobotsTxt::usage`] under a chosen profile. The conservative profile takes the more
+    /// restrictive answer of both readings (and of the path's [server form](server_path),
+    /// when it has one), per form and category. Linear in the path and the lines, like a
+    /// check; a file without usage lines costs one check.
+    pub fn usage_with(&self, profile: Profile, agent: &str, path: &str) -> Usage<'_> {
+        let verdict = self.check_with(profile, agent, path);
+        let mut usage = Usage { verdict, categories: Category::ALL.map(CategoryUsage::new) };
+        if !usage.verdict.allowed() || self.parsed.usage.is_empty() {
+            return usage;
+        }
+        let path = url::normalize_request_path(path);
+        let out = &mut usage.categories;
+        match profile {
+            Profile::Google => self.usage_of(Reading::Google, agent, path.as_bytes(), out),
+            Profile::Rfc => {
+                let (canonical, _) = pattern::canonical_path_and_forms(path.as_bytes());
+                self.usage_of(Reading::Rfc, agent, &canonical, out);
+            }
+            Profile::Conservative => {
+                let (canonical, forms) = pattern::canonical_path_and_forms(path.as_bytes());
+                self.usage_of(Reading::Rfc, agent, &canonical, out);
+                self.usage_of(Reading::Google, agent, path.as_bytes(), out);
+                if forms && let Some(server) = url::server_path(&path) {
+                    let (canonical, _) = pattern::canonical_path_and_forms(server.path.as_bytes());
+                    self.usage_of(Reading::Rfc, agent, &canonical, out);
+                    self.usage_of(Reading::Google, agent, server.path.as_bytes(), out);
+                }
+            }
+        }
+        usage
+    }
+
+    /// Merges what `reading`'s lines say at `path` into `out`.
+    fn usage_of<'a>(&'a self, reading: Reading, agent: &str, path: &[u8], out: &mut [CategoryUsage<'a>; 3]) {
+        let applied = self.reading(reading).applied(agent);
+        if applied.usage == NO_SET {
+            return;
+        }
+        for slot in out.iter_mut() {
+            let (cu, cs) = self.parsed.usage_eval(applied, slot.category, path).hits();
+            if let Some(hit) = cu {
+                slot.content_usage.merge(self.stated(hit, slot.category, reading));
+            }
+            if let Some(hit) = cs {
+                slot.content_signal.merge(self.stated(hit, slot.category, reading));
+            }
+        }
+    }
+
+    fn stated(&self, hit: Hit, category: Category, reading: Reading) -> Stated<'_> {
+        let index = usage::hit_line(hit.rule);
+        let Some(info) = self.parsed.usage.get(index as usize) else { return Stated::default() };
+        let line = UsageLine {
+            source: info.source,
+            line: info.line,
+            path: self.parsed.text(info.path),
+            value: self.parsed.text(info.value),
+            statement: info.statement,
+            reading,
+        };
+        Stated { preference: info.statement.get(category), line: Some(line) }
+    }
+
+    /// Whether the file has `Content-Usage` or `Content-Signal` lines at all.
+    pub fn has_usage_lines(&self) -> bool {
+        !self.parsed.usage.is_empty()
     }
 
     /// Sitemap URLs listed anywhere in the file, in file order.
@@ -337,6 +522,14 @@ impl RobotsTxt {
         self.parsed.facts.ignored_bytes
     }
 
+    /// The line that the [`MAX_ROBOTS_TXT_BYTES`] limit fell inside, if it did: that line
+    /// was dropped, not read in part (its first part could read as a rule nobody wrote:
+    /// `Allow: /public` cut to `Allow: /p`). [`Verdict::cut_line`] says when it may have
+    /// mattered for a check.
+    pub fn cut_line(&self) -> Option<u32> {
+        self.parsed.facts.cut_line
+    }
+
     /// Approximate heap memory held by this value, for bounded caches.
     pub fn heap_bytes(&self) -> usize {
         self.parsed.heap_bytes()
@@ -344,13 +537,24 @@ impl RobotsTxt {
 }
 
 /// The outcome of one check, and what decided it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Verdict<'a> {
     allowed: bool,
     profile: Profile,
     /// Conservative profile: the two readings disagreed.
     split: bool,
     decided: Decided<'a>,
+    /// What is rarely there, out of line so that a verdict stays small.
+    notes: Option<Box<Notes>>,
+}
+
+#[derive(Debug, Clone)]
+struct Notes {
+    /// Conservative profile: the path as it is was allowed, its server form was not (and
+    /// decided).
+    server: Option<ServerPath>,
+    /// The line the 500 KiB limit cut and dropped, when it may have mattered.
+    cut: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -466,6 +670,64 @@ impl<'a> Verdict<'a> {
         self.split
     }
 
+    /// Under the conservative profile: both readings allow the path as it is, but not its
+    /// [server form](server_path) (`//private/x` or `/private%2Fx` for
+    /// `Disallow: /private/`), which decided the verdict. The rule, reading and groups of
+    /// this verdict are those of the server form.
+    ///
+    /// ```
+    /// use robotsgate_rep::{Profile, RobotsTxt};
+    ///
+    /// let robots = RobotsTxt::parse(b"User-agent: *\nDisallow: /private/\n");
+    /// let v = robots.check("ExampleBot", "/private%2Fsecret.html");
+    /// assert!(!v.allowed());
+    /// assert_eq!(v.server_path().map(|s| s.path.as_str()), Some("/private/secret.html"));
+    /// assert_eq!(
+    ///     v.to_string(),
+    ///     "line 2: disallow: /private/ (as /private/secret.html, once %2F is decoded)"
+    /// );
+    /// // google and rfc match the path as it is.
+    /// assert!(robots.check_with(Profile::Google, "ExampleBot", "/private%2Fsecret.html").allowed());
+    /// ```
+    pub fn server_path(&self) -> Option<&ServerPath> {
+        self.notes.as_ref()?.server.as_ref()
+    }
+
+    /// The line that the [`MAX_ROBOTS_TXT_BYTES`] limit fell inside and that was dropped
+    /// ([`RobotsTxt::cut_line`]), when it may have changed this verdict: what is left of it
+    /// may be the start of a rule (an `allow` when the path is disallowed, a `disallow`
+    /// when it is allowed) in a group that applies to the agent, and that rule may match
+    /// the path. Only part of the line is known, so this errs towards "may".
+    ///
+    /// ```
+    /// use robotsgate_rep::{MAX_ROBOTS_TXT_BYTES, RobotsTxt};
+    ///
+    /// let mut body = b"User-agent: *\nDisallow: /\n".to_vec();
+    /// body.resize(MAX_ROBOTS_TXT_BYTES - 9, b'\n');
+    /// body.extend_from_slice(b"Allow: /public\n"); // cut after "Allow: /p"
+    /// let robots = RobotsTxt::parse(&body);
+    /// let line = robots.cut_line();
+    /// assert!(line.is_some());
+    /// // Not read as "Allow: /p": /private stays disallowed.
+    /// let v = robots.check("ExampleBot", "/private");
+    /// assert!(!v.allowed());
+    /// // But the whole line might have allowed it (it may have been "Allow: /private").
+    /// assert_eq!(v.cut_line(), line);
+    /// assert!(v.to_string().ends_with("may have been a rule for this path)"));
+    /// // It could not have allowed /x.
+    /// assert_eq!(robots.check("ExampleBot", "/x").cut_line(), None);
+    /// ```
+    pub fn cut_line(&self) -> Option<u32> {
+        self.notes.as_ref()?.cut
+    }
+
+    fn set_cut_line(&mut self, line: u32) {
+        match &mut self.notes {
+            Some(notes) => notes.cut = Some(line),
+            None => self.notes = Some(Box::new(Notes { server: None, cut: Some(line) })),
+        }
+    }
+
     /// The reading the verdict comes from (`None` for `/robots.txt`).
     pub fn reading(&self) -> Option<Reading> {
         match self.decided {
@@ -505,19 +767,31 @@ impl fmt::Display for MatchedRule<'_> {
 impl fmt::Display for Verdict<'_> {
     /// `line 12: disallow: /private`, `no rule matched` or `/robots.txt is always allowed`;
     /// under the conservative profile, `(google reading)` / `(rfc reading)` is added when
-    /// only one reading disallows.
+    /// only one reading disallows, `(as /private/x, once slashes are merged)` when the
+    /// path's [server form](Verdict::server_path) decided, and a note when a line that the
+    /// 500 KiB limit cut may have mattered ([`Verdict::cut_line`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.reason() {
-            Reason::RobotsTxt => f.write_str("/robots.txt is always allowed"),
-            Reason::NoRuleMatched => f.write_str("no rule matched"),
+            Reason::RobotsTxt => f.write_str("/robots.txt is always allowed")?,
+            Reason::NoRuleMatched => f.write_str("no rule matched")?,
             Reason::Rule(rule) => {
                 write!(f, "{rule}")?;
                 if self.split {
                     write!(f, " ({} reading)", rule.reading.as_str())?;
                 }
-                Ok(())
             }
         }
+        if let Some(server) = self.server_path() {
+            write!(f, " (as {server})")?;
+        }
+        if let Some(line) = self.cut_line() {
+            write!(
+                f,
+                " (robots.txt is over 500 KiB: line {line}, cut by the limit and dropped, may have \
+                 been a rule for this path)"
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -11,12 +11,18 @@
 //!
 //! Both skip a leading UTF-8 byte order mark, split lines at CR, LF or CRLF, drop `#`
 //! comments and surrounding whitespace, and only look at the first
-//! [`MAX_ROBOTS_TXT_BYTES`] bytes.
+//! [`MAX_ROBOTS_TXT_BYTES`] bytes. When that limit falls inside a line, the line is
+//! dropped rather than read in part ([`Handler::cut_by_limit`]).
 
-use memchr::{memchr, memchr2};
+use memchr::{memchr, memchr2, memrchr2};
 
 /// Only this many bytes of a robots.txt body are read (500 KiB, as Google documents and
-/// RFC 9309 allows); the rest is ignored.
+/// RFC 9309 allows); the rest is ignored. A line that the limit cuts is dropped: its
+/// first part could read as a broader rule than the one written (`Allow: /public` cut to
+/// `Allow: /p`).
+///
+/// Google's open-source library has no such limit (it reads the whole body); its
+/// documentation states the limit, and this engine applies it in every profile.
 pub const MAX_ROBOTS_TXT_BYTES: usize = 500 * 1024;
 
 /// Google's parser keeps at most this many bytes of a line (`2083 * 8 - 1`).
@@ -48,6 +54,12 @@ pub enum Key<'a> {
     /// `request-rate`: a non-standard pacing hint for the current group (`1/10s`: one
     /// request per ten seconds, optionally for a time of day: `1/10s 0600-1800`).
     RequestRate,
+    /// `content-usage`: an AI-usage preference (draft-ietf-aipref-attach-05), exactly this
+    /// key (without case) in both dialects.
+    ContentUsage,
+    /// `content-signal`: Cloudflare's Content Signals, exactly this key (without case) in
+    /// both dialects.
+    ContentSignal,
     /// Any other key, as written (trimmed).
     Other(&'a [u8]),
 }
@@ -78,6 +90,13 @@ pub trait Handler {
     fn line_cut(&mut self, number: u32, full_len: usize) {
         let _ = (number, full_len);
     }
+
+    /// The body is longer than [`MAX_ROBOTS_TXT_BYTES`] and the limit falls inside line
+    /// `number`, which is dropped (not reported to [`Handler::line`]); `kept` is its part
+    /// before the limit. Called once, after every other line.
+    fn cut_by_limit(&mut self, number: u32, kept: &[u8]) {
+        let _ = (number, kept);
+    }
 }
 
 /// Facts about a whole parse that no single line carries.
@@ -89,8 +108,26 @@ pub struct BodyFacts {
     pub ignored_bytes: usize,
     /// A UTF-8 byte order mark (or a prefix of one) was skipped at the start.
     pub bom: bool,
-    /// Number of lines seen.
+    /// Number of lines seen (a line cut by the limit included).
     pub lines: u32,
+    /// The line the [`MAX_ROBOTS_TXT_BYTES`] limit fell inside, which was dropped.
+    pub cut_line: Option<u32>,
+}
+
+/// The part of `body` that is read: the first [`MAX_ROBOTS_TXT_BYTES`] bytes, without a
+/// line the limit cuts; and that line's part before the limit, if there is one. A line
+/// whose line break comes right after the limit is whole.
+pub(crate) fn split_at_limit(body: &[u8]) -> (&[u8], Option<&[u8]>) {
+    if body.len() <= MAX_ROBOTS_TXT_BYTES {
+        return (body, None);
+    }
+    let is_break = |b: u8| b == b'\n' || b == b'\r';
+    let cut = MAX_ROBOTS_TXT_BYTES;
+    if is_break(body[cut]) || is_break(body[cut - 1]) {
+        return (&body[..cut], None);
+    }
+    let start = memrchr2(b'\n', b'\r', &body[..cut]).map_or(0, |i| i + 1);
+    (&body[..start], Some(&body[start..cut]))
 }
 
 /// Parses `body` in `dialect`, reporting to `handler`.
@@ -109,14 +146,35 @@ pub struct BodyFacts {
 /// assert_eq!(c.0, 2); // Google accepts the typo
 /// ```
 pub fn parse<H: Handler>(body: &[u8], dialect: Dialect, handler: &mut H) -> BodyFacts {
+    let (facts, kept) = read_limited(body, |number, line| parse_line(number, line, dialect, handler));
+    if let (Some(number), Some(kept)) = (facts.cut_line, kept) {
+        handler.cut_by_limit(number, kept);
+    }
+    facts
+}
+
+/// Calls `f` for every line of the part of `body` that is read (see [`split_at_limit`];
+/// a leading BOM skipped); returns the facts and the cut line's part before the limit.
+fn read_limited<'a>(body: &'a [u8], f: impl FnMut(u32, &'a [u8])) -> (BodyFacts, Option<&'a [u8]>) {
     let mut facts = BodyFacts::default();
     let cut = body.len().min(MAX_ROBOTS_TXT_BYTES);
     facts.parsed_bytes = cut;
     facts.ignored_bytes = body.len() - cut;
-    let (body, bom) = strip_bom(&body[..cut]);
+    let (read, mut kept) = split_at_limit(body);
+    let (read, mut bom) = strip_bom(read);
+    if read.is_empty()
+        && let Some(k) = kept
+    {
+        // The cut line is the first: the BOM is skipped from it.
+        let (k, b) = strip_bom(k);
+        (kept, bom) = (Some(k), b);
+    }
     facts.bom = bom;
-    facts.lines = for_each_line(body, |number, line| parse_line(number, line, dialect, handler));
-    facts
+    facts.lines = for_each_line(read, f);
+    if kept.is_some() {
+        facts.cut_line = Some(facts.lines);
+    }
+    (facts, kept)
 }
 
 /// Skips a leading UTF-8 BOM, or a leading prefix of one, as Google's parser does.
@@ -163,7 +221,7 @@ pub(crate) fn is_space(b: u8) -> bool {
 }
 
 #[inline]
-fn trim_start(mut s: &[u8]) -> &[u8] {
+pub(crate) fn trim_start(mut s: &[u8]) -> &[u8] {
     while let [first, rest @ ..] = s {
         if is_space(*first) {
             s = rest;
@@ -175,7 +233,7 @@ fn trim_start(mut s: &[u8]) -> &[u8] {
 }
 
 #[inline]
-fn trim(mut s: &[u8]) -> &[u8] {
+pub(crate) fn trim(mut s: &[u8]) -> &[u8] {
     while let [first, rest @ ..] = s {
         if is_space(*first) {
             s = rest;
@@ -223,7 +281,10 @@ fn google_cut<'a, H: Handler>(number: u32, mut line: &'a [u8], handler: &mut H) 
 /// line's content for a line that is not `key: value`.
 #[allow(clippy::type_complexity)]
 #[inline]
-fn split_key_value(mut line: &[u8], dialect: Dialect) -> Result<Option<(&[u8], &[u8])>, (&[u8], Malformed)> {
+pub(crate) fn split_key_value(
+    mut line: &[u8],
+    dialect: Dialect,
+) -> Result<Option<(&[u8], &[u8])>, (&[u8], Malformed)> {
     // One pass for the comment and the first ':' (short lines are the rule: no memchr).
     let mut colon = None;
     if line.len() <= 64 {
@@ -269,21 +330,17 @@ pub(crate) type LineView<'a> = Option<(Key<'a>, &'a [u8])>;
 
 /// Parses `body` once for both readings, calling `f(line number, google, rfc)` for every
 /// line that is a `key: value` pair in at least one of them.
+/// Also returns the part before the limit of the line the limit cuts, if any (see
+/// [`Handler::cut_by_limit`]).
 pub(crate) fn parse_dual<'a>(
     body: &'a [u8],
     mut f: impl FnMut(u32, LineView<'a>, LineView<'a>),
-) -> BodyFacts {
+) -> (BodyFacts, Option<&'a [u8]>) {
     struct Quiet;
     impl Handler for Quiet {
         fn line(&mut self, _: u32, _: Key<'_>, _: &[u8]) {}
     }
-    let mut facts = BodyFacts::default();
-    let cut = body.len().min(MAX_ROBOTS_TXT_BYTES);
-    facts.parsed_bytes = cut;
-    facts.ignored_bytes = body.len() - cut;
-    let (body, bom) = strip_bom(&body[..cut]);
-    facts.bom = bom;
-    facts.lines = for_each_line(body, |number, line| {
+    read_limited(body, |number, line| {
         let rfc = split_key_value(line, Dialect::Rfc);
         let gline = google_cut(number, line, &mut Quiet);
         let google = if gline.len() == line.len() {
@@ -300,8 +357,7 @@ pub(crate) fn parse_dual<'a>(
         if g.is_some() || r.is_some() {
             f(number, g, r);
         }
-    });
-    facts
+    })
 }
 
 fn split_two_words(line: &[u8]) -> Option<(&[u8], &[u8])> {
@@ -341,7 +397,7 @@ pub fn classify(key: &[u8], dialect: Dialect) -> Key<'_> {
             } else if key.eq_ignore_ascii_case(b"request-rate") {
                 Key::RequestRate
             } else {
-                Key::Other(key)
+                usage_key(key)
             }
         }
         Dialect::Rfc => {
@@ -359,9 +415,22 @@ pub fn classify(key: &[u8], dialect: Dialect) -> Key<'_> {
             } else if is(b"request-rate") {
                 Key::RequestRate
             } else {
-                Key::Other(key)
+                usage_key(key)
             }
         }
+    }
+}
+
+/// `content-usage`, `content-signal` or another key: neither reading guesses at typos of
+/// these (Google's parser does not know them).
+#[inline]
+fn usage_key(key: &[u8]) -> Key<'_> {
+    if key.eq_ignore_ascii_case(b"content-usage") {
+        Key::ContentUsage
+    } else if key.eq_ignore_ascii_case(b"content-signal") {
+        Key::ContentSignal
+    } else {
+        Key::Other(key)
     }
 }
 
@@ -446,6 +515,58 @@ mod tests {
         long.resize(GOOGLE_MAX_LINE_BYTES + 10, b'x');
         assert_eq!(rec(&long, Dialect::Google).0[0].2.len(), GOOGLE_MAX_LINE_BYTES - 10);
         assert_eq!(rec(&long, Dialect::Rfc).0[0].2.len(), GOOGLE_MAX_LINE_BYTES);
+    }
+
+    /// Issue 22.3: a line the limit cuts is dropped, not read in part.
+    #[test]
+    fn a_line_cut_by_the_limit_is_dropped() {
+        #[derive(Default)]
+        struct Cut(Vec<String>, Option<(u32, Vec<u8>)>);
+        impl Handler for Cut {
+            fn line(&mut self, _: u32, _: Key<'_>, value: &[u8]) {
+                self.0.push(String::from_utf8_lossy(value).into_owned());
+            }
+            fn cut_by_limit(&mut self, number: u32, kept: &[u8]) {
+                self.1 = Some((number, kept.to_vec()));
+            }
+        }
+        let body_with = |tail: &[u8]| {
+            let mut body = b"user-agent: *\ndisallow: /\n".to_vec();
+            body.resize(MAX_ROBOTS_TXT_BYTES - 9, b'\n');
+            body.extend_from_slice(tail);
+            body
+        };
+        // "allow: /public" cut after "allow: /p": dropped.
+        let body = body_with(b"allow: /public\n");
+        let mut c = Cut::default();
+        let facts = parse(&body, Dialect::Rfc, &mut c);
+        assert_eq!(c.0, vec!["*", "/"]);
+        let line = (MAX_ROBOTS_TXT_BYTES - 9 - 26 + 3) as u32;
+        assert_eq!(c.1, Some((line, b"allow: /p".to_vec())));
+        assert_eq!(facts.cut_line, Some(line));
+        assert_eq!(facts.lines, line);
+        assert_eq!((facts.parsed_bytes, facts.ignored_bytes), (MAX_ROBOTS_TXT_BYTES, 6));
+        // Its line break right after the limit: whole.
+        for tail in [&b"allow: /p\n"[..], b"allow: /p\r\n", b"allow: /p\rx"] {
+            let mut c = Cut::default();
+            let facts = parse(&body_with(tail), Dialect::Google, &mut c);
+            assert_eq!(c.0.last().map(String::as_str), Some("/p"), "{tail:?}");
+            assert_eq!((c.1, facts.cut_line), (None, None));
+        }
+        // A break as the last byte read: nothing cut.
+        let mut c = Cut::default();
+        let facts = parse(&body_with(b"allow: /\nx"), Dialect::Google, &mut c);
+        assert_eq!((c.0.last().map(String::as_str), facts.cut_line), (Some("/"), None));
+        // One line longer than the limit, BOM first: the line is dropped, BOM and all.
+        let mut body = b"\xEF\xBB\xBFdisallow: /".to_vec();
+        body.resize(MAX_ROBOTS_TXT_BYTES + 1, b'a');
+        let mut c = Cut::default();
+        let facts = parse(&body, Dialect::Google, &mut c);
+        assert!(c.0.is_empty() && facts.bom);
+        assert_eq!(
+            c.1.map(|(n, k)| (n, k.len(), k.starts_with(b"disallow"))),
+            Some((1, MAX_ROBOTS_TXT_BYTES - 3, true))
+        );
     }
 
     #[test]

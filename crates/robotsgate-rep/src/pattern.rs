@@ -41,7 +41,7 @@ pub(crate) fn push_span(arena: &mut Vec<u8>, bytes: &[u8]) -> Span {
 }
 
 /// A rule value compiled for one reading, stored in an arena.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Pat {
     /// The octets to match, where `*` is a wildcard (never a literal asterisk); without
     /// the final `$`.
@@ -289,35 +289,51 @@ fn remove_dot_segments(path: &[u8], out: &mut Vec<u8>) {
 }
 
 /// The canonical RFC form of a request path (with query), borrowed when it already is.
+#[cfg(test)]
 pub(crate) fn canonical_path(path: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    if is_canonical(path) {
-        std::borrow::Cow::Borrowed(path)
-    } else {
-        let mut out = Vec::with_capacity(path.len() + 16);
-        canonicalize(path, false, &mut out);
-        std::borrow::Cow::Owned(out)
+    canonical_path_and_forms(path).0
+}
+
+/// [`canonical_path`], and whether `path` has `//`, `%2F` or `%5C` before its query (a
+/// [server form](crate::server_path)), found in the same pass over the path.
+pub(crate) fn canonical_path_and_forms(path: &[u8]) -> (std::borrow::Cow<'_, [u8]>, bool) {
+    match scan_canonical(path) {
+        Some(forms) => (std::borrow::Cow::Borrowed(path), forms),
+        None => {
+            let mut out = Vec::with_capacity(path.len() + 16);
+            canonicalize(path, false, &mut out);
+            (std::borrow::Cow::Owned(out), crate::url::has_server_forms(path))
+        }
     }
 }
 
 /// Fast test: nothing in `path` would change under [`canonicalize`] (as a URL).
+#[cfg(test)]
 fn is_canonical(path: &[u8]) -> bool {
+    scan_canonical(path).is_some()
+}
+
+/// `None` when something in `path` would change under [`canonicalize`] (as a URL); else
+/// whether the path has a server form (see [`canonical_path_and_forms`]).
+fn scan_canonical(path: &[u8]) -> Option<bool> {
     let mut in_query = false;
+    let mut forms = false;
     let mut i = 0;
     while i < path.len() {
         let b = path[i];
         match b {
             b'?' => in_query = true,
+            b'/' if !in_query && path.get(i + 1) == Some(&b'/') => forms = true,
             b'%' => {
-                let Some(v) = escape_at(path, i) else {
-                    return false;
-                };
+                let v = escape_at(path, i)?;
                 let class = CLASS[v as usize];
                 if class & UNRESERVED != 0 || (in_query && class & QUERY_DECODE != 0) {
-                    return false;
+                    return None;
                 }
                 if path[i + 1].is_ascii_lowercase() || path[i + 2].is_ascii_lowercase() {
-                    return false;
+                    return None;
                 }
+                forms |= !in_query && (v == b'/' || v == b'\\');
                 i += 3;
                 continue;
             }
@@ -328,15 +344,15 @@ fn is_canonical(path: &[u8]) -> bool {
                 let dots2 =
                     next == Some(b'.') && matches!(rest.get(1).copied(), None | Some(b'/') | Some(b'?'));
                 if matches!(next, None | Some(b'/') | Some(b'?')) || dots2 {
-                    return false;
+                    return None;
                 }
             }
-            _ if CLASS[b as usize] & LITERAL == 0 => return false,
+            _ if CLASS[b as usize] & LITERAL == 0 => return None,
             _ => {}
         }
         i += 1;
     }
-    true
+    Some(forms)
 }
 
 #[cfg(test)]
@@ -426,6 +442,32 @@ mod tests {
         assert_eq!(cr(b"/a*b$"), (b"/a*b".to_vec(), true, 5));
         assert_eq!(cr(b"/a$b").0, b"/a%24b");
         assert_eq!(cr(b"/x/../y*"), (b"/y*".to_vec(), false, 3));
+    }
+
+    #[test]
+    fn server_forms_found_with_the_canonical_form() {
+        for p in [
+            "/",
+            "/a//b",
+            "//",
+            "/a?b//c",
+            "/a%2Fb",
+            "/a%2fb",
+            "/a%5Cb",
+            "/a%5cb",
+            "/a?x=%2F",
+            "/a%252F",
+            "/a/./b//c",
+            "/%41//",
+            "/a b//c",
+            "/caf\u{e9}",
+            "/a%2",
+            "/%2F?",
+            "/a/b",
+        ] {
+            let forms = canonical_path_and_forms(p.as_bytes()).1;
+            assert_eq!(forms, crate::server_path(p).is_some(), "{p:?}");
+        }
     }
 
     #[test]

@@ -67,6 +67,12 @@ impl Best {
         reach.allow > self.allow || reach.disallow > self.disallow
     }
 
+    /// The best hit of each kind, if any.
+    #[inline]
+    pub fn hits(&self) -> (Option<Hit>, Option<Hit>) {
+        (Hit::from_key(self.allow), Hit::from_key(self.disallow))
+    }
+
     /// The verdict: allowed unless the best disallow is strictly more specific than the
     /// best allow. Returns the deciding hit, if any rule matched.
     #[inline]

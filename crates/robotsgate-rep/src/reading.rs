@@ -6,10 +6,12 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use crate::RuleKind;
+use crate::cut::CutLine;
 use crate::matcher::{Best, RuleInput, RuleSet, sorted_by_bytes};
 use crate::pace::{self, IgnoredValue, PaceHint, PaceSource, Rate};
 use crate::parser::{self, BodyFacts, Key, LineView};
 use crate::pattern::{self, Pat, Span};
+use crate::usage::{self, Category, Source, Statement};
 
 /// A rule line, for citing in a verdict.
 #[derive(Debug, Clone)]
@@ -20,6 +22,28 @@ pub(crate) struct RuleInfo {
     pub text: (u32, u32),
     /// Google's `index.html` rule: `allow: /d/index.html` also allows `/d/` exactly.
     pub implied: bool,
+}
+
+/// A `Content-Usage` or `Content-Signal` line, for citing and for its statement.
+#[derive(Debug, Clone)]
+pub(crate) struct UsageInfo {
+    pub source: Source,
+    pub line: u32,
+    /// The path as written (empty when there is none), in [`Parsed::arena`].
+    pub path: (u32, u32),
+    /// The preference as written, in [`Parsed::arena`].
+    pub value: (u32, u32),
+    pub statement: Statement,
+}
+
+/// The usage lines of the groups one agent selects, compiled per category the first time
+/// a check asks (most files have none, most agents are never asked).
+#[derive(Debug)]
+pub(crate) struct UsageSlot {
+    google: bool,
+    /// Range of that reading's `agent_groups`.
+    groups: (u32, u32),
+    sets: [OnceLock<RuleSet>; 3],
 }
 
 /// A group: user-agent lines and the rules after them.
@@ -36,6 +60,8 @@ pub(crate) struct GroupData {
     pub global_delay: Option<(f64, u32)>,
     /// Range of [`ReadingData::rates`]: the group's `request-rate` lines.
     pub rates: (u32, u32),
+    /// Range of [`ReadingData::usage`].
+    pub usage: (u32, u32),
 }
 
 /// No rule set: no group applies.
@@ -50,6 +76,9 @@ struct AgentEntry {
     /// The rule set of all these groups' rules: an index into [`Parsed::sets`], or
     /// [`NO_SET`].
     set: u32,
+    /// Their usage lines (and the file's): an index into [`Parsed::usage_sets`], or
+    /// [`NO_SET`].
+    usage: u32,
 }
 
 /// The groups of one reading and an index from agent to groups.
@@ -70,6 +99,10 @@ pub(crate) struct ReadingData {
     agents: Vec<AgentEntry>,
     agent_groups: Vec<u32>,
     global: AgentEntry,
+    /// Every group's usage lines, group after group.
+    usage: Vec<GroupRule>,
+    /// `Content-Signal` lines before any group: for every agent.
+    file_usage: Vec<GroupRule>,
 }
 
 /// The groups that apply to one agent.
@@ -80,6 +113,8 @@ pub(crate) struct Applied<'a> {
     pub specific: bool,
     /// Their rule set, or [`NO_SET`].
     set: u32,
+    /// Their usage lines' slot, or [`NO_SET`].
+    pub usage: u32,
 }
 
 /// A rule set that is compiled the first time a check needs it: the rules of some
@@ -106,6 +141,11 @@ pub(crate) struct Parsed {
     /// Sitemap URLs: (start, end) of UTF-8 text in `arena`.
     pub sitemaps: Vec<(u32, u32)>,
     pub facts: BodyFacts,
+    /// The line the 500 KiB limit cut and dropped, and what it may have been.
+    pub cut: Option<Box<CutLine>>,
+    /// `Content-Usage` and `Content-Signal` lines, in file order.
+    pub usage: Vec<UsageInfo>,
+    pub usage_sets: Vec<UsageSlot>,
     /// A group of either reading has a `crawl-delay` or `request-rate` that was read.
     pub has_pace: bool,
     /// `crawl-delay` and `request-rate` lines whose values were not understood (the first
@@ -118,9 +158,13 @@ impl Parsed {
         // When the whole body is UTF-8, so is every value cut from it at ASCII delimiters.
         let body_utf8 = std::str::from_utf8(&body[..body.len().min(parser::MAX_ROBOTS_TXT_BYTES)]).is_ok();
         let mut b = DualBuilder { body_utf8, ..DualBuilder::default() };
-        let facts = parser::parse_dual(body, |n, g, r| b.line(n, g, r));
+        let (facts, kept) = parser::parse_dual(body, |n, g, r| b.line(n, g, r));
         let mut parsed = b.finish(automaton_min_rules);
         parsed.facts = facts;
+        if let (Some(line), Some(kept)) = (facts.cut_line, kept) {
+            let groups = (parsed.google.groups.len(), parsed.rfc.groups.len());
+            parsed.cut = Some(Box::new(CutLine::new(line, kept, groups, &mut parsed.arena)));
+        }
         parsed
     }
 
@@ -140,6 +184,37 @@ impl Parsed {
             slot.set.get_or_init(|| self.build_set(slot)).eval(&self.arena, path, &mut best);
         }
         best
+    }
+
+    /// The best usage line of each form for `category` among the lines of the groups that
+    /// apply (and the file's): Content-Usage in `allow`, Content-Signal in `disallow`.
+    pub fn usage_eval(&self, applied: Applied<'_>, category: Category, path: &[u8]) -> Best {
+        let mut best = Best::default();
+        if let Some(slot) = self.usage_sets.get(applied.usage as usize) {
+            let set = &slot.sets[category as usize];
+            set.get_or_init(|| self.build_usage_set(slot, category)).eval(&self.arena, path, &mut best);
+        }
+        best
+    }
+
+    fn build_usage_set(&self, slot: &UsageSlot, category: Category) -> RuleSet {
+        let reading = if slot.google { &self.google } else { &self.rfc };
+        let groups = &reading.agent_groups[slot.groups.0 as usize..slot.groups.1 as usize];
+        let inputs: Vec<RuleInput> = groups
+            .iter()
+            .flat_map(|&g| reading.group_usage(g))
+            .chain(&reading.file_usage)
+            .filter_map(|r| {
+                let info = self.usage.get(r.id as usize)?;
+                let kind = match info.source {
+                    Source::ContentUsage => RuleKind::Allow,
+                    Source::ContentSignal => RuleKind::Disallow,
+                };
+                let rule = usage::hit_code(info.statement.get(category), r.id);
+                Some(RuleInput { kind, pattern: r.pat, rule })
+            })
+            .collect();
+        RuleSet::build(&self.arena, &inputs, self.automaton_min_rules)
     }
 
     fn build_set(&self, slot: &SetSlot) -> RuleSet {
@@ -164,6 +239,16 @@ impl Parsed {
             + self.google.heap_bytes()
             + self.rfc.heap_bytes()
             + self.sitemaps.capacity() * 8
+            + self.cut.as_ref().map_or(0, |c| c.heap_bytes())
+            + self.usage.capacity() * std::mem::size_of::<UsageInfo>()
+            + self
+                .usage_sets
+                .iter()
+                .map(|s| {
+                    std::mem::size_of::<UsageSlot>()
+                        + s.sets.iter().map(|r| r.get().map_or(0, |r| r.heap_bytes())).sum::<usize>()
+                })
+                .sum::<usize>()
             + self.ignored.capacity() * std::mem::size_of::<IgnoredValue>()
     }
 }
@@ -180,12 +265,22 @@ impl ReadingData {
             _ => (&self.global, false),
         };
         let (lo, hi) = entry.groups;
-        Applied { groups: &self.agent_groups[lo as usize..hi as usize], specific, set: entry.set }
+        Applied {
+            groups: &self.agent_groups[lo as usize..hi as usize],
+            specific,
+            set: entry.set,
+            usage: entry.usage,
+        }
     }
 
     fn group_rules(&self, g: u32) -> &[GroupRule] {
         let (a, b) = self.groups[g as usize].rules;
         &self.rules[a as usize..b as usize]
+    }
+
+    fn group_usage(&self, g: u32) -> &[GroupRule] {
+        let (a, b) = self.groups[g as usize].usage;
+        &self.usage[a as usize..b as usize]
     }
 
     /// The `crawl-delay` for `agent` in the groups that apply: the largest given for it,
@@ -259,6 +354,7 @@ impl ReadingData {
             + self.agent_spans.capacity() * 8
             + self.agents.capacity() * std::mem::size_of::<AgentEntry>()
             + self.agent_groups.capacity() * 4
+            + (self.usage.capacity() + self.file_usage.capacity()) * std::mem::size_of::<GroupRule>()
             + self.agent_delays.capacity() * std::mem::size_of::<Option<(f64, u32)>>()
             + self.rates.capacity() * std::mem::size_of::<(Rate, u32)>()
     }
@@ -279,6 +375,8 @@ struct GroupBuild {
     global: bool,
     /// Range of `ReadingBuild::rules`.
     rules: (u32, u32),
+    /// Range of `ReadingBuild::usage`.
+    usage: (u32, u32),
     global_delay: Option<(f64, u32)>,
     /// Range of `ReadingBuild::rates`.
     rates: (u32, u32),
@@ -301,17 +399,21 @@ struct ReadingBuild {
     /// The current group has seen an allow/disallow line (even an empty one), so the
     /// next user-agent line starts a new group.
     rule_open: bool,
+    usage: Vec<GroupRule>,
+    file_usage: Vec<GroupRule>,
 }
 
 impl ReadingBuild {
     fn user_agent(&mut self, line: u32, value: &[u8]) {
         if self.groups.is_empty() || self.rule_open {
             let (a, r) = (self.agent_spans.len() as u32, self.rules.len() as u32);
+            let u = self.usage.len() as u32;
             let rates = self.rates.len() as u32;
             self.groups.push(GroupBuild {
                 line,
                 agents: (a, a),
                 rules: (r, r),
+                usage: (u, u),
                 rates: (rates, rates),
                 delay_from: a,
                 ..GroupBuild::default()
@@ -373,6 +475,33 @@ impl ReadingBuild {
         }
     }
 
+    /// A usage line: into the current group (in the RFC reading, a `Content-Usage` line
+    /// closes the group's user-agent lines as a rule does); before any group, a `Content-Signal` line is
+    /// the file's (for every agent) and a `Content-Usage` line is ignored (the attach draft
+    /// puts them in groups).
+    fn usage_line(&mut self, rule: GroupRule, source: Source) {
+        match self.groups.last_mut() {
+            Some(g) => {
+                self.usage.push(rule);
+                g.usage.1 = self.usage.len() as u32;
+                // The attach draft makes Content-Usage a rule of RFC 9309's grammar: in the
+                // RFC reading, a user-agent line after it starts a new group. Google's
+                // parser does not know it, and no specification makes Content-Signal a
+                // rule: they close nothing.
+                if !self.google && source == Source::ContentUsage {
+                    self.rule_open = true;
+                }
+            }
+            None if source == Source::ContentSignal => self.file_usage.push(rule),
+            None => {}
+        }
+    }
+
+    /// Whether a usage line would land anywhere.
+    fn takes_usage(&self, source: Source) -> bool {
+        !self.groups.is_empty() || source == Source::ContentSignal
+    }
+
     /// A `crawl-delay` line applies to the agent lines since the previous one (so
     /// `User-agent: a / Crawl-delay: 5 / User-agent: b / Crawl-delay: 12` gives a 5 and
     /// b 12, although a and b share their rules); after rules, to the group's agents that
@@ -412,6 +541,7 @@ struct DualBuilder {
     google: ReadingBuild,
     rfc: ReadingBuild,
     rules: Vec<RuleInfo>,
+    usage: Vec<UsageInfo>,
     arena: Vec<u8>,
     sitemaps: Vec<(u32, u32)>,
     body_utf8: bool,
@@ -425,12 +555,21 @@ impl Default for DualBuilder {
             google: ReadingBuild { google: true, ..ReadingBuild::default() },
             rfc: ReadingBuild::default(),
             rules: Vec::new(),
+            usage: Vec::new(),
             arena: Vec::new(),
             sitemaps: Vec::new(),
             body_utf8: false,
             has_pace: false,
             ignored: Vec::new(),
         }
+    }
+}
+
+fn usage_source(key: Key<'_>) -> Option<Source> {
+    match key {
+        Key::ContentUsage => Some(Source::ContentUsage),
+        Key::ContentSignal => Some(Source::ContentSignal),
+        _ => None,
     }
 }
 
@@ -526,6 +665,11 @@ impl DualBuilder {
                 Some(false) | None => {}
             }
         }
+        let gu = g.and_then(|(k, v)| usage_source(k).map(|s| (s, v)));
+        let ru = r.and_then(|(k, v)| usage_source(k).map(|s| (s, v)));
+        if gu.is_some() || ru.is_some() {
+            self.usage_line(number, gu, ru);
+        }
         if let Some((Key::Sitemap, v)) = g
             && !v.is_empty()
         {
@@ -535,6 +679,47 @@ impl DualBuilder {
                 self.sitemaps.push((start, self.arena.len() as u32));
             }
         }
+    }
+
+    /// A `Content-Usage` or `Content-Signal` line as each reading read it: recorded once
+    /// when both read it alike, its path compiled per reading.
+    #[cold]
+    fn usage_line(&mut self, number: u32, g: Option<(Source, &[u8])>, r: Option<(Source, &[u8])>) {
+        let same = g.is_some() && g == r;
+        let mut shared = None;
+        if let Some((source, value)) = g
+            && self.google.takes_usage(source)
+        {
+            let (id, path) = self.add_usage(source, number, value, same);
+            shared = Some(id);
+            let pat =
+                if path.is_empty() { Pat::default() } else { pattern::compile_google(path, &mut self.arena) };
+            self.google.usage_line(GroupRule { id, pat }, source);
+        }
+        if let Some((source, value)) = r
+            && self.rfc.takes_usage(source)
+        {
+            let (id, path) = match shared.filter(|_| same) {
+                Some(id) => (id, usage::split_path(value).0),
+                None => self.add_usage(source, number, value, true),
+            };
+            let pat =
+                if path.is_empty() { Pat::default() } else { pattern::compile_rfc(path, &mut self.arena) };
+            self.rfc.usage_line(GroupRule { id, pat }, source);
+        }
+    }
+
+    fn add_usage<'v>(&mut self, source: Source, line: u32, value: &'v [u8], uncut: bool) -> (u32, &'v [u8]) {
+        let (path, pref) = usage::split_path(value);
+        let start = self.arena.len() as u32;
+        self.push_text(path, uncut);
+        let path_span = (start, self.arena.len() as u32);
+        self.push_text(pref, uncut);
+        let value_span = (path_span.1, self.arena.len() as u32);
+        let statement = usage::parse(source, pref);
+        let id = self.usage.len() as u32;
+        self.usage.push(UsageInfo { source, line, path: path_span, value: value_span, statement });
+        (id, path)
     }
 
     /// Records a rule line; `uncut` says the value is whole (not cut by Google's line
@@ -583,6 +768,7 @@ impl DualBuilder {
             sitemaps: self.sitemaps,
             arena: self.arena,
             automaton_min_rules,
+            usage: self.usage,
             has_pace: self.has_pace,
             ignored: self.ignored,
             ..Parsed::default()
@@ -607,7 +793,12 @@ impl DualBuilder {
                     })
             })
             .collect();
-        let (rfc, _) = index(self.rfc, &mut parsed.sets, false, Some((&google_slots, &same)));
+        let (mut rfc, _) = index(self.rfc, &mut parsed.sets, false, Some((&google_slots, &same)));
+        let mut google = google;
+        if !parsed.usage.is_empty() {
+            index_usage(&mut google, &mut parsed.usage_sets, true);
+            index_usage(&mut rfc, &mut parsed.usage_sets, false);
+        }
         parsed.google = google;
         parsed.rfc = rfc;
         parsed
@@ -624,8 +815,18 @@ fn index(
     google: bool,
     shared: Option<(&HashMap<Vec<u32>, u32, foldhash::fast::RandomState>, &[bool])>,
 ) -> (ReadingData, HashMap<Vec<u32>, u32, foldhash::fast::RandomState>) {
-    let ReadingBuild { groups, rules, tokens, agent_spans, agent_delays, rates, .. } = build;
-    let mut data = ReadingData { rules, tokens, agent_spans, agent_delays, rates, ..ReadingData::default() };
+    let ReadingBuild { groups, rules, tokens, agent_spans, agent_delays, rates, usage, file_usage, .. } =
+        build;
+    let mut data = ReadingData {
+        rules,
+        tokens,
+        agent_spans,
+        agent_delays,
+        rates,
+        usage,
+        file_usage,
+        ..ReadingData::default()
+    };
     let mut pairs: Vec<(Span, u32)> = Vec::new();
     let mut global: Vec<u32> = Vec::new();
     for (g, gb) in groups.iter().enumerate() {
@@ -641,6 +842,7 @@ fn index(
             rules: gb.rules,
             global_delay: gb.global_delay,
             rates: gb.rates,
+            usage: gb.usage,
         });
     }
     let tokens = &data.tokens;
@@ -659,12 +861,21 @@ fn index(
         list.sort_unstable();
         let n = dedup_sorted(list);
         data.agent_groups.truncate(lo as usize + n);
-        entries.push(AgentEntry { token, groups: (lo, data.agent_groups.len() as u32), set: NO_SET });
+        entries.push(AgentEntry {
+            token,
+            groups: (lo, data.agent_groups.len() as u32),
+            set: NO_SET,
+            usage: NO_SET,
+        });
     }
     let lo = data.agent_groups.len() as u32;
     data.agent_groups.extend_from_slice(&global);
-    let mut global =
-        AgentEntry { token: Span::default(), groups: (lo, data.agent_groups.len() as u32), set: NO_SET };
+    let mut global = AgentEntry {
+        token: Span::default(),
+        groups: (lo, data.agent_groups.len() as u32),
+        set: NO_SET,
+        usage: NO_SET,
+    };
     let mut slots: HashMap<Vec<u32>, u32, foldhash::fast::RandomState> = HashMap::default();
     for e in entries.iter_mut().chain([&mut global]) {
         let list = &data.agent_groups[e.groups.0 as usize..e.groups.1 as usize];
@@ -691,6 +902,29 @@ fn index(
     data.agents = entries;
     data.global = global;
     (data, slots)
+}
+
+/// Gives every agent entry of a reading (and the entry for everyone else) the slot of its
+/// groups' usage lines and the file's, when there are any.
+#[cold]
+fn index_usage(data: &mut ReadingData, usage_sets: &mut Vec<UsageSlot>, google: bool) {
+    if data.usage.is_empty() && data.file_usage.is_empty() {
+        return;
+    }
+    let mut slots: HashMap<&[u32], u32, foldhash::fast::RandomState> = HashMap::default();
+    let ReadingData { agents, global, agent_groups, groups, file_usage, .. } = data;
+    for e in agents.iter_mut().chain([global]) {
+        let list = &agent_groups[e.groups.0 as usize..e.groups.1 as usize];
+        let has = !file_usage.is_empty()
+            || list.iter().any(|&g| groups[g as usize].usage.0 < groups[g as usize].usage.1);
+        if !has {
+            continue;
+        }
+        e.usage = *slots.entry(list).or_insert_with(|| {
+            usage_sets.push(UsageSlot { google, groups: e.groups, sets: Default::default() });
+            usage_sets.len() as u32 - 1
+        });
+    }
 }
 
 /// Removes adjacent duplicates in place; returns the new length.

@@ -1,5 +1,6 @@
 //! `robotsgate check`: decide URLs against a robots.txt file, or against each origin's
-//! live robots.txt.
+//! live robots.txt. Every valid URL is answered; an invalid one is reported in its place
+//! and makes the exit status 2.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -13,13 +14,33 @@ use crate::fetch::{FetchConfig, Fetcher};
 use crate::net::{self, Connector, DnsConfig, Guard, Resolver, TlsConfig};
 use crate::origin::Origin;
 use crate::pacing::{DelaySource, PacingConfig, Plan};
-use crate::policy::{Decision, PolicyConfig, Reason as PolicyReason, RobotsPolicy};
+use crate::policy::{
+    CategoryPreference, Decision, PolicyConfig, Purpose, Reason as PolicyReason, RobotsPolicy, UnknownUsage,
+    UsageCheck, UsageDecision,
+};
 use crate::rep::{self, IgnoredValue, PaceHint, Profile, Reason, RobotsTxt, Verdict};
 use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::json;
 
+/// The exit statuses, for `robotsgate check --help`.
+const EXIT_STATUS_HELP: &str = "\
+Exit status:
+  0  every URL is allowed
+  1  some URL is disallowed, or (with --purpose) refused by the site's AI-usage
+     preferences (and every URL is valid)
+  2  some URL is invalid, or a usage error (bad --agent, unreadable --robots file, ...);
+     this wins over 1. Every valid URL is still answered; an invalid one gets an
+     `invalid` line (with --json an object with \"allowed\": null and \"error\") in its
+     place.
+
+A URL must be an absolute http or https URL that is valid under RFC 3986: characters
+outside it (spaces, non-ASCII, `\\`, `|`, ...) must be percent-encoded, so that the path
+checked is the path as written. A robots.txt that fails to fetch is a decision
+(disallow all), not an error.";
+
 #[derive(Debug, Args)]
+#[command(after_help = EXIT_STATUS_HELP)]
 pub struct CheckArgs {
     /// The robots.txt file to check against (`-` reads standard input). Without it, each
     /// URL's origin's robots.txt is fetched (live mode).
@@ -52,11 +73,21 @@ pub struct CheckArgs {
     #[arg(long, default_value = "conservative", value_parser = parse_profile)]
     profile: Profile,
 
+    /// What the crawler fetches for (comma-separated: train-ai, search, ai-input): each
+    /// allowed URL also gets the site's Content-Usage / Content-Signal preferences for it,
+    /// and is `usage-refused` when one of them is "no".
+    #[arg(long, value_name = "CATEGORIES", value_parser = parse_purpose, default_value = "")]
+    purpose: Purpose,
+
+    /// With --purpose: `refuse` also refuses when the site states no preference.
+    #[arg(long, value_name = "allow|refuse", value_parser = parse_unknown, default_value = "allow")]
+    unknown: UnknownUsage,
+
     /// Print one JSON object per URL instead of text.
     #[arg(long)]
     json: bool,
 
-    /// The URLs to check (absolute http or https URLs).
+    /// The URLs to check (absolute http or https URLs, RFC 3986).
     #[arg(required = true, value_name = "URL")]
     urls: Vec<String>,
 }
@@ -65,7 +96,71 @@ fn parse_profile(s: &str) -> Result<Profile, String> {
     s.parse::<Profile>().map_err(|e| e.to_string())
 }
 
-/// Runs the check; `Ok` carries the exit status (0: all allowed, 1: any disallowed).
+fn parse_purpose(s: &str) -> Result<Purpose, String> {
+    s.parse::<Purpose>().map_err(|e| e.to_string())
+}
+
+fn parse_unknown(s: &str) -> Result<UnknownUsage, String> {
+    match s {
+        "allow" => Ok(UnknownUsage::Allow),
+        "refuse" => Ok(UnknownUsage::Refuse),
+        _ => Err(format!("{s:?}: expected allow or refuse")),
+    }
+}
+
+/// `allowed`, `disallowed` or `usage-refused`.
+fn word(allowed: bool, usage: Option<&UsageDecision>) -> &'static str {
+    match (allowed, usage.is_some_and(|u| u.refused.is_some())) {
+        (false, _) => "disallowed",
+        (true, true) => "usage-refused",
+        (true, false) => "allowed",
+    }
+}
+
+/// The usage check as JSON (null without one).
+fn json_usage(u: Option<&UsageDecision>) -> serde_json::Value {
+    let Some(u) = u else { return serde_json::Value::Null };
+    let line = |l: &Option<crate::policy::CitedLine>| {
+        l.as_ref().map(|l| json!({"line": l.line, "text": &*l.text, "preference": l.preference.as_str()}))
+    };
+    json!({
+        "purpose": u.purpose.categories().map(|c| c.as_str()).collect::<Vec<_>>(),
+        "unknown": u.unknown.as_str(),
+        "refused": u.refused.map(|c| c.as_str()),
+        "preferences": u.preferences.iter().map(|p| json!({
+            "category": p.category.as_str(),
+            "preference": p.preference.as_str(),
+            "content_usage": line(&p.content_usage),
+            "content_signal": line(&p.content_signal),
+        })).collect::<Vec<_>>(),
+        "explanation": u.to_string(),
+    })
+}
+
+/// What was found over all URLs, for the exit status.
+#[derive(Debug, Default)]
+struct Outcome {
+    disallowed: bool,
+    invalid: usize,
+}
+
+impl Outcome {
+    /// 2 when some URL was invalid (it wins), else 1 when some URL was disallowed, else 0;
+    /// the number of invalid URLs is said on stderr.
+    fn exit(&self, urls: usize) -> ExitCode {
+        if self.invalid > 0 {
+            let (n, them) = match self.invalid {
+                1 => ("1 invalid URL".to_owned(), "its `invalid` line"),
+                n => (format!("{n} invalid URLs"), "their `invalid` lines"),
+            };
+            eprintln!("robotsgate: {n} of {urls} (see {them})");
+            return ExitCode::from(super::EXIT_USAGE);
+        }
+        ExitCode::from(if self.disallowed { 1 } else { 0 })
+    }
+}
+
+/// Runs the check; `Ok` carries the exit status (see [`EXIT_STATUS_HELP`]).
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if !rep::is_valid_product_token(&args.agent) {
         bail!(
@@ -73,31 +168,49 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
             args.agent
         );
     }
-    // Validate every URL before doing any work, so a typo does not leave half an answer.
-    for url in &args.urls {
-        check_url(url)?;
-    }
     let Some(robots_path) = &args.robots else {
         return live(&args);
     };
     let body = read_robots(robots_path)?;
     let robots = RobotsTxt::parse(&body);
     let mut out = io::BufWriter::new(io::stdout().lock());
-    let mut any_disallowed = false;
+    let mut outcome = Outcome::default();
     let now = std::time::SystemTime::now();
     for url in &args.urls {
-        let path = rep::path_of_url(url);
-        let verdict = robots.check_with(args.profile, &args.agent, &path);
-        any_disallowed |= !verdict.allowed();
-        let hint = robots.pace_with(args.profile, &args.agent, minute_of_day(now));
-        let plan = pace_plan(url, hint, now);
-        let written = if args.json {
-            let mut line = json_line(url, &args.agent, &verdict);
-            line["pace"] = pace_json(plan.as_ref(), robots.ignored_pace_values());
-            writeln!(out, "{line}")
-        } else {
-            let word = if verdict.allowed() { "allowed" } else { "disallowed" };
-            writeln!(out, "{word} {url} {verdict}{}", pace_text(plan.as_ref()))
+        let written = match check_url(url) {
+            Err(why) => {
+                outcome.invalid += 1;
+                write_invalid(&mut out, &args, url, &why)
+            }
+            Ok(_) => {
+                let path = rep::path_of_url(url);
+                let usage = robots.usage_with(args.profile, &args.agent, &path);
+                let verdict = usage.verdict();
+                let decided = (!args.purpose.is_empty() && verdict.allowed()).then(|| {
+                    let prefs =
+                        args.purpose.categories().map(|c| CategoryPreference::of(usage.get(c))).collect();
+                    UsageDecision::new(args.purpose, args.unknown, prefs)
+                });
+                let word = word(verdict.allowed(), decided.as_ref());
+                outcome.disallowed |= word != "allowed";
+                let hint = robots.pace_with(args.profile, &args.agent, minute_of_day(now));
+                let plan = pace_plan(url, hint, now);
+                if args.json {
+                    let mut line = json_line(url, &args.agent, verdict);
+                    if !args.purpose.is_empty() {
+                        line["usage"] = json_usage(decided.as_ref());
+                        line["outcome"] = json!(word);
+                    }
+                    line["pace"] = pace_json(plan.as_ref(), robots.ignored_pace_values());
+                    writeln!(out, "{line}")
+                } else {
+                    let pace = pace_text(plan.as_ref());
+                    match &decided {
+                        Some(u) => writeln!(out, "{word} {url} {verdict}; {u}{pace}"),
+                        None => writeln!(out, "{word} {url} {verdict}{pace}"),
+                    }
+                }
+            }
         };
         if let Err(e) = written {
             return stdout_error(e);
@@ -106,7 +219,24 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if let Err(e) = out.flush() {
         return stdout_error(e);
     }
-    Ok(ExitCode::from(if any_disallowed { 1 } else { 0 }))
+    Ok(outcome.exit(args.urls.len()))
+}
+
+/// The answer for a URL that is not valid: `invalid "URL": why`, or a JSON object with
+/// `"allowed": null` and the `"error"`.
+fn write_invalid(out: &mut impl Write, args: &CheckArgs, url: &str, why: &str) -> io::Result<()> {
+    if args.json {
+        let line = json!({
+            "url": url,
+            "allowed": serde_json::Value::Null,
+            "agent": &args.agent,
+            "profile": args.profile.as_str(),
+            "error": why,
+        });
+        writeln!(out, "{line}")
+    } else {
+        writeln!(out, "invalid {url:?}: {why}")
+    }
 }
 
 /// Live mode: fetch each origin's robots.txt (once per origin) and decide.
@@ -147,16 +277,32 @@ fn live(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         let policy = RobotsPolicy::new(Fetcher::new(connector, config), PolicyConfig::default());
         let agent: Arc<str> = args.agent.as_str().into();
         let mut out = io::BufWriter::new(io::stdout().lock());
-        let mut any_disallowed = false;
+        let mut outcome = Outcome::default();
         for url in &args.urls {
-            let origin = Origin::parse(url)?;
+            let origin = match check_url(url) {
+                Ok(origin) => origin,
+                Err(why) => {
+                    outcome.invalid += 1;
+                    if let Err(e) = write_invalid(&mut out, args, url, &why) {
+                        return stdout_error(e);
+                    }
+                    continue;
+                }
+            };
             let path = rep::path_of_url(url);
-            let d = policy.decide_with(&origin, &path, agent.clone(), args.profile).await;
-            any_disallowed |= !d.allowed;
+            let check = UsageCheck { purpose: args.purpose, unknown: args.unknown };
+            let d = policy.decide_for(&origin, &path, agent.clone(), args.profile, check).await;
+            let word = word(d.allowed, d.usage.as_deref());
+            outcome.disallowed |= word != "allowed";
+            let usage = d.usage.as_ref().map(|u| format!("; {u}")).unwrap_or_default();
             let now = std::time::SystemTime::now();
             let plan = pace_plan(url, d.pace_hint(now), now);
             let written = if args.json {
                 let mut line = json_decision(url, &d);
+                if !args.purpose.is_empty() {
+                    line["usage"] = json_usage(d.usage.as_deref());
+                    line["outcome"] = json!(word);
+                }
                 let ignored = match d.robots.as_deref().map(|c| &c.content) {
                     Some(crate::policy::CopyContent::Parsed(r)) => r.ignored_pace_values(),
                     _ => &[],
@@ -164,21 +310,24 @@ fn live(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 line["pace"] = pace_json(plan.as_ref(), ignored);
                 writeln!(out, "{line}")
             } else {
-                let word = if d.allowed { "allowed" } else { "disallowed" };
                 let pace = pace_text(plan.as_ref());
                 match fetch_summary(&d) {
-                    Some(s) => writeln!(out, "{word} {url} {d}; robots.txt: {s}{pace}"),
-                    None => writeln!(out, "{word} {url} {d}{pace}"),
+                    Some(s) => writeln!(out, "{word} {url} {d}{usage}; robots.txt: {s}{pace}"),
+                    None => writeln!(out, "{word} {url} {d}{usage}{pace}"),
                 }
             };
             if let Err(e) = written {
+                return stdout_error(e);
+            }
+            // Live answers come one by one: show each as it comes.
+            if let Err(e) = out.flush() {
                 return stdout_error(e);
             }
         }
         if let Err(e) = out.flush() {
             return stdout_error(e);
         }
-        Ok(ExitCode::from(if any_disallowed { 1 } else { 0 }))
+        Ok(outcome.exit(args.urls.len()))
     })
 }
 
@@ -302,13 +451,105 @@ fn stdout_error(e: io::Error) -> anyhow::Result<ExitCode> {
     Err(e).context("cannot write to standard output")
 }
 
-fn check_url(raw: &str) -> anyhow::Result<()> {
-    let url = url::Url::parse(raw).with_context(|| format!("URL {raw:?} does not parse"))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        bail!("URL {raw:?} is not an http or https URL");
+/// A URL to check: valid under RFC 3986 (so that the path checked is the path as
+/// written), an http or https URL with a host, and one whose origin robotsgate can fetch
+/// from. The error says why not.
+fn check_url(raw: &str) -> Result<Origin, String> {
+    rfc3986(raw).map_err(|why| format!("not a valid URI (RFC 3986): {why}"))?;
+    Origin::parse(raw).map_err(|e| e.to_string())
+}
+
+/// `unreserved` (RFC 3986 §2.3) or `sub-delims` (§2.2).
+fn is_unreserved_or_sub_delim(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&b)
+}
+
+/// Checks that `part` (the `what` of a URI) holds only unreserved characters,
+/// sub-delims, the bytes of `extra` and `%` escapes of two hex digits.
+fn uri_chars(part: &str, extra: &[u8], what: &str) -> Result<(), String> {
+    let bytes = part.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'%' {
+            if !bytes.get(i + 1..i + 3).is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
+                return Err(format!("'%' not followed by two hex digits in the {what}"));
+            }
+            i += 3;
+            continue;
+        }
+        if !(is_unreserved_or_sub_delim(b) || extra.contains(&b)) {
+            let c = part.get(i..).and_then(|rest| rest.chars().next()).unwrap_or('?');
+            let how = if what == "host" && !c.is_ascii() {
+                "write the name in punycode"
+            } else {
+                "percent-encode it"
+            };
+            return Err(format!("{c:?} in the {what} ({how})"));
+        }
+        i += 1;
     }
-    if url.host_str().is_none_or(str::is_empty) {
-        bail!("URL {raw:?} has no host");
+    Ok(())
+}
+
+/// RFC 3986 `scheme "://" authority path-abempty [ "?" query ] [ "#" fragment ]` (§3),
+/// the form of an http or https URL. An IP literal's address is left to the WHATWG parser.
+fn rfc3986(raw: &str) -> Result<(), String> {
+    let (scheme, rest) = raw.split_once(':').ok_or("no scheme")?;
+    let sb = scheme.as_bytes();
+    if !sb.first().is_some_and(u8::is_ascii_alphabetic)
+        || !sb.iter().all(|&b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+    {
+        return Err(format!("invalid scheme {scheme:?}"));
+    }
+    let rest = rest.strip_prefix("//").ok_or("no authority (expected scheme://host)")?;
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let hostport = match authority.split_once('@') {
+        Some((userinfo, hostport)) => {
+            uri_chars(userinfo, b":", "user information")?;
+            hostport
+        }
+        None => authority,
+    };
+    let port = if let Some(literal) = hostport.strip_prefix('[') {
+        let (address, port) = literal.split_once(']').ok_or("'[' without ']' in the host")?;
+        if address.is_empty() || !address.bytes().all(|b| b.is_ascii_hexdigit() || b":.vV".contains(&b)) {
+            return Err(format!("invalid IP literal [{address}]"));
+        }
+        port
+    } else {
+        let (host, port) = match hostport.find(':') {
+            Some(c) => hostport.split_at(c),
+            None => (hostport, ""),
+        };
+        if host.is_empty() {
+            // RFC 9110 §4.2.1: an http(s) URI with an empty host is invalid.
+            return Err("no host".into());
+        }
+        uri_chars(host, b"", "host")?;
+        port
+    };
+    if !port.is_empty() {
+        let digits = port.strip_prefix(':').ok_or_else(|| format!("{port:?} after the host"))?;
+        if !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!("invalid port {digits:?}"));
+        }
+    }
+    let (tail, fragment) = match tail.split_once('#') {
+        Some((t, f)) => (t, Some(f)),
+        None => (tail, None),
+    };
+    let (path, query) = match tail.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (tail, None),
+    };
+    uri_chars(path, b":@/", "path")?;
+    if let Some(q) = query {
+        uri_chars(q, b":@/?", "query")?;
+    }
+    if let Some(f) = fragment {
+        uri_chars(f, b":@/?", "fragment")?;
     }
     Ok(())
 }
@@ -349,6 +590,14 @@ fn json_line(url: &str, agent: &str, v: &Verdict<'_>) -> serde_json::Value {
         .groups()
         .map(|g| json!({"line": g.line, "agents": g.agents().collect::<Vec<_>>(), "specific": g.specific}))
         .collect();
+    let server_path = v.server_path().map(|s| {
+        json!({
+            "path": s.path,
+            "decoded_slash": s.decoded_slash,
+            "decoded_backslash": s.decoded_backslash,
+            "merged_slashes": s.merged_slashes,
+        })
+    });
     json!({
         "url": url,
         "allowed": v.allowed(),
@@ -357,7 +606,48 @@ fn json_line(url: &str, agent: &str, v: &Verdict<'_>) -> serde_json::Value {
         "reason": reason,
         "rule": rule,
         "readings_disagree": v.readings_disagree(),
+        "server_path": server_path,
+        "cut_line": v.cut_line(),
         "groups": groups,
         "explanation": v.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3986_urls() {
+        for ok in [
+            "http://example.com",
+            "http://example.com:/",
+            "https://user:p%40ss@[2001:db8::1]:8443/a;b,c=d/e:f@g?h=i/j?k#l/m?n",
+            "http://ex%41mple.com/%7Euser/",
+            "http://example.com//a//b?c//d",
+            "http://a_b.example/~x!$&'()*+,;=",
+        ] {
+            assert_eq!(rfc3986(ok), Ok(()), "{ok}");
+        }
+        for (bad, why) in [
+            ("example.com/a", "no scheme"),
+            ("1http://example.com/", "invalid scheme"),
+            ("http:/example.com/", "no authority"),
+            ("http://", "no host"),
+            ("http://user@/a", "no host"),
+            ("http://[::1/a", "'[' without ']'"),
+            ("http://[]/", "invalid IP literal"),
+            ("http://ex ample.com/", "' ' in the host"),
+            ("http://\u{4f8b}.jp/", "punycode"),
+            ("http://example.com:80a/", "invalid port"),
+            ("http://example.com/a\"b", "'\"' in the path"),
+            ("http://example.com/?a b", "' ' in the query"),
+            ("http://example.com/#a#b", "'#' in the fragment"),
+            ("http://example.com/%4", "'%' not followed by two hex digits"),
+            ("http://us er@example.com/", "user information"),
+        ] {
+            let got = rfc3986(bad);
+            assert!(got.as_ref().is_err_and(|e| e.contains(why)), "{bad}: {got:?}, expected {why:?}");
+        }
+    }
 }

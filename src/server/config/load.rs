@@ -99,6 +99,18 @@ impl Config {
         if let Some(user) = self.agent.users.keys().find(|u| !self.auth.users.contains_key(*u)) {
             return Err(err("agent.users", format!("{user:?} is not a user in [auth.users]")));
         }
+        if let Some(user) = self.purpose.users.keys().find(|u| !self.auth.users.contains_key(*u)) {
+            return Err(err("purpose.users", format!("{user:?} is not a user in [auth.users]")));
+        }
+        if let Some(h) = &self.purpose.header.0
+            && *h == self.agent.header.0
+            && self.agent.select == Select::Header
+        {
+            return Err(err(
+                "purpose.header",
+                format!("{h} is already agent.header, the product token's header"),
+            ));
+        }
         if self.fetch.max_redirects > 20 {
             return Err(err("fetch.max_redirects", "must be at most 20".into()));
         }
@@ -174,6 +186,22 @@ impl Config {
         }
     }
 
+    /// The `[purpose]` settings as the layer takes them.
+    pub fn purpose(&self) -> crate::layer::PurposeSettings {
+        let p = &self.purpose;
+        let of = |v: &[super::values::CategoryValue]| crate::policy::Purpose::of(v.iter().map(|c| c.0));
+        crate::layer::PurposeSettings {
+            default: of(&p.default),
+            users: p.users.iter().map(|(u, v)| (u.clone(), of(v))).collect(),
+            header: p.header.0.clone(),
+            unknown: match p.unknown {
+                super::sections::UnknownName::Allow => crate::policy::UnknownUsage::Allow,
+                super::sections::UnknownName::Refuse => crate::policy::UnknownUsage::Refuse,
+            },
+            enforce_response: p.enforce_response,
+        }
+    }
+
     /// The overrides as the policy takes them.
     pub fn overrides(&self) -> Vec<Override> {
         self.policy
@@ -218,6 +246,21 @@ mod tests {
         assert_eq!(e.line.map(|l| l.0), Some(1), "{e}");
         let e = Config::parse("a.toml", "[policy\n").unwrap_err();
         assert!(e.line.is_some(), "{e}");
+        let e = Config::parse("a.toml", "[purpose]\ndefault = [\"ai-train\"]\n").unwrap_err();
+        assert_eq!(e.line.map(|l| l.0), Some(2), "{e}");
+        assert!(e.to_string().contains("train-ai"), "{e}");
+        let e = Config::parse("a.toml", "[purpose]\nunknown = \"deny\"\n").unwrap_err();
+        assert!(e.to_string().contains("purpose") || e.line.map(|l| l.0) == Some(2), "{e}");
+        let e = Config::parse("a.toml", "[purpose.users]\nbob = [\"search\"]\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("purpose.users"), "{e}");
+        let ok = Config::parse(
+            "a.toml",
+            "[purpose]\ndefault = [\"train-ai\", \"search\"]\nheader = \"x-robots-purpose\"\n",
+        )
+        .unwrap();
+        let p = ok.purpose();
+        assert_eq!(p.default.to_string(), "train-ai,search");
+        assert_eq!(p.header.map(|h| h.to_string()).as_deref(), Some("x-robots-purpose"));
     }
 
     #[test]

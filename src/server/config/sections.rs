@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::values::{
-    Cidr, Dur, Expiry, HeaderNameValue, HostPatternValue, PasswordHashValue, ProfileName, Size, Token,
+    CategoryValue, Cidr, Dur, Expiry, HeaderNameValue, HostPatternValue, OptHeaderName, PasswordHashValue,
+    ProfileName, Size, Token,
 };
 
 /// The whole configuration.
@@ -20,6 +21,7 @@ pub struct Config {
     pub agent: AgentSection,
     pub policy: PolicySection,
     pub pacing: PacingSection,
+    pub purpose: PurposeSection,
     pub fetch: FetchSection,
     pub dns: DnsSection,
     pub tls: TlsSection,
@@ -96,6 +98,29 @@ pub struct PolicySection {
     pub cache_max_entries: u64,
     pub cache_max_bytes: Size,
     pub overrides: Vec<OverrideEntry>,
+}
+
+/// `[purpose]`: what the clients' requests are made for, and what the sites' AI-usage
+/// preferences for it do.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct PurposeSection {
+    pub default: Vec<CategoryValue>,
+    pub users: BTreeMap<String, Vec<CategoryValue>>,
+    pub header: OptHeaderName,
+    pub unknown: UnknownName,
+    pub enforce_response: bool,
+}
+
+/// `allow` or `refuse`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum UnknownName {
+    #[default]
+    Allow,
+    Refuse,
 }
 
 /// `enforce`, `report-only` or `off`.

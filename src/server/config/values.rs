@@ -163,6 +163,33 @@ impl FromStr for HeaderNameValue {
 }
 from_str_value!(HeaderNameValue, "an HTTP header name");
 
+/// A category of use (`train-ai`, `search` or `ai-input`), for `[purpose]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CategoryValue(pub crate::rep::usage::Category);
+
+impl FromStr for CategoryValue {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        s.parse().map(CategoryValue).map_err(|e: crate::rep::usage::UnknownCategory| e.to_string())
+    }
+}
+from_str_value!(CategoryValue, "train-ai, search or ai-input");
+
+/// An HTTP header name, or the empty string for none.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OptHeaderName(pub Option<http::HeaderName>);
+
+impl FromStr for OptHeaderName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.is_empty() {
+            return Ok(OptHeaderName(None));
+        }
+        s.parse::<HeaderNameValue>().map(|h| OptHeaderName(Some(h.0)))
+    }
+}
+from_str_value!(OptHeaderName, "an HTTP header name, or \"\" for none");
+
 /// A password hash: an Argon2 PHC string (`$argon2id$v=19$...`), as made by
 /// `robotsgate hash-password`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -185,13 +185,18 @@ pub fn verdict_sane(v: &Verdict<'_>, profile: Profile, agent: &str, lines: &Line
             assert_eq!(v.reading(), None);
             assert!(v.rule().is_none());
             assert!(groups.is_empty());
+            assert_eq!(v.cut_line(), None);
             assert_eq!(shown, "/robots.txt is always allowed");
         }
         Reason::NoRuleMatched => {
             assert!(v.allowed(), "no rule matched but disallowed");
             assert!(v.rule().is_none());
             assert!(v.reading().is_some());
-            assert_eq!(shown, "no rule matched");
+            if v.cut_line().is_none() {
+                assert_eq!(shown, "no rule matched");
+            } else {
+                assert!(shown.starts_with("no rule matched (robots.txt is over 500 KiB: line "), "{shown}");
+            }
         }
         Reason::Rule(m) => {
             assert_eq!(v.rule(), Some(m));
@@ -232,6 +237,10 @@ pub fn check_all(robots: &RobotsTxt, lines: &Lines<'_>, agent: &str, path: &str)
     verdict_sane(&g, Profile::Google, agent, lines);
     verdict_sane(&r, Profile::Rfc, agent, lines);
     verdict_sane(&c, Profile::Conservative, agent, lines);
+    for v in [&g, &r, &c] {
+        // A verdict notes only the line the limit cut, and only when there is one.
+        assert!(v.cut_line().is_none() || v.cut_line() == robots.cut_line(), "{v}");
+    }
     assert_eq!(g.reading(), Some(Reading::Google));
     assert!(!g.readings_disagree() && !r.readings_disagree());
     if path == "/robots.txt" {
@@ -244,6 +253,30 @@ pub fn check_all(robots: &RobotsTxt, lines: &Lines<'_>, agent: &str, path: &str)
     }
     assert!(!matches!(c.reason(), Reason::RobotsTxt), "conservative says /robots.txt, rfc says {r}");
     assert_eq!(r.reading(), Some(Reading::Rfc));
+    // The path the check matched: a path without its fragment, or the path of a URL.
+    let request = if path.starts_with('/') {
+        path.split('#').next().unwrap_or_default().to_owned()
+    } else {
+        robotsgate_rep::path_of_url(path).into_owned()
+    };
+    let server = robotsgate_rep::server_path(&request);
+    if let Some(s) = c.server_path() {
+        // Both readings allowed the path as it is; its server form decided.
+        assert!(g.allowed() && r.allowed() && !c.allowed(), "server form decided {c}; google {g}; rfc {r}");
+        assert_eq!(Some(s), server.as_ref(), "the verdict's server form is not server_path's");
+        let on_server = robots.check_with(Profile::Conservative, agent, &s.path);
+        assert!(!on_server.allowed() && on_server.server_path().is_none(), "{on_server} for {:?}", s.path);
+        assert_eq!(c.rule(), on_server.rule());
+        return;
+    }
+    if let Some(s) = &server
+        && g.allowed()
+        && r.allowed()
+    {
+        // The server form, if any, is allowed too.
+        let on_server = robots.check_with(Profile::Conservative, agent, &s.path);
+        assert!(on_server.allowed(), "{path:?} allowed but not its server form {:?}: {on_server}", s.path);
+    }
     // Conservative allowed <=> both readings allowed.
     assert_eq!(
         c.allowed(),

@@ -6,7 +6,8 @@
 //!   documented 500 KiB limit.
 //! - [`rfc_decision`]: a strict RFC 9309 reading with a canonical form of rule and path
 //!   (percent-encoding normalised, dot segments removed), `/robots.txt` always allowed.
-//! - [`conservative_allowed`]: allowed only when both readings allow.
+//! - [`conservative_allowed`]: allowed only when both readings allow, the path as it is
+//!   and its form on servers that decode `%2F`/`%5C` and merge slashes ([`server_path`]).
 //!
 //! Everything here is quadratic or worse on purpose: no cleverness, nothing to get wrong.
 
@@ -82,8 +83,10 @@ fn cut_at(s: &[u8], stop: u8) -> &[u8] {
 
 /// The numbered lines of a body: the first 500 KiB, without a leading BOM (or leading
 /// prefix of one), split at LF, CR or CRLF. The text after the last break is a line too
-/// (possibly empty).
+/// (possibly empty), unless the 500 KiB limit cuts it: then it is dropped (its line break
+/// is not among the first 500 KiB, nor right after them).
 pub fn numbered_lines(body: &[u8]) -> Vec<(u32, &[u8])> {
+    let cut = body.len() > MAX_BYTES && !matches!(body[MAX_BYTES], b'\n' | b'\r');
     let body = &body[..body.len().min(MAX_BYTES)];
     let mut skip = 0;
     while skip < BOM.len() && skip < body.len() && body[skip] == BOM[skip] {
@@ -112,6 +115,13 @@ pub fn numbered_lines(body: &[u8]) -> Vec<(u32, &[u8])> {
         }
     }
     lines.push(&body[start..]);
+    if cut {
+        // The last line read is cut: read none of it. (When the last byte read is a line
+        // break, that line is empty anyway.)
+        if let Some(last) = lines.last_mut() {
+            *last = &[];
+        }
+    }
     lines.into_iter().enumerate().map(|(n, l)| (n as u32 + 1, l)).collect()
 }
 
@@ -147,7 +157,7 @@ pub fn glob_matches(path: &[u8], pattern: &[u8], anchored: bool) -> bool {
 // ---------------------------------------------------------------------------------------
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum GoogleKey {
+pub enum GoogleKey {
     UserAgent,
     Allow,
     Disallow,
@@ -155,7 +165,7 @@ enum GoogleKey {
     Unknown,
 }
 
-fn google_classify(key: &[u8]) -> GoogleKey {
+pub fn google_classify(key: &[u8]) -> GoogleKey {
     let p = |prefix: &str| starts_with_ignore_case(key, prefix);
     if p("user-agent") || p("useragent") || p("user agent") {
         GoogleKey::UserAgent
@@ -231,14 +241,35 @@ pub fn google_escape(value: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Google's match priority of `pattern` for `path`: its length if it matches, else -1.
-/// A final `$` anchors; any other `$` is literal.
-fn google_priority(path: &[u8], pattern: &[u8]) -> i64 {
+/// Google's `Matches`: `pattern` (escaped) matches `path` from its start; a final `$`
+/// anchors, any other `$` is literal.
+pub fn google_matches(path: &[u8], pattern: &[u8]) -> bool {
     let (body, anchored) = match pattern.split_last() {
         Some((b'$', rest)) => (rest, true),
         _ => (pattern, false),
     };
-    if glob_matches(path, body, anchored) { pattern.len() as i64 } else { -1 }
+    glob_matches(path, body, anchored)
+}
+
+/// Google's match priority of `pattern` for `path`: its length if it matches, else -1.
+fn google_priority(path: &[u8], pattern: &[u8]) -> i64 {
+    if google_matches(path, pattern) { pattern.len() as i64 } else { -1 }
+}
+
+/// The allow and disallow values of a body as Google's parser reads them (not escaped),
+/// whether or not a group applies: `(is allow, value)`.
+pub fn google_rule_values(body: &[u8]) -> Vec<(bool, Vec<u8>)> {
+    numbered_lines(body)
+        .into_iter()
+        .filter_map(|(_, line)| {
+            let (key, value) = google_key_value(line)?;
+            match google_classify(key) {
+                GoogleKey::Allow => Some((true, value.to_vec())),
+                GoogleKey::Disallow => Some((false, value.to_vec())),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -551,10 +582,45 @@ pub fn rfc_allowed(body: &[u8], agent: &str, path: &str) -> bool {
     rfc_decision(body, agent, path).allowed
 }
 
-/// The conservative profile: `/robots.txt` is always allowed; otherwise allowed only when
-/// both readings allow.
-pub fn conservative_allowed(body: &[u8], agent: &str, path: &str) -> bool {
+/// The path as servers that decode `%2F`, read `%5C` as `/` and merge runs of `/` see it,
+/// in the part before the first `?`; `None` when that changes nothing.
+pub fn server_path(path: &str) -> Option<String> {
+    let (p, q) = match path.find('?') {
+        Some(i) => (&path[..i], &path[i..]),
+        None => (path, ""),
+    };
+    let p = p.as_bytes();
+    let mut decoded = Vec::new();
+    let mut i = 0;
+    while i < p.len() {
+        let escape = p.get(i..i + 3).map(<[u8]>::to_ascii_uppercase);
+        if escape.as_deref() == Some(b"%2F") || escape.as_deref() == Some(b"%5C") {
+            decoded.push(b'/');
+            i += 3;
+        } else {
+            decoded.push(p[i]);
+            i += 1;
+        }
+    }
+    let mut merged: Vec<u8> = Vec::new();
+    for b in decoded {
+        if !(b == b'/' && merged.last() == Some(&b'/')) {
+            merged.push(b);
+        }
+    }
+    (merged != p).then(|| String::from_utf8(merged).expect("ASCII replaced in UTF-8") + q)
+}
+
+/// Both readings as the conservative profile combines them: `/robots.txt` is always
+/// allowed; otherwise allowed only when both readings allow.
+fn both_allowed(body: &[u8], agent: &str, path: &str) -> bool {
     rfc_is_robots_txt(path) || (google_allowed(body, agent, path) && rfc_allowed(body, agent, path))
+}
+
+/// The conservative profile: allowed only when both readings allow the path, and both
+/// allow its [`server_path`] too.
+pub fn conservative_allowed(body: &[u8], agent: &str, path: &str) -> bool {
+    both_allowed(body, agent, path) && server_path(path).is_none_or(|s| both_allowed(body, agent, &s))
 }
 
 #[cfg(test)]
@@ -579,6 +645,14 @@ mod self_tests {
         assert_eq!(remove_dot_segments(b"/a/.."), b"/");
         assert_eq!(remove_dot_segments(b"/a//.."), b"/a/");
         assert_eq!(remove_dot_segments(b"/../a"), b"/a");
+    }
+
+    #[test]
+    fn server_paths() {
+        assert_eq!(server_path("/a%2fb%5C%5cc//d?x//y%2F").as_deref(), Some("/a/b/c/d?x//y%2F"));
+        assert_eq!(server_path("//"), Some("/".to_owned()));
+        assert_eq!(server_path("/a/b?c//d"), None);
+        assert_eq!(server_path("/a%252F"), None);
     }
 
     #[test]
