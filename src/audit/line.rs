@@ -7,8 +7,8 @@ use std::fmt;
 use std::time::SystemTime;
 
 use super::record::{
-    OutcomeFacts, RequestFacts, SCHEMA_VERSION, logged_url, micros, outcome_of, override_reason_of,
-    unreachable_cause_of,
+    OutcomeFacts, PaceRecord, RequestFacts, SCHEMA_VERSION, logged_url, micros, outcome_of,
+    override_reason_of, unreachable_cause_of,
 };
 use super::timestamp::rfc3339_into;
 use crate::policy::{AuditText, Decision, DecisionKey, FetchFacts};
@@ -44,7 +44,7 @@ pub(super) fn decision_line(
     json_str(o, request.method);
     o.extend_from_slice(b",\"url\":");
     json_str(o, &logged_url(request.url, redact));
-    decision_text(o, d, request.report_only);
+    decision_text(o, d, request.report_only, request.paced());
     o.extend_from_slice(b"\",\"path_visible\":");
     json_bool(o, request.path_visible);
     o.extend_from_slice(b",\"transport\":");
@@ -75,6 +75,16 @@ pub(super) fn decision_line(
     json_num(o, micros(request.elapsed));
     if d.usage.is_some() {
         usage_into(o, d);
+    }
+    o.extend_from_slice(b",\"pace_wait_ms\":");
+    json_num(o, request.pace_wait_ms());
+    o.extend_from_slice(b",\"pace\":");
+    match request.pace {
+        // Only paced requests have one: serde writes it.
+        Some(p) => {
+            let _ = serde_json::to_writer(&mut *o, &PaceRecord::of(p));
+        }
+        None => o.extend_from_slice(b"null"),
     }
     o.extend_from_slice(b"}\n");
     out
@@ -118,15 +128,21 @@ pub(super) fn outcome_line(f: OutcomeFacts<'_>, now: SystemTime) -> Vec<u8> {
 /// Writes the decision's own fields, `"origin"` to `"explanation"`, the same for every
 /// decision alike on one robots.txt copy: remembered with the copy ([`DecisionKey`]) and
 /// copied from there, else written out.
-fn decision_text(o: &mut Vec<u8>, d: &Decision, report_only: bool) {
-    let Some(facts) = d.fetch_facts() else { return decision_fields(o, d, report_only) };
-    let Ok(mut known) = facts.audit_text.decisions.lock() else { return decision_fields(o, d, report_only) };
+fn decision_text(o: &mut Vec<u8>, d: &Decision, report_only: bool, paced: bool) {
+    if paced {
+        // Rare, and its outcome is not the decision's: not remembered.
+        return decision_fields(o, d, report_only, paced);
+    }
+    let Some(facts) = d.fetch_facts() else { return decision_fields(o, d, report_only, false) };
+    let Ok(mut known) = facts.audit_text.decisions.lock() else {
+        return decision_fields(o, d, report_only, false);
+    };
     if let Some((_, text)) = known.iter().find(|(k, _)| k.is(d, report_only)) {
         o.extend_from_slice(text.as_bytes());
         return;
     }
     let start = o.len();
-    decision_fields(o, d, report_only);
+    decision_fields(o, d, report_only, false);
     if known.len() < AuditText::MAX_DECISIONS
         && let Some(key) = DecisionKey::of(d, report_only)
         && let Ok(text) = std::str::from_utf8(&o[start..])
@@ -135,7 +151,7 @@ fn decision_text(o: &mut Vec<u8>, d: &Decision, report_only: bool) {
     }
 }
 
-fn decision_fields(o: &mut Vec<u8>, d: &Decision, report_only: bool) {
+fn decision_fields(o: &mut Vec<u8>, d: &Decision, report_only: bool, paced: bool) {
     o.extend_from_slice(b",\"origin\":\"");
     let _ = d.origin.write_to(&mut JsonText(o));
     o.extend_from_slice(b"\",\"agent\":");
@@ -145,7 +161,7 @@ fn decision_fields(o: &mut Vec<u8>, d: &Decision, report_only: bool) {
     o.extend_from_slice(b",\"mode\":");
     json_str(o, if report_only { "report-only" } else { "enforce" });
     o.extend_from_slice(b",\"outcome\":");
-    json_str(o, outcome_of(d, report_only));
+    json_str(o, outcome_of(d, report_only, paced));
     o.extend_from_slice(b",\"reason\":");
     json_str(o, d.reason.class());
     o.extend_from_slice(b",\"rule\":");

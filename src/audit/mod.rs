@@ -33,8 +33,9 @@ mod writer;
 pub use config::{AuditConfig, AuditError, AuditSetupError, MemoryLog, OnError, Target};
 pub use handle::AuditLog;
 pub use record::{
-    DecisionRecord, FetchRecord, LineRecord, OutcomeFacts, OutcomeRecord, PreferenceRecord, RequestFacts,
-    ResponseUsageRecord, RobotsRecord, RuleRecord, SCHEMA_VERSION, UsageRecord,
+    BackoffRecord, DecisionRecord, FetchRecord, LineRecord, OutcomeFacts, OutcomeRecord, PaceRecord,
+    PreferenceRecord, RequestFacts, ResponseUsageRecord, RobotsRecord, RuleRecord, SCHEMA_VERSION,
+    UsageRecord,
 };
 pub use snapshot::snapshot_path;
 pub use timestamp::rfc3339;

@@ -18,7 +18,13 @@
 //!   `upstream-unreachable` or `upstream-timeout`, with its [`Decision`]: robots.txt
 //!   unreachable means "disallow all") or the request itself did (the inner service's
 //!   error). One outage, one behaviour.
-//! - Report-only ([`RobotsLayer::report_only`]): decide and log, never block.
+//! - **Paced** ([`RobotsLayer::with_pacer`]): a request that may go is held until its
+//!   origin's next slot (crawl-delay, request-rate, back-off after 429/503; see
+//!   [`pacing`](crate::pacing)); one that would wait too long gets robotsgate's `503` with
+//!   `Retry-After` (`x-robotsgate: paced`), and the origin is not contacted. Only the
+//!   request's head is held: its body stays unread until it goes.
+//! - Report-only ([`RobotsLayer::report_only`]): decide and log, never block (pacing
+//!   reports the wait it would have imposed).
 //!
 //! Every decision goes to the audit log, if one is set.
 //!
@@ -64,6 +70,7 @@ use tower::Layer;
 use crate::audit::AuditLog;
 use crate::net::Connector;
 use crate::origin::Scheme;
+use crate::pacing::{PaceTicket, Pacer};
 use crate::policy::{Decision, RobotsPolicy};
 use crate::refusal::Refusal;
 use decide::Shared;
@@ -211,6 +218,7 @@ impl RobotsLayer {
                 user_agent: None,
                 answer_outages: false,
                 ids: RequestIds::new(),
+                pacer: None,
             }),
         }
     }
@@ -230,6 +238,7 @@ impl RobotsLayer {
                     user_agent: s.user_agent.clone(),
                     answer_outages: s.answer_outages,
                     ids: RequestIds::new(),
+                    pacer: s.pacer.clone(),
                 };
                 f(&mut copy);
                 self.shared = Arc::new(copy);
@@ -264,6 +273,18 @@ impl RobotsLayer {
     /// `destination-denied`.
     pub fn with_admission(self, connector: Connector) -> RobotsLayer {
         self.edit(|s| s.admission = Some(connector))
+    }
+
+    /// Paces the requests that may go with `pacer` (see [`pacing`](crate::pacing)):
+    /// each is held until its origin's next slot for its product token, or answered `503`
+    /// when that is too far off; 429 and 503 answers from an origin pause it.
+    pub fn with_pacer(self, pacer: Pacer) -> RobotsLayer {
+        self.edit(|s| s.pacer = Some(pacer))
+    }
+
+    /// The pacer, if requests are paced.
+    pub fn pacer(&self) -> Option<&Pacer> {
+        self.shared.pacer.as_ref()
     }
 
     /// Tells `observer` about every decision (the proxy counts them in its metrics).
@@ -311,15 +332,36 @@ impl RobotsLayer {
     /// changed as they are before forwarding (a token selector may remove the header that
     /// carried the token; the `User-Agent` is set when absent). The decision is audited
     /// as for a request through the layer.
+    ///
+    /// With a pacer, the request is also held until its slot (or refused with
+    /// [`RefusalKind::Paced`](crate::RefusalKind::Paced)), but its answer is not reported:
+    /// [`RobotsLayer::admit`] does that.
     pub async fn decide(&self, parts: &mut http::request::Parts) -> Result<Decision, Refusal> {
+        self.admit(parts).await.map(|(decision, _)| decision)
+    }
+
+    /// [`RobotsLayer::decide`] for a request the caller sends itself, paced: `Ok` when it
+    /// may go now, with the ticket to give its answer to ([`PaceTicket::answered`]: a 429
+    /// or 503 pauses the origin, and a concurrency cap counts the request until then).
+    pub async fn admit(
+        &self,
+        parts: &mut http::request::Parts,
+    ) -> Result<(Decision, Option<PaceTicket>), Refusal> {
         let mut logged = None;
-        let decision = self.shared.check(parts, &mut logged).await?;
+        let admitted = self.shared.check(parts, &mut logged).await?;
         // The record id a later check_response refers to (requests with a purpose).
-        if let (Some(id), Some(_)) = (&logged, &decision.usage) {
+        if let (Some(id), Some(_)) = (&logged, &admitted.decision.usage) {
             parts.extensions.insert(decide::AuditRequestId(id.as_str().into()));
         }
         self.shared.identify(parts);
-        Ok(decision)
+        let ticket = match (admitted.ticket, &self.shared.pacer) {
+            (Some(t), _) => Some(t),
+            (None, Some(p)) if p.enabled() => {
+                Some(p.ticket(&admitted.decision.origin, &admitted.decision.agent, admitted.decided))
+            }
+            (None, _) => None,
+        };
+        Ok((admitted.decision, ticket))
     }
 
     /// For a request [`decide`](RobotsLayer::decide)d with a purpose: reads its response's

@@ -84,7 +84,9 @@ where
                 let checked = shared.check(&mut parts, &mut logged).await;
                 // The record id the response-usage record refers to (requests with a purpose).
                 let usage_id = match (&checked, &logged) {
-                    (Ok(d), Some(id)) if d.usage.is_some() => Some(AuditRequestId(id.as_str().into())),
+                    (Ok(a), Some(id)) if a.decision.usage.is_some() => {
+                        Some(AuditRequestId(id.as_str().into()))
+                    }
                     _ => None,
                 };
                 // Once the decision is logged, so is what the client gets.
@@ -93,7 +95,8 @@ where
                     _ => None,
                 };
                 match checked {
-                    Ok(decision) => {
+                    Ok(admitted) => {
+                        let decision = &admitted.decision;
                         shared.identify(&mut parts);
                         // With a purpose only: the response's usage headers are read below.
                         let usage = decision.usage.is_some().then(|| {
@@ -111,9 +114,10 @@ where
                                 return Err(e.into());
                             }
                         };
+                        shared.answered(admitted.ticket, &admitted.decision, admitted.decided, &res);
                         if let Some((url, id)) = usage {
                             let status = res.status().as_u16();
-                            match shared.response_usage(res.headers(), status, &decision, id, &url).await {
+                            match shared.response_usage(res.headers(), status, decision, id, &url).await {
                                 Ok(Some(found)) => {
                                     res.extensions_mut().insert(found);
                                 }
@@ -127,7 +131,7 @@ where
                                 }
                             }
                         }
-                        res.extensions_mut().insert(decision);
+                        res.extensions_mut().insert(admitted.decision);
                         Ok(counted(res.map(Either::Left), outcome))
                     }
                     Err(refusal) if refusal.is_outage() && !shared.answer_outages => {

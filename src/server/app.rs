@@ -14,6 +14,7 @@ use crate::audit::{AuditConfig, AuditLog, AuditSetupError, OnError, Target};
 use crate::fetch::{FetchConfig, Fetcher};
 use crate::layer::{Mode, RobotsLayer, Settings, TokenSelector};
 use crate::net::{self, Connector, DnsConfig, Guard, Resolver, TlsConfig, TlsSetupError};
+use crate::pacing::{PaceObserver, Pacer};
 use crate::policy::{FetchObserver, PolicyConfig, RobotsPolicy};
 use crate::server::admin::{Admin, Readiness};
 use crate::server::auth::{AuthError, ProxyAuth};
@@ -75,8 +76,9 @@ pub struct App {
 }
 
 /// Applies a new configuration to a running [`App`] (SIGHUP): the policy (profile,
-/// freshness, failure handling, overrides), the token selection and mode, the proxy
-/// users, the destination guard and the allowed client networks. Connections and the
+/// freshness, failure handling, overrides), pacing (delays, limits, host rules), the token
+/// selection and mode, the proxy users, the destination guard and the allowed client
+/// networks. Connections and the
 /// robots.txt cache stay. Other changes (listen addresses, timeouts, TLS, DNS, audit,
 /// cache bounds) need a restart; [`Reloader::reload`] names them.
 #[derive(Clone)]
@@ -86,6 +88,7 @@ pub struct Reloader {
 
 struct ReloadInner {
     policy: RobotsPolicy,
+    pacer: Pacer,
     layer: RobotsLayer,
     auth: ProxyAuth,
     guard: Guard,
@@ -108,6 +111,7 @@ impl Reloader {
         // The only step that can fail goes first, so a refused file changes nothing.
         i.auth.reload(users(new))?;
         i.policy.reload(policy_config(new));
+        i.pacer.reload(new.pacing_config());
         i.layer.reload(Settings {
             selector: Arc::new(selector(new)),
             mode: mode(new),
@@ -154,6 +158,7 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
         (old.policy.cache_max_entries, old.policy.cache_max_bytes)
             != (new.policy.cache_max_entries, new.policy.cache_max_bytes),
     );
+    check("pacing.max_origins", old.pacing.max_origins != new.pacing.max_origins);
     check("[fetch]", old.fetch != new.fetch);
     check("[dns]", old.dns != new.dns);
     check("[tls]", old.tls != new.tls);
@@ -167,6 +172,7 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
 /// Cache and audit figures read when `/metrics` is scraped.
 struct AppSources {
     policy: RobotsPolicy,
+    pacer: Pacer,
     audit: AuditLog,
     interceptor: Option<Interceptor>,
 }
@@ -183,6 +189,10 @@ impl Sources for AppSources {
 
     fn leaves_minted(&self) -> Option<u64> {
         self.interceptor.as_ref().map(Interceptor::minted)
+    }
+
+    fn pacing(&self) -> (u64, u64) {
+        (self.pacer.held() as u64, self.pacer.lanes() as u64)
     }
 }
 
@@ -262,6 +272,8 @@ impl App {
                 metrics.clone() as Arc<dyn FetchObserver>,
             ],
         );
+        let pacer = Pacer::new(config.pacing_config());
+        pacer.observe(metrics.clone() as Arc<dyn PaceObserver>);
         let layer = RobotsLayer::new(policy.clone(), config.agent.token.0.clone())
             .with_selector(selector(config))
             .with_purpose(config.purpose())
@@ -269,7 +281,8 @@ impl App {
             .with_audit(audit.clone())
             .with_admission(forward_connector.clone())
             .with_observer(metrics.clone())
-            .answer_outages();
+            .answer_outages()
+            .with_pacer(pacer.clone());
         let px = &config.proxy;
         let proxy_config = ProxyConfig {
             listen: addr,
@@ -308,12 +321,14 @@ impl App {
         }
         metrics.set_sources(Arc::new(AppSources {
             policy: policy.clone(),
+            pacer: pacer.clone(),
             audit: audit.clone(),
             interceptor,
         }));
         let reloader = Reloader {
             inner: Arc::new(ReloadInner {
                 policy: policy.clone(),
+                pacer,
                 layer,
                 auth,
                 guard: guard_handle,

@@ -64,6 +64,16 @@ struct ClassLabels {
     class: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    status: u16,
+}
+
 /// State read at scrape time.
 pub trait Sources: Send + Sync {
     /// (origins cached, bytes cached, hits, misses, stale hits)
@@ -72,6 +82,8 @@ pub trait Sources: Send + Sync {
     fn audit(&self) -> (u64, u64);
     /// Leaf certificates minted, if interception is on.
     fn leaves_minted(&self) -> Option<u64>;
+    /// (requests held by pacing now, origins and tokens with pacing state)
+    fn pacing(&self) -> (u64, u64);
 }
 
 /// The metrics of one robotsgate process.
@@ -98,6 +110,11 @@ pub struct Metrics {
     audit_written: Gauge,
     audit_lost: Gauge,
     leaves_minted: Gauge,
+    pace_wait: Histogram,
+    pace_held: Gauge,
+    pace_lanes: Gauge,
+    pace_refused: Family<ReasonLabels, Counter>,
+    pace_pauses: Family<StatusLabels, Counter>,
     sources: std::sync::RwLock<Option<Arc<dyn Sources>>>,
     // Last values of the pulled counters, to add only the difference.
     pulled: [AtomicI64; 3],
@@ -138,6 +155,12 @@ impl Metrics {
             audit_written: Gauge::default(),
             audit_lost: Gauge::default(),
             leaves_minted: Gauge::default(),
+            // 1 ms to about 82 s: pacing waits end at max_wait (60 s by default).
+            pace_wait: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
+            pace_held: Gauge::default(),
+            pace_lanes: Gauge::default(),
+            pace_refused: Family::default(),
+            pace_pauses: Family::default(),
             sources: std::sync::RwLock::new(None),
             pulled: Default::default(),
         };
@@ -196,6 +219,27 @@ impl Metrics {
             "tls_leaves_minted",
             "Leaf certificates minted for interception",
             m.leaves_minted.clone(),
+        );
+        registry.register(
+            "pacing_wait_seconds",
+            "How long paced requests were held for their origin's next slot",
+            m.pace_wait.clone(),
+        );
+        registry.register("pacing_held_requests", "Requests held by pacing now", m.pace_held.clone());
+        registry.register(
+            "pacing_lanes",
+            "Origins (per product token) with pacing state kept",
+            m.pace_lanes.clone(),
+        );
+        registry.register(
+            "pacing_refused",
+            "Requests answered 503 by pacing (max-wait, queue-full, table-full)",
+            m.pace_refused.clone(),
+        );
+        registry.register(
+            "pacing_pauses",
+            "Back-off pauses started by an origin's 429 or 503, by status",
+            m.pace_pauses.clone(),
         );
         let request_counters = Arrival::ALL.map(|arrival| {
             ["http1", "http2"].map(|protocol| {
@@ -289,6 +333,9 @@ impl Metrics {
             if let Some(n) = s.leaves_minted() {
                 self.leaves_minted.set(n as i64);
             }
+            let (held, lanes) = s.pacing();
+            self.pace_held.set(held as i64);
+            self.pace_lanes.set(lanes as i64);
         }
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
@@ -305,6 +352,20 @@ impl crate::layer::DecisionObserver for Metrics {
 
     fn refused(&self, class: &'static str) {
         Metrics::refused(self, class);
+    }
+}
+
+impl crate::pacing::PaceObserver for Metrics {
+    fn waited(&self, wait: Duration) {
+        self.pace_wait.observe(wait.as_secs_f64());
+    }
+
+    fn refused(&self, why: &'static str) {
+        self.pace_refused.get_or_create(&ReasonLabels { reason: why }).inc();
+    }
+
+    fn paused(&self, status: u16) {
+        self.pace_pauses.get_or_create(&StatusLabels { status }).inc();
     }
 }
 

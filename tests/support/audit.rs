@@ -48,7 +48,7 @@ pub fn check_decision_record(r: &Value) {
     assert!(["google", "rfc", "conservative"].contains(&r["profile"].as_str().unwrap()), "{r}");
     assert!(["enforce", "report-only"].contains(&r["mode"].as_str().unwrap()), "{r}");
     assert!(
-        ["allowed", "disallowed", "would-disallow", "usage-refused", "would-refuse-usage"]
+        ["allowed", "disallowed", "would-disallow", "usage-refused", "would-refuse-usage", "paced"]
             .contains(&r["outcome"].as_str().unwrap()),
         "{r}"
     );
@@ -96,11 +96,38 @@ pub fn check_decision_record(r: &Value) {
         assert!(is_rfc3339(field(robots, "fetched_at").as_str().unwrap_or("")), "robots.fetched_at: {r}");
     }
     assert!(field(r, "decision_us").is_u64(), "{r}");
+    assert!(field(r, "pace_wait_ms").is_u64(), "{r}");
+    let pace = field(r, "pace");
+    if !pace.is_null() {
+        assert!(field(pace, "delay_ms").is_u64(), "pace.delay_ms: {r}");
+        let source = field(pace, "source");
+        assert!(
+            source.is_null()
+                || ["crawl-delay", "request-rate", "min-delay", "host-override"]
+                    .contains(&source.as_str().unwrap_or("")),
+            "pace.source: {r}"
+        );
+        for key in ["line", "detail", "clamped_from_ms", "max_concurrency", "backoff", "would_wait_ms"] {
+            field(pace, key);
+        }
+        let refused = field(pace, "refused");
+        assert!(
+            refused.is_null()
+                || ["max-wait", "queue-full", "table-full"].contains(&refused.as_str().unwrap_or("")),
+            "pace.refused: {r}"
+        );
+        assert_eq!(refused.is_null(), field(pace, "retry_after_s").is_null(), "pace.retry_after_s: {r}");
+    }
+    assert_eq!(
+        r["outcome"] == "paced",
+        !pace.is_null() && !pace["refused"].is_null() && r["mode"] == "enforce",
+        "{r}"
+    );
 }
 
 /// Checks the documented fields of an outcome record (docs/audit-log.md).
 pub fn check_outcome_record(r: &Value) {
-    assert_eq!(field(r, "schema_version"), 2, "{r}");
+    assert_eq!(field(r, "schema_version"), robotsgate::audit::SCHEMA_VERSION, "{r}");
     assert_eq!(field(r, "type"), "outcome", "{r}");
     assert!(is_rfc3339(field(r, "time").as_str().unwrap_or("")), "time: {r}");
     assert!(!field(r, "request_id").as_str().unwrap_or("").is_empty(), "request_id: {r}");

@@ -277,6 +277,8 @@ pub struct Seen {
     pub target: String,
     /// Headers.
     pub headers: HeaderMap,
+    /// When it arrived (tokio time: virtual in tests with a paused clock).
+    pub at: tokio::time::Instant,
 }
 
 #[derive(Default)]
@@ -462,6 +464,11 @@ impl TestOrigin {
         self.seen().into_iter().filter(|s| s.path == path).collect()
     }
 
+    /// When each request for a path starting with `prefix` arrived, in order, with its path.
+    pub fn arrivals(&self, prefix: &str) -> Vec<(String, tokio::time::Instant)> {
+        self.seen().into_iter().filter(|s| s.path.starts_with(prefix)).map(|s| (s.path, s.at)).collect()
+    }
+
     /// Waits (bounded) until `path` has been requested at least `n` times.
     pub async fn wait_hits(&self, path: &str, n: usize) {
         let counter = self.state.counter(path);
@@ -566,6 +573,7 @@ async fn answer(
         path: path.clone(),
         target: req.uri().to_string(),
         headers: req.headers().clone(),
+        at: tokio::time::Instant::now(),
     });
     state.counter(&path).fetch_add(1, Ordering::SeqCst);
     state.total.fetch_add(1, Ordering::SeqCst);

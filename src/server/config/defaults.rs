@@ -6,9 +6,10 @@ use std::net::SocketAddr;
 
 use super::sections::{
     AgentSection, AuditSection, AuthSection, FetchSection, LogFormat, LogLevel, LogSection, ModeName,
-    OnErrorName, PolicySection, ProxySection, Select, TlsSection,
+    OnErrorName, PacingSection, PolicySection, ProxySection, Select, TlsSection,
 };
 use super::values::{Dur, HeaderNameValue, ProfileName, Size, Token};
+use crate::pacing::PacingConfig;
 use crate::policy::PolicyConfig;
 
 /// The documented default configuration, as built into the binary.
@@ -61,6 +62,24 @@ impl Default for PolicySection {
             cache_max_entries: p.max_entries,
             cache_max_bytes: Size(p.max_bytes),
             overrides: Vec::new(),
+        }
+    }
+}
+
+impl Default for PacingSection {
+    /// The library's defaults ([`PacingConfig::default`]).
+    fn default() -> Self {
+        let p = PacingConfig::default();
+        PacingSection {
+            enabled: p.enabled,
+            min_delay: Dur(p.min_delay),
+            max_delay: Dur(p.max_delay),
+            max_wait: Dur(p.max_wait),
+            max_queue_per_origin: p.max_queue_per_origin,
+            initial_backoff: Dur(p.initial_backoff),
+            max_backoff: Dur(p.max_backoff),
+            max_origins: p.max_origins,
+            hosts: Vec::new(),
         }
     }
 }
