@@ -434,10 +434,15 @@ async fn audit_log_has_one_record_per_decision_and_fetch_and_the_snapshot() {
     let fetch_ua = a.seen_for("/robots.txt")[0].headers["user-agent"].to_str().unwrap().to_owned();
     assert!(fetch_ua.contains("ExampleBot"), "robots.txt fetched with the token in User-Agent: {fetch_ua}");
 
-    let records = proxy.records().await;
+    let all = proxy.all_records().await;
     let raw = std::fs::read_to_string(&proxy.audit_path).unwrap();
-    assert_eq!(raw.lines().count(), records.len());
+    assert_eq!(raw.lines().count(), all.len());
     assert!(raw.ends_with('\n'));
+    assert_eq!(all[0]["type"], "log", "the log starts with its open record: {}", all[0]);
+    assert_eq!(all[0]["event"], "open");
+    assert_eq!(all[0]["previous_run"], "new");
+    let records = proxy.records().await;
+    assert_eq!(records.len(), all.len() - 1, "one log record (open), then decisions and fetches");
     let decisions = of_type(&records, "decision");
     let fetches = of_type(&records, "fetch");
     let outcomes = of_type(&records, "outcome");

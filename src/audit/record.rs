@@ -291,6 +291,70 @@ pub struct FetchRecord {
     pub duration_ms: f64,
 }
 
+/// A record about the log itself (`"type": "log"`): where a process opened it and how
+/// the previous one had left it, a clean close, records lost to a write error. Written
+/// by the log, not by requests.
+#[derive(Debug, Clone, Serialize)]
+pub struct LogRecord {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `"log"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// When (RFC 3339, UTC).
+    pub time: String,
+    /// What happened, with its fields.
+    #[serde(flatten)]
+    pub event: LogEvent,
+}
+
+/// What a [`LogRecord`] says (its `event` field and the fields that go with it).
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum LogEvent {
+    /// A process opened the log for appending.
+    Open {
+        /// How the file was found: `new` (empty or absent), `clean` (it ended with a
+        /// `close` record), `unclean` (the previous process ended without one: killed or
+        /// crashed), `torn` (it ended partway through a line, which this record follows
+        /// on a line of its own).
+        previous_run: &'static str,
+        /// `torn`: the length of the unfinished line, in bytes.
+        fragment_bytes: Option<u64>,
+        /// robotsgate's version.
+        version: &'static str,
+        /// The durability the log is written with (`written`, `synced`, `buffered`).
+        durability: &'static str,
+    },
+    /// The process closed the log cleanly; nothing was lost.
+    Close {},
+    /// Writing failed: records were lost (their requests were refused with `503` when
+    /// `on_error = "refuse"`), written once writing works again.
+    WriteError {
+        /// Records that did not reach the file.
+        lost_records: u64,
+        /// A write stopped partway through a line, of this many bytes; this record
+        /// follows it on a line of its own.
+        fragment_bytes: Option<u64>,
+        /// The error.
+        error: String,
+        /// When the first of these failures happened.
+        since: String,
+    },
+}
+
+impl LogRecord {
+    /// The record of `event`, made now.
+    pub(super) fn now(event: LogEvent) -> LogRecord {
+        LogRecord { schema_version: SCHEMA_VERSION, kind: "log", time: rfc3339(SystemTime::now()), event }
+    }
+
+    /// The record as its JSON line.
+    pub(super) fn line(&self) -> Vec<u8> {
+        to_line(self)
+    }
+}
+
 /// What a forwarded response's headers said about using its content, for a request made
 /// for a purpose (`"type": "response-usage"`, one per such response that carries a
 /// `Content-Usage`, `Content-Signal` or `X-Robots-Tag` header).

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::{AuditConfig, AuditLog, AuditSetupError, OnError, Target};
+use crate::audit::{AuditConfig, AuditLog, AuditSetupError, Durability, OnError, Target};
 use crate::fetch::{FetchConfig, Fetcher};
 use crate::layer::{Mode, RobotsLayer, Settings, TokenSelector};
 use crate::net::{self, Connector, DnsConfig, Guard, Resolver, TlsConfig, TlsSetupError};
@@ -19,7 +19,7 @@ use crate::policy::{FetchObserver, PolicyConfig, RobotsPolicy};
 use crate::server::admin::{Admin, Readiness};
 use crate::server::auth::{AuthError, ProxyAuth};
 use crate::server::ca::{Ca, Interceptor};
-use crate::server::config::{Config, ModeName, OnErrorName, Select};
+use crate::server::config::{Config, DurabilityName, ModeName, OnErrorName, Select};
 use crate::server::forward::{ForwardConfig, Forwarder};
 use crate::server::intercept::Interception;
 use crate::server::metrics::{Metrics, Sources};
@@ -244,6 +244,11 @@ impl App {
                 Target::File(PathBuf::from(&config.audit.path))
             },
             snapshots: (!config.audit.snapshots.is_empty()).then(|| PathBuf::from(&config.audit.snapshots)),
+            durability: match config.audit.durability {
+                DurabilityName::Written => Durability::Written,
+                DurabilityName::Synced => Durability::Synced,
+                DurabilityName::Buffered => Durability::Buffered,
+            },
             queue: config.audit.queue,
             on_error: match config.audit.on_error {
                 OnErrorName::Refuse => OnError::Refuse,

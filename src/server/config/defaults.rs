@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use super::sections::{
-    AgentSection, AuditSection, AuthSection, FetchSection, LogFormat, LogLevel, LogSection, ModeName,
-    OnErrorName, PacingSection, PolicySection, ProxySection, Select, TlsSection,
+    AgentSection, AuditSection, AuthSection, DurabilityName, FetchSection, LogFormat, LogLevel, LogSection,
+    ModeName, OnErrorName, PacingSection, PolicySection, ProxySection, Select, TlsSection,
 };
 use super::values::{Dur, HeaderNameValue, ProfileName, Size, Token};
 use crate::pacing::PacingConfig;
@@ -114,6 +114,7 @@ impl Default for AuditSection {
         AuditSection {
             path: "-".into(),
             snapshots: "robotsgate-snapshots".into(),
+            durability: DurabilityName::Written,
             queue: 4096,
             on_error: OnErrorName::Refuse,
             redact_query: false,

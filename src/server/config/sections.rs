@@ -257,9 +257,20 @@ pub struct AuthSection {
 pub struct AuditSection {
     pub path: String,
     pub snapshots: String,
+    pub durability: DurabilityName,
     pub queue: usize,
     pub on_error: OnErrorName,
     pub redact_query: bool,
+}
+
+/// `written`, `synced` or `buffered`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum DurabilityName {
+    Written,
+    Synced,
+    Buffered,
 }
 
 /// `refuse` or `continue`.
