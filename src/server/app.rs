@@ -264,6 +264,7 @@ impl App {
                 user_agent: config.user_agent(),
                 header_timeout: config.fetch.header_timeout.0,
                 body_timeout: config.fetch.body_timeout.0,
+                total_timeout: config.fetch.total_timeout.0,
                 max_redirects: config.fetch.max_redirects,
                 ..FetchConfig::default()
             },

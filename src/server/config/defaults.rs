@@ -90,6 +90,7 @@ impl Default for FetchSection {
             connect_timeout: Dur::secs(5),
             header_timeout: Dur::secs(10),
             body_timeout: Dur::secs(20),
+            total_timeout: Dur::secs(30),
             max_redirects: 5,
         }
     }

@@ -195,6 +195,7 @@ pub struct FetchSection {
     pub connect_timeout: Dur,
     pub header_timeout: Dur,
     pub body_timeout: Dur,
+    pub total_timeout: Dur,
     pub max_redirects: u8,
 }
 
