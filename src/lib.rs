@@ -10,6 +10,8 @@
 //! - [`net`]: outbound connections (DNS, destination guard, TCP, TLS).
 //! - [`fetch`]: getting an origin's robots.txt (status classes, redirects, limits).
 //! - [`policy`]: the per-origin cache and the decision for a request.
+//! - [`pacing`]: when a request may go: crawl-delay, request-rate, back-off after 429/503,
+//!   requests held in order and refused past a limit.
 //! - [`audit`]: the decision log (JSON Lines) and robots.txt snapshots.
 //! - [`layer`]: `RobotsLayer`, the tower middleware that enforces the decisions.
 //!
@@ -29,6 +31,7 @@ pub mod fetch;
 pub mod layer;
 pub mod net;
 pub mod origin;
+pub mod pacing;
 pub mod policy;
 mod refusal;
 pub use robotsgate_rep as rep;

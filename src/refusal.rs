@@ -24,7 +24,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
 use http_body_util::Full;
 
@@ -68,6 +68,10 @@ pub enum RefusalKind {
     TlsExpected,
     /// `431`: the request head is larger than the proxy accepts.
     HeaderTooLarge,
+    /// `503` with `Retry-After`: the request would have to wait for its origin's next slot
+    /// longer than pacing allows (`pacing.max_wait`), or too many requests are held for
+    /// the origin already; it was not sent.
+    Paced,
     /// `403`: robots.txt allows the path, but the site's AI-usage preferences
     /// (`Content-Usage`, `Content-Signal`; or, on a response, `X-Robots-Tag`) say no for the
     /// purpose the request is made for.
@@ -76,7 +80,7 @@ pub enum RefusalKind {
 
 impl RefusalKind {
     /// Every kind, in a stable order.
-    pub const ALL: [RefusalKind; 14] = [
+    pub const ALL: [RefusalKind; 15] = [
         RefusalKind::Disallowed,
         RefusalKind::DestinationDenied,
         RefusalKind::UpstreamUnreachable,
@@ -90,6 +94,7 @@ impl RefusalKind {
         RefusalKind::ClientDenied,
         RefusalKind::TlsExpected,
         RefusalKind::HeaderTooLarge,
+        RefusalKind::Paced,
         RefusalKind::UsageRefused,
     ];
 
@@ -109,6 +114,7 @@ impl RefusalKind {
             RefusalKind::ClientDenied => "client-denied",
             RefusalKind::TlsExpected => "tls-expected",
             RefusalKind::HeaderTooLarge => "header-too-large",
+            RefusalKind::Paced => "paced",
             RefusalKind::UsageRefused => "usage-refused",
         }
     }
@@ -127,7 +133,7 @@ impl RefusalKind {
             | RefusalKind::UsageRefused => StatusCode::FORBIDDEN,
             RefusalKind::UpstreamUnreachable | RefusalKind::UpstreamError => StatusCode::BAD_GATEWAY,
             RefusalKind::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
-            RefusalKind::AuditUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            RefusalKind::AuditUnavailable | RefusalKind::Paced => StatusCode::SERVICE_UNAVAILABLE,
             RefusalKind::NoToken
             | RefusalKind::BadRequest
             | RefusalKind::NotAProxyRequest
@@ -166,12 +172,25 @@ pub struct Refusal {
     kind: RefusalKind,
     message: Arc<str>,
     decision: Option<Arc<Decision>>,
+    retry_after: Option<u64>,
 }
 
 impl Refusal {
     /// A refusal of `kind` saying `message`.
     pub fn new(kind: RefusalKind, message: impl Into<Arc<str>>) -> Refusal {
-        Refusal { kind, message: message.into(), decision: None }
+        Refusal { kind, message: message.into(), decision: None, retry_after: None }
+    }
+
+    /// The same refusal, telling the client when to try again (`Retry-After`, in whole
+    /// seconds, rounded up, at least 1).
+    pub fn with_retry_after(mut self, wait: std::time::Duration) -> Refusal {
+        self.retry_after = Some(crate::pacing::retry_after_secs(wait));
+        self
+    }
+
+    /// When to try again, in seconds (`Retry-After`), when the answer says.
+    pub fn retry_after(&self) -> Option<u64> {
+        self.retry_after
     }
 
     /// The same refusal with the decision behind it.
@@ -216,7 +235,12 @@ impl Refusal {
         }
         let kind = RefusalKind::from_header(res.headers().get(ROBOTSGATE_HEADER)?.as_bytes())?;
         let decision = res.extensions().get::<Decision>().cloned().map(Arc::new);
-        Some(Refusal { kind, message: kind.as_str().into(), decision })
+        let retry_after = res
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        Some(Refusal { kind, message: kind.as_str().into(), decision, retry_after })
     }
 
     /// robotsgate's answer for this refusal: the status of its kind, `text/plain`, the
@@ -237,6 +261,9 @@ impl Refusal {
         h.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
         h.insert(CONTENT_LENGTH, HeaderValue::from(len));
         h.insert(ROBOTSGATE_HEADER, HeaderValue::from_static(self.kind.as_str()));
+        if let Some(secs) = self.retry_after {
+            h.insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
         if let Some(d) = &self.decision {
             res.extensions_mut().insert(Decision::clone(d));
         }
@@ -248,17 +275,35 @@ impl Refusal {
     /// answer on a socket before any HTTP server runs (a refused client network, a tunnel
     /// that should have started with TLS).
     pub fn to_http1_bytes(&self) -> Vec<u8> {
+        self.to_http1_bytes_with(false, &[])
+    }
+
+    /// [`Refusal::to_http1_bytes`] for a `HEAD` request when `head` (the same headers, no
+    /// body), with `extra` header lines (e.g. the proxy's `Via`).
+    pub fn to_http1_bytes_with(&self, head: bool, extra: &[(&str, &HeaderValue)]) -> Vec<u8> {
         let status = self.kind.status();
         let body = format!("robotsgate: {}\n", self.message.trim_end_matches('\n'));
-        format!(
+        let retry_after = self.retry_after.map_or_else(String::new, |s| format!("retry-after: {s}\r\n"));
+        let mut out = format!(
             "HTTP/1.1 {} {}\r\ncontent-type: text/plain; charset=utf-8\r\n{ROBOTSGATE_HEADER}: {}\r\n\
-             connection: close\r\ncontent-length: {}\r\n\r\n{body}",
+             {retry_after}connection: close\r\ncontent-length: {}\r\n",
             status.as_u16(),
             status.canonical_reason().unwrap_or(""),
             self.kind.as_str(),
             body.len()
         )
-        .into_bytes()
+        .into_bytes();
+        for (name, value) in extra {
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        if !head {
+            out.extend_from_slice(body.as_bytes());
+        }
+        out
     }
 }
 
@@ -314,6 +359,26 @@ mod tests {
     }
 
     #[test]
+    fn paced_answers_say_when_to_try_again() {
+        let refusal = Refusal::new(RefusalKind::Paced, "wait")
+            .with_retry_after(std::time::Duration::from_millis(41_200));
+        assert_eq!(refusal.retry_after(), Some(42));
+        let res = refusal.clone().into_response(false);
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(res.headers()[RETRY_AFTER], "42");
+        assert_eq!(res.headers()[ROBOTSGATE_HEADER], "paced");
+        let bare = Response::builder()
+            .header(ROBOTSGATE_HEADER, "paced")
+            .header(RETRY_AFTER, "42")
+            .body(())
+            .unwrap();
+        assert_eq!(Refusal::from_response(&bare).and_then(|r| r.retry_after()), Some(42));
+        let raw = String::from_utf8(refusal.to_http1_bytes()).unwrap();
+        assert!(raw.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{raw}");
+        assert!(raw.contains("\r\nretry-after: 42\r\n"), "{raw}");
+    }
+
+    #[test]
     fn raw_answers_are_complete_http1_messages() {
         let raw =
             Refusal::new(RefusalKind::ClientDenied, "your network may not use this proxy").to_http1_bytes();
@@ -323,5 +388,13 @@ mod tests {
         assert!(head.contains("\r\nx-robotsgate: client-denied\r\n"), "{head}");
         assert!(head.contains(&format!("\r\ncontent-length: {}", body.len())), "{head}");
         assert_eq!(body, "robotsgate: your network may not use this proxy\n");
+
+        let via = HeaderValue::from_static("1.1 robotsgate");
+        let refusal = Refusal::new(RefusalKind::HeaderTooLarge, "too big");
+        let head = String::from_utf8(refusal.to_http1_bytes_with(true, &[("via", &via)])).unwrap();
+        let get = String::from_utf8(refusal.to_http1_bytes_with(false, &[("via", &via)])).unwrap();
+        assert!(head.ends_with("\r\nvia: 1.1 robotsgate\r\n\r\n"), "{head}");
+        assert_eq!(get.strip_prefix(head.as_str()), Some("robotsgate: too big\n"), "{get}");
+        assert!(head.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"), "{head}");
     }
 }

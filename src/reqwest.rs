@@ -35,6 +35,10 @@
 //!   `e.downcast_ref::<Refusal>()` gives the [`Refusal`] and its [`Decision`]; nothing was
 //!   sent. (Through the tower layer the same refusals are robotsgate's `403`/`400`
 //!   answers, and an unreachable origin is an `Err` there too.)
+//! - **Paced**: each request (and hop) is held until its origin's next slot, as through
+//!   the layer; one that would wait too long is refused with
+//!   [`RefusalKind::Paced`] and
+//!   [`Refusal::retry_after`]. A 429 or 503 answer pauses the origin.
 //! - **Redirects**: with the client built with `redirect::Policy::none()`, the middleware
 //!   follows `301`, `302`, `303`, `307` and `308` itself, up to
 //!   [`RobotsMiddleware::max_redirects`] hops, checking each hop before it is sent (a hop
@@ -55,6 +59,7 @@ use http::{Extensions, Method, StatusCode};
 use reqwest::{Request, Response, Url};
 use reqwest_middleware::{Middleware, Next};
 
+use crate::pacing::PaceTicket;
 use crate::policy::Decision;
 use crate::refusal::{Refusal, RefusalKind};
 use crate::{Robots, RobotsBuilder};
@@ -131,9 +136,12 @@ impl RobotsMiddleware {
         self
     }
 
-    /// Decides `req`, updating its headers as the layer would before forwarding (the
-    /// crawler's `User-Agent` when it has none).
-    async fn check(&self, req: &mut Request) -> Result<(Decision, http::request::Parts), Refusal> {
+    /// Decides and paces `req`, updating its headers as the layer would before forwarding
+    /// (the crawler's `User-Agent` when it has none).
+    async fn check(
+        &self,
+        req: &mut Request,
+    ) -> Result<(Decision, Option<PaceTicket>, http::request::Parts), Refusal> {
         let mut url = req.url().clone();
         url.set_fragment(None);
         let uri: http::Uri = url
@@ -148,9 +156,9 @@ impl RobotsMiddleware {
             .into_parts()
             .0;
         parts.headers = std::mem::take(req.headers_mut());
-        let decided = self.robots.layer().decide(&mut parts).await;
+        let decided = self.robots.layer().admit(&mut parts).await;
         *req.headers_mut() = std::mem::take(&mut parts.headers);
-        decided.map(|d| (d, parts))
+        decided.map(|(d, ticket)| (d, ticket, parts))
     }
 }
 
@@ -165,11 +173,14 @@ impl Middleware for RobotsMiddleware {
         let first = req.url().to_string();
         let mut hops = 0;
         loop {
-            let (decision, parts) =
+            let (decision, ticket, parts) =
                 self.check(&mut req).await.map_err(reqwest_middleware::Error::middleware)?;
             let sent = req.url().clone();
             let again = req.try_clone();
             let mut res = next.clone().run(req, extensions).await?;
+            if let Some(ticket) = ticket {
+                ticket.answered(res.status(), res.headers());
+            }
             if res.url() != &sent {
                 return Err(reqwest_middleware::Error::middleware(RedirectError::ClientFollowsRedirects {
                     from: sent.to_string(),

@@ -13,6 +13,7 @@ use crate::fetch::{FetchConfig, Fetcher};
 use crate::layer::{DecisionObserver, Mode, PurposeSettings, RobotsLayer, SelectToken, TokenError};
 use crate::net::{Connector, DnsConfig, Guard, Resolver, TlsConfig, TlsSetupError, client_config};
 use crate::origin::HostPattern;
+use crate::pacing::{HostRule, PaceObserver, Pacer, PacingConfig};
 use crate::policy::{PolicyConfig, Purpose, RobotsPolicy};
 use crate::rep::{Profile, is_valid_product_token};
 
@@ -54,6 +55,7 @@ use crate::rep::{Profile, is_valid_product_token};
 pub struct Robots {
     layer: RobotsLayer,
     policy: RobotsPolicy,
+    pacer: Pacer,
     connector: Connector,
     agent: Arc<str>,
     user_agent: HeaderValue,
@@ -85,6 +87,12 @@ impl Robots {
     /// request or to read cache statistics.
     pub fn policy(&self) -> &RobotsPolicy {
         &self.policy
+    }
+
+    /// The pacer: the state of each origin's slots and back-off, shared by every request
+    /// through this value's layer and middleware.
+    pub fn pacer(&self) -> &Pacer {
+        &self.pacer
     }
 
     /// The connector the robots.txt fetches use (DNS, destination guard, TLS); a
@@ -147,7 +155,9 @@ pub enum BuildError {
 /// working default: the conservative profile, enforcement, the destination guard refusing
 /// loopback, private and other special-purpose addresses, the system's DNS, the webpki
 /// roots, a 5 s connect timeout, the fetch timeouts and cache bounds of
-/// [`FetchConfig::default`] and [`PolicyConfig::default`], no audit log.
+/// [`FetchConfig::default`] and [`PolicyConfig::default`], pacing by robots.txt as in
+/// [`PacingConfig::default`] (each origin's `crawl-delay` or `request-rate` kept, capped
+/// at 30 s; a request held at most 60 s; back-off after 429 and 503), no audit log.
 #[derive(Default)]
 #[must_use]
 pub struct RobotsBuilder {
@@ -168,6 +178,8 @@ pub struct RobotsBuilder {
     audit: Option<AuditLog>,
     observer: Option<Arc<dyn DecisionObserver>>,
     selector: Option<Arc<dyn SelectToken>>,
+    pacing: PacingConfig,
+    pace_observer: Option<Arc<dyn PaceObserver>>,
     purpose: PurposeSettings,
 }
 
@@ -322,6 +334,65 @@ impl RobotsBuilder {
         self
     }
 
+    /// Pacing on (default) or off. Off, requests go as soon as they are decided, whatever
+    /// `crawl-delay`, `request-rate` or 429/503 answers say.
+    pub fn pacing(mut self, on: bool) -> Self {
+        self.pacing.enabled = on;
+        self
+    }
+
+    /// Requests to one origin (for one product token) start at least this far apart,
+    /// whatever robots.txt says (default: none).
+    pub fn min_delay(mut self, delay: Duration) -> Self {
+        self.pacing.min_delay = delay;
+        self
+    }
+
+    /// The longest delay kept between two requests to an origin (default 30 s): a longer
+    /// `crawl-delay` is cut to it.
+    pub fn max_delay(mut self, delay: Duration) -> Self {
+        self.pacing.max_delay = delay;
+        self
+    }
+
+    /// The longest a request is held for its origin's slot (default 60 s); one that would
+    /// wait longer is refused at once with [`RefusalKind::Paced`](crate::RefusalKind::Paced)
+    /// and a retry time.
+    pub fn max_wait(mut self, wait: Duration) -> Self {
+        self.pacing.max_wait = wait;
+        self
+    }
+
+    /// Requests held per origin (and product token) at most (default 1,000).
+    pub fn max_queue_per_origin(mut self, n: usize) -> Self {
+        self.pacing.max_queue_per_origin = n;
+        self
+    }
+
+    /// The longest pause after a 429 or 503 (default 1 h; also bounds `Retry-After`).
+    pub fn max_backoff(mut self, pause: Duration) -> Self {
+        self.pacing.max_backoff = pause;
+        self
+    }
+
+    /// A delay or concurrency cap for some hosts (first matching rule wins).
+    pub fn pace_host(mut self, rule: HostRule) -> Self {
+        self.pacing.hosts.push(rule);
+        self
+    }
+
+    /// Every pacing setting at once (replaces those set before).
+    pub fn pacing_config(mut self, config: PacingConfig) -> Self {
+        self.pacing = config;
+        self
+    }
+
+    /// Tells `observer` what pacing does (waits, refusals, pauses).
+    pub fn pace_observer(mut self, observer: Arc<dyn PaceObserver>) -> Self {
+        self.pace_observer = Some(observer);
+        self
+    }
+
     /// Writes every decision and robots.txt fetch to this audit log.
     pub fn audit(mut self, audit: AuditLog) -> Self {
         self.audit = Some(audit);
@@ -414,11 +485,16 @@ impl RobotsBuilder {
         let policy =
             RobotsPolicy::with_observer(Fetcher::new(connector.clone(), fetch), self.policy, fetch_log);
         let agent: Arc<str> = agent.into();
+        let pacer = Pacer::new(self.pacing);
+        if let Some(o) = self.pace_observer {
+            pacer.observe(o);
+        }
         let mut layer = RobotsLayer::new(policy.clone(), agent.clone())
             .with_mode(self.mode)
             .with_purpose(self.purpose)
             .with_admission(connector.clone())
-            .with_user_agent(header.clone());
+            .with_user_agent(header.clone())
+            .with_pacer(pacer.clone());
         if let Some(audit) = self.audit {
             layer = layer.with_audit(audit);
         }
@@ -428,7 +504,7 @@ impl RobotsBuilder {
         if let Some(selector) = self.selector {
             layer = layer.with_selector(SharedSelector(selector));
         }
-        Ok(Robots { layer, policy, connector, agent, user_agent: header })
+        Ok(Robots { layer, policy, pacer, connector, agent, user_agent: header })
     }
 }
 

@@ -24,7 +24,8 @@ fn check_with_robots(robots: &str, args: &[&str]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn robotsgate");
-    child.stdin.take().expect("stdin").write_all(robots.as_bytes()).expect("write robots.txt");
+    // A usage error ends the process before it reads stdin: the write may then fail (EPIPE).
+    let _ = child.stdin.take().expect("stdin").write_all(robots.as_bytes());
     child.wait_with_output().expect("robotsgate check")
 }
 

@@ -158,3 +158,41 @@ async fn the_layer_and_the_middleware_of_one_robots_share_its_cache() {
     assert_eq!(res.status(), 200);
     assert_eq!(origin.hits("/robots.txt"), 1, "one fetch for both");
 }
+
+/// Issue 16: the middleware paces like the layer. A request that would wait past
+/// `max_wait` is an error carrying a `Paced` refusal and when to retry; a 429 the origin
+/// sends pauses the origin for the middleware's next request.
+#[tokio::test]
+async fn requests_are_paced_and_an_origins_429_pauses_it() {
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: *\nCrawl-delay: 20\n")),
+        ("/a", Reply::ok("a")),
+        ("/b", Reply::ok("b")),
+    ])
+    .await;
+    let robots = Robots::builder()
+        .agent("ExampleBot")
+        .allow_destination("127.0.0.0/8".parse().unwrap())
+        .max_wait(std::time::Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let http = http(&robots);
+    assert_eq!(send(&http, &origin.url("/a")).await.expect("sent").status(), 200);
+    let e = send(&http, &origin.url("/b")).await.expect_err("would wait 20 s");
+    let r = refusal(&e);
+    assert_eq!(r.kind(), RefusalKind::Paced);
+    assert_eq!(r.retry_after(), Some(20));
+    assert_eq!(origin.hits("/b"), 0);
+
+    let busy = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: *\nDisallow: /private\n")),
+        ("/busy", Reply::status(429).header("retry-after", "3600")),
+        ("/later", Reply::ok("later")),
+    ])
+    .await;
+    assert_eq!(send(&http, &busy.url("/busy")).await.expect("sent").status(), 429);
+    let e = send(&http, &busy.url("/later")).await.expect_err("paused for an hour");
+    assert_eq!(refusal(&e).kind(), RefusalKind::Paced);
+    assert!(refusal(&e).retry_after().is_some_and(|s| s >= 3590));
+    assert_eq!(busy.hits("/later"), 0);
+}

@@ -551,6 +551,44 @@ async fn robots_txt_through_interception_is_allowed() {
 }
 
 // ---------------------------------------------------------------------------------------
+// Pacing (issue 16)
+// ---------------------------------------------------------------------------------------
+
+/// Requests inside an intercepted tunnel are paced one by one, like plain HTTP; the
+/// CONNECT itself is not (the tunnel opens at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_inside_the_tunnel_are_paced_per_request() {
+    let s = Setup::new();
+    let origin = tls_origin(
+        &s.origin_ca,
+        [("/robots.txt", Reply::ok("User-agent: *\nCrawl-delay: 0.3\n")), ("/p", Reply::ok("p"))],
+    )
+    .await;
+    let proxy = RunningProxy::start(&s.config()).await;
+    let host = format!("localhost:{}", origin.port());
+    let opened = Instant::now();
+    let mut conn = h1(tunnel(proxy.addr, &host, &s.client(&[b"http/1.1"]), "localhost").await).await;
+    assert!(opened.elapsed() < Duration::from_millis(250), "the tunnel is not held");
+    for _ in 0..3 {
+        assert_eq!(h1_get(&mut conn, &host, "/p").await.status, StatusCode::OK);
+    }
+    let arrivals = origin.arrivals("/p");
+    for w in arrivals.windows(2) {
+        assert!(w[1].1 - w[0].1 >= Duration::from_millis(250), "{:?} apart", w[1].1 - w[0].1);
+    }
+    let records = proxy.records().await;
+    let paced: Vec<_> = of_type(&records, "decision")
+        .into_iter()
+        .filter(|d| d["url"] == format!("https://{host}/p"))
+        .collect();
+    assert_eq!(paced.len(), 3);
+    assert!(paced.iter().all(|d| d["pace"]["source"] == "crawl-delay" && d["path_visible"] == true));
+    assert!(paced[2]["pace_wait_ms"].as_u64().unwrap() >= 200, "{}", paced[2]);
+    drop(conn);
+    proxy.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------
 // curl, and `robotsgate ca init`
 // ---------------------------------------------------------------------------------------
 

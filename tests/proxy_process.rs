@@ -9,6 +9,7 @@ mod support;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
+use std::time::Duration;
 
 use http::StatusCode;
 use support::*;
@@ -576,4 +577,107 @@ fn hash_password_prints_a_hash_the_config_accepts() {
     let out = hash_of(&[], b"\n");
     assert_ne!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("empty"));
+}
+
+/// Issue 16, end to end through the binary: four requests sent at once to an origin whose
+/// robots.txt says `Crawl-delay: 0.5`, with `pacing.max_wait = "1s"`: three reach the
+/// origin at least 0.5 s apart (the times it saw them), the fourth would wait 1.5 s and
+/// gets robotsgate's 503 at once, with `Retry-After` and `x-robotsgate: paced`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_to_one_origin_are_paced_by_its_crawl_delay() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: *\nCrawl-delay: 0.5\n")),
+        ("/p0", Reply::ok("p")),
+        ("/p1", Reply::ok("p")),
+        ("/p2", Reply::ok("p")),
+        ("/p3", Reply::ok("p")),
+    ])
+    .await;
+    let config = write_config(dir.path());
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[pacing]\nmax_wait = \"1s\"\n");
+    std::fs::write(&config, text).unwrap();
+    let mut proxy =
+        ProxyProcess::start(&["--config", config.to_str().unwrap(), "--allow-destination", "127.0.0.0/8"])
+            .await;
+
+    let sent = std::time::Instant::now();
+    let tasks: Vec<_> = (0..4)
+        .map(|i| {
+            let (addr, url) = (proxy.addr, origin.url(&format!("/p{i}")));
+            tokio::spawn(async move { get(addr, &url).await })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for t in tasks {
+        answers.push(bounded("paced answer", t).await.unwrap());
+    }
+    let ok = answers.iter().filter(|a| a.status == StatusCode::OK).count();
+    let refused: Vec<_> = answers.iter().filter(|a| a.status == StatusCode::SERVICE_UNAVAILABLE).collect();
+    assert_eq!((ok, refused.len()), (3, 1), "{:?}", answers.iter().map(|a| a.status).collect::<Vec<_>>());
+    assert_eq!(refused[0].header("x-robotsgate"), "paced");
+    assert_eq!(refused[0].header("retry-after"), "2", "1.5 s, rounded up");
+    assert!(refused[0].text().contains("pacing.max_wait"), "{}", refused[0].text());
+    assert!(sent.elapsed() < Duration::from_secs(3));
+
+    let arrivals = origin.arrivals("/p");
+    assert_eq!(arrivals.len(), 3, "the refused request never reached the origin");
+    for w in arrivals.windows(2) {
+        let gap = w[1].1 - w[0].1;
+        assert!(gap >= Duration::from_millis(440), "{} then {}: {gap:?} apart", w[0].0, w[1].0);
+    }
+
+    proxy.signal("-TERM");
+    assert_eq!(proxy.wait_exit().await.code(), Some(0));
+    let records = read_jsonl(&dir.path().join("audit.jsonl"));
+    let decisions = of_type(&records, "decision");
+    assert_eq!(decisions.len(), 4);
+    let mut waits: Vec<u64> = Vec::new();
+    for d in &decisions {
+        check_decision_record(d);
+        assert_eq!((&d["pace"]["source"], &d["pace"]["line"]), (&"crawl-delay".into(), &2.into()), "{d}");
+        if d["outcome"] == "allowed" {
+            waits.push(d["pace_wait_ms"].as_u64().unwrap());
+        } else {
+            assert_eq!((&d["outcome"], &d["pace"]["refused"]), (&"paced".into(), &"max-wait".into()), "{d}");
+        }
+    }
+    waits.sort_unstable();
+    assert!(
+        waits[0] < 100 && (400..=600).contains(&waits[1]) && (900..=1100).contains(&waits[2]),
+        "{waits:?}"
+    );
+}
+
+/// `robotsgate check` shows the delay for each URL and where it comes from; `--json` too,
+/// with the clamping and the pacing lines it could not read.
+#[test]
+fn check_shows_the_delay_and_its_source() {
+    let dir = temp_dir();
+    let robots = dir.path().join("robots.txt");
+    std::fs::write(&robots, "User-agent: *\nCrawl-delay: 120\nRequest-rate: 1/5s\nCrawl-delay: soon\n")
+        .unwrap();
+    let check = |extra: &[&str]| {
+        let out = std::process::Command::new(BIN)
+            .args(["check", "--robots", robots.to_str().unwrap(), "--agent", "ExampleBot"])
+            .args(extra)
+            .arg("https://example.com/x")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = check(&[]);
+    assert_eq!(
+        text.trim_end(),
+        "allowed https://example.com/x no rule matched; delay 30 s (line 2: crawl-delay: 120, clamped from 120 s)"
+    );
+    let json: serde_json::Value = serde_json::from_str(check(&["--json"]).trim_end()).unwrap();
+    let pace = &json["pace"];
+    assert_eq!(pace["delay_s"], 30.0, "{json}");
+    assert_eq!((&pace["source"], &pace["line"]), (&"crawl-delay".into(), &2.into()), "{json}");
+    assert_eq!(pace["directive"], "crawl-delay: 120");
+    assert_eq!(pace["clamped_from_s"], 120.0);
+    assert_eq!(pace["ignored"], serde_json::json!([{"line": 4, "directive": "crawl-delay"}]));
 }

@@ -13,10 +13,12 @@ use tokio::sync::oneshot;
 use super::commit::Core;
 use super::config::{AuditConfig, AuditError, AuditSetupError, Durability, MemoryLog, OnError, Target};
 use super::files::rotated_files;
-use super::line::decision_line;
+use super::line::{decision_line, outcome_line};
 use super::open::{PreviousRun, open_log};
 use super::out::Out;
-use super::record::{DecisionRecord, FetchRecord, RequestFacts, ResponseUsageRecord, to_line};
+use super::record::{
+    DecisionRecord, FetchRecord, OutcomeFacts, OutcomeRecord, RequestFacts, ResponseUsageRecord, to_line,
+};
 use super::tree::{Continuation, TreeConfig};
 use super::writer::FileWork;
 use super::{snapshot, writer};
@@ -237,6 +239,23 @@ fn first_record_time(path: &Path) -> Option<SystemTime> {
     let t: Time = serde_json::from_slice(line.strip_suffix(b"\n")?).ok()?;
     let t = time::OffsetDateTime::parse(&t.time, &time::format_description::well_known::Rfc3339).ok()?;
     Some(t.into())
+}
+
+impl AuditLog {
+    /// Logs what the client got for a request whose decision was logged (its outcome
+    /// record), when the answer is over. Not waited for (it comes after the answer):
+    /// written with the next batch, like a fetch record.
+    pub fn log_outcome(&self, facts: OutcomeFacts<'_>) {
+        let now = SystemTime::now();
+        let line = outcome_line(facts, now);
+        debug_assert_eq!(
+            String::from_utf8_lossy(&line),
+            String::from_utf8_lossy(&to_line(&OutcomeRecord::of(facts, now))),
+            "the direct writer and the serde record disagree"
+        );
+        // Err only once the log is closed: the answer outlived the log.
+        let _ = self.inner.core.append(&line, false);
+    }
 }
 
 impl FetchObserver for AuditLog {

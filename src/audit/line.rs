@@ -7,7 +7,8 @@ use std::fmt;
 use std::time::SystemTime;
 
 use super::record::{
-    RequestFacts, SCHEMA_VERSION, logged_url, micros, outcome_of, override_reason_of, unreachable_cause_of,
+    OutcomeFacts, PaceRecord, RequestFacts, SCHEMA_VERSION, logged_url, micros, outcome_of,
+    override_reason_of, unreachable_cause_of,
 };
 use super::timestamp::rfc3339_into;
 use crate::policy::{AuditText, Decision, DecisionKey, FetchFacts};
@@ -43,9 +44,11 @@ pub(super) fn decision_line(
     json_str(o, request.method);
     o.extend_from_slice(b",\"url\":");
     json_str(o, &logged_url(request.url, redact));
-    decision_text(o, d, request.report_only);
+    decision_text(o, d, request.report_only, request.paced());
     o.extend_from_slice(b"\",\"path_visible\":");
     json_bool(o, request.path_visible);
+    o.extend_from_slice(b",\"transport\":");
+    json_opt_str(o, request.transport);
     o.extend_from_slice(b",\"robots\":");
     match d.fetch_facts() {
         Some(f) => {
@@ -73,6 +76,51 @@ pub(super) fn decision_line(
     if d.usage.is_some() {
         usage_into(o, d);
     }
+    o.extend_from_slice(b",\"pace_wait_ms\":");
+    json_num(o, request.pace_wait_ms());
+    o.extend_from_slice(b",\"pace\":");
+    match request.pace {
+        // Only paced requests have one: serde writes it.
+        Some(p) => {
+            let _ = serde_json::to_writer(&mut *o, &PaceRecord::of(p));
+        }
+        None => o.extend_from_slice(b"null"),
+    }
+    o.extend_from_slice(b"}\n");
+    out
+}
+
+/// The JSON line of the [`OutcomeRecord`](super::OutcomeRecord) of `f` at `now` (same keys,
+/// order and values), written directly: one per request.
+pub(super) fn outcome_line(f: OutcomeFacts<'_>, now: SystemTime) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    let o = &mut out;
+    o.extend_from_slice(b"{\"schema_version\":");
+    json_num(o, SCHEMA_VERSION);
+    o.extend_from_slice(b",\"type\":\"outcome\",\"time\":\"");
+    rfc3339_into(o, now);
+    o.extend_from_slice(b"\",\"request_id\":");
+    json_str(o, f.request_id);
+    o.extend_from_slice(b",\"status\":");
+    match f.status {
+        Some(s) => json_num(o, s),
+        None => o.extend_from_slice(b"null"),
+    }
+    o.extend_from_slice(b",\"answered_by\":");
+    json_opt_str(o, f.answered_by);
+    o.extend_from_slice(b",\"refusal\":");
+    json_opt_str(o, f.refusal);
+    o.extend_from_slice(b",\"bytes\":");
+    json_num(o, f.bytes);
+    o.extend_from_slice(b",\"bytes_from_client\":");
+    match f.bytes_from_client {
+        Some(n) => json_num(o, n),
+        None => o.extend_from_slice(b"null"),
+    }
+    o.extend_from_slice(b",\"end\":");
+    json_str(o, f.end);
+    o.extend_from_slice(b",\"duration_us\":");
+    json_num(o, micros(f.duration));
     o.extend_from_slice(b"}\n");
     out
 }
@@ -80,15 +128,21 @@ pub(super) fn decision_line(
 /// Writes the decision's own fields, `"origin"` to `"explanation"`, the same for every
 /// decision alike on one robots.txt copy: remembered with the copy ([`DecisionKey`]) and
 /// copied from there, else written out.
-fn decision_text(o: &mut Vec<u8>, d: &Decision, report_only: bool) {
-    let Some(facts) = d.fetch_facts() else { return decision_fields(o, d, report_only) };
-    let Ok(mut known) = facts.audit_text.decisions.lock() else { return decision_fields(o, d, report_only) };
+fn decision_text(o: &mut Vec<u8>, d: &Decision, report_only: bool, paced: bool) {
+    if paced {
+        // Rare, and its outcome is not the decision's: not remembered.
+        return decision_fields(o, d, report_only, paced);
+    }
+    let Some(facts) = d.fetch_facts() else { return decision_fields(o, d, report_only, false) };
+    let Ok(mut known) = facts.audit_text.decisions.lock() else {
+        return decision_fields(o, d, report_only, false);
+    };
     if let Some((_, text)) = known.iter().find(|(k, _)| k.is(d, report_only)) {
         o.extend_from_slice(text.as_bytes());
         return;
     }
     let start = o.len();
-    decision_fields(o, d, report_only);
+    decision_fields(o, d, report_only, false);
     if known.len() < AuditText::MAX_DECISIONS
         && let Some(key) = DecisionKey::of(d, report_only)
         && let Ok(text) = std::str::from_utf8(&o[start..])
@@ -97,7 +151,7 @@ fn decision_text(o: &mut Vec<u8>, d: &Decision, report_only: bool) {
     }
 }
 
-fn decision_fields(o: &mut Vec<u8>, d: &Decision, report_only: bool) {
+fn decision_fields(o: &mut Vec<u8>, d: &Decision, report_only: bool, paced: bool) {
     o.extend_from_slice(b",\"origin\":\"");
     let _ = d.origin.write_to(&mut JsonText(o));
     o.extend_from_slice(b"\",\"agent\":");
@@ -107,7 +161,7 @@ fn decision_fields(o: &mut Vec<u8>, d: &Decision, report_only: bool) {
     o.extend_from_slice(b",\"mode\":");
     json_str(o, if report_only { "report-only" } else { "enforce" });
     o.extend_from_slice(b",\"outcome\":");
-    json_str(o, outcome_of(d, report_only));
+    json_str(o, outcome_of(d, report_only, paced));
     o.extend_from_slice(b",\"reason\":");
     json_str(o, d.reason.class());
     o.extend_from_slice(b",\"rule\":");
@@ -320,6 +374,39 @@ mod tests {
         assert!(lines > 4 * AuditText::MAX_DECISIONS);
         let known = copy.facts.audit_text.decisions.lock().unwrap().len();
         assert_eq!(known, AuditText::MAX_DECISIONS, "bounded, and filled by the kinds seen");
+    }
+
+    /// Outcome lines read as the serde record writes them.
+    #[test]
+    fn outcome_lines_are_the_serde_records() {
+        use crate::audit::OutcomeRecord;
+        let now = SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
+        for facts in [
+            OutcomeFacts {
+                request_id: "abc-00000001",
+                status: Some(200),
+                answered_by: Some("origin"),
+                refusal: None,
+                bytes: 1024,
+                bytes_from_client: None,
+                end: "complete",
+                duration: Duration::from_micros(1234),
+            },
+            OutcomeFacts {
+                request_id: "abc-00000002",
+                status: None,
+                answered_by: None,
+                refusal: Some("upstream-unreachable"),
+                bytes: 0,
+                bytes_from_client: Some(7),
+                end: "client-gone",
+                duration: Duration::ZERO,
+            },
+        ] {
+            let ours = outcome_line(facts, now);
+            let serde = to_line(&OutcomeRecord::of(facts, now));
+            assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&serde));
+        }
     }
 
     /// Client addresses read as `SocketAddr`'s `Display` writes them.

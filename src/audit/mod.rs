@@ -48,8 +48,9 @@ pub use config::{AuditConfig, AuditError, AuditSetupError, Durability, MemoryLog
 pub use files::{checkpoints_path, rotated_files};
 pub use handle::AuditLog;
 pub use record::{
-    DecisionRecord, FetchRecord, LineRecord, LogEvent, LogRecord, PreferenceRecord, RequestFacts,
-    ResponseUsageRecord, RobotsRecord, RuleRecord, SCHEMA_VERSION, UsageRecord,
+    BackoffRecord, DecisionRecord, FetchRecord, LineRecord, LogEvent, LogRecord, OutcomeFacts, OutcomeRecord,
+    PaceRecord, PreferenceRecord, RequestFacts, ResponseUsageRecord, RobotsRecord, RuleRecord,
+    SCHEMA_VERSION, UsageRecord,
 };
 pub use snapshot::snapshot_path;
 pub use timestamp::rfc3339;

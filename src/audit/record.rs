@@ -12,10 +12,13 @@ use super::snapshot::snapshot_path;
 use super::timestamp::rfc3339;
 use crate::fetch::{FetchOutcome, FetchResult};
 use crate::origin::Origin;
+use crate::pacing::{DelaySource, PaceFacts};
 use crate::policy::{Decision, Reason};
 
-/// Version of the record schema (`schema_version` in every record).
-pub const SCHEMA_VERSION: u32 = 2;
+/// Version of the record schema (`schema_version` in every record). 3: decision records
+/// have `pace_wait_ms` and `pace`, and the outcome `paced`. 4: the log records
+/// `file-start` and `rotate` of a tamper-evident, rotated log.
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// One decision, as logged.
 #[derive(Debug, Clone, Serialize)]
@@ -45,7 +48,8 @@ pub struct DecisionRecord {
     pub profile: &'static str,
     /// `enforce` or `report-only`.
     pub mode: &'static str,
-    /// `allowed`, `disallowed` or `would-disallow` (report-only).
+    /// `allowed`, `disallowed`, `would-disallow` (report-only), `destination-denied` or
+    /// `paced` (answered 503: it would have waited too long for its slot).
     pub outcome: &'static str,
     /// The reason class (see docs/audit-log.md).
     pub reason: &'static str,
@@ -55,6 +59,9 @@ pub struct DecisionRecord {
     pub explanation: String,
     /// Whether the path was visible (false for a CONNECT tunnel: host-level check).
     pub path_visible: bool,
+    /// How the request came (`proxy`, `connect`, `connect-tls`, `connect-opaque`,
+    /// `connect-http`, `intercepted`), when the proxy said.
+    pub transport: Option<&'static str>,
     /// The robots.txt the decision rests on.
     pub robots: Option<RobotsRecord>,
     /// Why robots.txt was unreachable, when that matters for the decision.
@@ -66,6 +73,10 @@ pub struct DecisionRecord {
     /// The usage check, when the request was made for a purpose and robots.txt allowed it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<UsageRecord>,
+    /// How long the request was held for its origin's next slot, in milliseconds.
+    pub pace_wait_ms: u64,
+    /// What paced it, when anything did.
+    pub pace: Option<PaceRecord>,
 }
 
 /// The usage check of a decision.
@@ -131,6 +142,75 @@ impl UsageRecord {
                 })
                 .collect(),
         })
+    }
+}
+
+/// What paced a request (see docs/audit-log.md).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PaceRecord {
+    /// The delay between the lane's requests, in milliseconds (after the cap).
+    pub delay_ms: u64,
+    /// Where the delay came from: `crawl-delay`, `request-rate`, `min-delay`,
+    /// `host-override`, or null (no delay: a back-off or a concurrency cap held it).
+    pub source: Option<&'static str>,
+    /// The robots.txt line of a `crawl-delay` or `request-rate`.
+    pub line: Option<u32>,
+    /// What the source says: `crawl-delay: 10`, `request-rate: 1/10s 1800-0600`,
+    /// `*.example.com: <reason>`.
+    pub detail: Option<String>,
+    /// The delay asked for, when it was above `pacing.max_delay` and clamped.
+    pub clamped_from_ms: Option<u64>,
+    /// The host rule's cap on requests in flight.
+    pub max_concurrency: Option<u32>,
+    /// The pause after a 429/503 that made the request wait (or refused it).
+    pub backoff: Option<BackoffRecord>,
+    /// Report-only: how long it would have waited.
+    pub would_wait_ms: Option<u64>,
+    /// Why it was (report-only: would have been) refused: `max-wait`, `queue-full`,
+    /// `table-full`.
+    pub refused: Option<&'static str>,
+    /// The `Retry-After` of the refusal, in seconds.
+    pub retry_after_s: Option<u64>,
+}
+
+/// A pause after a 429 or 503 from the origin.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BackoffRecord {
+    /// The origin's status.
+    pub status: u16,
+    /// Its `Retry-After` as sent, if any.
+    pub retry_after: Option<String>,
+    /// How long the pause is, in milliseconds.
+    pub pause_ms: u64,
+    /// Pausing answers in a row (the doubling's count).
+    pub streak: u32,
+}
+
+impl PaceRecord {
+    /// The record of what pacing did.
+    pub fn of(p: &PaceFacts) -> PaceRecord {
+        let (line, detail) = match &p.plan.source {
+            Some(DelaySource::Robots(h)) => (Some(h.line), Some(h.directive())),
+            Some(DelaySource::Host { hosts, reason }) => (None, Some(format!("{hosts}: {reason}"))),
+            Some(DelaySource::MinDelay) | None => (None, None),
+        };
+        PaceRecord {
+            delay_ms: millis(p.plan.delay),
+            source: p.plan.source.as_ref().map(DelaySource::class),
+            line,
+            detail,
+            clamped_from_ms: p.plan.clamped_from.map(millis),
+            max_concurrency: p.plan.max_concurrency,
+            backoff: p.pause.as_ref().map(|b| BackoffRecord {
+                status: b.status,
+                retry_after: b.retry_after.as_deref().map(str::to_owned),
+                pause_ms: millis(b.pause),
+                streak: b.streak,
+            }),
+            would_wait_ms: p.would_wait.map(millis),
+            refused: p.refused.map(|r| r.as_str()),
+            retry_after_s: p.retry_after.map(crate::pacing::retry_after_secs),
+        }
     }
 }
 
@@ -329,6 +409,75 @@ pub struct ResponseUsageRecord {
     pub outcome: &'static str,
 }
 
+/// What the client finally got for a request, as logged after its answer is over (one
+/// per decision record, keyed by `request_id`).
+#[derive(Debug, Clone, Serialize)]
+pub struct OutcomeRecord {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `"outcome"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// When the answer was over (RFC 3339, UTC).
+    pub time: String,
+    /// The decision record's `request_id`.
+    pub request_id: String,
+    /// The status sent to the client; `None` when no answer went out.
+    pub status: Option<u16>,
+    /// `origin` or `robotsgate`; `None` when no answer went out.
+    pub answered_by: Option<&'static str>,
+    /// The kind of robotsgate's own answer (`x-robotsgate`).
+    pub refusal: Option<&'static str>,
+    /// Body bytes handed to the client's connection (through a tunnel: bytes to the client).
+    pub bytes: u64,
+    /// Through a tunnel or upgraded connection: bytes from the client.
+    pub bytes_from_client: Option<u64>,
+    /// How it ended: `complete`, `client-gone`, `origin-error`, `closed` or `error`.
+    pub end: &'static str,
+    /// From the start of the request's decision to the end, in microseconds.
+    pub duration_us: u64,
+}
+
+/// The facts of an [`OutcomeRecord`].
+#[derive(Debug, Clone, Copy)]
+pub struct OutcomeFacts<'a> {
+    /// The decision record's `request_id`.
+    pub request_id: &'a str,
+    /// The status sent to the client.
+    pub status: Option<u16>,
+    /// `origin` or `robotsgate`.
+    pub answered_by: Option<&'static str>,
+    /// The kind of robotsgate's own answer.
+    pub refusal: Option<&'static str>,
+    /// Body bytes to the client.
+    pub bytes: u64,
+    /// Bytes from the client through a tunnel.
+    pub bytes_from_client: Option<u64>,
+    /// How it ended.
+    pub end: &'static str,
+    /// From the decision's start to the end.
+    pub duration: Duration,
+}
+
+impl OutcomeRecord {
+    /// The record of `facts` at `now`.
+    pub fn of(facts: OutcomeFacts<'_>, now: SystemTime) -> OutcomeRecord {
+        OutcomeRecord {
+            schema_version: SCHEMA_VERSION,
+            kind: "outcome",
+            time: rfc3339(now),
+            request_id: facts.request_id.to_owned(),
+            status: facts.status,
+            answered_by: facts.answered_by,
+            refusal: facts.refusal,
+            bytes: facts.bytes,
+            bytes_from_client: facts.bytes_from_client,
+            end: facts.end,
+            duration_us: micros(facts.duration),
+        }
+    }
+}
+
 /// The request side of a decision record.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestFacts<'a> {
@@ -344,10 +493,26 @@ pub struct RequestFacts<'a> {
     pub url: &'a str,
     /// Whether the path was visible.
     pub path_visible: bool,
+    /// How the request came ([`crate::layer::Transport::as_str`]), when known.
+    pub transport: Option<&'static str>,
     /// Report-only mode.
     pub report_only: bool,
     /// Time taken to decide.
     pub elapsed: Duration,
+    /// What pacing did, when anything paced the request.
+    pub pace: Option<&'a PaceFacts>,
+}
+
+impl RequestFacts<'_> {
+    /// Refused by pacing (enforce): the outcome is `paced`.
+    pub(super) fn paced(&self) -> bool {
+        !self.report_only && self.pace.is_some_and(|p| p.refused.is_some())
+    }
+
+    /// How long the request was held, in whole milliseconds.
+    pub(super) fn pace_wait_ms(&self) -> u64 {
+        self.pace.map_or(0, |p| millis(p.waited))
+    }
 }
 
 impl DecisionRecord {
@@ -390,16 +555,19 @@ impl DecisionRecord {
             agent: d.agent.to_string(),
             profile: d.profile.as_str(),
             mode: if request.report_only { "report-only" } else { "enforce" },
-            outcome: outcome_of(d, request.report_only),
+            outcome: outcome_of(d, request.report_only, request.paced()),
             reason: d.reason.class(),
             rule,
             explanation: d.to_string(),
             path_visible: request.path_visible,
+            transport: request.transport,
             robots,
             unreachable_cause: unreachable_cause_of(d),
             override_reason: override_reason_of(d),
             decision_us: micros(request.elapsed),
             usage: UsageRecord::of(d),
+            pace_wait_ms: request.pace_wait_ms(),
+            pace: request.pace.map(PaceRecord::of),
         }
     }
 }
@@ -448,9 +616,10 @@ impl FetchRecord {
 }
 
 /// `"allowed"`, `"disallowed"`, `"would-disallow"`, `"usage-refused"`,
-/// `"would-refuse-usage"` or `"destination-denied"`.
-pub(super) fn outcome_of(d: &Decision, report_only: bool) -> &'static str {
+/// `"would-refuse-usage"`, `"destination-denied"` or `"paced"`.
+pub(super) fn outcome_of(d: &Decision, report_only: bool, paced: bool) -> &'static str {
     match (d.allowed, report_only, &d.reason) {
+        _ if paced => "paced",
         (_, _, Reason::DestinationDenied { .. }) => "destination-denied",
         (true, false, _) if d.usage_refused() => "usage-refused",
         (true, true, _) if d.usage_refused() => "would-refuse-usage",
@@ -479,6 +648,11 @@ pub(super) fn override_reason_of(d: &Decision) -> Option<String> {
 /// Whole microseconds.
 pub(super) fn micros(d: Duration) -> u64 {
     d.as_micros().min(u64::MAX as u128) as u64
+}
+
+/// Whole milliseconds.
+pub(super) fn millis(d: Duration) -> u64 {
+    d.as_millis().min(u64::MAX as u128) as u64
 }
 
 /// A record as its JSON line, with the newline.
@@ -512,7 +686,9 @@ pub(super) fn get(url: &str, report_only: bool) -> RequestFacts<'_> {
         method: "GET",
         url,
         path_visible: true,
+        transport: Some("proxy"),
         report_only,
         elapsed: Duration::from_micros(5),
+        pace: None,
     }
 }

@@ -2,21 +2,23 @@
 //! and the refusal when it may not go.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
 use http::header::{HOST, USER_AGENT};
-use http::{HeaderValue, Method};
+use http::{HeaderValue, Method, Response};
 use tokio::time::Instant;
 
-use super::ids::RequestIds;
+use super::ids::{RequestId, RequestIds};
 use super::purpose::ResponseUsage;
-use super::{ClientAddr, DecisionObserver, Mode, ProxyUser, Settings};
+use super::{ClientAddr, DecisionObserver, Mode, ProxyUser, Settings, Transport};
 use crate::audit::{AuditLog, RequestFacts, ResponseUsageRecord};
 use crate::fetch::Unreachable;
 use crate::net::{ConnectError, Connector};
 use crate::origin::{Origin, Scheme, request_path};
+use crate::pacing::{PaceFacts, PaceTicket, Pacer};
 use crate::policy::{Decision, Reason, RobotsPolicy, UsageCheck};
-use crate::refusal::{Refusal, RefusalKind};
+use crate::refusal::{ROBOTSGATE_HEADER, Refusal, RefusalKind};
 
 pub(super) struct Shared {
     pub(super) policy: RobotsPolicy,
@@ -28,7 +30,21 @@ pub(super) struct Shared {
     pub(super) observer: Option<Arc<dyn DecisionObserver>>,
     /// Set on requests that have no `User-Agent` of their own.
     pub(super) user_agent: Option<HeaderValue>,
+    /// Outages are answered (502, 504) rather than returned as errors.
+    pub(super) answer_outages: bool,
     pub(super) ids: RequestIds,
+    /// Spaces the requests to each origin; `None`: no pacing.
+    pub(super) pacer: Option<Pacer>,
+}
+
+/// A request that may go: its decision, and what its answer tells pacing.
+pub(super) struct Admitted {
+    pub(super) decision: Decision,
+    /// The request's part in its lane, when pacing looked at it.
+    pub(super) ticket: Option<PaceTicket>,
+    /// When it was decided (answers to requests sent before a pause began do not double
+    /// the pause).
+    pub(super) decided: Instant,
 }
 
 /// The audit log's id of a request made for a purpose, kept in its extensions for the
@@ -50,8 +66,14 @@ struct Target {
 }
 
 impl Shared {
-    /// Decides a request: `Ok` with the decision to forward it, `Err` with the refusal.
-    pub(super) async fn check(&self, parts: &mut http::request::Parts) -> Result<Decision, Refusal> {
+    /// Decides a request and holds it for its origin's next slot: `Ok` when it may go
+    /// now, `Err` with the refusal. `logged` gets the request id once the decision record
+    /// is written (the outcome record is keyed by it).
+    pub(super) async fn check(
+        &self,
+        parts: &mut http::request::Parts,
+        logged: &mut Option<RequestId>,
+    ) -> Result<Admitted, Refusal> {
         let started = Instant::now();
         let target = self.target(parts).map_err(|why| Refusal::new(RefusalKind::BadRequest, why))?;
         if let Some(audit) = &self.audit
@@ -100,8 +122,29 @@ impl Shared {
             }
         };
         let elapsed = started.elapsed();
+        // A request that goes to the origin waits for its slot there.
+        let goes = (report_only || (decision.allowed && !decision.usage_refused()))
+            && !matches!(decision.reason, Reason::DestinationDenied { .. });
+        let (mut pace, mut ticket, mut paced) = (None::<PaceFacts>, None, None);
+        if let Some(pacer) = &self.pacer
+            && goes
+            && (!pacer.idle() || decision.has_pace_hints())
+        {
+            let hint = decision.pace_hint(SystemTime::now());
+            match pacer.pace(&decision.origin, &decision.agent, hint, report_only).await {
+                Ok(pass) => {
+                    pace = pass.facts;
+                    ticket = Some(pass.ticket);
+                }
+                Err(refused) => {
+                    paced = Some(refused.retry_after);
+                    pace = Some(refused.facts);
+                }
+            }
+        }
         if let Some(o) = &self.observer {
             let outcome = match (&decision.reason, decision.allowed, report_only) {
+                _ if paced.is_some() => "paced",
                 (Reason::DestinationDenied { .. }, _, _) => "destination-denied",
                 (_, true, false) if decision.usage_refused() => "usage-refused",
                 (_, true, true) if decision.usage_refused() => "would-refuse-usage",
@@ -121,15 +164,15 @@ impl Shared {
                 method: parts.method.as_str(),
                 url: &target.url,
                 path_visible: target.path_visible,
+                transport: parts.extensions.get::<Transport>().map(|t| t.as_str()),
                 report_only,
                 elapsed,
+                pace: pace.as_ref(),
             };
             if let Err(e) = audit.log_decision(&decision, facts).await {
                 return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()));
             }
-            if !usage.purpose.is_empty() {
-                parts.extensions.insert(AuditRequestId(id.as_str().into()));
-            }
+            *logged = Some(id);
         }
         if let Reason::DestinationDenied { cause } = &decision.reason {
             let refusal = Refusal::new(RefusalKind::of_connect_error(cause), cause.to_string());
@@ -147,8 +190,13 @@ impl Shared {
             );
             return Err(Refusal::new(RefusalKind::UsageRefused, text).with_decision(decision));
         }
+        if let (Some(retry_after), Some(facts)) = (paced, &pace) {
+            let text = paced_text(&target.url, &decision, facts, retry_after);
+            let refusal = Refusal::new(RefusalKind::Paced, text).with_retry_after(retry_after);
+            return Err(refusal.with_decision(decision));
+        }
         if decision.allowed || report_only {
-            return Ok(decision);
+            return Ok(Admitted { decision, ticket, decided: started });
         }
         // robots.txt could not be fetched because the origin itself cannot be reached
         // (DNS, refused, certificate, guard): say that, as the request would fail too.
@@ -164,6 +212,32 @@ impl Shared {
             decision.origin.robots_url(),
         );
         Err(Refusal::new(RefusalKind::Disallowed, text).with_decision(decision))
+    }
+
+    /// Tells pacing what the origin answered a request that went: a 429 or 503 pauses its
+    /// lane, a success ends the lane's back-off. robotsgate's own answers (the forwarder's
+    /// 502 and 504) are not the origin's and tell it nothing. Costs a comparison when the
+    /// request was not paced and the answer is not a 429 or 503.
+    #[inline]
+    pub(super) fn answered<B>(
+        &self,
+        ticket: Option<PaceTicket>,
+        d: &Decision,
+        decided: Instant,
+        res: &Response<B>,
+    ) {
+        let status = res.status().as_u16();
+        let own = || res.headers().contains_key(ROBOTSGATE_HEADER);
+        match ticket {
+            Some(t) if !own() => t.answered(res.status(), res.headers()),
+            Some(_) => {}
+            None if (status == 429 || status == 503) && !own() => {
+                if let Some(p) = &self.pacer {
+                    p.ticket(&d.origin, &d.agent, decided).answered(res.status(), res.headers());
+                }
+            }
+            None => {}
+        }
     }
 
     /// Reads a forwarded response's usage headers for a request made for a purpose (the
@@ -238,7 +312,9 @@ impl Shared {
         let uri = &parts.uri;
         if parts.method == Method::CONNECT {
             let authority = uri.authority().ok_or("CONNECT needs host:port")?;
-            let scheme = if authority.port_u16() == Some(80) { Scheme::Http } else { Scheme::Https };
+            // TLS seen in the tunnel: https whatever the port; else http for port 80.
+            let tls = parts.extensions.get::<Transport>() == Some(&Transport::ConnectTls);
+            let scheme = if authority.port_u16() == Some(80) && !tls { Scheme::Http } else { Scheme::Https };
             let origin = Origin::from_authority(scheme, authority.as_str()).map_err(|e| e.to_string())?;
             let mut url = String::with_capacity(48);
             let _ = origin.write_to(&mut url);
@@ -261,4 +337,32 @@ impl Shared {
         url.push_str(&path);
         Ok(Target { origin, path, path_visible: true, url })
     }
+}
+
+/// The body of a `503` for a request pacing refused: why, and when to try again.
+fn paced_text(url: &str, d: &Decision, facts: &PaceFacts, retry_after: std::time::Duration) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::from("request not sent: it would wait too long for the origin's next slot\n");
+    let _ = writeln!(text, "URL: {url}");
+    let _ = writeln!(text, "Origin: {}  Product token: {}", d.origin, d.agent);
+    let why = match facts.refused {
+        Some(crate::pacing::PaceRefusal::QueueFull) => "too many requests are held for this origin already",
+        Some(crate::pacing::PaceRefusal::TableFull) => "too many origins are being paced already",
+        _ => "its wait would be longer than pacing allows (pacing.max_wait)",
+    };
+    let _ = writeln!(text, "Why: {why}");
+    if let Some(source) = &facts.plan.source {
+        let _ = writeln!(text, "Delay: {:.3} s, from {source}", facts.plan.delay.as_secs_f64());
+    }
+    if let Some(p) = &facts.pause {
+        let ra = p.retry_after.as_deref().map_or_else(String::new, |r| format!(", Retry-After: {r}"));
+        let _ = writeln!(
+            text,
+            "Back-off: the origin answered {}{ra}; paused for {:.0} s",
+            p.status,
+            p.pause.as_secs_f64()
+        );
+    }
+    let _ = writeln!(text, "Retry after: {} s", crate::pacing::retry_after_secs(retry_after));
+    text
 }

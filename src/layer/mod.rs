@@ -18,7 +18,13 @@
 //!   `upstream-unreachable` or `upstream-timeout`, with its [`Decision`]: robots.txt
 //!   unreachable means "disallow all") or the request itself did (the inner service's
 //!   error). One outage, one behaviour.
-//! - Report-only ([`RobotsLayer::report_only`]): decide and log, never block.
+//! - **Paced** ([`RobotsLayer::with_pacer`]): a request that may go is held until its
+//!   origin's next slot (crawl-delay, request-rate, back-off after 429/503; see
+//!   [`pacing`](crate::pacing)); one that would wait too long gets robotsgate's `503` with
+//!   `Retry-After` (`x-robotsgate: paced`), and the origin is not contacted. Only the
+//!   request's head is held: its body stays unread until it goes.
+//! - Report-only ([`RobotsLayer::report_only`]): decide and log, never block (pacing
+//!   reports the wait it would have imposed).
 //!
 //! Every decision goes to the audit log, if one is set.
 //!
@@ -47,23 +53,24 @@
 
 mod decide;
 mod ids;
+mod outcome;
 mod purpose;
 mod select;
 mod service;
+mod tally;
 
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use bytes::Bytes;
 use http::HeaderValue;
-use http_body_util::{Either, Full};
 use tower::Layer;
 
 use crate::audit::AuditLog;
 use crate::net::Connector;
 use crate::origin::Scheme;
+use crate::pacing::{PaceTicket, Pacer};
 use crate::policy::{Decision, RobotsPolicy};
 use crate::refusal::Refusal;
 use decide::Shared;
@@ -72,10 +79,49 @@ use ids::RequestIds;
 pub use purpose::{PurposeSettings, ResponseUsage};
 pub use select::{SelectToken, TokenError, TokenSelector};
 pub use service::{ResponseFuture, RobotsService};
+pub use tally::Tally;
 
 /// The client's address, put into the request extensions by the proxy (for the log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddr(pub SocketAddr);
+
+/// How a request reached robotsgate, put into the request extensions by the proxy and
+/// written to its audit record (`transport`): what could be seen of it, and so what was
+/// checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Transport {
+    /// An absolute-form request to the proxy (`GET http://host/path`): the path is checked.
+    Proxy,
+    /// A `CONNECT` to port 443 without interception: TLS is assumed and the host is checked
+    /// (is `/` allowed?) before the tunnel opens; paths are not visible.
+    Connect,
+    /// A `CONNECT` tunnel whose first bytes were a TLS handshake: the host is checked (`/`)
+    /// on `https://host:port`; paths are not visible.
+    ConnectTls,
+    /// A `CONNECT` tunnel whose first bytes were neither TLS nor HTTP (or that stayed
+    /// silent): the host is checked (`/`); nothing inside is visible.
+    ConnectOpaque,
+    /// Plain HTTP inside a `CONNECT` tunnel (e.g. `ws://` opened with `CONNECT`): every
+    /// request's path is checked on `http://host:port`.
+    ConnectHttp,
+    /// HTTPS inside an intercepted `CONNECT` tunnel: every request's path is checked.
+    Intercepted,
+}
+
+impl Transport {
+    /// The audit log's name for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Proxy => "proxy",
+            Transport::Connect => "connect",
+            Transport::ConnectTls => "connect-tls",
+            Transport::ConnectOpaque => "connect-opaque",
+            Transport::ConnectHttp => "connect-http",
+            Transport::Intercepted => "intercepted",
+        }
+    }
+}
 
 /// The authenticated proxy user, put into the request extensions by the proxy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,8 +131,7 @@ pub struct ProxyUser(pub Arc<str>);
 /// origin that cannot be reached.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The response body: the inner service's, or robotsgate's own.
-pub type RobotsBody<B> = Either<B, Full<Bytes>>;
+pub use outcome::RobotsBody;
 
 /// Sees every decision the layer makes, e.g. to count them (the proxy's metrics do).
 pub trait DecisionObserver: Send + Sync + 'static {
@@ -171,7 +216,9 @@ impl RobotsLayer {
                 admission: None,
                 observer: None,
                 user_agent: None,
+                answer_outages: false,
                 ids: RequestIds::new(),
+                pacer: None,
             }),
         }
     }
@@ -189,7 +236,9 @@ impl RobotsLayer {
                     admission: s.admission.clone(),
                     observer: s.observer.clone(),
                     user_agent: s.user_agent.clone(),
+                    answer_outages: s.answer_outages,
                     ids: RequestIds::new(),
+                    pacer: s.pacer.clone(),
                 };
                 f(&mut copy);
                 self.shared = Arc::new(copy);
@@ -226,6 +275,18 @@ impl RobotsLayer {
         self.edit(|s| s.admission = Some(connector))
     }
 
+    /// Paces the requests that may go with `pacer` (see [`pacing`](crate::pacing)):
+    /// each is held until its origin's next slot for its product token, or answered `503`
+    /// when that is too far off; 429 and 503 answers from an origin pause it.
+    pub fn with_pacer(self, pacer: Pacer) -> RobotsLayer {
+        self.edit(|s| s.pacer = Some(pacer))
+    }
+
+    /// The pacer, if requests are paced.
+    pub fn pacer(&self) -> Option<&Pacer> {
+        self.shared.pacer.as_ref()
+    }
+
     /// Tells `observer` about every decision (the proxy counts them in its metrics).
     pub fn with_observer(self, observer: Arc<dyn DecisionObserver>) -> RobotsLayer {
         self.edit(|s| s.observer = Some(observer))
@@ -235,6 +296,13 @@ impl RobotsLayer {
     /// it, for requests that start from now on.
     pub fn reload(&self, settings: Settings) {
         self.shared.settings.store(Arc::new(settings));
+    }
+
+    /// Answers an origin that cannot be reached with robotsgate's `502`/`504` (with its
+    /// [`Refusal`]) instead of `Err`: what a proxy sends its client; the outcome record then
+    /// has that status.
+    pub fn answer_outages(self) -> RobotsLayer {
+        self.edit(|s| s.answer_outages = true)
     }
 
     /// Decide and log, never block.
@@ -264,10 +332,36 @@ impl RobotsLayer {
     /// changed as they are before forwarding (a token selector may remove the header that
     /// carried the token; the `User-Agent` is set when absent). The decision is audited
     /// as for a request through the layer.
+    ///
+    /// With a pacer, the request is also held until its slot (or refused with
+    /// [`RefusalKind::Paced`](crate::RefusalKind::Paced)), but its answer is not reported:
+    /// [`RobotsLayer::admit`] does that.
     pub async fn decide(&self, parts: &mut http::request::Parts) -> Result<Decision, Refusal> {
-        let decision = self.shared.check(parts).await?;
+        self.admit(parts).await.map(|(decision, _)| decision)
+    }
+
+    /// [`RobotsLayer::decide`] for a request the caller sends itself, paced: `Ok` when it
+    /// may go now, with the ticket to give its answer to ([`PaceTicket::answered`]: a 429
+    /// or 503 pauses the origin, and a concurrency cap counts the request until then).
+    pub async fn admit(
+        &self,
+        parts: &mut http::request::Parts,
+    ) -> Result<(Decision, Option<PaceTicket>), Refusal> {
+        let mut logged = None;
+        let admitted = self.shared.check(parts, &mut logged).await?;
+        // The record id a later check_response refers to (requests with a purpose).
+        if let (Some(id), Some(_)) = (&logged, &admitted.decision.usage) {
+            parts.extensions.insert(decide::AuditRequestId(id.as_str().into()));
+        }
         self.shared.identify(parts);
-        Ok(decision)
+        let ticket = match (admitted.ticket, &self.shared.pacer) {
+            (Some(t), _) => Some(t),
+            (None, Some(p)) if p.enabled() => {
+                Some(p.ticket(&admitted.decision.origin, &admitted.decision.agent, admitted.decided))
+            }
+            (None, _) => None,
+        };
+        Ok((admitted.decision, ticket))
     }
 
     /// For a request [`decide`](RobotsLayer::decide)d with a purpose: reads its response's

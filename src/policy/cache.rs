@@ -366,7 +366,14 @@ impl RobotsPolicy {
         let facts = FetchFacts::of(&outcome);
         let content = match &outcome.result {
             FetchResult::Success { .. } => {
-                Some(CopyContent::Parsed(Box::new(RobotsTxt::parse(&outcome.body))))
+                let robots = RobotsTxt::parse(&outcome.body);
+                for ignored in robots.ignored_pace_values() {
+                    tracing::info!(
+                        origin = %cell.origin, line = ignored.line, directive = ignored.directive,
+                        "robots.txt pacing value not understood, ignored"
+                    );
+                }
+                Some(CopyContent::Parsed(Box::new(robots)))
             }
             FetchResult::Unavailable { status } => Some(CopyContent::Unavailable { status: *status }),
             FetchResult::TooManyRedirects => Some(CopyContent::TooManyRedirects),

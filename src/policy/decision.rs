@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use super::audit_text::DecisionKey;
 use super::config::OverrideAction;
@@ -11,7 +11,7 @@ use super::copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
 use super::usage::{CategoryPreference, UsageCheck, UsageDecision};
 use crate::fetch::Unreachable;
 use crate::origin::Origin;
-use crate::rep::{Profile, Reading, Reason as RepReason, RuleId, RuleKind, ServerPath};
+use crate::rep::{PaceHint, Profile, Reading, Reason as RepReason, RuleId, RuleKind, ServerPath};
 
 /// Why a request was allowed or not.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,6 +127,27 @@ impl Decision {
     /// request's purpose.
     pub fn usage_refused(&self) -> bool {
         self.allowed && self.usage.as_ref().is_some_and(|u| u.refused.is_some())
+    }
+
+    /// Whether the robots.txt copy the decision rests on has `crawl-delay` or
+    /// `request-rate` lines that were read (a cheap test, made for every request).
+    #[inline]
+    pub fn has_pace_hints(&self) -> bool {
+        match self.robots.as_deref() {
+            Some(RobotsCopy { content: CopyContent::Parsed(r), .. }) => r.has_pace_hints(),
+            _ => false,
+        }
+    }
+
+    /// What the robots.txt copy asks the decision's product token to wait between
+    /// requests at `now` (a `request-rate` may name a time of day, in UTC), with its line.
+    pub fn pace_hint(&self, now: SystemTime) -> Option<PaceHint> {
+        let CopyContent::Parsed(r) = &self.robots.as_deref()?.content else { return None };
+        if !r.has_pace_hints() {
+            return None;
+        }
+        let day_secs = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() % 86_400);
+        r.pace_with(self.profile, &self.agent, (day_secs / 60) as u16)
     }
 
     /// The deciding rule as the audit log names it: kind, pattern, line, reading and

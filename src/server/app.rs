@@ -8,13 +8,13 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::{AuditConfig, AuditLog, AuditSetupError, Durability, OnError, Target};
 use crate::fetch::{FetchConfig, Fetcher};
 use crate::layer::{Mode, RobotsLayer, Settings, TokenSelector};
 use crate::net::{self, Connector, DnsConfig, Guard, Resolver, TlsConfig, TlsSetupError};
+use crate::pacing::{PaceObserver, Pacer};
 use crate::policy::{FetchObserver, PolicyConfig, RobotsPolicy};
 use crate::server::admin::{Admin, Readiness};
 use crate::server::auth::{AuthError, ProxyAuth};
@@ -23,7 +23,7 @@ use crate::server::config::{Config, DurabilityName, ModeName, OnErrorName, Selec
 use crate::server::forward::{ForwardConfig, Forwarder};
 use crate::server::intercept::Interception;
 use crate::server::metrics::{Metrics, Sources};
-use crate::server::proxy::{ClientNetworks, Proxy, ProxyConfig};
+use crate::server::proxy::{ClientNetworks, Proxy, ProxyConfig, listen};
 
 /// Why robotsgate could not start.
 #[derive(Debug, thiserror::Error)]
@@ -84,8 +84,9 @@ pub struct App {
 }
 
 /// Applies a new configuration to a running [`App`] (SIGHUP): the policy (profile,
-/// freshness, failure handling, overrides), the token selection and mode, the proxy
-/// users, the destination guard and the allowed client networks. Connections and the
+/// freshness, failure handling, overrides), pacing (delays, limits, host rules), the token
+/// selection and mode, the proxy users, the destination guard and the allowed client
+/// networks. Connections and the
 /// robots.txt cache stay. Other changes (listen addresses, timeouts, TLS, DNS, audit,
 /// cache bounds) need a restart; [`Reloader::reload`] names them.
 #[derive(Clone)]
@@ -95,6 +96,7 @@ pub struct Reloader {
 
 struct ReloadInner {
     policy: RobotsPolicy,
+    pacer: Pacer,
     layer: RobotsLayer,
     auth: ProxyAuth,
     guard: Guard,
@@ -117,6 +119,7 @@ impl Reloader {
         // The only step that can fail goes first, so a refused file changes nothing.
         i.auth.reload(users(new))?;
         i.policy.reload(policy_config(new));
+        i.pacer.reload(new.pacing_config());
         i.layer.reload(Settings {
             selector: Arc::new(selector(new)),
             mode: mode(new),
@@ -143,6 +146,7 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
         }
     };
     check("proxy.listen", o.listen != n.listen);
+    check("proxy.listen_backlog", o.listen_backlog != n.listen_backlog);
     check(
         "proxy timeouts and limits",
         (o.upstream_timeout, o.header_read_timeout, o.shutdown_grace, o.max_connections, o.max_header_bytes)
@@ -162,6 +166,7 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
         (old.policy.cache_max_entries, old.policy.cache_max_bytes)
             != (new.policy.cache_max_entries, new.policy.cache_max_bytes),
     );
+    check("pacing.max_origins", old.pacing.max_origins != new.pacing.max_origins);
     check("[fetch]", old.fetch != new.fetch);
     check("[dns]", old.dns != new.dns);
     check("[tls]", old.tls != new.tls);
@@ -175,6 +180,7 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
 /// Cache and audit figures read when `/metrics` is scraped.
 struct AppSources {
     policy: RobotsPolicy,
+    pacer: Pacer,
     audit: AuditLog,
     interceptor: Option<Interceptor>,
 }
@@ -192,6 +198,10 @@ impl Sources for AppSources {
     fn leaves_minted(&self) -> Option<u64> {
         self.interceptor.as_ref().map(Interceptor::minted)
     }
+
+    fn pacing(&self) -> (u64, u64) {
+        (self.pacer.held() as u64, self.pacer.lanes() as u64)
+    }
 }
 
 impl std::fmt::Debug for App {
@@ -204,7 +214,8 @@ impl App {
     /// Binds the listener and builds every part from `config`.
     pub async fn start(config: &Config) -> Result<App, StartError> {
         let addr = config.proxy.listen;
-        let listener = TcpListener::bind(addr).await.map_err(|source| StartError::Listen { addr, source })?;
+        let listener = listen(addr, config.proxy.listen_backlog)
+            .map_err(|source| StartError::Listen { addr, source })?;
         let addr = listener.local_addr().map_err(|source| StartError::Listen { addr, source })?;
 
         let auth = ProxyAuth::new(users(config), &config.auth.realm)?;
@@ -266,6 +277,7 @@ impl App {
                 user_agent: config.user_agent(),
                 header_timeout: config.fetch.header_timeout.0,
                 body_timeout: config.fetch.body_timeout.0,
+                total_timeout: config.fetch.total_timeout.0,
                 max_redirects: config.fetch.max_redirects,
                 ..FetchConfig::default()
             },
@@ -279,13 +291,17 @@ impl App {
                 metrics.clone() as Arc<dyn FetchObserver>,
             ],
         );
+        let pacer = Pacer::new(config.pacing_config());
+        pacer.observe(metrics.clone() as Arc<dyn PaceObserver>);
         let layer = RobotsLayer::new(policy.clone(), config.agent.token.0.clone())
             .with_selector(selector(config))
             .with_purpose(config.purpose())
             .with_mode(mode(config))
             .with_audit(audit.clone())
             .with_admission(forward_connector.clone())
-            .with_observer(metrics.clone());
+            .with_observer(metrics.clone())
+            .answer_outages()
+            .with_pacer(pacer.clone());
         let px = &config.proxy;
         let proxy_config = ProxyConfig {
             listen: addr,
@@ -324,12 +340,14 @@ impl App {
         }
         metrics.set_sources(Arc::new(AppSources {
             policy: policy.clone(),
+            pacer: pacer.clone(),
             audit: audit.clone(),
             interceptor,
         }));
         let reloader = Reloader {
             inner: Arc::new(ReloadInner {
                 policy: policy.clone(),
+                pacer,
                 layer,
                 auth,
                 guard: guard_handle,

@@ -29,8 +29,49 @@ struct FetchLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    transport: &'static str,
+    protocol: &'static str,
+}
+
+/// Where a request came in, for `robotsgate_requests_total`: on the listener (absolute
+/// form or `CONNECT`), inside an intercepted tunnel, or as plain HTTP inside a `CONNECT`
+/// tunnel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arrival {
+    /// On the listener.
+    Proxy,
+    /// Inside an intercepted TLS tunnel.
+    Intercepted,
+    /// Plain HTTP inside a `CONNECT` tunnel.
+    ConnectHttp,
+}
+
+impl Arrival {
+    const ALL: [Arrival; 3] = [Arrival::Proxy, Arrival::Intercepted, Arrival::ConnectHttp];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Arrival::Proxy => "proxy",
+            Arrival::Intercepted => "intercepted",
+            Arrival::ConnectHttp => "connect-http",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClassLabels {
     class: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    status: u16,
 }
 
 /// State read at scrape time.
@@ -41,6 +82,8 @@ pub trait Sources: Send + Sync {
     fn audit(&self) -> (u64, u64);
     /// Leaf certificates minted, if interception is on.
     fn leaves_minted(&self) -> Option<u64>;
+    /// (requests held by pacing now, origins and tokens with pacing state)
+    fn pacing(&self) -> (u64, u64);
 }
 
 /// The metrics of one robotsgate process.
@@ -52,7 +95,10 @@ pub struct Metrics {
     decision_memo: arc_swap::ArcSwap<Vec<(DecisionLabels, Counter)>>,
     decision_seconds: Histogram,
     fetches: Family<FetchLabels, Counter>,
-    requests: Counter,
+    requests: Family<RequestLabels, Counter>,
+    /// The request counters by arrival and HTTP version (1.x, 2), made once: no label
+    /// hashing per request.
+    request_counters: [[Counter; 2]; 3],
     request_seconds: Histogram,
     upstream_errors: Family<ClassLabels, Counter>,
     refused: Family<ClassLabels, Counter>,
@@ -64,6 +110,11 @@ pub struct Metrics {
     audit_written: Gauge,
     audit_lost: Gauge,
     leaves_minted: Gauge,
+    pace_wait: Histogram,
+    pace_held: Gauge,
+    pace_lanes: Gauge,
+    pace_refused: Family<ReasonLabels, Counter>,
+    pace_pauses: Family<StatusLabels, Counter>,
     sources: std::sync::RwLock<Option<Arc<dyn Sources>>>,
     // Last values of the pulled counters, to add only the difference.
     pulled: [AtomicI64; 3],
@@ -91,7 +142,8 @@ impl Metrics {
             decision_memo: Default::default(),
             decision_seconds: Histogram::new(exponential_buckets(0.000_01, 4.0, 10)),
             fetches: Family::default(),
-            requests: Counter::default(),
+            requests: Family::default(),
+            request_counters: Default::default(),
             request_seconds: Histogram::new(exponential_buckets(0.000_1, 4.0, 10)),
             upstream_errors: Family::default(),
             refused: Family::default(),
@@ -103,6 +155,12 @@ impl Metrics {
             audit_written: Gauge::default(),
             audit_lost: Gauge::default(),
             leaves_minted: Gauge::default(),
+            // 1 ms to about 82 s: pacing waits end at max_wait (60 s by default).
+            pace_wait: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
+            pace_held: Gauge::default(),
+            pace_lanes: Gauge::default(),
+            pace_refused: Family::default(),
+            pace_pauses: Family::default(),
             sources: std::sync::RwLock::new(None),
             pulled: Default::default(),
         };
@@ -117,7 +175,12 @@ impl Metrics {
             "robots.txt fetches by result and failure cause",
             m.fetches.clone(),
         );
-        registry.register("requests", "Requests received (including CONNECT)", m.requests.clone());
+        registry.register(
+            "requests",
+            "Requests received, by where they came in (transport: proxy = on the listener, \
+             CONNECT included; intercepted; connect-http) and HTTP version (protocol)",
+            m.requests.clone(),
+        );
         registry.register(
             "request_duration_seconds",
             "Time from a request to its response headers",
@@ -157,7 +220,33 @@ impl Metrics {
             "Leaf certificates minted for interception",
             m.leaves_minted.clone(),
         );
-        Metrics { registry, ..m }
+        registry.register(
+            "pacing_wait_seconds",
+            "How long paced requests were held for their origin's next slot",
+            m.pace_wait.clone(),
+        );
+        registry.register("pacing_held_requests", "Requests held by pacing now", m.pace_held.clone());
+        registry.register(
+            "pacing_lanes",
+            "Origins (per product token) with pacing state kept",
+            m.pace_lanes.clone(),
+        );
+        registry.register(
+            "pacing_refused",
+            "Requests answered 503 by pacing (max-wait, queue-full, table-full)",
+            m.pace_refused.clone(),
+        );
+        registry.register(
+            "pacing_pauses",
+            "Back-off pauses started by an origin's 429 or 503, by status",
+            m.pace_pauses.clone(),
+        );
+        let request_counters = Arrival::ALL.map(|arrival| {
+            ["http1", "http2"].map(|protocol| {
+                m.requests.get_or_create(&RequestLabels { transport: arrival.as_str(), protocol }).clone()
+            })
+        });
+        Metrics { registry, request_counters, ..m }
     }
 
     /// Registers the state read at scrape time.
@@ -195,9 +284,15 @@ impl Metrics {
         self.fetches.get_or_create(&FetchLabels { result, cause }).inc();
     }
 
-    /// A request and the time to its response headers.
-    pub fn request(&self, took: Duration) {
-        self.requests.inc();
+    /// A request, where it came in, its HTTP version, and the time to its response headers.
+    pub fn request(&self, arrival: Arrival, version: http::Version, took: Duration) {
+        let v = usize::from(version == http::Version::HTTP_2);
+        let a = match arrival {
+            Arrival::Proxy => 0,
+            Arrival::Intercepted => 1,
+            Arrival::ConnectHttp => 2,
+        };
+        self.request_counters[a][v].inc();
         self.request_seconds.observe(took.as_secs_f64());
     }
 
@@ -238,6 +333,9 @@ impl Metrics {
             if let Some(n) = s.leaves_minted() {
                 self.leaves_minted.set(n as i64);
             }
+            let (held, lanes) = s.pacing();
+            self.pace_held.set(held as i64);
+            self.pace_lanes.set(lanes as i64);
         }
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
@@ -254,6 +352,20 @@ impl crate::layer::DecisionObserver for Metrics {
 
     fn refused(&self, class: &'static str) {
         Metrics::refused(self, class);
+    }
+}
+
+impl crate::pacing::PaceObserver for Metrics {
+    fn waited(&self, wait: Duration) {
+        self.pace_wait.observe(wait.as_secs_f64());
+    }
+
+    fn refused(&self, why: &'static str) {
+        self.pace_refused.get_or_create(&ReasonLabels { reason: why }).inc();
+    }
+
+    fn paused(&self, status: u16) {
+        self.pace_pauses.get_or_create(&StatusLabels { status }).inc();
     }
 }
 
@@ -290,7 +402,22 @@ mod tests {
         m.decision("disallowed", "disallow-rule", Duration::from_micros(20));
         m.fetch("success", "");
         let c = m.connection();
+        m.request(Arrival::Intercepted, http::Version::HTTP_2, Duration::from_millis(1));
+        m.request(Arrival::Proxy, http::Version::HTTP_11, Duration::from_millis(1));
+        m.request(Arrival::Proxy, http::Version::HTTP_10, Duration::from_millis(1));
         let text = m.render();
+        assert!(
+            text.contains(r#"robotsgate_requests_total{transport="intercepted",protocol="http2"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"robotsgate_requests_total{transport="proxy",protocol="http1"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"robotsgate_requests_total{transport="connect-http",protocol="http1"} 0"#),
+            "every series is there from the start: {text}"
+        );
         assert!(
             text.contains(r#"robotsgate_decisions_total{outcome="disallowed",reason="disallow-rule"} 1"#),
             "{text}"

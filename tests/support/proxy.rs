@@ -136,14 +136,19 @@ impl RunningProxy {
     /// The TLS leaves minted so far, as the metrics report them (`tls_leaves_minted` is read
     /// from the interceptor each time the metrics are rendered).
     pub fn minted(&self) -> u64 {
-        const SERIES: &str = "robotsgate_tls_leaves_minted";
+        self.metric("robotsgate_tls_leaves_minted") as u64
+    }
+
+    /// The value of one sample of the metrics, by its series and labels as rendered
+    /// (`robotsgate_pacing_pauses_total{status="429"}`).
+    pub fn metric(&self, series: &str) -> f64 {
         let text = self.metrics.render();
         text.lines()
-            .find_map(|l| l.strip_prefix(SERIES).and_then(|rest| rest.strip_prefix(' ')))
-            .unwrap_or_else(|| panic!("no {SERIES} sample in\n{text}"))
+            .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+            .unwrap_or_else(|| panic!("no {series} sample in\n{text}"))
             .trim()
             .parse()
-            .unwrap_or_else(|_| panic!("{SERIES}: not a whole number in\n{text}"))
+            .unwrap_or_else(|_| panic!("{series}: not a number in\n{text}"))
     }
 
     /// Shuts down (drain, flush) and waits for it.

@@ -39,6 +39,7 @@ mod aho;
 mod bytes;
 mod cut;
 mod matcher;
+pub mod pace;
 pub mod parser;
 mod pattern;
 mod precedence;
@@ -49,6 +50,7 @@ pub mod usage;
 use std::fmt;
 use std::str::FromStr;
 
+pub use pace::{IgnoredValue, PaceHint, PaceSource, TimeWindow};
 pub use parser::MAX_ROBOTS_TXT_BYTES;
 pub use url::{ServerPath, path_of_url, server_path};
 
@@ -452,7 +454,7 @@ impl RobotsTxt {
 
     /// [`RobotsTxt::crawl_delay`] under a chosen profile.
     pub fn crawl_delay_with(&self, profile: Profile, agent: &str) -> Option<f64> {
-        let of = |r: &ReadingData| r.crawl_delay(agent);
+        let of = |r: &ReadingData| r.crawl_delay(agent).map(|(d, _)| d);
         match profile {
             Profile::Google => of(&self.parsed.google),
             Profile::Rfc => of(&self.parsed.rfc),
@@ -461,6 +463,53 @@ impl RobotsTxt {
                 (a, b) => a.or(b),
             },
         }
+    }
+
+    /// Whether any group has a `crawl-delay` or `request-rate` that could be read: when
+    /// not, [`RobotsTxt::pace_with`] is `None` for every agent (a cheap test first).
+    pub fn has_pace_hints(&self) -> bool {
+        self.parsed.has_pace
+    }
+
+    /// What `agent` is asked to wait between requests, with the line that asks it: the
+    /// longest of the `crawl-delay` and the `request-rate`s (converted to seconds per
+    /// request) of the groups that apply, under `profile` (conservative: the longer of
+    /// both readings). A `request-rate` with a time of day counts only when `minute`
+    /// (minutes since midnight UTC, `0..1440`) falls in it. See the module [`pace`] for
+    /// the accepted values.
+    ///
+    /// ```
+    /// use robotsgate_rep::{PaceSource, Profile, RobotsTxt};
+    ///
+    /// let robots = RobotsTxt::parse(
+    ///     b"User-agent: *\nCrawl-delay: 2\nRequest-rate: 1/10s 0600-1800\nCrawl-delay: soon\n",
+    /// );
+    /// let noon = robots.pace_with(Profile::Conservative, "ExampleBot", 12 * 60).unwrap();
+    /// assert_eq!((noon.delay, noon.line), (10.0, 3));
+    /// assert!(matches!(noon.source, PaceSource::RequestRate { requests: 1, .. }));
+    /// let night = robots.pace_with(Profile::Conservative, "ExampleBot", 23 * 60).unwrap();
+    /// assert_eq!((night.delay, night.line, night.source), (2.0, 2, PaceSource::CrawlDelay));
+    /// assert_eq!(robots.ignored_pace_values()[0].line, 4); // "soon" is no number
+    /// ```
+    pub fn pace_with(&self, profile: Profile, agent: &str, minute: u16) -> Option<PaceHint> {
+        if !self.parsed.has_pace {
+            return None;
+        }
+        let of = |r: &ReadingData| r.pace(agent, minute);
+        match profile {
+            Profile::Google => of(&self.parsed.google),
+            Profile::Rfc => of(&self.parsed.rfc),
+            Profile::Conservative => match (of(&self.parsed.google), of(&self.parsed.rfc)) {
+                (Some(a), Some(b)) => Some(if b.delay > a.delay { b } else { a }),
+                (a, b) => a.or(b),
+            },
+        }
+    }
+
+    /// The `crawl-delay` and `request-rate` lines whose values could not be read and were
+    /// ignored, in file order (at most the first 64).
+    pub fn ignored_pace_values(&self) -> &[IgnoredValue] {
+        &self.parsed.ignored
     }
 
     /// Bytes of the body that were read (at most [`MAX_ROBOTS_TXT_BYTES`]).

@@ -48,8 +48,12 @@ pub enum Key<'a> {
     Disallow,
     /// `sitemap`: a sitemap URL, independent of groups.
     Sitemap,
-    /// `crawl-delay`: a non-standard pacing hint for the current group.
+    /// `crawl-delay`: a non-standard pacing hint for the current group (seconds between
+    /// requests).
     CrawlDelay,
+    /// `request-rate`: a non-standard pacing hint for the current group (`1/10s`: one
+    /// request per ten seconds, optionally for a time of day: `1/10s 0600-1800`).
+    RequestRate,
     /// `content-usage`: an AI-usage preference (draft-ietf-aipref-attach-05), exactly this
     /// key (without case) in both dialects.
     ContentUsage,
@@ -390,6 +394,8 @@ pub fn classify(key: &[u8], dialect: Dialect) -> Key<'_> {
                 Key::Sitemap
             } else if key.eq_ignore_ascii_case(b"crawl-delay") {
                 Key::CrawlDelay
+            } else if key.eq_ignore_ascii_case(b"request-rate") {
+                Key::RequestRate
             } else {
                 usage_key(key)
             }
@@ -406,6 +412,8 @@ pub fn classify(key: &[u8], dialect: Dialect) -> Key<'_> {
                 Key::Sitemap
             } else if is(b"crawl-delay") {
                 Key::CrawlDelay
+            } else if is(b"request-rate") {
+                Key::RequestRate
             } else {
                 usage_key(key)
             }

@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 use crate::RuleKind;
 use crate::cut::CutLine;
 use crate::matcher::{Best, RuleInput, RuleSet, sorted_by_bytes};
+use crate::pace::{self, IgnoredValue, PaceHint, PaceSource, Rate};
 use crate::parser::{self, BodyFacts, Key, LineView};
 use crate::pattern::{self, Pat, Span};
 use crate::usage::{self, Category, Source, Statement};
@@ -55,8 +56,10 @@ pub(crate) struct GroupData {
     pub agents: (u32, u32),
     /// Range of [`ReadingData::rules`].
     pub rules: (u32, u32),
-    /// `crawl-delay` of the group's `*` line, if any.
-    pub global_delay: Option<f64>,
+    /// `crawl-delay` of the group's `*` line, if any, and its line.
+    pub global_delay: Option<(f64, u32)>,
+    /// Range of [`ReadingData::rates`]: the group's `request-rate` lines.
+    pub rates: (u32, u32),
     /// Range of [`ReadingData::usage`].
     pub usage: (u32, u32),
 }
@@ -87,8 +90,11 @@ pub(crate) struct ReadingData {
     /// Lower-case tokens; `agent_spans` and the entries point here.
     tokens: Vec<u8>,
     agent_spans: Vec<Span>,
-    /// The `crawl-delay` that applies to each agent line (parallel to `agent_spans`).
-    agent_delays: Vec<Option<f64>>,
+    /// The `crawl-delay` that applies to each agent line (parallel to `agent_spans`), and
+    /// its line.
+    agent_delays: Vec<Option<(f64, u32)>>,
+    /// Every group's `request-rate` lines, group after group, with their lines.
+    rates: Vec<(Rate, u32)>,
     /// Sorted by token.
     agents: Vec<AgentEntry>,
     agent_groups: Vec<u32>,
@@ -140,6 +146,11 @@ pub(crate) struct Parsed {
     /// `Content-Usage` and `Content-Signal` lines, in file order.
     pub usage: Vec<UsageInfo>,
     pub usage_sets: Vec<UsageSlot>,
+    /// A group of either reading has a `crawl-delay` or `request-rate` that was read.
+    pub has_pace: bool,
+    /// `crawl-delay` and `request-rate` lines whose values were not understood (the first
+    /// [`pace::MAX_IGNORED`]).
+    pub ignored: Vec<IgnoredValue>,
 }
 
 impl Parsed {
@@ -238,6 +249,7 @@ impl Parsed {
                         + s.sets.iter().map(|r| r.get().map_or(0, |r| r.heap_bytes())).sum::<usize>()
                 })
                 .sum::<usize>()
+            + self.ignored.capacity() * std::mem::size_of::<IgnoredValue>()
     }
 }
 
@@ -271,23 +283,58 @@ impl ReadingData {
         &self.usage[a as usize..b as usize]
     }
 
-    /// The `crawl-delay` for `agent` in the groups that apply: the largest given for it.
-    pub fn crawl_delay(&self, agent: &str) -> Option<f64> {
+    /// The `crawl-delay` for `agent` in the groups that apply: the largest given for it,
+    /// and its line (the first such line).
+    pub fn crawl_delay(&self, agent: &str) -> Option<(f64, u32)> {
         let applied = self.applied(agent);
         let agent = agent.as_bytes();
-        let mut best: Option<f64> = None;
+        let mut best: Option<(f64, u32)> = None;
+        let mut keep = |d: (f64, u32)| {
+            if best.is_none_or(|b| d.0 > b.0) {
+                best = Some(d);
+            }
+        };
         for &g in applied.groups {
             let group = &self.groups[g as usize];
-            let delays: Vec<f64> = if applied.specific {
-                (group.agents.0..group.agents.1)
-                    .filter(|&i| self.agent_spans[i as usize].get(&self.tokens).eq_ignore_ascii_case(agent))
-                    .filter_map(|i| self.agent_delays[i as usize])
-                    .collect()
-            } else {
-                group.global_delay.into_iter().collect()
-            };
-            for d in delays {
-                best = Some(best.map_or(d, |b| b.max(d)));
+            if applied.specific {
+                for i in group.agents.0..group.agents.1 {
+                    if self.agent_spans[i as usize].get(&self.tokens).eq_ignore_ascii_case(agent)
+                        && let Some(d) = self.agent_delays[i as usize]
+                    {
+                        keep(d);
+                    }
+                }
+            } else if let Some(d) = group.global_delay {
+                keep(d);
+            }
+        }
+        best
+    }
+
+    /// What `agent` is asked to wait between requests at `minute` (minutes since midnight
+    /// UTC) by the groups that apply: the longest of their `crawl-delay` and of their
+    /// `request-rate`s for that time of day.
+    pub fn pace(&self, agent: &str, minute: u16) -> Option<PaceHint> {
+        let mut best = self.crawl_delay(agent).map(|(delay, line)| PaceHint {
+            delay,
+            line,
+            source: PaceSource::CrawlDelay,
+        });
+        for &g in self.applied(agent).groups {
+            let (lo, hi) = self.groups[g as usize].rates;
+            for (rate, line) in &self.rates[lo as usize..hi as usize] {
+                if rate.window.is_some_and(|w| !w.contains(minute)) {
+                    continue;
+                }
+                let delay = rate.delay();
+                if best.is_none_or(|b| delay > b.delay) {
+                    let source = PaceSource::RequestRate {
+                        requests: rate.requests,
+                        seconds: rate.seconds,
+                        window: rate.window,
+                    };
+                    best = Some(PaceHint { delay, line: *line, source });
+                }
             }
         }
         best
@@ -308,6 +355,8 @@ impl ReadingData {
             + self.agents.capacity() * std::mem::size_of::<AgentEntry>()
             + self.agent_groups.capacity() * 4
             + (self.usage.capacity() + self.file_usage.capacity()) * std::mem::size_of::<GroupRule>()
+            + self.agent_delays.capacity() * std::mem::size_of::<Option<(f64, u32)>>()
+            + self.rates.capacity() * std::mem::size_of::<(Rate, u32)>()
     }
 }
 
@@ -328,7 +377,9 @@ struct GroupBuild {
     rules: (u32, u32),
     /// Range of `ReadingBuild::usage`.
     usage: (u32, u32),
-    global_delay: Option<f64>,
+    global_delay: Option<(f64, u32)>,
+    /// Range of `ReadingBuild::rates`.
+    rates: (u32, u32),
     /// Agent lines since the last `crawl-delay` line start here; `global_pending`: a `*`
     /// line came since then.
     delay_from: u32,
@@ -343,7 +394,8 @@ struct ReadingBuild {
     rules: Vec<GroupRule>,
     tokens: Vec<u8>,
     agent_spans: Vec<Span>,
-    agent_delays: Vec<Option<f64>>,
+    agent_delays: Vec<Option<(f64, u32)>>,
+    rates: Vec<(Rate, u32)>,
     /// The current group has seen an allow/disallow line (even an empty one), so the
     /// next user-agent line starts a new group.
     rule_open: bool,
@@ -356,11 +408,13 @@ impl ReadingBuild {
         if self.groups.is_empty() || self.rule_open {
             let (a, r) = (self.agent_spans.len() as u32, self.rules.len() as u32);
             let u = self.usage.len() as u32;
+            let rates = self.rates.len() as u32;
             self.groups.push(GroupBuild {
                 line,
                 agents: (a, a),
                 rules: (r, r),
                 usage: (u, u),
+                rates: (rates, rates),
                 delay_from: a,
                 ..GroupBuild::default()
             });
@@ -452,8 +506,12 @@ impl ReadingBuild {
     /// `User-agent: a / Crawl-delay: 5 / User-agent: b / Crawl-delay: 12` gives a 5 and
     /// b 12, although a and b share their rules); after rules, to the group's agents that
     /// have none yet.
-    fn crawl_delay(&mut self, value: &[u8]) {
-        let (Some(g), Some(d)) = (self.groups.last_mut(), parse_crawl_delay(value)) else { return };
+    ///
+    /// Returns whether the value was read (`None` when there is no group to apply it to).
+    fn crawl_delay(&mut self, line: u32, value: &[u8]) -> Option<bool> {
+        let g = self.groups.last_mut()?;
+        let Some(d) = pace::parse_crawl_delay(value) else { return Some(false) };
+        let d = (d, line);
         let pending = g.delay_from < g.agents.1 || g.global_pending;
         let from = if pending { g.delay_from } else { g.agents.0 };
         for slot in &mut self.agent_delays[from as usize..g.agents.1 as usize] {
@@ -464,6 +522,17 @@ impl ReadingBuild {
         }
         g.delay_from = g.agents.1;
         g.global_pending = false;
+        Some(true)
+    }
+
+    /// A `request-rate` line applies to every agent of its group. Returns whether the
+    /// value was read (`None` when there is no group).
+    fn request_rate(&mut self, line: u32, value: &[u8]) -> Option<bool> {
+        let g = self.groups.last_mut()?;
+        let Some(rate) = pace::parse_request_rate(value) else { return Some(false) };
+        self.rates.push((rate, line));
+        g.rates.1 = self.rates.len() as u32;
+        Some(true)
     }
 }
 
@@ -476,6 +545,8 @@ struct DualBuilder {
     arena: Vec<u8>,
     sitemaps: Vec<(u32, u32)>,
     body_utf8: bool,
+    has_pace: bool,
+    ignored: Vec<IgnoredValue>,
 }
 
 impl Default for DualBuilder {
@@ -488,6 +559,8 @@ impl Default for DualBuilder {
             arena: Vec::new(),
             sitemaps: Vec::new(),
             body_utf8: false,
+            has_pace: false,
+            ignored: Vec::new(),
         }
     }
 }
@@ -571,10 +644,25 @@ impl DualBuilder {
             }
         }
         for (reading, view) in [(&mut self.google, g), (&mut self.rfc, r)] {
-            match view {
-                Some((Key::UserAgent, v)) => reading.user_agent(number, v),
-                Some((Key::CrawlDelay, v)) => reading.crawl_delay(v),
-                _ => {}
+            let (directive, read) = match view {
+                Some((Key::UserAgent, v)) => {
+                    reading.user_agent(number, v);
+                    continue;
+                }
+                Some((Key::CrawlDelay, v)) => ("crawl-delay", reading.crawl_delay(number, v)),
+                Some((Key::RequestRate, v)) => ("request-rate", reading.request_rate(number, v)),
+                _ => continue,
+            };
+            match read {
+                Some(true) => self.has_pace = true,
+                // Noted once per line, whichever reading (or both) could not read it.
+                Some(false)
+                    if self.ignored.len() < pace::MAX_IGNORED
+                        && self.ignored.last().is_none_or(|i| i.line != number) =>
+                {
+                    self.ignored.push(IgnoredValue { line: number, directive });
+                }
+                Some(false) | None => {}
             }
         }
         let gu = g.and_then(|(k, v)| usage_source(k).map(|s| (s, v)));
@@ -681,6 +769,8 @@ impl DualBuilder {
             arena: self.arena,
             automaton_min_rules,
             usage: self.usage,
+            has_pace: self.has_pace,
+            ignored: self.ignored,
             ..Parsed::default()
         };
         parsed.arena.shrink_to_fit();
@@ -725,9 +815,18 @@ fn index(
     google: bool,
     shared: Option<(&HashMap<Vec<u32>, u32, foldhash::fast::RandomState>, &[bool])>,
 ) -> (ReadingData, HashMap<Vec<u32>, u32, foldhash::fast::RandomState>) {
-    let ReadingBuild { groups, rules, tokens, agent_spans, agent_delays, usage, file_usage, .. } = build;
-    let mut data =
-        ReadingData { rules, tokens, agent_spans, agent_delays, usage, file_usage, ..ReadingData::default() };
+    let ReadingBuild { groups, rules, tokens, agent_spans, agent_delays, rates, usage, file_usage, .. } =
+        build;
+    let mut data = ReadingData {
+        rules,
+        tokens,
+        agent_spans,
+        agent_delays,
+        rates,
+        usage,
+        file_usage,
+        ..ReadingData::default()
+    };
     let mut pairs: Vec<(Span, u32)> = Vec::new();
     let mut global: Vec<u32> = Vec::new();
     for (g, gb) in groups.iter().enumerate() {
@@ -742,6 +841,7 @@ fn index(
             agents: gb.agents,
             rules: gb.rules,
             global_delay: gb.global_delay,
+            rates: gb.rates,
             usage: gb.usage,
         });
     }
@@ -837,13 +937,4 @@ fn dedup_sorted(list: &mut [u32]) -> usize {
         }
     }
     n
-}
-
-/// A crawl-delay value in seconds: a non-negative finite decimal number.
-pub(crate) fn parse_crawl_delay(value: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(value).ok()?;
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        return None;
-    }
-    s.parse::<f64>().ok().filter(|d| d.is_finite() && *d >= 0.0)
 }

@@ -7,6 +7,74 @@ fn smoke() {
     assert!(r.check("FooBot", "/public").allowed());
 }
 
+/// Pacing hints: each with its line, the longest winning, request-rate windows by time
+/// of day, per-agent attribution of crawl-delay, and junk values noted once per line.
+#[test]
+fn pace_hints_cite_their_lines() {
+    let body = "User-agent: a\nCrawl-delay: 5\nUser-agent: b\nCrawl-delay: 0.5\nRequest-rate: 1/2s\nDisallow: /p\n\n\
+                User-agent: *\nRequest-rate: 1/10s 0600-1800\nRequest-rate: 1/20s 1800-0600\n\
+                Crawl-delay: 12\nCrawl-delay: fast\nRequest-rate: 1/0s\nDisallow: /x\n";
+    let r = RobotsTxt::parse(body.as_bytes());
+    assert!(r.has_pace_hints());
+    let noon = 12 * 60;
+    for profile in Profile::ALL {
+        let a = r.pace_with(profile, "A", noon).unwrap();
+        assert_eq!((a.delay, a.line, a.source), (5.0, 2, PaceSource::CrawlDelay), "{profile}");
+        assert_eq!(a.to_string(), "line 2: crawl-delay: 5");
+        // b's own crawl-delay is 0.5; the group's request-rate (1 per 2 s) is longer.
+        let b = r.pace_with(profile, "b", noon).unwrap();
+        assert_eq!((b.delay, b.line), (2.0, 5), "{profile}");
+        assert_eq!(b.to_string(), "line 5: request-rate: 1/2s");
+        // Others: the `*` group: crawl-delay 12 against the window's rate.
+        let day = r.pace_with(profile, "other", noon).unwrap();
+        assert_eq!((day.delay, day.line, day.source), (12.0, 11, PaceSource::CrawlDelay));
+        let night = r.pace_with(profile, "other", 23 * 60).unwrap();
+        assert_eq!((night.delay, night.line), (20.0, 10));
+        assert_eq!(night.to_string(), "line 10: request-rate: 1/20s 1800-0600");
+        assert_eq!(r.crawl_delay_with(profile, "other"), Some(12.0));
+    }
+    let ignored: Vec<String> = r.ignored_pace_values().iter().map(ToString::to_string).collect();
+    assert_eq!(
+        ignored,
+        [
+            "line 12: crawl-delay value not understood, ignored",
+            "line 13: request-rate value not understood, ignored"
+        ]
+    );
+    // No hints anywhere: nothing to pace, cheaply.
+    let plain = RobotsTxt::parse(b"User-agent: *\nDisallow: /x\n");
+    assert!(!plain.has_pace_hints());
+    assert_eq!(plain.pace_with(Profile::Conservative, "a", 0), None);
+    // A hint outside any group paces no one; only junk is not a hint.
+    let stray = RobotsTxt::parse(b"Crawl-delay: 10\nUser-agent: *\nCrawl-delay: x\n");
+    assert!(!stray.has_pace_hints());
+    assert_eq!(stray.ignored_pace_values().len(), 1);
+}
+
+/// The readings differ on keys: Google reads `crawl-delay` after `useragent` (a typo it
+/// accepts), the strict reading does not; the conservative profile takes the longer.
+#[test]
+fn pace_hints_under_each_profile() {
+    let r = RobotsTxt::parse(b"useragent: a\nCrawl-delay: 7\n\nUser-agent: a\nRequest-rate: 1/3s\n");
+    let of = |p| r.pace_with(p, "a", 0).map(|h| (h.delay, h.line));
+    assert_eq!(of(Profile::Google), Some((7.0, 2)));
+    assert_eq!(of(Profile::Rfc), Some((3.0, 5)));
+    assert_eq!(of(Profile::Conservative), Some((7.0, 2)));
+}
+
+/// A file of nothing but junk values keeps a bounded note of them.
+#[test]
+fn ignored_pace_values_are_bounded() {
+    let mut body = String::from("User-agent: *\n");
+    for _ in 0..1000 {
+        body.push_str("Crawl-delay: soon\n");
+    }
+    let r = RobotsTxt::parse(body.as_bytes());
+    assert_eq!(r.ignored_pace_values().len(), 64);
+    assert_eq!(r.ignored_pace_values()[0].line, 2);
+    assert!(!r.has_pace_hints());
+}
+
 /// `body` + filler lines so that `tail` starts `before` bytes before the 500 KiB limit.
 fn cut_body(head: &str, tail: &str, before: usize) -> Vec<u8> {
     let mut body = head.as_bytes().to_vec();

@@ -13,11 +13,12 @@ use std::time::Duration;
 use crate::fetch::{FetchConfig, Fetcher};
 use crate::net::{self, Connector, DnsConfig, Guard, Resolver, TlsConfig};
 use crate::origin::Origin;
+use crate::pacing::{DelaySource, PacingConfig, Plan};
 use crate::policy::{
     CategoryPreference, Decision, PolicyConfig, Purpose, Reason as PolicyReason, RobotsPolicy, UnknownUsage,
     UsageCheck, UsageDecision,
 };
-use crate::rep::{self, Profile, Reason, RobotsTxt, Verdict};
+use crate::rep::{self, IgnoredValue, PaceHint, Profile, Reason, RobotsTxt, Verdict};
 use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::json;
@@ -174,6 +175,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let robots = RobotsTxt::parse(&body);
     let mut out = io::BufWriter::new(io::stdout().lock());
     let mut outcome = Outcome::default();
+    let now = std::time::SystemTime::now();
     for url in &args.urls {
         let written = match check_url(url) {
             Err(why) => {
@@ -191,17 +193,21 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 });
                 let word = word(verdict.allowed(), decided.as_ref());
                 outcome.disallowed |= word != "allowed";
+                let hint = robots.pace_with(args.profile, &args.agent, minute_of_day(now));
+                let plan = pace_plan(url, hint, now);
                 if args.json {
                     let mut line = json_line(url, &args.agent, verdict);
                     if !args.purpose.is_empty() {
                         line["usage"] = json_usage(decided.as_ref());
                         line["outcome"] = json!(word);
                     }
+                    line["pace"] = pace_json(plan.as_ref(), robots.ignored_pace_values());
                     writeln!(out, "{line}")
                 } else {
+                    let pace = pace_text(plan.as_ref());
                     match &decided {
-                        Some(u) => writeln!(out, "{word} {url} {verdict}; {u}"),
-                        None => writeln!(out, "{word} {url} {verdict}"),
+                        Some(u) => writeln!(out, "{word} {url} {verdict}; {u}{pace}"),
+                        None => writeln!(out, "{word} {url} {verdict}{pace}"),
                     }
                 }
             }
@@ -289,17 +295,25 @@ fn live(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             let word = word(d.allowed, d.usage.as_deref());
             outcome.disallowed |= word != "allowed";
             let usage = d.usage.as_ref().map(|u| format!("; {u}")).unwrap_or_default();
+            let now = std::time::SystemTime::now();
+            let plan = pace_plan(url, d.pace_hint(now), now);
             let written = if args.json {
                 let mut line = json_decision(url, &d);
                 if !args.purpose.is_empty() {
                     line["usage"] = json_usage(d.usage.as_deref());
                     line["outcome"] = json!(word);
                 }
+                let ignored = match d.robots.as_deref().map(|c| &c.content) {
+                    Some(crate::policy::CopyContent::Parsed(r)) => r.ignored_pace_values(),
+                    _ => &[],
+                };
+                line["pace"] = pace_json(plan.as_ref(), ignored);
                 writeln!(out, "{line}")
             } else {
+                let pace = pace_text(plan.as_ref());
                 match fetch_summary(&d) {
-                    Some(s) => writeln!(out, "{word} {url} {d}{usage}; robots.txt: {s}"),
-                    None => writeln!(out, "{word} {url} {d}{usage}"),
+                    Some(s) => writeln!(out, "{word} {url} {d}{usage}; robots.txt: {s}{pace}"),
+                    None => writeln!(out, "{word} {url} {d}{usage}{pace}"),
                 }
             };
             if let Err(e) = written {
@@ -381,6 +395,51 @@ fn json_decision(url: &str, d: &Decision) -> serde_json::Value {
         "unreachable_cause": cause,
         "stale": d.stale,
         "explanation": d.to_string(),
+    })
+}
+
+/// Minutes since midnight UTC (a `request-rate` may name a time of day).
+fn minute_of_day(now: std::time::SystemTime) -> u16 {
+    let secs = now.duration_since(std::time::SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() % 86_400);
+    (secs / 60) as u16
+}
+
+/// The delay robotsgate would keep for the URL's origin under the default pacing settings
+/// (robots.txt's hint, capped at `pacing.max_delay`), when robots.txt asks for one.
+fn pace_plan(url: &str, hint: Option<PaceHint>, now: std::time::SystemTime) -> Option<Plan> {
+    let hint = hint?;
+    let origin = Origin::parse(url).ok()?;
+    Some(PacingConfig::default().plan(&origin, Some(hint), now))
+}
+
+/// `; delay 10 s (line 4: crawl-delay: 10)`, or nothing.
+fn pace_text(plan: Option<&Plan>) -> String {
+    let Some(plan) = plan else { return String::new() };
+    let Some(DelaySource::Robots(h)) = &plan.source else { return String::new() };
+    let clamped =
+        plan.clamped_from.map_or_else(String::new, |c| format!(", clamped from {} s", c.as_secs_f64()));
+    format!("; delay {} s ({h}{clamped})", plan.delay.as_secs_f64())
+}
+
+/// The `pace` object of `--json`: the delay, where it comes from, and the pacing lines
+/// that were ignored.
+fn pace_json(plan: Option<&Plan>, ignored: &[IgnoredValue]) -> serde_json::Value {
+    let ignored: Vec<_> = ignored.iter().map(|i| json!({"line": i.line, "directive": i.directive})).collect();
+    let Some(plan) = plan else {
+        return json!({"delay_s": 0.0, "source": null, "line": null, "directive": null,
+            "clamped_from_s": null, "ignored": ignored});
+    };
+    let (line, directive) = match &plan.source {
+        Some(DelaySource::Robots(h)) => (Some(h.line), Some(h.directive())),
+        _ => (None, None),
+    };
+    json!({
+        "delay_s": plan.delay.as_secs_f64(),
+        "source": plan.source.as_ref().map(DelaySource::class),
+        "line": line,
+        "directive": directive,
+        "clamped_from_s": plan.clamped_from.map(|c| c.as_secs_f64()),
+        "ignored": ignored,
     })
 }
 

@@ -6,9 +6,10 @@ use std::net::SocketAddr;
 
 use super::sections::{
     AgentSection, AuditSection, AuthSection, DurabilityName, FetchSection, LogFormat, LogLevel, LogSection,
-    ModeName, OnErrorName, PolicySection, ProxySection, Select, TlsSection,
+    ModeName, OnErrorName, PacingSection, PolicySection, ProxySection, Select, TlsSection,
 };
 use super::values::{Dur, HeaderNameValue, ProfileName, Size, Token};
+use crate::pacing::PacingConfig;
 use crate::policy::PolicyConfig;
 
 /// The documented default configuration, as built into the binary.
@@ -26,6 +27,7 @@ impl Default for ProxySection {
             max_header_bytes: Size(64 * 1024),
             tunnel_idle_timeout: Dur::secs(600),
             workers: 0,
+            listen_backlog: 4096,
         }
     }
 }
@@ -64,12 +66,31 @@ impl Default for PolicySection {
     }
 }
 
+impl Default for PacingSection {
+    /// The library's defaults ([`PacingConfig::default`]).
+    fn default() -> Self {
+        let p = PacingConfig::default();
+        PacingSection {
+            enabled: p.enabled,
+            min_delay: Dur(p.min_delay),
+            max_delay: Dur(p.max_delay),
+            max_wait: Dur(p.max_wait),
+            max_queue_per_origin: p.max_queue_per_origin,
+            initial_backoff: Dur(p.initial_backoff),
+            max_backoff: Dur(p.max_backoff),
+            max_origins: p.max_origins,
+            hosts: Vec::new(),
+        }
+    }
+}
+
 impl Default for FetchSection {
     fn default() -> Self {
         FetchSection {
             connect_timeout: Dur::secs(5),
             header_timeout: Dur::secs(10),
             body_timeout: Dur::secs(20),
+            total_timeout: Dur::secs(30),
             max_redirects: 5,
         }
     }

@@ -71,6 +71,18 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
     None
 }
 
+/// Where the `n`-th (from 0) `[[table]]` header is, if it is.
+pub(super) fn find_table(text: &str, table: &str, n: usize) -> Option<(usize, usize)> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            let t = line.trim();
+            t.starts_with("[[") && t.trim_matches(|c| c == '[' || c == ']').trim() == table
+        })
+        .nth(n)
+        .map(|(i, line)| (i + 1, line.len() - line.trim_start().len() + 1))
+}
+
 /// Where `section.key` is set in the text, if it is.
 pub(super) fn find_key(text: &str, dotted: &str) -> Option<(usize, usize)> {
     let (section, key) = dotted.rsplit_once('.').unwrap_or(("", dotted));

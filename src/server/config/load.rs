@@ -1,8 +1,9 @@
 //! Reading a configuration: parsing, the checks that involve more than one value, and the
 //! values made from several keys.
 
-use super::error::{ConfigError, find_key, toml_error};
+use super::error::{ConfigError, find_key, find_table, toml_error};
 use super::sections::{ActionName, Config, Select};
+use crate::pacing::{HostRule, PacingConfig};
 use crate::policy::{Override, OverrideAction};
 
 impl Config {
@@ -85,6 +86,9 @@ impl Config {
         if px.max_connections == 0 {
             return Err(err("proxy.max_connections", "must be at least 1".into()));
         }
+        if !(1..=65535).contains(&px.listen_backlog) {
+            return Err(err("proxy.listen_backlog", "must be between 1 and 65535".into()));
+        }
         if px.workers > 1024 {
             return Err(err("proxy.workers", "must be at most 1024 (0: one per CPU)".into()));
         }
@@ -126,8 +130,51 @@ impl Config {
                 format!("{h} is already agent.header, the product token's header"),
             ));
         }
+        for (key, d) in [
+            ("fetch.connect_timeout", self.fetch.connect_timeout),
+            ("fetch.header_timeout", self.fetch.header_timeout),
+            ("fetch.body_timeout", self.fetch.body_timeout),
+            ("fetch.total_timeout", self.fetch.total_timeout),
+        ] {
+            if d.0.is_zero() {
+                return Err(err(
+                    key,
+                    "must be more than 0 (a fetch with no time at all never succeeds)".into(),
+                ));
+            }
+        }
         if self.fetch.max_redirects > 20 {
             return Err(err("fetch.max_redirects", "must be at most 20".into()));
+        }
+        let pc = &self.pacing;
+        if pc.min_delay.0 > pc.max_delay.0 {
+            return Err(err(
+                "pacing.min_delay",
+                format!("{:?} is more than max_delay {:?}", pc.min_delay.0, pc.max_delay.0),
+            ));
+        }
+        if pc.initial_backoff.0 > pc.max_backoff.0 {
+            return Err(err("pacing.initial_backoff", "is more than max_backoff".into()));
+        }
+        if pc.max_queue_per_origin == 0 {
+            return Err(err("pacing.max_queue_per_origin", "must be at least 1".into()));
+        }
+        if pc.max_origins == 0 {
+            return Err(err("pacing.max_origins", "must be at least 1".into()));
+        }
+        for (i, h) in pc.hosts.iter().enumerate() {
+            let entry = |message: String| ConfigError {
+                file: file.to_owned(),
+                line: find_table(text, "pacing.hosts", i),
+                key: Some("pacing.hosts".to_owned()),
+                message: format!("entry {} ({}): {message}", i + 1, h.hosts.0),
+            };
+            if h.delay.is_none() && h.max_concurrency.is_none() {
+                return Err(entry("needs a delay or a max_concurrency".into()));
+            }
+            if h.max_concurrency == Some(0) {
+                return Err(entry("max_concurrency must be at least 1".into()));
+            }
         }
         Ok(())
     }
@@ -138,6 +185,36 @@ impl Config {
             format!("{} robotsgate/{}", self.agent.token.0, env!("CARGO_PKG_VERSION"))
         } else {
             self.agent.user_agent.clone()
+        }
+    }
+
+    /// The pacing settings as the pacer takes them.
+    pub fn pacing_config(&self) -> PacingConfig {
+        let p = &self.pacing;
+        PacingConfig {
+            enabled: p.enabled,
+            min_delay: p.min_delay.0,
+            max_delay: p.max_delay.0,
+            max_wait: p.max_wait.0,
+            max_queue_per_origin: p.max_queue_per_origin,
+            initial_backoff: p.initial_backoff.0,
+            max_backoff: p.max_backoff.0,
+            max_origins: p.max_origins,
+            hosts: p
+                .hosts
+                .iter()
+                .map(|h| HostRule {
+                    hosts: h.hosts.0.clone(),
+                    delay: h.delay.map(|d| d.0),
+                    max_concurrency: h.max_concurrency,
+                    reason: if h.reason.is_empty() {
+                        "no reason given".into()
+                    } else {
+                        h.reason.as_str().into()
+                    },
+                    expires: h.expires.map(|e| e.0),
+                })
+                .collect(),
         }
     }
 
@@ -195,6 +272,10 @@ mod tests {
         let e = Config::parse("a.toml", "[agent]\ntoken = \"FooBot\"\nuser_agent = \"BarBot/1.0\"\n")
             .unwrap_err();
         assert_eq!(e.key.as_deref(), Some("agent.user_agent"), "{e}");
+        let e = Config::parse("a.toml", "[fetch]\ntotal_timeout = \"0s\"\n").unwrap_err();
+        assert_eq!((e.line.map(|l| l.0), e.key.as_deref()), (Some(2), Some("fetch.total_timeout")), "{e}");
+        let c = Config::parse("a.toml", "[fetch]\ntotal_timeout = \"45s\"\n").unwrap();
+        assert_eq!(c.fetch.total_timeout.0, std::time::Duration::from_secs(45));
         let e = Config::parse("a.toml", "[guard]\nallow = [\"10.0.0.0/33\"]\n").unwrap_err();
         assert_eq!(e.line.map(|l| l.0), Some(2), "{e}");
         let e = Config::parse("a.toml", "[nope]\n").unwrap_err();
@@ -216,5 +297,34 @@ mod tests {
         let p = ok.purpose();
         assert_eq!(p.default.to_string(), "train-ai,search");
         assert_eq!(p.header.map(|h| h.to_string()).as_deref(), Some("x-robots-purpose"));
+    }
+
+    #[test]
+    fn pacing_settings_are_checked_and_name_their_key() {
+        let e = Config::parse("a.toml", "[pacing]\nmin_delay = \"1m\"\nmax_delay = \"30s\"\n").unwrap_err();
+        assert_eq!((e.line.map(|l| l.0), e.key.as_deref()), (Some(2), Some("pacing.min_delay")), "{e}");
+        let e = Config::parse("a.toml", "[pacing]\nmax_wait = \"soon\"\n").unwrap_err();
+        assert_eq!(e.line.map(|l| l.0), Some(2), "{e}");
+        let e = Config::parse("a.toml", "[pacing]\nmax_queue_per_origin = 0\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("pacing.max_queue_per_origin"), "{e}");
+        let text = "[[pacing.hosts]]\nhosts = \"a.example\"\ndelay = \"2s\"\n\n[[pacing.hosts]]\nhosts = \"*.b.example\"\nreason = \"r\"\n";
+        let e = Config::parse("a.toml", text).unwrap_err();
+        assert_eq!((e.line.map(|l| l.0), e.key.as_deref()), (Some(5), Some("pacing.hosts")), "{e}");
+        assert!(e.message.contains("entry 2 (*.b.example): needs a delay or a max_concurrency"), "{e}");
+        let e = Config::parse("a.toml", "[[pacing.hosts]]\nhosts = \"a.example\"\nmax_concurrency = 0\n")
+            .unwrap_err();
+        assert!(e.message.contains("at least 1"), "{e}");
+        let e =
+            Config::parse("a.toml", "[[pacing.hosts]]\nhosts = \"a.example\"\ndelai = \"2s\"\n").unwrap_err();
+        assert_eq!(e.line.map(|l| l.0), Some(3), "{e}");
+        let c = Config::parse(
+            "a.toml",
+            "[pacing]\nmin_delay = \"500ms\"\n[[pacing.hosts]]\nhosts = \"*.example.com\"\nmax_concurrency = 4\nreason = \"ops asked\"\nexpires = 2027-01-01\n",
+        )
+        .unwrap();
+        let p = c.pacing_config();
+        assert_eq!(p.min_delay, std::time::Duration::from_millis(500));
+        assert_eq!((p.hosts[0].max_concurrency, &*p.hosts[0].reason), (Some(4), "ops asked"));
+        assert!(p.hosts[0].expires.is_some() && p.hosts[0].delay.is_none());
     }
 }

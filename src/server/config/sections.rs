@@ -20,6 +20,7 @@ pub struct Config {
     pub proxy: ProxySection,
     pub agent: AgentSection,
     pub policy: PolicySection,
+    pub pacing: PacingSection,
     pub purpose: PurposeSection,
     pub fetch: FetchSection,
     pub dns: DnsSection,
@@ -45,6 +46,7 @@ pub struct ProxySection {
     pub max_header_bytes: Size,
     pub tunnel_idle_timeout: Dur,
     pub workers: usize,
+    pub listen_backlog: u32,
 }
 
 /// `[agent]`
@@ -153,6 +155,38 @@ pub enum ActionName {
     Deny,
 }
 
+/// `[pacing]`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct PacingSection {
+    pub enabled: bool,
+    pub min_delay: Dur,
+    pub max_delay: Dur,
+    pub max_wait: Dur,
+    pub max_queue_per_origin: usize,
+    pub initial_backoff: Dur,
+    pub max_backoff: Dur,
+    pub max_origins: usize,
+    pub hosts: Vec<PacingHostEntry>,
+}
+
+/// One `[[pacing.hosts]]` entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct PacingHostEntry {
+    pub hosts: HostPatternValue,
+    #[serde(default)]
+    pub delay: Option<Dur>,
+    #[serde(default)]
+    pub max_concurrency: Option<u32>,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub expires: Option<Expiry>,
+}
+
 /// `[fetch]`
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -161,6 +195,7 @@ pub struct FetchSection {
     pub connect_timeout: Dur,
     pub header_timeout: Dur,
     pub body_timeout: Dur,
+    pub total_timeout: Dur,
     pub max_redirects: u8,
 }
 

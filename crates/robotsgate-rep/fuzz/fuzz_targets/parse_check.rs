@@ -46,8 +46,19 @@ fuzz_target!(|data: &[u8]| {
             if let Some(d) = robots.crawl_delay_with(profile, agent) {
                 assert!(d.is_finite() && d >= 0.0, "crawl-delay {d}");
             }
+            // Pacing hints: a finite delay, cited by a line that says crawl-delay or
+            // request-rate; none unless the file has some.
+            for minute in [0u16, 359, 720, 1439] {
+                let Some(h) = robots.pace_with(profile, agent, minute) else { continue };
+                assert!(robots.has_pace_hints());
+                assert!(h.delay.is_finite() && h.delay >= 0.0, "pace {h:?}");
+                let line = String::from_utf8_lossy(lines.line(h.line)).to_ascii_lowercase();
+                assert!(line.contains(h.source.directive()), "{h:?} cites {line:?}");
+            }
         }
     }
+    let ignored = robots.ignored_pace_values();
+    assert!(ignored.len() <= 64 && ignored.windows(2).all(|w| w[0].line < w[1].line));
     for s in robots.sitemaps() {
         assert!(!s.is_empty());
     }
