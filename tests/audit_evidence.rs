@@ -315,3 +315,164 @@ async fn a_proof_verifies_alone_and_fails_when_altered() {
     let out = robotsgate(&["audit", "prove", arg(&first), "no-such-request"]);
     assert_ne!(code(&out), 0, "{}", text(&out));
 }
+
+/// The record of the decision on `url` in `records`.
+fn decision_on<'a>(records: &'a [Value], url: &str) -> &'a Value {
+    records
+        .iter()
+        .find(|r| r["type"] == "decision" && r["url"] == url)
+        .unwrap_or_else(|| panic!("no decision on {url}"))
+}
+
+fn explain(log: &Path, args: &[&str]) -> String {
+    let mut all = vec!["audit", "explain", arg(log)];
+    all.extend_from_slice(args);
+    let out = robotsgate(&all);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    stdout(&out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_marks_the_deciding_line_or_says_why_none_applied() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/page", Reply::ok("fine")),
+        ("/private/open", Reply::ok("open")),
+    ])
+    .await;
+    let down = TestOrigin::start([("/robots.txt", Reply::status(503)), ("/page", Reply::ok("x"))]).await;
+    let proxy = RunningProxy::start(&test_config(dir.path())).await;
+    let urls =
+        [origin.url("/private/open"), origin.url("/private/x"), origin.url("/page"), down.url("/page")];
+    for u in &urls {
+        get(proxy.addr, u).await;
+    }
+    let records = proxy.records().await;
+    let log = proxy.audit_path.clone();
+    proxy.stop().await;
+    let id = |u: &str| decision_on(&records, u)["request_id"].as_str().unwrap().to_owned();
+
+    // Allowed by a rule: its line marked, the lines around it shown.
+    let t = explain(&log, &[&id(&urls[0])]);
+    assert!(t.contains("outcome: allowed"), "{t}");
+    assert!(t.contains("reason: allow-rule"), "{t}");
+    assert!(t.contains("product token: ExampleBot"), "{t}");
+    assert!(t.contains(&format!("robots.txt: {} -> status 200", origin.url("/robots.txt"))), "{t}");
+    assert!(t.contains("(SHA-256 checked)"), "{t}");
+    assert!(t.contains("  >>    2  Allow: /private/open\n"), "{t}");
+    assert!(t.contains("        3  Disallow: /private\n"), "the context around it: {t}");
+    assert!(t.contains("the same verdict"), "{t}");
+
+    // Disallowed: by URL (the latest decision on it), line 3 marked.
+    let t = explain(&log, &["--url", &urls[1]]);
+    assert!(t.contains("outcome: disallowed"), "{t}");
+    assert!(t.contains("  >>    3  Disallow: /private\n"), "{t}");
+    assert!(t.contains("        2  Allow: /private/open\n"), "{t}");
+    assert_eq!(t.matches(">>").count(), 1, "one line marked: {t}");
+
+    // No rule: nothing marked, the group that applied and why nothing in it matched.
+    let t = explain(&log, &[&id(&urls[2])]);
+    assert!(t.contains("reason: no-rule"), "{t}");
+    assert!(!t.contains(">>"), "{t}");
+    assert!(t.contains("No rule applied: the groups that apply to ExampleBot start at line 1"), "{t}");
+
+    // robots.txt unreachable (503): no body, why the request was refused.
+    let t = explain(&log, &[&id(&urls[3])]);
+    assert!(t.contains("outcome: disallowed"), "{t}");
+    assert!(t.contains("reason: robots-unreachable"), "{t}");
+    assert!(t.contains("No rule applied: robots.txt could not be fetched"), "{t}");
+    assert!(t.contains("\"disallow all\""), "{t}");
+
+    // The snapshot altered, then gone: said so.
+    let sha = decision_on(&records, &urls[0])["robots"]["sha256"].as_str().unwrap().to_owned();
+    let snapshot = robotsgate::audit::snapshot_path(&dir.path().join("snapshots"), &sha);
+    std::fs::write(&snapshot, ROBOTS.replace("Allow", "Disallow")).unwrap();
+    let t = explain(&log, &[&id(&urls[0])]);
+    assert!(t.contains("WARNING: ") && t.contains("does not match its hash"), "{t}");
+    std::fs::remove_file(&snapshot).unwrap();
+    let t = explain(&log, &[&id(&urls[0])]);
+    assert!(t.contains(&format!("WARNING: the robots.txt snapshot {sha}.txt is missing")), "{t}");
+
+    // An unknown request id: exit 1.
+    let out = robotsgate(&["audit", "explain", arg(&log), "no-such-id"]);
+    assert_eq!(code(&out), 1, "{}", text(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_report_holds_the_numbers_of_the_log_and_whether_it_verified() {
+    let dir = temp_dir();
+    let (log, public, _origin) = signed_rotated_log(dir.path()).await;
+    // What the report must say, counted here from the files.
+    let mut decisions = 0u64;
+    let mut by_outcome = std::collections::BTreeMap::<String, u64>::new();
+    let mut fetches = 0u64;
+    for f in files_of(&log) {
+        for r in read_jsonl(&f) {
+            match r["type"].as_str() {
+                Some("decision") => {
+                    decisions += 1;
+                    *by_outcome.entry(r["outcome"].as_str().unwrap().to_owned()).or_default() += 1;
+                }
+                Some("fetch") => fetches += 1,
+                _ => {}
+            }
+        }
+    }
+    let html_path = dir.path().join("report.html");
+    let out = robotsgate(&[
+        "audit",
+        "report",
+        "--with-rotated",
+        arg(&log),
+        "--key",
+        arg(&public),
+        "--out",
+        arg(&html_path),
+    ]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(stdout(&out).contains("the log verified"), "{}", text(&out));
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    // Self-contained: nothing fetched from elsewhere.
+    for outside in ["<script", "src=\"http", "href=\"http", "@import", "url(http"] {
+        assert!(!html.contains(outside), "{outside} in the report");
+    }
+    let doc = scraper::Html::parse_document(&html);
+    assert!(doc.errors.is_empty(), "the HTML parses cleanly: {:?}", doc.errors);
+    let text_of = |css: &str| -> String {
+        let sel = scraper::Selector::parse(css).unwrap();
+        let el = doc.select(&sel).next().unwrap_or_else(|| panic!("{css} in the report"));
+        el.text().collect::<String>()
+    };
+    let n = |s: String| -> u64 {
+        s.replace([',', '\u{202f}', ' '], "").parse().unwrap_or_else(|_| panic!("a number: {s:?}"))
+    };
+    assert_eq!(n(text_of("#total-decisions")), decisions);
+    assert_eq!(n(text_of("#total-fetches")), fetches);
+    for (outcome, count) in &by_outcome {
+        assert_eq!(n(text_of(&format!("#outcome-{outcome}"))), *count, "{outcome}");
+    }
+    let verified = scraper::Selector::parse("#verified").unwrap();
+    let v = doc.select(&verified).next().unwrap();
+    assert_eq!(v.value().attr("data-ok"), Some("true"));
+    assert!(text_of("#chart").contains("time (UTC)") || html.contains("<svg"), "a chart");
+    assert!(html.contains("<svg"), "the chart is inline SVG");
+    // The most refused origin is the test origin, with its disallowed count.
+    assert!(text_of("#refused").contains("127.0.0.1"), "{}", text_of("#refused"));
+    // The deciding rules: line 3 (Disallow: /private) and line 2 (Allow: /private/open).
+    let rules = text_of("#rules");
+    assert!(rules.contains("/private"), "{rules}");
+
+    // A tampered log: the report says it did not verify.
+    let copy = copy_log(&log, &dir.path().join("tampered"));
+    let first = files_of(&copy)[0].clone();
+    let mut lines = read_lines(&first);
+    lines.swap(2, 3);
+    write_lines(&first, &lines);
+    let out = robotsgate(&["audit", "report", "--with-rotated", arg(&copy), "--out", arg(&html_path)]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(stdout(&out).contains("did NOT verify"), "{}", text(&out));
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(html.contains("data-ok=\"false\""));
+    assert!(html.contains("in the wrong order"), "names the problem");
+}

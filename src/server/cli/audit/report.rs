@@ -474,7 +474,9 @@ fn verification_section(h: &mut String, v: &Verification, key: Option<&str>) {
         if v.checkpoints == 1 { "" } else { "s" }
     );
     if let Some(t) = &v.last_checkpoint_time {
-        let _ = write!(h, "; records up to {} covered (last checkpoint {})", num(v.covered), esc(t));
+        let covered =
+            if v.covered == v.leaves { "all".to_owned() } else { format!("the first {}", num(v.covered)) };
+        let _ = write!(h, "; {covered} covered by a checkpoint (the last at {})", esc(t));
     }
     if let Some(k) = key
         && v.signatures == Signatures::Verified
