@@ -300,6 +300,25 @@ mod tests {
     }
 
     #[test]
+    fn audit_tamper_evidence_settings_are_checked_and_name_their_key() {
+        let e = Config::parse("a.toml", "[audit]\ncheckpoint_interval = \"10ms\"\n").unwrap_err();
+        assert_eq!(
+            (e.line.map(|l| l.0), e.key.as_deref()),
+            (Some(2), Some("audit.checkpoint_interval")),
+            "{e}"
+        );
+        let e = Config::parse("a.toml", "[audit]\nrotate_size = \"1KiB\"\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("audit.rotate_size"), "{e}");
+        let e = Config::parse("a.toml", "[audit]\nrotate_interval = \"100ms\"\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("audit.rotate_interval"), "{e}");
+        let ok = Config::parse(
+            "a.toml",
+            "[audit]\ncheckpoint_every = 0\ncheckpoint_interval = \"0s\"\nrotate_size = \"0\"\n",
+        );
+        assert!(ok.is_ok(), "0 turns them off: {:?}", ok.err());
+    }
+
+    #[test]
     fn pacing_settings_are_checked_and_name_their_key() {
         let e = Config::parse("a.toml", "[pacing]\nmin_delay = \"1m\"\nmax_delay = \"30s\"\n").unwrap_err();
         assert_eq!((e.line.map(|l| l.0), e.key.as_deref()), (Some(2), Some("pacing.min_delay")), "{e}");
