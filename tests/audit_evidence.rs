@@ -397,6 +397,11 @@ async fn explain_marks_the_deciding_line_or_says_why_none_applied() {
     // An unknown request id: exit 1.
     let out = robotsgate(&["audit", "explain", arg(&log), "no-such-id"]);
     assert_eq!(code(&out), 1, "{}", text(&out));
+
+    // Without [audit] signing_key the checkpoints are unsigned: verify passes and says so.
+    let out = robotsgate(&["audit", "verify", arg(&log)]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(stdout(&out).contains("the checkpoints are NOT signed"), "{}", stdout(&out));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -50,6 +50,20 @@ pub fn run_verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
 pub fn describe(v: &Verification, key: Option<String>) -> String {
     let mut s = String::new();
     let files = v.files.len();
+    if let Some(p) = &v.problem {
+        s.push_str(&format!("FAILED: {p}\n"));
+        s.push_str(
+            "The log is not as it was written: this line, or something near it, was edited, added, \
+             removed or reordered after robotsgate wrote it (or the file was damaged).\n",
+        );
+        if files > 0 {
+            s.push_str("Files checked whole before it:\n");
+        }
+        for f in &v.files {
+            s.push_str(&format!("  {}: {} lines, {} checkpoints\n", f.name, f.lines, f.checkpoints));
+        }
+        return s;
+    }
     s.push_str(&format!(
         "{files} file{}, {} records, {} checkpoint{} checked\n",
         if files == 1 { "" } else { "s" },
@@ -68,14 +82,6 @@ pub fn describe(v: &Verification, key: Option<String>) -> String {
             if f.checkpoints == 1 { "" } else { "s" },
             if f.rotated { ", closed by rotation" } else { "" }
         ));
-    }
-    if let Some(p) = &v.problem {
-        s.push_str(&format!("\nFAILED: {p}\n"));
-        s.push_str(
-            "The log is not as it was written: this line, or something near it, was edited, added, \
-             removed or reordered after robotsgate wrote it (or the file was damaged).\n",
-        );
-        return s;
     }
     if let Some(e) = &v.error {
         s.push_str(&format!("\nCould not read everything: {e}\n"));
