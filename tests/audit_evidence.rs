@@ -222,6 +222,25 @@ async fn verify_passes_untouched_and_names_the_first_tampered_line() {
     assert_eq!(f.len(), files.len() - 1);
     assert_fails(&verify(&copy, &public), &f[1], 1, "a file between");
 
+    // A rotated file's checkpoint file removed, then emptied: found.
+    let (copy, f) = tampered(&|copy| std::fs::remove_file(checkpoints_path(&files_of(copy)[1])).unwrap());
+    assert_fails(&verify(&copy, &public), &f[1], 0, ".checkpoints is missing");
+    let (copy, f) = tampered(&|copy| std::fs::write(checkpoints_path(&files_of(copy)[1]), "").unwrap());
+    let lines = read_lines(&f[1]).len() as u64;
+    assert_fails(&verify(&copy, &public), &f[1], lines, "no checkpoint in");
+
+    // A single file with no checkpoints at all (none ever written): nothing verified, exit 1.
+    let lone = dir.path().join("lone");
+    std::fs::create_dir_all(&lone).unwrap();
+    let decisions: Vec<Vec<u8>> = read_lines(&files[0])
+        .into_iter()
+        .filter(|l| l.starts_with(b"{") && !l.windows(5).any(|w| w == b"\"log\""))
+        .collect();
+    write_lines(&lone.join("old.jsonl"), &decisions);
+    let out = robotsgate(&["audit", "verify", arg(&lone.join("old.jsonl"))]);
+    assert_eq!(code(&out), 1, "{}", text(&out));
+    assert!(stdout(&out).contains("NOT VERIFIED: no checkpoint covers any record"), "{}", text(&out));
+
     // The wrong key: the checkpoints are not signed by it.
     let (_, other) = keygen(&dir.path().join("other-keys"));
     let out = verify(&log, &other);

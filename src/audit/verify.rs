@@ -271,6 +271,14 @@ pub fn verify(files: Vec<LogFile>, options: &Options<'_>, watch: &mut dyn Watch)
                 }
             }
         }
+        if checkpoints.is_none() && start.is_some() {
+            walker.fail(
+                &name,
+                None,
+                format!("{name}.checkpoints is missing, yet this file was written with checkpoints (its first line is a file-start record)"),
+            );
+            break;
+        }
         let rotated = match walker.file(&name, lines, checkpoints, first, watch) {
             Some(r) => r,
             None => break,
@@ -581,6 +589,12 @@ impl Walker<'_> {
                 cp.line.tree_size,
                 cp.cp.time.as_deref().unwrap_or("no time"),
                 if missing == 1 { "" } else { "s" }
+            ));
+            return None;
+        }
+        if rotated && last_covered_line < line_no {
+            self.fail(name, Some(line_no), format!(
+                "this file was closed by rotation (this line is its rotate record), but no checkpoint in {name}.checkpoints covers its end: checkpoints were removed"
             ));
             return None;
         }

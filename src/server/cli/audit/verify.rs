@@ -42,7 +42,12 @@ pub fn run_verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     if let Some(e) = &v.error {
         bail!("{e}");
     }
-    Ok(if v.ok() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_FAILED) })
+    Ok(if v.ok() && !nothing_verified(&v) { ExitCode::SUCCESS } else { ExitCode::from(EXIT_FAILED) })
+}
+
+/// No checkpoint covers any record: nothing could be verified (exit 1).
+fn nothing_verified(v: &Verification) -> bool {
+    v.checkpoints == 0 && v.leaves > 0
 }
 
 /// The report of a verification, in words: what was checked, what was found, and what it
@@ -114,6 +119,13 @@ pub fn describe(v: &Verification, key: Option<String>) -> String {
     }
     for n in &v.notes {
         s.push_str(&format!("note: {n}\n"));
+    }
+    if nothing_verified(v) {
+        s.push_str(
+            "\nNOT VERIFIED: no checkpoint covers any record (checkpoints are off, none was written yet, or \
+             the checkpoint files were removed): nothing could be checked.\n",
+        );
+        return s;
     }
     s.push_str(
         "\nOK: no record covered by a checkpoint was changed, inserted, removed, reordered or cut off.\n\
