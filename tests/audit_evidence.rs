@@ -44,7 +44,19 @@ fn arg(p: &Path) -> &str {
 fn keygen(dir: &Path) -> (PathBuf, PathBuf) {
     let out = robotsgate(&["audit", "keygen", "--dir", arg(dir)]);
     assert_eq!(code(&out), 0, "{}", text(&out));
-    (dir.join("audit-signing.key"), dir.join("audit-signing.pub"))
+    let (key, public) = (dir.join("audit-signing.key"), dir.join("audit-signing.pub"));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the secret key is private");
+    }
+    let text = std::fs::read_to_string(&public).unwrap();
+    assert!(text.starts_with("robotsgate-audit+"), "a note verifier key: {text}");
+    // Not replaced without --force.
+    let again = robotsgate(&["audit", "keygen", "--dir", arg(dir)]);
+    assert_eq!(code(&again), 2, "{}", self::text(&again));
+    (key, public)
 }
 
 /// A proxy configuration with checkpoints every 5 records, rotation at 4 KiB and the key.
