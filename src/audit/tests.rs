@@ -336,3 +336,37 @@ async fn rotation_under_concurrent_writers_loses_nothing() {
     assert!(v.uncovered.is_empty(), "the shutdown checkpoint covers everything: {:?}", v.uncovered);
     assert_eq!(v.covered, v.leaves);
 }
+
+/// A log reopened by the next process (and one whose last line was torn): the tree goes
+/// on over what is in the file, and the whole file verifies, all of it covered.
+#[tokio::test]
+async fn a_reopened_log_continues_its_tree_and_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..3 {
+        let (log, path) = tree_log(dir.path(), 0, 4).await;
+        for i in 0..6 {
+            let url = format!("https://example.com/{round}/{i}");
+            log.log_decision(&decision("/x"), get(&url, false)).await.unwrap();
+        }
+        log.shutdown().await;
+        if round == 1 {
+            // A crash during a write: half a line at the end.
+            let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+            std::io::Write::write_all(&mut f, b"{\"schema_version\":4,\"type\":\"dec").unwrap();
+        }
+    }
+    let path = dir.path().join("audit.jsonl");
+    let v = verify::verify(log_files(&path), &verify::Options::default(), &mut verify::NoWatch);
+    assert!(v.ok(), "{:?} {:?}", v.problem, v.error);
+    assert_eq!(v.covered, v.leaves, "the shutdown checkpoints cover everything");
+    assert_eq!(lines(&path).iter().filter(|r| r["type"] == "decision").count(), 18);
+    // And an edit to the first process's records is found.
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        "https://example.com/0/1",
+        "https://example.com/0/X",
+        1,
+    );
+    std::fs::write(&path, text).unwrap();
+    let v = verify::verify(log_files(&path), &verify::Options::default(), &mut verify::NoWatch);
+    assert!(v.problem.is_some_and(|p| p.line.is_some()), "the edited line is named");
+}
