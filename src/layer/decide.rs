@@ -250,10 +250,11 @@ impl Shared {
         status: u16,
         decision: &Decision,
         id: Option<AuditRequestId>,
-        url: &str,
+        url: impl FnOnce() -> String,
     ) -> Result<Option<ResponseUsage>, Refusal> {
         let Some(purpose) = decision.usage.as_ref().map(|u| u.purpose) else { return Ok(None) };
         let Some(found) = ResponseUsage::of(headers, &decision.agent, purpose) else { return Ok(None) };
+        let url = url();
         let settings = self.settings.load();
         let report_only = settings.mode == Mode::ReportOnly;
         let replace = found.refused.is_some() && settings.purpose.enforce_response && !report_only;
@@ -273,7 +274,7 @@ impl Shared {
                 kind: "",
                 time: String::new(),
                 request_id: id.map(|i| i.0.to_string()).unwrap_or_default(),
-                url: url.to_owned(),
+                url: url.clone(),
                 agent: decision.agent.to_string(),
                 purpose: purpose.categories().map(|c| c.as_str()).collect(),
                 status,

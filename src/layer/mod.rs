@@ -378,7 +378,7 @@ impl RobotsLayer {
         url: &str,
     ) -> Result<Option<ResponseUsage>, Refusal> {
         let id = parts.extensions.get::<decide::AuditRequestId>().cloned();
-        self.shared.response_usage(headers, status.as_u16(), decision, id, url).await
+        self.shared.response_usage(headers, status.as_u16(), decision, id, || url.to_owned()).await
     }
 }
 
