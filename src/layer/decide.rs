@@ -32,6 +32,8 @@ pub(super) struct Shared {
     pub(super) user_agent: Option<HeaderValue>,
     /// Outages are answered (502, 504) rather than returned as errors.
     pub(super) answer_outages: bool,
+    /// The transport of requests without one in their extensions.
+    pub(super) transport: Option<Transport>,
     pub(super) ids: RequestIds,
     /// Spaces the requests to each origin; `None`: no pacing.
     pub(super) pacer: Option<Pacer>,
@@ -164,7 +166,12 @@ impl Shared {
                 method: parts.method.as_str(),
                 url: &target.url,
                 path_visible: target.path_visible,
-                transport: parts.extensions.get::<Transport>().map(|t| t.as_str()),
+                transport: parts
+                    .extensions
+                    .get::<Transport>()
+                    .copied()
+                    .or(self.transport)
+                    .map(Transport::as_str),
                 report_only,
                 elapsed,
                 pace: pace.as_ref(),
