@@ -511,4 +511,18 @@ async fn the_report_holds_the_numbers_of_the_log_and_whether_it_verified() {
     let html = std::fs::read_to_string(&html_path).unwrap();
     assert!(html.contains("data-ok=\"false\""));
     assert!(html.contains("in the wrong order"), "names the problem");
+
+    // A log without checkpoints: the report does not call it verified.
+    let lone = dir.path().join("lone.jsonl");
+    let decisions: Vec<Vec<u8>> = read_lines(&files_of(&log)[0])
+        .into_iter()
+        .filter(|l| l.windows(17).any(|w| w == b"\"type\":\"decision\""))
+        .collect();
+    assert!(!decisions.is_empty());
+    write_lines(&lone, &decisions);
+    let out = robotsgate(&["audit", "report", arg(&lone), "--out", arg(&html_path)]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(stdout(&out).contains("could NOT be verified"), "{}", text(&out));
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(html.contains("data-ok=\"false\"") && html.contains("no checkpoints"), "{html}");
 }

@@ -48,7 +48,13 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         stats.decisions,
         stats.first.map(fmt_time).unwrap_or_default(),
         stats.last.map(fmt_time).unwrap_or_default(),
-        if v.ok() { "verified" } else { "did NOT verify (see the report)" }
+        if !v.ok() {
+            "did NOT verify (see the report)"
+        } else if super::verify::nothing_verified(&v) {
+            "has no checkpoints: it could NOT be verified"
+        } else {
+            "verified"
+        }
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -459,7 +465,7 @@ fn verification_section(h: &mut String, v: &Verification, key: Option<&str>) {
     let _ = write!(
         h,
         "<div class=\"status {class}\" id=\"verified\" data-ok=\"{}\"><strong>{head}</strong>",
-        v.ok()
+        v.ok() && !super::verify::nothing_verified(v)
     );
     if let Some(p) = &v.problem {
         let _ = write!(h, "<br>First problem: <code>{}</code>", esc(&p.to_string()));

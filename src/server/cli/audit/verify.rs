@@ -46,7 +46,7 @@ pub fn run_verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// No checkpoint covers any record: nothing could be verified (exit 1).
-fn nothing_verified(v: &Verification) -> bool {
+pub fn nothing_verified(v: &Verification) -> bool {
     v.checkpoints == 0 && v.leaves > 0
 }
 
