@@ -370,3 +370,41 @@ async fn a_reopened_log_continues_its_tree_and_verifies() {
     let v = verify::verify(log_files(&path), &verify::Options::default(), &mut verify::NoWatch);
     assert!(v.problem.is_some_and(|p| p.line.is_some()), "the edited line is named");
 }
+
+/// Rotation by time: a file open for `rotate_interval` is closed (by the audit thread's
+/// own deadline, with no record arriving) and the tree goes on in the next one.
+#[tokio::test]
+async fn rotation_by_interval_continues_the_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let config = AuditConfig {
+        target: Target::File(path.clone()),
+        checkpoint_every: 3,
+        rotate_size: 0,
+        rotate_interval: Some(Duration::from_millis(200)),
+        ..AuditConfig::default()
+    };
+    let log = AuditLog::start(config).await.unwrap();
+    for i in 0..5 {
+        log.log_decision(&decision("/x"), get(&format!("https://example.com/{i}"), false)).await.unwrap();
+    }
+    eventually("a rotation by time", || !rotated_files(&path).unwrap().is_empty()).await;
+    for i in 5..8 {
+        log.log_decision(&decision("/x"), get(&format!("https://example.com/{i}"), false)).await.unwrap();
+    }
+    log.shutdown().await;
+    let rotated = rotated_files(&path).unwrap();
+    assert!(!rotated.is_empty());
+    let first = lines(&rotated[0]);
+    assert_eq!(first.last().unwrap()["event"], "rotate", "the rotated file ends with its rotate record");
+    assert_eq!(lines(&path)[0]["event"], "file-start", "the next file starts with file-start");
+    let v = verify::verify(log_files(&path), &verify::Options::default(), &mut verify::NoWatch);
+    assert!(v.ok(), "{:?} {:?}", v.problem, v.error);
+    assert_eq!(v.covered, v.leaves);
+    let decisions: usize = rotated
+        .iter()
+        .chain([&path])
+        .map(|p| lines(p).iter().filter(|r| r["type"] == "decision").count())
+        .sum();
+    assert_eq!(decisions, 8);
+}
