@@ -407,4 +407,7 @@ async fn rotation_by_interval_continues_the_tree() {
         .map(|p| lines(p).iter().filter(|r| r["type"] == "decision").count())
         .sum();
     assert_eq!(decisions, 8);
+    for p in &rotated {
+        assert!(lines(p).len() > 2, "{}: a file with no records is not rotated by time", p.display());
+    }
 }

@@ -73,6 +73,9 @@ struct Thread<'a> {
 struct ActiveFile {
     path: PathBuf,
     bytes: u64,
+    /// Of which the log's own head (the `file-start` record after a rotation): a file
+    /// with nothing more is not rotated by time.
+    head_bytes: u64,
     started: SystemTime,
     tree: Option<TreeWriter>,
     rotate_size: u64,
@@ -98,6 +101,7 @@ impl ActiveFile {
         ActiveFile {
             path: work.path,
             bytes: work.len,
+            head_bytes: 0,
             started: work.started,
             tree,
             rotate_size: work.rotate_size,
@@ -129,15 +133,16 @@ impl ActiveFile {
             return false;
         }
         (self.rotate_size > 0 && self.bytes >= self.rotate_size)
-            || self
-                .rotate_interval
-                .is_some_and(|i| SystemTime::now().duration_since(self.started).is_ok_and(|age| age >= i))
+            || (self.bytes > self.head_bytes
+                && self.rotate_interval.is_some_and(|i| {
+                    SystemTime::now().duration_since(self.started).is_ok_and(|age| age >= i)
+                }))
     }
 
     /// When the thread must look again (a checkpoint or a rotation by time).
     fn deadline(&self, now: Instant) -> Option<Instant> {
         let tree = self.tree.as_ref().and_then(TreeWriter::deadline);
-        let rotate = self.rotate_interval.map(|i| {
+        let rotate = self.rotate_interval.filter(|_| self.bytes > self.head_bytes).map(|i| {
             let age = SystemTime::now().duration_since(self.started).unwrap_or_default();
             now + i.saturating_sub(age)
         });
@@ -346,6 +351,7 @@ impl Thread<'_> {
         self.sync = file.try_clone().ok();
         drop(core.replace_out(Out::File(file)));
         f.bytes = 0;
+        f.head_bytes = 0;
         f.started = SystemTime::now();
         let rotated_name = rotated.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let start = match &mut f.tree {
@@ -354,7 +360,11 @@ impl Thread<'_> {
         };
         if let Some(start) = start {
             // The file-start record first, before what requests appended meanwhile.
-            wake_all(core.write_pending_between(&start.record().line(), None));
+            let head = start.record().line();
+            if let Some(f) = &mut self.file {
+                f.head_bytes = head.len() as u64;
+            }
+            wake_all(core.write_pending_between(&head, None));
             self.hash(true);
         }
         if let Some(dir) = rotated.parent()
