@@ -511,6 +511,11 @@ async fn the_report_holds_the_numbers_of_the_log_and_whether_it_verified() {
     let html = std::fs::read_to_string(&html_path).unwrap();
     assert!(html.contains("data-ok=\"false\""));
     assert!(html.contains("in the wrong order"), "names the problem");
+    // Its totals still count every record (not only those before the problem).
+    let doc = scraper::Html::parse_document(&html);
+    let sel = scraper::Selector::parse("#total-decisions").unwrap();
+    let total: String = doc.select(&sel).next().unwrap().text().collect();
+    assert_eq!(n(total), decisions, "every decision counted");
 
     // A log without checkpoints: the report does not call it verified.
     let lone = dir.path().join("lone.jsonl");

@@ -13,6 +13,7 @@ use clap::Args;
 use serde::Deserialize;
 
 use super::{LogSet, log_paths, open_log, progress_bar, read_key, total_bytes};
+use crate::audit::lines::Lines;
 use crate::audit::verify::{Options, Signatures, Verification, Watch, verify};
 
 #[derive(Debug, Args)]
@@ -38,6 +39,26 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     if let Some(e) = &v.error {
         anyhow::bail!("{e}");
+    }
+    if v.problem.is_some() {
+        // The check stopped at the first problem: count every record all the same (a
+        // second pass, only for a log that did not verify).
+        let bar = progress_bar(total_bytes(&paths), "counting");
+        stats = Stats::new(bar.clone());
+        for p in &paths {
+            let file = std::fs::File::open(p).with_context(|| format!("cannot open {}", p.display()))?;
+            let name = p.display().to_string();
+            let mut lines = Lines::new(std::io::BufReader::with_capacity(256 * 1024, file));
+            let mut n = 0;
+            while let Some(l) = lines.next_line().with_context(|| format!("cannot read {name}"))? {
+                n += 1;
+                if let (Some(c), true) = (l.content, l.terminated) {
+                    stats.line(&name, n, c);
+                }
+            }
+            stats.progress(lines.bytes_read);
+        }
+        bar.finish_and_clear();
     }
     let key_text = key.as_ref().map(|k| k.to_text());
     let html = render(&stats, &v, key_text.as_deref(), &paths, args.top);
@@ -469,6 +490,11 @@ fn verification_section(h: &mut String, v: &Verification, key: Option<&str>) {
     );
     if let Some(p) = &v.problem {
         let _ = write!(h, "<br>First problem: <code>{}</code>", esc(&p.to_string()));
+        h.push_str(
+            "<br>Checking stopped there; the totals below count every record of the files all the same, \
+             and cannot be relied on. <code>robotsgate audit verify</code> says more.</div>\n",
+        );
+        return;
     }
     let _ = write!(
         h,
