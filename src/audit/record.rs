@@ -73,6 +73,9 @@ pub struct DecisionRecord {
     pub pace_wait_ms: u64,
     /// What paced it, when anything did.
     pub pace: Option<PaceRecord>,
+    /// Fleet mode: `"alone"` when the fleet's Redis could not be reached and this replica
+    /// decided and paced on its own; null otherwise (and without fleet mode).
+    pub cluster: Option<&'static str>,
 }
 
 /// The usage check of a decision.
@@ -344,6 +347,8 @@ pub struct RequestFacts<'a> {
     pub elapsed: Duration,
     /// What pacing did, when anything paced the request.
     pub pace: Option<&'a PaceFacts>,
+    /// Fleet mode: `Some("alone")` when decided without the fleet's Redis.
+    pub cluster: Option<&'static str>,
 }
 
 impl RequestFacts<'_> {
@@ -410,6 +415,7 @@ impl DecisionRecord {
             usage: UsageRecord::of(d),
             pace_wait_ms: request.pace_wait_ms(),
             pace: request.pace.map(PaceRecord::of),
+            cluster: request.cluster,
         }
     }
 }
@@ -531,5 +537,6 @@ pub(super) fn get(url: &str, report_only: bool) -> RequestFacts<'_> {
         report_only,
         elapsed: Duration::from_micros(5),
         pace: None,
+        cluster: None,
     }
 }
