@@ -203,4 +203,18 @@ impl FetchObserver for AuditLog {
             });
         }
     }
+
+    /// A copy another replica fetched (fleet mode): no fetch record (this replica did not
+    /// fetch), but its snapshot is kept here too, so that the exact file of every decision
+    /// this replica logs is in its snapshot folder.
+    fn received(&self, _origin: &Origin, outcome: &FetchOutcome) {
+        let (Some(_), Some(sha)) = (&self.inner.config.snapshots, outcome.sha256) else { return };
+        let msg = Msg::Snapshot { sha256: hex::encode(sha), body: outcome.body.clone() };
+        if let Err(mpsc::error::TrySendError::Full(m)) = self.inner.tx.try_send(msg) {
+            let tx = self.inner.tx.clone();
+            tokio::spawn(async move {
+                let _ = tx.send(m).await;
+            });
+        }
+    }
 }

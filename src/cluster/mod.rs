@@ -1,7 +1,12 @@
-//! Fleet mode (feature `cluster`): several robotsgate replicas behind a load balancer keep
-//! one pace per origin through Redis. Each lane's next slot and back-off pause live in a
-//! Redis hash, advanced atomically by Lua scripts with Redis' own clock (`TIME`), so N
-//! replicas together keep an origin's delay, whatever their clocks say.
+//! Fleet mode (feature `cluster`): several robotsgate replicas behind a load balancer
+//! behave as one proxy through Redis.
+//!
+//! - **Pacing** ([`RedisPaceStore`]): each lane's next slot and back-off pause live in a
+//!   Redis hash, advanced atomically by Lua scripts with Redis' own clock (`TIME`), so N
+//!   replicas together keep an origin's delay, whatever their clocks say.
+//! - **robots.txt copies** ([`RedisCopyShare`]): a second cache level under the origin,
+//!   with a lease so that one replica fetches for the fleet; the process' own cache stays
+//!   the first level (a decision on a copy the replica holds never touches Redis).
 //!
 //! When Redis cannot be reached (or answers too slowly), requests keep being decided: each
 //! replica paces on its own state (the fleet becomes N independent proxies, never a stopped
@@ -11,15 +16,18 @@
 //! re-established automatically. A stored value that does not read (another program wrote
 //! the key) counts as absent, never as trusted.
 //!
-//! Keys: `<prefix>{<origin>}:pace:<token>`: the origin in braces is a hash tag, so that a
-//! Redis Cluster would keep one origin's keys together.
+//! Keys: `<prefix>{<origin>}:pace:<token>`, `<prefix>{<origin>}:robots` and
+//! `<prefix>{<origin>}:robots:lease`: the origin in braces is a hash tag, so that a Redis
+//! Cluster would keep one origin's keys together.
 
+mod copies;
 mod store;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+pub use copies::RedisCopyShare;
 pub use store::RedisPaceStore;
 
 /// What a replica does while Redis cannot be reached.
@@ -196,5 +204,20 @@ impl Cluster {
 
     pub(crate) fn key(&self, origin: &crate::origin::Origin, agent: &str) -> String {
         format!("{}{{{origin}}}:pace:{agent}", self.inner.config.key_prefix)
+    }
+}
+
+/// Milliseconds, for script arguments (saturating).
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// An integer of a script's answer (a number, or a string holding one).
+fn int(v: &redis::Value) -> Option<i64> {
+    match v {
+        redis::Value::Int(i) => Some(*i),
+        redis::Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        redis::Value::SimpleString(s) => s.parse().ok(),
+        _ => None,
     }
 }

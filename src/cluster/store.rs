@@ -9,7 +9,7 @@ use std::time::Duration;
 use redis::Value;
 use tokio::time::Instant;
 
-use super::Cluster;
+use super::{Cluster, int, millis};
 use crate::pacing::PauseInfo;
 use crate::pacing::lane::Lane;
 use crate::pacing::store::{Answer, LocalStore, PaceStore, Slot, StoreFuture, Take};
@@ -126,7 +126,7 @@ static GIVE_BACK_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Scrip
 static PAUSE_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(PAUSE));
 static CLEAR_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(CLEAR));
 
-/// The pacer's store in Redis (see the [module](self)).
+/// The pacer's store in Redis (see [fleet mode](crate::cluster)).
 #[derive(Debug, Clone)]
 pub struct RedisPaceStore {
     cluster: Cluster,
@@ -303,19 +303,6 @@ impl PaceStore for RedisPaceStore {
         tokio::spawn(async move {
             this.run(&CLEAR_SCRIPT, &key, &[], None).await;
         });
-    }
-}
-
-fn millis(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-fn int(v: &Value) -> Option<i64> {
-    match v {
-        Value::Int(i) => Some(*i),
-        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
-        Value::SimpleString(s) => s.parse().ok(),
-        _ => None,
     }
 }
 

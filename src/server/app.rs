@@ -281,6 +281,7 @@ impl App {
             #[cfg(feature = "cluster")]
             Some(c) => {
                 c.observe(metrics.clone() as Arc<dyn crate::cluster::ClusterObserver>);
+                policy.share_copies(Arc::new(crate::cluster::RedisCopyShare::new(c.clone())));
                 Pacer::shared(config.pacing_config(), c.clone())
             }
             _ => Pacer::new(config.pacing_config()),
