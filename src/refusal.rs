@@ -282,18 +282,35 @@ impl Refusal {
     /// answer on a socket before any HTTP server runs (a refused client network, a tunnel
     /// that should have started with TLS).
     pub fn to_http1_bytes(&self) -> Vec<u8> {
+        self.to_http1_bytes_with(false, &[])
+    }
+
+    /// [`Refusal::to_http1_bytes`] for a `HEAD` request when `head` (the same headers, no
+    /// body), with `extra` header lines (e.g. the proxy's `Via`).
+    pub fn to_http1_bytes_with(&self, head: bool, extra: &[(&str, &HeaderValue)]) -> Vec<u8> {
         let status = self.kind.status();
         let body = format!("robotsgate: {}\n", self.message.trim_end_matches('\n'));
         let retry_after = self.retry_after.map_or_else(String::new, |s| format!("retry-after: {s}\r\n"));
-        format!(
+        let mut out = format!(
             "HTTP/1.1 {} {}\r\ncontent-type: text/plain; charset=utf-8\r\n{ROBOTSGATE_HEADER}: {}\r\n\
-             {retry_after}connection: close\r\ncontent-length: {}\r\n\r\n{body}",
+             {retry_after}connection: close\r\ncontent-length: {}\r\n",
             status.as_u16(),
             status.canonical_reason().unwrap_or(""),
             self.kind.as_str(),
             body.len()
         )
-        .into_bytes()
+        .into_bytes();
+        for (name, value) in extra {
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        if !head {
+            out.extend_from_slice(body.as_bytes());
+        }
+        out
     }
 }
 
@@ -378,5 +395,13 @@ mod tests {
         assert!(head.contains("\r\nx-robotsgate: client-denied\r\n"), "{head}");
         assert!(head.contains(&format!("\r\ncontent-length: {}", body.len())), "{head}");
         assert_eq!(body, "robotsgate: your network may not use this proxy\n");
+
+        let via = HeaderValue::from_static("1.1 robotsgate");
+        let refusal = Refusal::new(RefusalKind::HeaderTooLarge, "too big");
+        let head = String::from_utf8(refusal.to_http1_bytes_with(true, &[("via", &via)])).unwrap();
+        let get = String::from_utf8(refusal.to_http1_bytes_with(false, &[("via", &via)])).unwrap();
+        assert!(head.ends_with("\r\nvia: 1.1 robotsgate\r\n\r\n"), "{head}");
+        assert_eq!(get.strip_prefix(head.as_str()), Some("robotsgate: too big\n"), "{get}");
+        assert!(head.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"), "{head}");
     }
 }

@@ -276,7 +276,7 @@ allow_hosts = ["self.test"]
     }
     assert_eq!(of_type(&records, "fetch").len(), 1, "only the origin's robots.txt: {records:?}");
     let text = proxy.metrics.render();
-    assert!(text.contains("robotsgate_requests_total 5\n"), "{text}");
+    assert!(text.contains("robotsgate_requests_total{transport=\"proxy\",protocol=\"http1\"} 5\n"), "{text}");
     proxy.stop().await;
 }
 
@@ -555,7 +555,13 @@ listen = "127.0.0.1:0"
     let got = admin_get(admin, "/readyz").await;
     assert_eq!((got.status, got.text().as_str()), (StatusCode::OK, "ready\n"));
     let before = admin_get(admin, "/metrics").await.text();
-    assert_samples(&before, &[("robotsgate_requests_total", 0.0), ("robotsgate_open_connections", 0.0)]);
+    assert_samples(
+        &before,
+        &[
+            (r#"robotsgate_requests_total{transport="proxy",protocol="http1"}"#, 0.0),
+            ("robotsgate_open_connections", 0.0),
+        ],
+    );
 
     let login = Some(("alice", PASSWORD));
     let mut a = proxy_conn(proxy.addr).await;
@@ -568,7 +574,7 @@ listen = "127.0.0.1:0"
     let got = exchange(&mut a, get_as("http://10.0.0.1/", login)).await;
     assert_eq!(got.header("x-robotsgate"), "destination-denied", "{}", got.text());
     let records = proxy.records().await; // flushed: the audit gauges are exact
-    assert_eq!(records.len(), 4, "three decisions and a fetch: {records:?}");
+    assert_eq!(records.len(), 7, "three decisions, their outcomes and a fetch: {records:?}");
 
     let res = admin_get(admin, "/metrics").await;
     assert_eq!(res.status, StatusCode::OK);
@@ -577,7 +583,7 @@ listen = "127.0.0.1:0"
     assert_samples(
         &text,
         &[
-            ("robotsgate_requests_total", 4.0),
+            (r#"robotsgate_requests_total{transport="proxy",protocol="http1"}"#, 4.0),
             ("robotsgate_request_duration_seconds_count", 4.0),
             (r#"robotsgate_refused_total{class="auth"}"#, 1.0),
             (r#"robotsgate_decisions_total{outcome="allowed",reason="no-rule"}"#, 1.0),
@@ -590,7 +596,7 @@ listen = "127.0.0.1:0"
             (r#"robotsgate_robots_cache_lookups_total{class="stale"}"#, 0.0),
             ("robotsgate_connections_total", 1.0),
             ("robotsgate_open_connections", 1.0),
-            ("robotsgate_audit_records_written", 4.0),
+            ("robotsgate_audit_records_written", 7.0),
             ("robotsgate_audit_records_lost", 0.0),
         ],
     );
@@ -607,7 +613,7 @@ listen = "127.0.0.1:0"
     assert_samples(
         &text,
         &[
-            ("robotsgate_requests_total", 5.0),
+            (r#"robotsgate_requests_total{transport="proxy",protocol="http1"}"#, 5.0),
             (r#"robotsgate_decisions_total{outcome="allowed",reason="no-rule"}"#, 2.0),
             (r#"robotsgate_robots_cache_lookups_total{class="hit"}"#, 2.0),
             (r#"robotsgate_robots_cache_lookups_total{class="miss"}"#, 1.0),

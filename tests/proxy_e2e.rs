@@ -205,6 +205,9 @@ async fn connect_tunnel_carries_tls_end_to_end() {
     proxy.stop().await;
 }
 
+/// A CONNECT to a port other than 443 is decided by what the tunnel carries: TLS to a host
+/// whose robots.txt disallows `/` is refused with a TLS alert after the `200`, the tunnel
+/// never reaching the origin.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_to_a_disallowed_host_is_refused() {
     let dir = temp_dir();
@@ -216,14 +219,13 @@ async fn connect_to_a_disallowed_host_is_refused() {
     .await;
     let proxy = proxy_for(&tls_config(dir.path(), &ca)).await;
 
-    let res = send(proxy.addr, connect_request(&origin.authority())).await;
-    let got = collect(res).await;
-    assert_eq!(got.status, StatusCode::FORBIDDEN, "{}", got.text());
-    assert_eq!(got.header("x-robotsgate"), "disallowed");
-    assert!(got.text().contains("disallow: /"), "{}", got.text());
+    let (answer, tcp) = connect(proxy.addr, &origin.authority()).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let err = handshake(&client_config(ca.roots(), &[]), "localhost", tcp).await.expect_err("refused");
+    assert!(err.to_string().contains("AccessDenied"), "a TLS access_denied alert: {err}");
     assert_eq!(origin.hits("/"), 0);
     assert_eq!(origin.total_hits(), 1, "only the robots.txt fetch: {:?}", origin.seen());
-    assert_eq!(origin.connections(), 1, "no tunnel was opened to the origin");
+    assert_eq!(origin.handshakes(), 1, "no TLS through the tunnel reached the origin");
 
     let records = proxy.records().await;
     let decisions = of_type(&records, "decision");
@@ -232,6 +234,7 @@ async fn connect_to_a_disallowed_host_is_refused() {
     assert_eq!(decisions[0]["method"], "CONNECT");
     assert_eq!(decisions[0]["path_visible"], false);
     assert_eq!(decisions[0]["outcome"], "disallowed");
+    assert_eq!(decisions[0]["transport"], "connect-tls", "the first bytes were TLS");
     proxy.stop().await;
 }
 
@@ -431,14 +434,28 @@ async fn audit_log_has_one_record_per_decision_and_fetch_and_the_snapshot() {
     let fetch_ua = a.seen_for("/robots.txt")[0].headers["user-agent"].to_str().unwrap().to_owned();
     assert!(fetch_ua.contains("ExampleBot"), "robots.txt fetched with the token in User-Agent: {fetch_ua}");
 
-    let records = proxy.records().await;
+    let all = proxy.all_records().await;
     let raw = std::fs::read_to_string(&proxy.audit_path).unwrap();
-    assert_eq!(raw.lines().count(), records.len());
+    assert_eq!(raw.lines().count(), all.len());
     assert!(raw.ends_with('\n'));
+    assert_eq!(all[0]["type"], "log", "the log starts with its open record: {}", all[0]);
+    assert_eq!(all[0]["event"], "open");
+    assert_eq!(all[0]["previous_run"], "new");
+    let records = proxy.records().await;
+    assert_eq!(records.len(), all.len() - 1, "one log record (open), then decisions and fetches");
     let decisions = of_type(&records, "decision");
     let fetches = of_type(&records, "fetch");
-    assert_eq!(decisions.len() + fetches.len(), records.len(), "only decision and fetch records");
+    let outcomes = of_type(&records, "outcome");
+    assert_eq!(
+        decisions.len() + fetches.len() + outcomes.len(),
+        records.len(),
+        "only decision, outcome and fetch records"
+    );
     assert_eq!(decisions.len(), plan.len(), "one record per decision");
+    assert_eq!(outcomes.len(), plan.len(), "one outcome per decision");
+    for (d, (_, status, _, _)) in decisions.iter().zip(&plan) {
+        assert_eq!(outcome_of(&records, d)["status"], *status, "{d}");
+    }
     assert_eq!(fetches.len(), 2, "one fetch record per robots.txt fetch");
 
     for (d, (url, _, outcome, reason)) in decisions.iter().zip(&plan) {

@@ -1,5 +1,5 @@
 //! Politeness through the forward proxy (issue 16), started in process with `App::start`:
-//! CONNECT tunnels paced at opening, back-off after an origin's 429 with the metrics and
+//! CONNECT tunnels paced when they are decided, back-off after an origin's 429 with the metrics and
 //! audit records it leaves, and pacing settings reloaded while running. Real time, with
 //! delays of a few hundred milliseconds; spacing is read from when the origin (or the
 //! client, for tunnels) saw each request.
@@ -31,15 +31,19 @@ async fn connect_tunnels_are_paced_when_they_open() {
     config.tls.extra_roots = vec![ca.write_pem(&dir.path().join("test-ca.pem"))];
     let proxy = RunningProxy::start(&config).await;
 
+    // The port is not 443, so the tunnel is decided (and paced) on its first bytes, after
+    // the `200`: its TLS handshake completes only once its slot came.
+    let client = client_config(ca.roots(), &[b"http/1.1"]);
     let mut opened = Vec::new();
+    let mut tunnels = Vec::new();
     for _ in 0..3 {
-        let res = send(proxy.addr, connect_request(&origin.authority())).await;
-        assert_eq!(res.status(), StatusCode::OK, "{:?}", res.headers());
+        tunnels.push(tunnel(proxy.addr, &origin.authority(), &client, "localhost").await);
         opened.push(Instant::now());
     }
     for w in opened.windows(2) {
         assert!(w[1] - w[0] >= Duration::from_millis(300) - SLACK, "tunnels {:?} apart", w[1] - w[0]);
     }
+    drop(tunnels);
     let records = proxy.records().await;
     let decisions = of_type(&records, "decision");
     assert_eq!(decisions.len(), 3);

@@ -114,6 +114,11 @@ impl ProxyProcess {
 
 /// A config file for the binary: audit log and snapshots in `dir`, a short grace period.
 fn write_config(dir: &Path) -> std::path::PathBuf {
+    write_config_with(dir, "")
+}
+
+/// [`write_config`] with more `[audit]` keys.
+fn write_config_with(dir: &Path, audit: &str) -> std::path::PathBuf {
     let path = dir.join("robotsgate.toml");
     let text = format!(
         "# e2e test configuration\n\
@@ -128,9 +133,11 @@ fn write_config(dir: &Path) -> std::path::PathBuf {
          [audit]\n\
          path = \"{audit}\"\n\
          snapshots = \"{snapshots}\"\n\
+         {audit_extra}\n\
          \n\
          [log]\n\
          level = \"info\"\n",
+        audit_extra = audit,
         audit = dir.join("audit.jsonl").display(),
         snapshots = dir.join("snapshots").display(),
     );
@@ -184,6 +191,132 @@ async fn sigterm_drains_the_request_in_flight_then_exits_0() {
     assert_eq!(fetches[0]["sha256"], sha.as_str());
     let snapshot = dir.path().join("snapshots").join(format!("{sha}.txt"));
     assert_eq!(std::fs::read(snapshot).unwrap(), ROBOTS.as_bytes());
+}
+
+/// `kill -9` under load: every response a client received (its head) has its decision
+/// record in the file, with the default durability ("written"). Requests are matched to
+/// records by URL (each request has a URL of its own). Then a new process on the same
+/// file says how the killed one left it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_every_answered_request_has_its_record() {
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    const CLIENTS: usize = 16;
+    const BEFORE_KILL: usize = 1500;
+    let dir = temp_dir();
+    let origin = TestOrigin::robots(ROBOTS).await;
+    let config = write_config_with(dir.path(), "durability = \"written\"");
+    let args = ["--config", config.to_str().unwrap(), "--allow-destination", "127.0.0.0/8"];
+    let mut proxy = ProxyProcess::start(&args).await;
+
+    let answered = Arc::new(Mutex::new(Vec::new()));
+    let count = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let (answered, count, stop) = (answered.clone(), count.clone(), stop.clone());
+            let (addr, base) = (proxy.addr, origin.base());
+            tokio::spawn(async move {
+                let mut sender = proxy_conn(addr).await;
+                let mut errors = 0;
+                for i in 0.. {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    // Allowed (forwarded; the origin answers 404) and refused (403).
+                    let url = if i % 3 == 0 {
+                        format!("{base}/private/{c}/{i}")
+                    } else {
+                        format!("{base}/r/{c}/{i}")
+                    };
+                    let sent = within(async {
+                        sender.ready().await?;
+                        sender.send_request(get_request(&url)).await
+                    })
+                    .await;
+                    match sent {
+                        Some(Ok(res)) => {
+                            // The head came: the request was answered.
+                            answered.lock().unwrap().push((url, res.status()));
+                            count.fetch_add(1, Ordering::Relaxed);
+                            let _ = within(http_body_util::BodyExt::collect(res.into_body())).await;
+                        }
+                        _ => {
+                            errors += 1;
+                            break;
+                        }
+                    }
+                }
+                errors
+            })
+        })
+        .collect();
+    bounded("requests answered before the kill", async {
+        while count.load(Ordering::Relaxed) < BEFORE_KILL {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    proxy.signal("-KILL");
+    let status = proxy.wait_exit().await;
+    stop.store(true, Ordering::Relaxed);
+    let mut cut_off = 0;
+    for client in clients {
+        cut_off += bounded("a client ends", client).await.unwrap();
+    }
+    assert!(status.code().is_none(), "killed by a signal: {status:?}");
+    assert!(cut_off > 0, "the kill came while requests were in flight");
+
+    // Every whole line is a record; a last line cut by the kill is not one.
+    let path = dir.path().join("audit.jsonl");
+    let text = std::fs::read(&path).unwrap();
+    let whole = match text.iter().rposition(|&b| b == b'\n') {
+        Some(i) => &text[..=i],
+        None => &text[..0],
+    };
+    let recorded: HashSet<String> = whole
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice::<serde_json::Value>(l).expect("a whole line is a record"))
+        .filter(|r| r["type"] == "decision")
+        .map(|r| r["url"].as_str().unwrap().to_owned())
+        .collect();
+    let answered = std::mem::take(&mut *answered.lock().unwrap());
+    let missing: Vec<_> = answered.iter().filter(|(url, _)| !recorded.contains(url)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} answered requests have no record, e.g. {:?}",
+        missing.len(),
+        answered.len(),
+        &missing[..missing.len().min(5)]
+    );
+    assert!(answered.iter().any(|(_, s)| *s == StatusCode::FORBIDDEN));
+    assert!(answered.iter().any(|(_, s)| *s == StatusCode::NOT_FOUND));
+
+    // The next process finds the file as the kill left it, and says so.
+    let fragment = text.len() - whole.len();
+    let mut proxy = ProxyProcess::start(&args).await;
+    proxy.signal("-TERM");
+    assert_eq!(proxy.wait_exit().await.code(), Some(0));
+    let after = std::fs::read(&path).unwrap();
+    let rest = &after[text.len()..];
+    let open_line = if fragment > 0 {
+        assert_eq!(rest[0], b'\n', "the fragment is ended before anything is appended");
+        &rest[1..]
+    } else {
+        rest
+    };
+    let open: serde_json::Value =
+        serde_json::from_slice(open_line.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(open["event"], "open", "{open}");
+    if fragment > 0 {
+        assert_eq!(open["previous_run"], "torn", "{open}");
+        assert_eq!(open["fragment_bytes"], fragment, "{open}");
+    } else {
+        assert_eq!(open["previous_run"], "unclean", "{open}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,6 +20,10 @@
 #   off        policy.mode = "off"
 #   intercept  https://localhost:18443/1k through TLS interception, enforce + audit log
 #
+# RG_AUDIT: more [audit] lines for every binary measured, e.g. RG_AUDIT='durability = "synced"'.
+# RG_EXTRA: more sections appended to every binary's configuration, e.g. fleet mode with a
+# running Redis: RG_EXTRA=$'[cluster]\nredis = "redis://127.0.0.1:6390/0"'.
+#
 # Results: a table on stdout; out files and logs under $WORK (kept), so that
 # `callgrind_annotate --inclusive=yes $WORK/callgrind/NAME.out` shows where it went.
 set -euo pipefail
@@ -110,8 +114,8 @@ measure() {
     off) mode=off ;;
     intercept) url="https://localhost:$ORIGIN_TLS_PORT/1k" tls_args=(--cacert "$WORK/ca/ca.pem") ;;
     esac
-    rm -rf "$WORK/audit.jsonl" "$WORK/snapshots" "$out"
-    write_rg_config "$mode" "$RG_PORT" "$ADMIN_PORT" "$WORK/robotsgate.toml"
+    rm -rf "$WORK/audit.jsonl"* "$WORK/snapshots" "$out"
+    write_rg_config "$mode" "$RG_PORT" "$ADMIN_PORT" "$WORK/robotsgate.toml" "${RG_EXTRA:-}" "${RG_AUDIT:-}"
     taskset -c "$SRV_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" \
         "$bin" run --config "$WORK/robotsgate.toml" 2>"$WORK/logs/$name.log" &
     RG_PID=$!

@@ -112,11 +112,13 @@ start_origin() {
 }
 
 # --- robotsgate --------------------------------------------------------------------------
-# write_rg_config MODE PORT ADMIN_PORT FILE [extra config lines]: benches/load/robotsgate.toml
-# with its @...@ values filled in (audit log $WORK/audit.jsonl, interception CA $WORK/ca).
+# write_rg_config MODE PORT ADMIN_PORT FILE [extra config lines] [audit lines]:
+# benches/load/robotsgate.toml with its @...@ values filled in (audit log $WORK/audit.jsonl,
+# interception CA $WORK/ca); the audit lines (a "\n" separates two) go into [audit].
 write_rg_config() {
-    local mode=$1 port=$2 admin=$3 file=$4 extra=${5:-}
+    local mode=$1 port=$2 admin=$3 file=$4 extra=${5:-} audit=${6:-}
     sed -e "s|@WORK@|$WORK|g" -e "s|@PORT@|$port|g" -e "s|@ADMIN_PORT@|$admin|g" \
-        -e "s|@MODE@|$mode|g" -e "s|@TLS_PORT@|$ORIGIN_TLS_PORT|g" "$HERE/robotsgate.toml" >"$file"
+        -e "s|@MODE@|$mode|g" -e "s|@TLS_PORT@|$ORIGIN_TLS_PORT|g" "$HERE/robotsgate.toml" |
+        awk -v audit="$audit" '{ if (index($0, "# @AUDIT@") == 1) { if (audit != "") print audit } else print }' >"$file"
     printf '%s\n' "$extra" >>"$file"
 }

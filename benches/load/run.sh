@@ -27,6 +27,12 @@
 # first), and the summary adds "this build vs base" as the median of the paired runs.
 # The baseline binary reads the same benches/load/robotsgate.toml.
 #
+# A shorter plain section: PLAIN_CASES (default "1k-c32 1k-c256 100k-c32 100k-c256") and
+# ANCHORS (default "direct squid haproxy"; "" leaves them out).
+#
+# RG_AUDIT: more [audit] lines for the binary built here (not the baseline, which may not
+# know them), e.g. RG_AUDIT='durability = "synced"'; "\n" separates two lines.
+#
 # Results: a table on stdout, raw oha JSON under $WORK/results.
 set -euo pipefail
 
@@ -36,6 +42,8 @@ DURATION=${DURATION:-10}
 RUNS=${RUNS:-3}
 SECTIONS=${SECTIONS:-plain tls cold memory}
 RG_BASELINE_BIN=${RG_BASELINE_BIN:-}
+PLAIN_CASES=${PLAIN_CASES:-1k-c32 1k-c256 100k-c32 100k-c256}
+ANCHORS=${ANCHORS-direct squid haproxy}
 
 SQUID_PORT=13128
 HAPROXY_PORT=13130
@@ -74,13 +82,13 @@ PIDS+=($!)
 # start_robotsgate MODE [extra config lines]: the binary measured, on RG_PORT; and
 # start_robotsgate_base, the same with RG_BASELINE_BIN on RG_BASE_PORT. One robotsgate runs
 # at a time (each start stops the one running), with the same audit log path.
-start_robotsgate() { start_rg "$RG" "$RG_PORT" "$ADMIN_PORT" robotsgate "$@"; }
-start_robotsgate_base() { start_rg "$RG_BASE" "$RG_BASE_PORT" "$RG_BASE_ADMIN_PORT" robotsgate-base "$@"; }
-start_rg() { # BIN PORT ADMIN_PORT LOG_NAME MODE [extra config lines]
+start_robotsgate() { AUDIT_LINES=${RG_AUDIT:-} start_rg "$RG" "$RG_PORT" "$ADMIN_PORT" robotsgate "$@"; }
+start_robotsgate_base() { AUDIT_LINES= start_rg "$RG_BASE" "$RG_BASE_PORT" "$RG_BASE_ADMIN_PORT" robotsgate-base "$@"; }
+start_rg() { # BIN PORT ADMIN_PORT LOG_NAME MODE [extra config lines]; AUDIT_LINES: [audit] lines
     local bin=$1 port=$2 admin=$3 name=$4 mode=$5 extra=${6:-}
     stop_robotsgate
-    rm -rf "$WORK/audit.jsonl" "$WORK/snapshots"
-    write_rg_config "$mode" "$port" "$admin" "$WORK/robotsgate.toml" "$extra"
+    rm -rf "$WORK/audit.jsonl"* "$WORK/snapshots"
+    write_rg_config "$mode" "$port" "$admin" "$WORK/robotsgate.toml" "$extra" "${AUDIT_LINES:-}"
     taskset -c "$SRV_CPU" "$bin" run --config "$WORK/robotsgate.toml" 2>>"$WORK/logs/$name.log" &
     RG_PID=$!
     wait_http "http://127.0.0.1:$admin/readyz"
@@ -161,23 +169,27 @@ for section in $SECTIONS; do
 case $section in
 plain)
     log "plain HTTP through the proxies (${RUNS} x ${DURATION}s each)"
-    for size in 1k 100k; do
-        for c in 32 256; do
-            case_="$size-c$c" url="$URL_PLAIN/$size"
-            for i in $(seq "$RUNS"); do
-                run_one "direct-$case_" "$i" "$c" "$url"
-                run_one "squid-$case_" "$i" "$c" "$url" -x "$PROXY_SQUID"
-                run_one "haproxy-$case_" "$i" "$c" "$url" -x "$PROXY_HAPROXY"
-                if [ -n "$RG_BASELINE_BIN" ] && [ $((i % 2)) = 0 ]; then
-                    plain_rg_runs base "$i" "$c" "$url"
-                    plain_rg_runs current "$i" "$c" "$url"
-                else
-                    plain_rg_runs current "$i" "$c" "$url"
-                    if [ -n "$RG_BASELINE_BIN" ]; then plain_rg_runs base "$i" "$c" "$url"; fi
-                fi
+    for case_ in $PLAIN_CASES; do
+        c=${case_#*-c} url="$URL_PLAIN/${case_%-c*}"
+        for i in $(seq "$RUNS"); do
+            for a in $ANCHORS; do
+                case $a in
+                direct) run_one "direct-$case_" "$i" "$c" "$url" ;;
+                squid) run_one "squid-$case_" "$i" "$c" "$url" -x "$PROXY_SQUID" ;;
+                haproxy) run_one "haproxy-$case_" "$i" "$c" "$url" -x "$PROXY_HAPROXY" ;;
+                *) die "unknown anchor $a (direct, squid, haproxy)" ;;
+                esac
             done
-            for t in direct squid haproxy robotsgate robotsgate_off "${BASE_TARGETS[@]}"; do row "$t-$case_"; done
+            if [ -n "$RG_BASELINE_BIN" ] && [ $((i % 2)) = 0 ]; then
+                plain_rg_runs base "$i" "$c" "$url"
+                plain_rg_runs current "$i" "$c" "$url"
+            else
+                plain_rg_runs current "$i" "$c" "$url"
+                if [ -n "$RG_BASELINE_BIN" ]; then plain_rg_runs base "$i" "$c" "$url"; fi
+            fi
         done
+        # shellcheck disable=SC2086 # ANCHORS is a list
+        for t in $ANCHORS robotsgate robotsgate_off "${BASE_TARGETS[@]}"; do row "$t-$case_"; done
     done
     stop_robotsgate
     ;;

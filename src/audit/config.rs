@@ -26,6 +26,38 @@ pub enum OnError {
     Continue,
 }
 
+/// When a request may be answered, relative to its record reaching the log.
+///
+/// Records of requests waiting at the same moment share one write (group commit): the
+/// first request to find no write under way leads it, after letting the records of that
+/// moment (from every worker thread) join; the others wait for that write to complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// The record has been handed to the operating system (`write(2)` done) before the
+    /// request goes on: every answered request has its record even if the process is
+    /// killed. Not proof against power loss (the page cache).
+    #[default]
+    Written,
+    /// As `Written`, and the file's data has also been synced to disk (`fdatasync`,
+    /// shared by the records of a moment): proof against power loss too.
+    Synced,
+    /// Records are collected for up to 10 ms and written together, and requests do not
+    /// wait for them: a crash loses the records of those milliseconds (the behaviour
+    /// before durability was configurable).
+    Buffered,
+}
+
+impl Durability {
+    /// `written`, `synced` or `buffered`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Durability::Written => "written",
+            Durability::Synced => "synced",
+            Durability::Buffered => "buffered",
+        }
+    }
+}
+
 /// How the audit log is written.
 #[derive(Debug, Clone)]
 pub struct AuditConfig {
@@ -33,7 +65,9 @@ pub struct AuditConfig {
     pub target: Target,
     /// Folder for robots.txt bodies, named by their SHA-256 (none: not kept).
     pub snapshots: Option<PathBuf>,
-    /// Records queued before writers wait.
+    /// When a request may be answered relative to its record ([`Durability`]).
+    pub durability: Durability,
+    /// `Buffered`: records waiting to be written before requests wait for room.
     pub queue: usize,
     /// Behaviour when writing fails.
     pub on_error: OnError,
@@ -46,6 +80,7 @@ impl Default for AuditConfig {
         AuditConfig {
             target: Target::Stdout,
             snapshots: None,
+            durability: Durability::Written,
             queue: 4096,
             on_error: OnError::Refuse,
             redact_query: false,
@@ -96,6 +131,9 @@ pub enum AuditSetupError {
         /// Why.
         source: io::Error,
     },
+    /// The audit thread cannot be started.
+    #[error("cannot start the audit thread: {0}")]
+    Thread(io::Error),
     /// The snapshot folder cannot be created.
     #[error("cannot create snapshot folder {path}: {source}")]
     Snapshots {

@@ -7,8 +7,8 @@ use std::fmt;
 use std::time::SystemTime;
 
 use super::record::{
-    PaceRecord, RequestFacts, SCHEMA_VERSION, logged_url, micros, outcome_of, override_reason_of,
-    unreachable_cause_of,
+    OutcomeFacts, PaceRecord, RequestFacts, SCHEMA_VERSION, logged_url, micros, outcome_of,
+    override_reason_of, unreachable_cause_of,
 };
 use super::timestamp::rfc3339_into;
 use crate::policy::{AuditText, Decision, DecisionKey, FetchFacts};
@@ -47,6 +47,8 @@ pub(super) fn decision_line(
     decision_text(o, d, request.report_only, request.paced());
     o.extend_from_slice(b"\",\"path_visible\":");
     json_bool(o, request.path_visible);
+    o.extend_from_slice(b",\"transport\":");
+    json_opt_str(o, request.transport);
     o.extend_from_slice(b",\"robots\":");
     match d.fetch_facts() {
         Some(f) => {
@@ -86,6 +88,41 @@ pub(super) fn decision_line(
     }
     o.extend_from_slice(b",\"cluster\":");
     json_opt_str(o, request.cluster);
+    o.extend_from_slice(b"}\n");
+    out
+}
+
+/// The JSON line of the [`OutcomeRecord`](super::OutcomeRecord) of `f` at `now` (same keys,
+/// order and values), written directly: one per request.
+pub(super) fn outcome_line(f: OutcomeFacts<'_>, now: SystemTime) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    let o = &mut out;
+    o.extend_from_slice(b"{\"schema_version\":");
+    json_num(o, SCHEMA_VERSION);
+    o.extend_from_slice(b",\"type\":\"outcome\",\"time\":\"");
+    rfc3339_into(o, now);
+    o.extend_from_slice(b"\",\"request_id\":");
+    json_str(o, f.request_id);
+    o.extend_from_slice(b",\"status\":");
+    match f.status {
+        Some(s) => json_num(o, s),
+        None => o.extend_from_slice(b"null"),
+    }
+    o.extend_from_slice(b",\"answered_by\":");
+    json_opt_str(o, f.answered_by);
+    o.extend_from_slice(b",\"refusal\":");
+    json_opt_str(o, f.refusal);
+    o.extend_from_slice(b",\"bytes\":");
+    json_num(o, f.bytes);
+    o.extend_from_slice(b",\"bytes_from_client\":");
+    match f.bytes_from_client {
+        Some(n) => json_num(o, n),
+        None => o.extend_from_slice(b"null"),
+    }
+    o.extend_from_slice(b",\"end\":");
+    json_str(o, f.end);
+    o.extend_from_slice(b",\"duration_us\":");
+    json_num(o, micros(f.duration));
     o.extend_from_slice(b"}\n");
     out
 }
@@ -339,6 +376,39 @@ mod tests {
         assert!(lines > 4 * AuditText::MAX_DECISIONS);
         let known = copy.facts.audit_text.decisions.lock().unwrap().len();
         assert_eq!(known, AuditText::MAX_DECISIONS, "bounded, and filled by the kinds seen");
+    }
+
+    /// Outcome lines read as the serde record writes them.
+    #[test]
+    fn outcome_lines_are_the_serde_records() {
+        use crate::audit::OutcomeRecord;
+        let now = SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
+        for facts in [
+            OutcomeFacts {
+                request_id: "abc-00000001",
+                status: Some(200),
+                answered_by: Some("origin"),
+                refusal: None,
+                bytes: 1024,
+                bytes_from_client: None,
+                end: "complete",
+                duration: Duration::from_micros(1234),
+            },
+            OutcomeFacts {
+                request_id: "abc-00000002",
+                status: None,
+                answered_by: None,
+                refusal: Some("upstream-unreachable"),
+                bytes: 0,
+                bytes_from_client: Some(7),
+                end: "client-gone",
+                duration: Duration::ZERO,
+            },
+        ] {
+            let ours = outcome_line(facts, now);
+            let serde = to_line(&OutcomeRecord::of(facts, now));
+            assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&serde));
+        }
     }
 
     /// Client addresses read as `SocketAddr`'s `Display` writes them.

@@ -3,13 +3,14 @@
 //! so every decision can be checked again against the exact file it used. The schema is
 //! documented in `docs/audit-log.md` ([`SCHEMA_VERSION`]).
 //!
-//! Records are written off the request path by one writer task behind a bounded queue:
-//! when the disk is slow, requests wait for room rather than records being dropped. The
-//! writer lets records gather and writes them together: a record reaches the operating
-//! system within about 10 ms; [`AuditLog::shutdown`] drains the queue and syncs to disk.
-//! When the log cannot be written,
-//! [`OnError`] chooses: refuse further requests (fail closed, the default) or go on and
-//! count the lost records.
+//! A request goes on only once its record is written ([`Durability`]): records of the
+//! requests of one moment, from every worker thread, share one `write(2)` (group commit),
+//! and the audit thread does the rest off the requests' path (syncing with
+//! `Durability::Synced`, writing with `Durability::Buffered`, records no request waits
+//! for). Opening a file says how the previous process left it, ending a torn last line
+//! first; [`AuditLog::shutdown`] closes it with a `close` record and syncs it. When the log
+//! cannot be written, [`OnError`] chooses: refuse further requests (fail closed, the
+//! default) or go on and count the lost records.
 //!
 //! ```
 //! # async fn demo() {
@@ -21,20 +22,26 @@
 //! # }
 //! ```
 
+mod commit;
 mod config;
 mod handle;
 mod line;
+mod open;
 mod out;
 mod record;
 mod snapshot;
 mod timestamp;
 mod writer;
 
-pub use config::{AuditConfig, AuditError, AuditSetupError, MemoryLog, OnError, Target};
+#[cfg(test)]
+mod tests;
+
+pub use config::{AuditConfig, AuditError, AuditSetupError, Durability, MemoryLog, OnError, Target};
 pub use handle::AuditLog;
 pub use record::{
-    BackoffRecord, DecisionRecord, FetchRecord, LineRecord, PaceRecord, PreferenceRecord, RequestFacts,
-    ResponseUsageRecord, RobotsRecord, RuleRecord, SCHEMA_VERSION, UsageRecord,
+    BackoffRecord, DecisionRecord, FetchRecord, LineRecord, LogEvent, LogRecord, OutcomeFacts, OutcomeRecord,
+    PaceRecord, PreferenceRecord, RequestFacts, ResponseUsageRecord, RobotsRecord, RuleRecord,
+    SCHEMA_VERSION, UsageRecord,
 };
 pub use snapshot::snapshot_path;
 pub use timestamp::rfc3339;

@@ -1,64 +1,68 @@
-//! Where the writer task puts records: a file, standard output or memory.
+//! Where records go: a file, standard output or memory. Whoever holds the log's write
+//! turn (see `commit`) writes whole batches of lines here with plain `write(2)` calls:
+//! they only copy into the page cache, and a hop to tokio's blocking pool for each batch
+//! (what `tokio::fs` does) cost more than the write itself under load.
 
-use std::io;
-
-use serde::Serialize;
-use tokio::io::AsyncWriteExt;
+use std::fs::File;
+use std::io::{self, Write};
 
 use super::config::MemoryLog;
-use super::record::to_line;
 
-/// Where records go. A file is written with plain `write(2)` calls from the writer task:
-/// they only copy into the page cache, and a hop to tokio's blocking pool for each batch
-/// (what `tokio::fs` does) cost more than the write itself under load. Only the durable
-/// flush (`fdatasync`) runs on the blocking pool.
+/// Where records go.
 pub(super) enum Out {
-    /// A JSON Lines file, appended to.
-    File(std::io::BufWriter<std::fs::File>),
+    /// A JSON Lines file, opened for appending.
+    File(File),
     /// Standard output.
-    Stdout(tokio::io::BufWriter<tokio::io::Stdout>),
+    Stdout,
     /// Memory.
     Memory(MemoryLog),
 }
 
 impl Out {
-    /// Writes one line (with its newline).
-    pub(super) async fn write(&mut self, line: &[u8]) -> io::Result<()> {
+    /// Writes `bytes` (whole lines, each with its newline), retrying short writes.
+    /// Returns how many bytes reached the operating system, and the error that stopped it
+    /// short, if any: a write that stops partway leaves part of a line in the file, which
+    /// the next write must end (see `commit::Trouble`).
+    pub(super) fn write(&mut self, bytes: &[u8]) -> (usize, Option<io::Error>) {
         match self {
-            Out::File(w) => std::io::Write::write_all(w, line),
-            Out::Stdout(w) => w.write_all(line).await,
-            Out::Memory(m) => {
-                m.push(String::from_utf8_lossy(line.strip_suffix(b"\n").unwrap_or(line)).into_owned());
-                Ok(())
-            }
-        }
-    }
-
-    /// Serialises one record as a line, straight into the file's buffer.
-    pub(super) async fn write_record<T: Serialize>(&mut self, record: &T) -> io::Result<()> {
-        match self {
-            Out::File(w) => {
-                serde_json::to_writer(&mut *w, record).map_err(io::Error::other)?;
-                std::io::Write::write_all(w, b"\n")
-            }
-            _ => self.write(&to_line(record)).await,
-        }
-    }
-
-    /// Hands buffered records to the operating system; `durable` also waits for the disk.
-    pub(super) async fn flush(&mut self, durable: bool) -> io::Result<()> {
-        match self {
-            Out::File(w) => {
-                std::io::Write::flush(w)?;
-                if durable {
-                    let file = w.get_ref().try_clone()?;
-                    tokio::task::spawn_blocking(move || file.sync_data()).await.map_err(io::Error::other)?
-                } else {
-                    Ok(())
+            Out::File(f) => write_counting(f, bytes),
+            Out::Stdout => {
+                let mut out = io::stdout().lock();
+                let (n, e) = write_counting(&mut out, bytes);
+                match (e, out.flush()) {
+                    (Some(e), _) | (None, Err(e)) => (n, Some(e)),
+                    (None, Ok(())) => (n, None),
                 }
             }
-            Out::Stdout(w) => w.flush().await,
-            Out::Memory(_) => Ok(()),
+            Out::Memory(m) => {
+                for line in bytes.split_inclusive(|&b| b == b'\n') {
+                    m.push(String::from_utf8_lossy(line.strip_suffix(b"\n").unwrap_or(line)).into_owned());
+                }
+                (bytes.len(), None)
+            }
         }
     }
+
+    /// A second handle on the file, for syncing it while batches are being written
+    /// (`None` for standard output and memory, which have nothing to sync).
+    pub(super) fn sync_handle(&self) -> Option<File> {
+        match self {
+            Out::File(f) => f.try_clone().ok(),
+            _ => None,
+        }
+    }
+}
+
+/// `write_all`, counting the bytes written before an error.
+fn write_counting(w: &mut impl Write, bytes: &[u8]) -> (usize, Option<io::Error>) {
+    let mut done = 0;
+    while done < bytes.len() {
+        match w.write(&bytes[done..]) {
+            Ok(0) => return (done, Some(io::Error::from(io::ErrorKind::WriteZero))),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return (done, Some(e)),
+        }
+    }
+    (done, None)
 }

@@ -16,8 +16,8 @@ use crate::pacing::{DelaySource, PaceFacts};
 use crate::policy::{Decision, Reason};
 
 /// Version of the record schema (`schema_version` in every record). 3: decision records
-/// have `pace_wait_ms` and `pace`, and the outcome `paced`.
-pub const SCHEMA_VERSION: u32 = 3;
+/// have `pace_wait_ms` and `pace`, and the outcome `paced`; 4: and `cluster` (fleet mode).
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// One decision, as logged.
 #[derive(Debug, Clone, Serialize)]
@@ -58,6 +58,9 @@ pub struct DecisionRecord {
     pub explanation: String,
     /// Whether the path was visible (false for a CONNECT tunnel: host-level check).
     pub path_visible: bool,
+    /// How the request came (`proxy`, `connect`, `connect-tls`, `connect-opaque`,
+    /// `connect-http`, `intercepted`), when the proxy said.
+    pub transport: Option<&'static str>,
     /// The robots.txt the decision rests on.
     pub robots: Option<RobotsRecord>,
     /// Why robots.txt was unreachable, when that matters for the decision.
@@ -291,6 +294,70 @@ pub struct FetchRecord {
     pub duration_ms: f64,
 }
 
+/// A record about the log itself (`"type": "log"`): where a process opened it and how
+/// the previous one had left it, a clean close, records lost to a write error. Written
+/// by the log, not by requests.
+#[derive(Debug, Clone, Serialize)]
+pub struct LogRecord {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `"log"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// When (RFC 3339, UTC).
+    pub time: String,
+    /// What happened, with its fields.
+    #[serde(flatten)]
+    pub event: LogEvent,
+}
+
+/// What a [`LogRecord`] says (its `event` field and the fields that go with it).
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum LogEvent {
+    /// A process opened the log for appending.
+    Open {
+        /// How the file was found: `new` (empty or absent), `clean` (it ended with a
+        /// `close` record), `unclean` (the previous process ended without one: killed or
+        /// crashed), `torn` (it ended partway through a line, which this record follows
+        /// on a line of its own).
+        previous_run: &'static str,
+        /// `torn`: the length of the unfinished line, in bytes.
+        fragment_bytes: Option<u64>,
+        /// robotsgate's version.
+        version: &'static str,
+        /// The durability the log is written with (`written`, `synced`, `buffered`).
+        durability: &'static str,
+    },
+    /// The process closed the log cleanly; nothing was lost.
+    Close {},
+    /// Writing failed: records were lost (their requests were refused with `503` when
+    /// `on_error = "refuse"`), written once writing works again.
+    WriteError {
+        /// Records that did not reach the file.
+        lost_records: u64,
+        /// A write stopped partway through a line, of this many bytes; this record
+        /// follows it on a line of its own.
+        fragment_bytes: Option<u64>,
+        /// The error.
+        error: String,
+        /// When the first of these failures happened.
+        since: String,
+    },
+}
+
+impl LogRecord {
+    /// The record of `event`, made now.
+    pub(super) fn now(event: LogEvent) -> LogRecord {
+        LogRecord { schema_version: SCHEMA_VERSION, kind: "log", time: rfc3339(SystemTime::now()), event }
+    }
+
+    /// The record as its JSON line.
+    pub(super) fn line(&self) -> Vec<u8> {
+        to_line(self)
+    }
+}
+
 /// What a forwarded response's headers said about using its content, for a request made
 /// for a purpose (`"type": "response-usage"`, one per such response that carries a
 /// `Content-Usage`, `Content-Signal` or `X-Robots-Tag` header).
@@ -326,6 +393,75 @@ pub struct ResponseUsageRecord {
     pub outcome: &'static str,
 }
 
+/// What the client finally got for a request, as logged after its answer is over (one
+/// per decision record, keyed by `request_id`).
+#[derive(Debug, Clone, Serialize)]
+pub struct OutcomeRecord {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `"outcome"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// When the answer was over (RFC 3339, UTC).
+    pub time: String,
+    /// The decision record's `request_id`.
+    pub request_id: String,
+    /// The status sent to the client; `None` when no answer went out.
+    pub status: Option<u16>,
+    /// `origin` or `robotsgate`; `None` when no answer went out.
+    pub answered_by: Option<&'static str>,
+    /// The kind of robotsgate's own answer (`x-robotsgate`).
+    pub refusal: Option<&'static str>,
+    /// Body bytes handed to the client's connection (through a tunnel: bytes to the client).
+    pub bytes: u64,
+    /// Through a tunnel or upgraded connection: bytes from the client.
+    pub bytes_from_client: Option<u64>,
+    /// How it ended: `complete`, `client-gone`, `origin-error`, `closed` or `error`.
+    pub end: &'static str,
+    /// From the start of the request's decision to the end, in microseconds.
+    pub duration_us: u64,
+}
+
+/// The facts of an [`OutcomeRecord`].
+#[derive(Debug, Clone, Copy)]
+pub struct OutcomeFacts<'a> {
+    /// The decision record's `request_id`.
+    pub request_id: &'a str,
+    /// The status sent to the client.
+    pub status: Option<u16>,
+    /// `origin` or `robotsgate`.
+    pub answered_by: Option<&'static str>,
+    /// The kind of robotsgate's own answer.
+    pub refusal: Option<&'static str>,
+    /// Body bytes to the client.
+    pub bytes: u64,
+    /// Bytes from the client through a tunnel.
+    pub bytes_from_client: Option<u64>,
+    /// How it ended.
+    pub end: &'static str,
+    /// From the decision's start to the end.
+    pub duration: Duration,
+}
+
+impl OutcomeRecord {
+    /// The record of `facts` at `now`.
+    pub fn of(facts: OutcomeFacts<'_>, now: SystemTime) -> OutcomeRecord {
+        OutcomeRecord {
+            schema_version: SCHEMA_VERSION,
+            kind: "outcome",
+            time: rfc3339(now),
+            request_id: facts.request_id.to_owned(),
+            status: facts.status,
+            answered_by: facts.answered_by,
+            refusal: facts.refusal,
+            bytes: facts.bytes,
+            bytes_from_client: facts.bytes_from_client,
+            end: facts.end,
+            duration_us: micros(facts.duration),
+        }
+    }
+}
+
 /// The request side of a decision record.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestFacts<'a> {
@@ -341,6 +477,8 @@ pub struct RequestFacts<'a> {
     pub url: &'a str,
     /// Whether the path was visible.
     pub path_visible: bool,
+    /// How the request came ([`crate::layer::Transport::as_str`]), when known.
+    pub transport: Option<&'static str>,
     /// Report-only mode.
     pub report_only: bool,
     /// Time taken to decide.
@@ -408,6 +546,7 @@ impl DecisionRecord {
             rule,
             explanation: d.to_string(),
             path_visible: request.path_visible,
+            transport: request.transport,
             robots,
             unreachable_cause: unreachable_cause_of(d),
             override_reason: override_reason_of(d),
@@ -534,6 +673,7 @@ pub(super) fn get(url: &str, report_only: bool) -> RequestFacts<'_> {
         method: "GET",
         url,
         path_visible: true,
+        transport: Some("proxy"),
         report_only,
         elapsed: Duration::from_micros(5),
         pace: None,

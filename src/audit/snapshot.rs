@@ -11,13 +11,13 @@ pub fn snapshot_path(dir: &Path, sha256_hex: &str) -> PathBuf {
 
 /// Keeps a robots.txt body in `dir` as `<sha256>.txt`, once: a body kept already is left
 /// as it is.
-pub(super) async fn keep(dir: &Path, sha256: &str, body: &[u8]) -> io::Result<()> {
+pub(super) fn keep(dir: &Path, sha256: &str, body: &[u8]) -> io::Result<()> {
     let path = snapshot_path(dir, sha256);
-    if tokio::fs::metadata(&path).await.is_ok() {
+    if std::fs::metadata(&path).is_ok() {
         return Ok(());
     }
     // Write to a temporary name, then rename: a snapshot is whole or absent.
-    let tmp = dir.join(format!(".{sha256}.tmp"));
-    tokio::fs::write(&tmp, body).await?;
-    tokio::fs::rename(&tmp, &path).await
+    let tmp = dir.join(format!(".{sha256}.{:x}.tmp", std::process::id()));
+    std::fs::write(&tmp, body)?;
+    std::fs::rename(&tmp, &path)
 }

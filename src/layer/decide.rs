@@ -9,9 +9,9 @@ use http::header::{HOST, USER_AGENT};
 use http::{HeaderValue, Method, Response};
 use tokio::time::Instant;
 
-use super::ids::RequestIds;
+use super::ids::{RequestId, RequestIds};
 use super::purpose::ResponseUsage;
-use super::{ClientAddr, DecisionObserver, Mode, ProxyUser, Settings};
+use super::{ClientAddr, DecisionObserver, Mode, ProxyUser, Settings, Transport};
 use crate::audit::{AuditLog, RequestFacts, ResponseUsageRecord};
 use crate::fetch::Unreachable;
 use crate::net::{ConnectError, Connector};
@@ -30,6 +30,8 @@ pub(super) struct Shared {
     pub(super) observer: Option<Arc<dyn DecisionObserver>>,
     /// Set on requests that have no `User-Agent` of their own.
     pub(super) user_agent: Option<HeaderValue>,
+    /// Outages are answered (502, 504) rather than returned as errors.
+    pub(super) answer_outages: bool,
     pub(super) ids: RequestIds,
     /// Spaces the requests to each origin; `None`: no pacing.
     pub(super) pacer: Option<Pacer>,
@@ -69,8 +71,13 @@ struct Target {
 
 impl Shared {
     /// Decides a request and holds it for its origin's next slot: `Ok` when it may go
-    /// now, `Err` with the refusal.
-    pub(super) async fn check(&self, parts: &mut http::request::Parts) -> Result<Admitted, Refusal> {
+    /// now, `Err` with the refusal. `logged` gets the request id once the decision record
+    /// is written (the outcome record is keyed by it).
+    pub(super) async fn check(
+        &self,
+        parts: &mut http::request::Parts,
+        logged: &mut Option<RequestId>,
+    ) -> Result<Admitted, Refusal> {
         let started = Instant::now();
         let target = self.target(parts).map_err(|why| Refusal::new(RefusalKind::BadRequest, why))?;
         if let Some(audit) = &self.audit
@@ -170,6 +177,7 @@ impl Shared {
                 method: parts.method.as_str(),
                 url: &target.url,
                 path_visible: target.path_visible,
+                transport: parts.extensions.get::<Transport>().map(|t| t.as_str()),
                 report_only,
                 elapsed,
                 pace: pace.as_ref(),
@@ -178,9 +186,7 @@ impl Shared {
             if let Err(e) = audit.log_decision(&decision, facts).await {
                 return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()));
             }
-            if !usage.purpose.is_empty() {
-                parts.extensions.insert(AuditRequestId(id.as_str().into()));
-            }
+            *logged = Some(id);
         }
         if let Reason::DestinationDenied { cause } = &decision.reason {
             let refusal = Refusal::new(RefusalKind::of_connect_error(cause), cause.to_string());
@@ -351,7 +357,9 @@ impl Shared {
         let uri = &parts.uri;
         if parts.method == Method::CONNECT {
             let authority = uri.authority().ok_or("CONNECT needs host:port")?;
-            let scheme = if authority.port_u16() == Some(80) { Scheme::Http } else { Scheme::Https };
+            // TLS seen in the tunnel: https whatever the port; else http for port 80.
+            let tls = parts.extensions.get::<Transport>() == Some(&Transport::ConnectTls);
+            let scheme = if authority.port_u16() == Some(80) && !tls { Scheme::Http } else { Scheme::Https };
             let origin = Origin::from_authority(scheme, authority.as_str()).map_err(|e| e.to_string())?;
             let mut url = String::with_capacity(48);
             let _ = origin.write_to(&mut url);

@@ -35,6 +35,7 @@ impl RequestIds {
 }
 
 /// A request id without a heap allocation.
+#[derive(Clone, Copy)]
 pub(super) struct RequestId {
     buf: [u8; 33],
     len: usize,

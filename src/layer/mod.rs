@@ -53,18 +53,18 @@
 
 mod decide;
 mod ids;
+mod outcome;
 mod purpose;
 mod select;
 mod service;
+mod tally;
 
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use bytes::Bytes;
 use http::HeaderValue;
-use http_body_util::{Either, Full};
 use tower::Layer;
 
 use crate::audit::AuditLog;
@@ -79,10 +79,49 @@ use ids::RequestIds;
 pub use purpose::{PurposeSettings, ResponseUsage};
 pub use select::{SelectToken, TokenError, TokenSelector};
 pub use service::{ResponseFuture, RobotsService};
+pub use tally::Tally;
 
 /// The client's address, put into the request extensions by the proxy (for the log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddr(pub SocketAddr);
+
+/// How a request reached robotsgate, put into the request extensions by the proxy and
+/// written to its audit record (`transport`): what could be seen of it, and so what was
+/// checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Transport {
+    /// An absolute-form request to the proxy (`GET http://host/path`): the path is checked.
+    Proxy,
+    /// A `CONNECT` to port 443 without interception: TLS is assumed and the host is checked
+    /// (is `/` allowed?) before the tunnel opens; paths are not visible.
+    Connect,
+    /// A `CONNECT` tunnel whose first bytes were a TLS handshake: the host is checked (`/`)
+    /// on `https://host:port`; paths are not visible.
+    ConnectTls,
+    /// A `CONNECT` tunnel whose first bytes were neither TLS nor HTTP (or that stayed
+    /// silent): the host is checked (`/`); nothing inside is visible.
+    ConnectOpaque,
+    /// Plain HTTP inside a `CONNECT` tunnel (e.g. `ws://` opened with `CONNECT`): every
+    /// request's path is checked on `http://host:port`.
+    ConnectHttp,
+    /// HTTPS inside an intercepted `CONNECT` tunnel: every request's path is checked.
+    Intercepted,
+}
+
+impl Transport {
+    /// The audit log's name for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Proxy => "proxy",
+            Transport::Connect => "connect",
+            Transport::ConnectTls => "connect-tls",
+            Transport::ConnectOpaque => "connect-opaque",
+            Transport::ConnectHttp => "connect-http",
+            Transport::Intercepted => "intercepted",
+        }
+    }
+}
 
 /// The authenticated proxy user, put into the request extensions by the proxy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,8 +131,7 @@ pub struct ProxyUser(pub Arc<str>);
 /// origin that cannot be reached.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The response body: the inner service's, or robotsgate's own.
-pub type RobotsBody<B> = Either<B, Full<Bytes>>;
+pub use outcome::RobotsBody;
 
 /// Sees every decision the layer makes, e.g. to count them (the proxy's metrics do).
 pub trait DecisionObserver: Send + Sync + 'static {
@@ -178,6 +216,7 @@ impl RobotsLayer {
                 admission: None,
                 observer: None,
                 user_agent: None,
+                answer_outages: false,
                 ids: RequestIds::new(),
                 pacer: None,
                 #[cfg(feature = "cluster")]
@@ -199,6 +238,7 @@ impl RobotsLayer {
                     admission: s.admission.clone(),
                     observer: s.observer.clone(),
                     user_agent: s.user_agent.clone(),
+                    answer_outages: s.answer_outages,
                     ids: RequestIds::new(),
                     pacer: s.pacer.clone(),
                     #[cfg(feature = "cluster")]
@@ -271,6 +311,13 @@ impl RobotsLayer {
         self.shared.settings.store(Arc::new(settings));
     }
 
+    /// Answers an origin that cannot be reached with robotsgate's `502`/`504` (with its
+    /// [`Refusal`]) instead of `Err`: what a proxy sends its client; the outcome record then
+    /// has that status.
+    pub fn answer_outages(self) -> RobotsLayer {
+        self.edit(|s| s.answer_outages = true)
+    }
+
     /// Decide and log, never block.
     pub fn report_only(self) -> RobotsLayer {
         self.with_mode(Mode::ReportOnly)
@@ -313,7 +360,12 @@ impl RobotsLayer {
         &self,
         parts: &mut http::request::Parts,
     ) -> Result<(Decision, Option<PaceTicket>), Refusal> {
-        let admitted = self.shared.check(parts).await?;
+        let mut logged = None;
+        let admitted = self.shared.check(parts, &mut logged).await?;
+        // The record id a later check_response refers to (requests with a purpose).
+        if let (Some(id), Some(_)) = (&logged, &admitted.decision.usage) {
+            parts.extensions.insert(decide::AuditRequestId(id.as_str().into()));
+        }
         self.shared.identify(parts);
         let ticket = match (admitted.ticket, &self.shared.pacer) {
             (Some(t), _) => Some(t),

@@ -11,6 +11,7 @@ use http_body_util::Either;
 use tower::Service;
 
 use super::decide::{AuditRequestId, Shared};
+use super::outcome::{Outcome, counted};
 use super::{BoxError, Mode, RobotsBody};
 
 /// Checks each request against robots.txt before passing it on. See the [layer
@@ -52,7 +53,7 @@ where
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
     B: Send + 'static,
-    ResBody: Send + 'static,
+    ResBody: hyper::body::Body + Send + 'static,
 {
     type Response = Response<RobotsBody<ResBody>>;
     type Error = BoxError;
@@ -69,27 +70,50 @@ where
         let shared = self.shared.clone();
         if shared.settings.load().mode == Mode::Off {
             return ResponseFuture {
-                inner: Box::pin(
-                    async move { Ok(inner.call(req).await.map_err(Into::into)?.map(Either::Left)) },
-                ),
+                inner: Box::pin(async move {
+                    Ok(inner.call(req).await.map_err(Into::into)?.map(|b| RobotsBody::plain(Either::Left(b))))
+                }),
             };
         }
         ResponseFuture {
             inner: Box::pin(async move {
+                let started = std::time::Instant::now();
                 let (mut parts, body) = req.into_parts();
                 let head = parts.method == Method::HEAD;
-                match shared.check(&mut parts).await {
+                let mut logged = None;
+                let checked = shared.check(&mut parts, &mut logged).await;
+                // The record id the response-usage record refers to (requests with a purpose).
+                let usage_id = match (&checked, &logged) {
+                    (Ok(a), Some(id)) if a.decision.usage.is_some() => {
+                        Some(AuditRequestId(id.as_str().into()))
+                    }
+                    _ => None,
+                };
+                // Once the decision is logged, so is what the client gets.
+                let outcome = match (&shared.audit, logged) {
+                    (Some(audit), Some(id)) => Some(Outcome::new(audit.clone(), id, started)),
+                    _ => None,
+                };
+                match checked {
                     Ok(admitted) => {
                         let decision = &admitted.decision;
                         shared.identify(&mut parts);
                         // With a purpose only: the response's usage headers are read below.
                         let usage = decision.usage.is_some().then(|| {
                             let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-                            let id = parts.extensions.get::<AuditRequestId>().cloned();
-                            (format!("{}{}", decision.origin, path), id)
+                            (format!("{}{}", decision.origin, path), usage_id)
                         });
-                        let mut res =
-                            inner.call(Request::from_parts(parts, body)).await.map_err(Into::into)?;
+                        // An error here drops the outcome: no answer (`client-gone`... or
+                        // the caller's error: see Outcome).
+                        let mut res = match inner.call(Request::from_parts(parts, body)).await {
+                            Ok(res) => res,
+                            Err(e) => {
+                                if let Some(mut o) = outcome {
+                                    o.write(0, None, "error");
+                                }
+                                return Err(e.into());
+                            }
+                        };
                         shared.answered(admitted.ticket, &admitted.decision, admitted.decided, &res);
                         if let Some((url, id)) = usage {
                             let status = res.status().as_u16();
@@ -99,14 +123,24 @@ where
                                 }
                                 Ok(None) => {}
                                 // The origin's body is dropped unread.
-                                Err(refusal) => return Ok(refusal.into_response(head).map(Either::Right)),
+                                Err(refusal) => {
+                                    return Ok(counted(
+                                        refusal.into_response(head).map(Either::Right),
+                                        outcome,
+                                    ));
+                                }
                             }
                         }
                         res.extensions_mut().insert(admitted.decision);
-                        Ok(res.map(Either::Left))
+                        Ok(counted(res.map(Either::Left), outcome))
                     }
-                    Err(refusal) if refusal.is_outage() => Err(refusal.into()),
-                    Err(refusal) => Ok(refusal.into_response(head).map(Either::Right)),
+                    Err(refusal) if refusal.is_outage() && !shared.answer_outages => {
+                        if let Some(mut o) = outcome {
+                            o.write(0, None, "error");
+                        }
+                        Err(refusal.into())
+                    }
+                    Err(refusal) => Ok(counted(refusal.into_response(head).map(Either::Right), outcome)),
                 }
             }),
         }

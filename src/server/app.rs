@@ -8,10 +8,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::{AuditConfig, AuditLog, AuditSetupError, OnError, Target};
+use crate::audit::{AuditConfig, AuditLog, AuditSetupError, Durability, OnError, Target};
 use crate::fetch::{FetchConfig, Fetcher};
 use crate::layer::{Mode, RobotsLayer, Settings, TokenSelector};
 use crate::net::{self, Connector, DnsConfig, Guard, Resolver, TlsConfig, TlsSetupError};
@@ -20,11 +19,11 @@ use crate::policy::{FetchObserver, PolicyConfig, RobotsPolicy};
 use crate::server::admin::{Admin, Readiness};
 use crate::server::auth::{AuthError, ProxyAuth};
 use crate::server::ca::{Ca, Interceptor};
-use crate::server::config::{Config, ModeName, OnErrorName, Select};
+use crate::server::config::{Config, DurabilityName, ModeName, OnErrorName, Select};
 use crate::server::forward::{ForwardConfig, Forwarder};
 use crate::server::intercept::Interception;
 use crate::server::metrics::{Metrics, Sources};
-use crate::server::proxy::{ClientNetworks, Proxy, ProxyConfig};
+use crate::server::proxy::{ClientNetworks, Proxy, ProxyConfig, listen};
 
 /// Why robotsgate could not start.
 #[derive(Debug, thiserror::Error)]
@@ -144,6 +143,7 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
         }
     };
     check("proxy.listen", o.listen != n.listen);
+    check("proxy.listen_backlog", o.listen_backlog != n.listen_backlog);
     check(
         "proxy timeouts and limits",
         (o.upstream_timeout, o.header_read_timeout, o.shutdown_grace, o.max_connections, o.max_header_bytes)
@@ -211,7 +211,8 @@ impl App {
     /// Binds the listener and builds every part from `config`.
     pub async fn start(config: &Config) -> Result<App, StartError> {
         let addr = config.proxy.listen;
-        let listener = TcpListener::bind(addr).await.map_err(|source| StartError::Listen { addr, source })?;
+        let listener = listen(addr, config.proxy.listen_backlog)
+            .map_err(|source| StartError::Listen { addr, source })?;
         let addr = listener.local_addr().map_err(|source| StartError::Listen { addr, source })?;
 
         let auth = ProxyAuth::new(users(config), &config.auth.realm)?;
@@ -248,6 +249,11 @@ impl App {
                 Target::File(PathBuf::from(&config.audit.path))
             },
             snapshots: (!config.audit.snapshots.is_empty()).then(|| PathBuf::from(&config.audit.snapshots)),
+            durability: match config.audit.durability {
+                DurabilityName::Written => Durability::Written,
+                DurabilityName::Synced => Durability::Synced,
+                DurabilityName::Buffered => Durability::Buffered,
+            },
             queue: config.audit.queue,
             on_error: match config.audit.on_error {
                 OnErrorName::Refuse => OnError::Refuse,
@@ -263,6 +269,7 @@ impl App {
                 user_agent: config.user_agent(),
                 header_timeout: config.fetch.header_timeout.0,
                 body_timeout: config.fetch.body_timeout.0,
+                total_timeout: config.fetch.total_timeout.0,
                 max_redirects: config.fetch.max_redirects,
                 ..FetchConfig::default()
             },
@@ -294,6 +301,7 @@ impl App {
             .with_audit(audit.clone())
             .with_admission(forward_connector.clone())
             .with_observer(metrics.clone())
+            .answer_outages()
             .with_pacer(pacer.clone());
         #[cfg(feature = "cluster")]
         let layer = match &cluster {

@@ -190,14 +190,18 @@ impl ProxyAuth {
     }
 
     /// The `407` answer asking for credentials.
-    pub fn challenge(&self, failure: &AuthFailure) -> http::Response<http_body_util::Full<bytes::Bytes>> {
+    pub fn challenge(
+        &self,
+        failure: &AuthFailure,
+        head: bool,
+    ) -> http::Response<http_body_util::Full<bytes::Bytes>> {
         let why = match failure {
             AuthFailure::Missing => "proxy authentication required",
             AuthFailure::Malformed => "Proxy-Authorization must be Basic with user:password",
             AuthFailure::Wrong => "unknown user or wrong password",
         };
         let mut res =
-            crate::refusal::Refusal::new(crate::refusal::RefusalKind::AuthRequired, why).into_response(false);
+            crate::refusal::Refusal::new(crate::refusal::RefusalKind::AuthRequired, why).into_response(head);
         res.headers_mut().insert(PROXY_AUTHENTICATE, self.inner.realm.clone());
         res
     }

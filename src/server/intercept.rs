@@ -18,18 +18,19 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use http::{Request, Uri};
+use http::{HeaderValue, Request, Uri};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-use crate::layer::{ClientAddr, ProxyUser};
+use crate::layer::{ClientAddr, ProxyUser, Transport};
 use crate::origin::{HostPattern, Origin};
 use crate::refusal::{Refusal, RefusalKind};
 use crate::server::ca::Interceptor;
-use crate::server::forward::{ProxyService, Sticky};
+use crate::server::forward::{HeadLimit, ProxyService, Sticky, boxed, own_via};
+use crate::server::metrics::{Arrival, Metrics};
 
 /// When and how CONNECT tunnels are intercepted.
 #[derive(Clone, Debug)]
@@ -45,6 +46,11 @@ pub struct Interception {
 }
 
 impl Interception {
+    /// Whether `origin`'s host is on the bypass list.
+    pub fn bypasses(&self, origin: &Origin) -> bool {
+        self.bypass.iter().any(|p| p.matches(origin.host()))
+    }
+
     /// Whether a CONNECT to `origin` is intercepted.
     pub fn applies(&self, origin: &Origin) -> bool {
         (self.ports.is_empty() || self.ports.contains(&origin.port()))
@@ -52,37 +58,56 @@ impl Interception {
     }
 }
 
-/// The service intercepted requests go to (the robots layer over the forwarder).
-pub(crate) type InnerService = ProxyService;
+/// What serving HTTP inside a tunnel needs: the listener's service and settings, and who
+/// the client is.
+#[derive(Clone)]
+pub(crate) struct Inside {
+    /// The robots layer over the forwarder.
+    pub(crate) service: ProxyService,
+    /// The client's address.
+    pub(crate) client: SocketAddr,
+    /// The authenticated proxy user.
+    pub(crate) user: Option<Arc<str>>,
+    /// Cancelled when the proxy shuts down.
+    pub(crate) stop: CancellationToken,
+    /// The proxy's `Via`, for its own answers.
+    pub(crate) via: HeaderValue,
+    /// `proxy.max_header_bytes`.
+    pub(crate) head_limit: HeadLimit,
+    /// `proxy.header_read_timeout`.
+    pub(crate) header_read_timeout: Duration,
+    /// Requests are counted here.
+    pub(crate) metrics: Option<Arc<Metrics>>,
+}
 
 /// Serves one intercepted tunnel after the CONNECT was answered with 200.
 pub(crate) async fn serve(
     upgraded: hyper::upgrade::Upgraded,
     origin: Origin,
     interception: Interception,
-    service: InnerService,
-    client: SocketAddr,
-    user: Option<Arc<str>>,
-    stop: CancellationToken,
+    inside: Inside,
 ) {
+    let client = inside.client;
     let mut io = TokioIo::new(upgraded);
     // A TLS connection starts with a handshake record (0x16); anything else is refused
     // with a readable answer instead of a hang.
-    let mut first = [0u8; 1];
+    let mut first = [0u8; 8];
     let read = tokio::time::timeout(interception.handshake_timeout, io.read(&mut first)).await;
-    match read {
-        Ok(Ok(1)) if first[0] == 0x16 => {}
-        Ok(Ok(1)) => {
-            let why = format!(
-                "robotsgate intercepts TLS in tunnels to {origin}: start a TLS handshake after CONNECT, \
-                 or ask the operator to add the host to the bypass list"
-            );
-            let answer = Refusal::new(RefusalKind::TlsExpected, why).to_http1_bytes();
-            let _ = io.write_all(&answer).await;
-            let _ = io.shutdown().await;
-            return;
-        }
+    let n = match read {
+        Ok(Ok(n)) if n > 0 => n,
         _ => return, // closed or silent
+    };
+    if first[0] != 0x16 {
+        let why = format!(
+            "robotsgate intercepts TLS in tunnels to {origin}: start a TLS handshake after CONNECT, \
+             or ask the operator to add the host to the bypass list"
+        );
+        let head = first[..n].starts_with(b"HEAD ");
+        let answer =
+            Refusal::new(RefusalKind::TlsExpected, why).to_http1_bytes_with(head, &[("via", &inside.via)]);
+        let _ = tokio::time::timeout(interception.handshake_timeout, io.write_all(&answer)).await;
+        let _ = io.shutdown().await;
+        return;
     }
     let config = match interception.interceptor.server_config(origin.host()).await {
         Ok(c) => c,
@@ -92,7 +117,7 @@ pub(crate) async fn serve(
         }
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
-    let io = Prefixed { prefix: Some(first[0]), inner: io };
+    let io = Prefixed { prefix: bytes::Bytes::copy_from_slice(&first[..n]), inner: io };
     let tls = match tokio::time::timeout(interception.handshake_timeout, acceptor.accept(io)).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
@@ -104,46 +129,94 @@ pub(crate) async fn serve(
             return;
         }
     };
+    serve_http(tls, &origin, Transport::Intercepted, inside).await;
+}
+
+/// Serves HTTP/1.1 (with upgrades) or HTTP/2 on `io`, the inside of a tunnel to `origin`:
+/// every request is for that origin, whatever its target says, and goes through the robots
+/// layer to the forwarder as if it had come to the listener in absolute form.
+pub(crate) async fn serve_http<IO>(io: IO, origin: &Origin, transport: Transport, inside: Inside)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let Ok(authority) = http::uri::Authority::try_from(origin.authority()) else {
         tracing::warn!(%origin, "the CONNECT origin is not a URI authority");
         return;
     };
+    let scheme = match transport {
+        Transport::Intercepted => http::uri::Scheme::HTTPS,
+        _ => http::uri::Scheme::HTTP,
+    };
+    let arrival = match transport {
+        Transport::Intercepted => Arrival::Intercepted,
+        _ => Arrival::ConnectHttp,
+    };
+    let (client, stop, head_limit, header_read_timeout) =
+        (inside.client, inside.stop.clone(), inside.head_limit, inside.header_read_timeout);
     // One request at a time over HTTP/1.x: the tunnel can keep an upstream connection.
     let sticky = Sticky::default();
     let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
-        let service = service.clone();
-        let authority = authority.clone();
-        let user = user.clone();
+        let inside = inside.clone();
+        let (authority, scheme) = (authority.clone(), scheme.clone());
         let sticky = (req.version() <= http::Version::HTTP_11).then(|| sticky.clone());
         async move {
-            // Requests inside the tunnel are for the CONNECT origin, whatever form they
-            // came in: make the URI absolute so the layer and the forwarder see it.
-            let mut parts = req.uri().clone().into_parts();
-            parts.scheme = Some(http::uri::Scheme::HTTPS);
-            parts.authority = Some(authority);
-            if parts.path_and_query.is_none() {
-                parts.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
+            let started = tokio::time::Instant::now();
+            let version = req.version();
+            let mut res = match inside.head_limit.check(&req) {
+                Some(refusal) => {
+                    if let Some(m) = &inside.metrics {
+                        m.refused("header-too-large");
+                    }
+                    boxed(refusal.into_response(req.method() == http::Method::HEAD))
+                }
+                None => {
+                    // Requests inside the tunnel are for the CONNECT origin, whatever form
+                    // they came in: make the URI absolute so the layer and the forwarder see
+                    // it.
+                    let mut parts = req.uri().clone().into_parts();
+                    parts.scheme = Some(scheme);
+                    parts.authority = Some(authority);
+                    if parts.path_and_query.is_none() {
+                        parts.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
+                    }
+                    if let Ok(uri) = Uri::from_parts(parts) {
+                        *req.uri_mut() = uri;
+                    }
+                    let ext = req.extensions_mut();
+                    ext.insert(ClientAddr(inside.client));
+                    ext.insert(transport);
+                    if let Some(sticky) = sticky {
+                        ext.insert(sticky);
+                    }
+                    if let Some(u) = &inside.user {
+                        ext.insert(ProxyUser(u.clone()));
+                    }
+                    match inside.service.clone().oneshot(req).await {
+                        Ok(res) => res,
+                        Err(never) => match never {},
+                    }
+                }
+            };
+            own_via(&mut res, &inside.via);
+            if let Some(m) = &inside.metrics {
+                m.request(arrival, version, started.elapsed());
             }
-            if let Ok(uri) = Uri::from_parts(parts) {
-                *req.uri_mut() = uri;
-            }
-            req.extensions_mut().insert(ClientAddr(client));
-            if let Some(sticky) = sticky {
-                req.extensions_mut().insert(sticky);
-            }
-            if let Some(u) = &user {
-                req.extensions_mut().insert(ProxyUser(u.clone()));
-            }
-            service.oneshot(req).await
+            Ok::<_, std::convert::Infallible>(res)
         }
     });
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    let conn = builder.serve_connection(TokioIo::new(tls), svc);
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout)
+        .max_buf_size(head_limit.buffer());
+    builder.http2().max_header_list_size(u32::try_from(head_limit.buffer()).unwrap_or(u32::MAX));
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
     tokio::pin!(conn);
     tokio::select! {
         r = conn.as_mut() => {
             if let Err(e) = r {
-                tracing::debug!(%origin, %client, error = %e, "intercepted connection ended with an error");
+                tracing::debug!(%origin, %client, error = %e, "connection inside a tunnel ended with an error");
             }
         }
         _ = stop.cancelled() => {
@@ -153,10 +226,10 @@ pub(crate) async fn serve(
     }
 }
 
-/// A stream that first yields one byte read ahead.
-struct Prefixed<T> {
-    prefix: Option<u8>,
-    inner: T,
+/// A stream that first yields the bytes read ahead.
+pub(crate) struct Prefixed<T> {
+    pub(crate) prefix: bytes::Bytes,
+    pub(crate) inner: T,
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for Prefixed<T> {
@@ -165,12 +238,11 @@ impl<T: AsyncRead + Unpin> AsyncRead for Prefixed<T> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        if let Some(b) = self.prefix.take() {
-            if buf.remaining() > 0 {
-                buf.put_slice(&[b]);
-                return Poll::Ready(Ok(()));
-            }
-            self.prefix = Some(b);
+        if !self.prefix.is_empty() {
+            let n = self.prefix.len().min(buf.remaining());
+            let head = self.prefix.split_to(n);
+            buf.put_slice(&head);
+            return Poll::Ready(Ok(()));
         }
         Pin::new(&mut self.inner).poll_read(cx, buf)
     }
@@ -179,6 +251,18 @@ impl<T: AsyncRead + Unpin> AsyncRead for Prefixed<T> {
 impl<T: AsyncWrite + Unpin> AsyncWrite for Prefixed<T> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

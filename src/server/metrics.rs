@@ -29,6 +29,37 @@ struct FetchLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    transport: &'static str,
+    protocol: &'static str,
+}
+
+/// Where a request came in, for `robotsgate_requests_total`: on the listener (absolute
+/// form or `CONNECT`), inside an intercepted tunnel, or as plain HTTP inside a `CONNECT`
+/// tunnel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arrival {
+    /// On the listener.
+    Proxy,
+    /// Inside an intercepted TLS tunnel.
+    Intercepted,
+    /// Plain HTTP inside a `CONNECT` tunnel.
+    ConnectHttp,
+}
+
+impl Arrival {
+    const ALL: [Arrival; 3] = [Arrival::Proxy, Arrival::Intercepted, Arrival::ConnectHttp];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Arrival::Proxy => "proxy",
+            Arrival::Intercepted => "intercepted",
+            Arrival::ConnectHttp => "connect-http",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClassLabels {
     class: &'static str,
 }
@@ -64,7 +95,10 @@ pub struct Metrics {
     decision_memo: arc_swap::ArcSwap<Vec<(DecisionLabels, Counter)>>,
     decision_seconds: Histogram,
     fetches: Family<FetchLabels, Counter>,
-    requests: Counter,
+    requests: Family<RequestLabels, Counter>,
+    /// The request counters by arrival and HTTP version (1.x, 2), made once: no label
+    /// hashing per request.
+    request_counters: [[Counter; 2]; 3],
     request_seconds: Histogram,
     upstream_errors: Family<ClassLabels, Counter>,
     refused: Family<ClassLabels, Counter>,
@@ -109,7 +143,8 @@ impl Metrics {
             decision_memo: Default::default(),
             decision_seconds: Histogram::new(exponential_buckets(0.000_01, 4.0, 10)),
             fetches: Family::default(),
-            requests: Counter::default(),
+            requests: Family::default(),
+            request_counters: Default::default(),
             request_seconds: Histogram::new(exponential_buckets(0.000_1, 4.0, 10)),
             upstream_errors: Family::default(),
             refused: Family::default(),
@@ -142,7 +177,12 @@ impl Metrics {
             "robots.txt fetches by result and failure cause",
             m.fetches.clone(),
         );
-        registry.register("requests", "Requests received (including CONNECT)", m.requests.clone());
+        registry.register(
+            "requests",
+            "Requests received, by where they came in (transport: proxy = on the listener, \
+             CONNECT included; intercepted; connect-http) and HTTP version (protocol)",
+            m.requests.clone(),
+        );
         registry.register(
             "request_duration_seconds",
             "Time from a request to its response headers",
@@ -205,10 +245,15 @@ impl Metrics {
         );
         registry.register(
             "cluster_up",
-            "1 while pacing is shared with the fleet through Redis, 0 when this replica paces alone (no [cluster], or Redis unreachable)",
+            "1 while robots.txt copies and pacing are shared with the fleet through Redis, 0 when this replica works alone (no [cluster], or Redis unreachable)",
             m.cluster_up.clone(),
         );
-        Metrics { registry, ..m }
+        let request_counters = Arrival::ALL.map(|arrival| {
+            ["http1", "http2"].map(|protocol| {
+                m.requests.get_or_create(&RequestLabels { transport: arrival.as_str(), protocol }).clone()
+            })
+        });
+        Metrics { registry, request_counters, ..m }
     }
 
     /// Registers the state read at scrape time.
@@ -246,9 +291,15 @@ impl Metrics {
         self.fetches.get_or_create(&FetchLabels { result, cause }).inc();
     }
 
-    /// A request and the time to its response headers.
-    pub fn request(&self, took: Duration) {
-        self.requests.inc();
+    /// A request, where it came in, its HTTP version, and the time to its response headers.
+    pub fn request(&self, arrival: Arrival, version: http::Version, took: Duration) {
+        let v = usize::from(version == http::Version::HTTP_2);
+        let a = match arrival {
+            Arrival::Proxy => 0,
+            Arrival::Intercepted => 1,
+            Arrival::ConnectHttp => 2,
+        };
+        self.request_counters[a][v].inc();
         self.request_seconds.observe(took.as_secs_f64());
     }
 
@@ -365,7 +416,22 @@ mod tests {
         m.decision("disallowed", "disallow-rule", Duration::from_micros(20));
         m.fetch("success", "");
         let c = m.connection();
+        m.request(Arrival::Intercepted, http::Version::HTTP_2, Duration::from_millis(1));
+        m.request(Arrival::Proxy, http::Version::HTTP_11, Duration::from_millis(1));
+        m.request(Arrival::Proxy, http::Version::HTTP_10, Duration::from_millis(1));
         let text = m.render();
+        assert!(
+            text.contains(r#"robotsgate_requests_total{transport="intercepted",protocol="http2"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"robotsgate_requests_total{transport="proxy",protocol="http1"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"robotsgate_requests_total{transport="connect-http",protocol="http1"} 0"#),
+            "every series is there from the start: {text}"
+        );
         assert!(
             text.contains(r#"robotsgate_decisions_total{outcome="disallowed",reason="disallow-rule"} 1"#),
             "{text}"

@@ -76,6 +76,13 @@ pub fn check_decision_record(r: &Value) {
         assert!(field(rule, "line").as_u64().is_some_and(|l| l >= 1), "rule.line: {r}");
     }
     assert!(field(r, "path_visible").is_boolean(), "{r}");
+    let transport = field(r, "transport");
+    assert!(
+        transport.is_null()
+            || ["proxy", "connect", "connect-tls", "connect-opaque", "connect-http", "intercepted"]
+                .contains(&transport.as_str().unwrap_or("")),
+        "transport: {r}"
+    );
     let robots = field(r, "robots");
     if !robots.is_null() {
         let sha = field(robots, "sha256");
@@ -116,6 +123,35 @@ pub fn check_decision_record(r: &Value) {
         !pace.is_null() && !pace["refused"].is_null() && r["mode"] == "enforce",
         "{r}"
     );
+    let cluster = field(r, "cluster");
+    assert!(cluster.is_null() || cluster == "alone", "cluster: {r}");
+}
+
+/// Checks the documented fields of an outcome record (docs/audit-log.md).
+pub fn check_outcome_record(r: &Value) {
+    assert_eq!(field(r, "schema_version"), robotsgate::audit::SCHEMA_VERSION, "{r}");
+    assert_eq!(field(r, "type"), "outcome", "{r}");
+    assert!(is_rfc3339(field(r, "time").as_str().unwrap_or("")), "time: {r}");
+    assert!(!field(r, "request_id").as_str().unwrap_or("").is_empty(), "request_id: {r}");
+    let status = field(r, "status");
+    assert!(status.is_null() || status.as_u64().is_some_and(|s| (100..600).contains(&s)), "status: {r}");
+    let by = field(r, "answered_by");
+    assert!(by.is_null() || by == "origin" || by == "robotsgate", "answered_by: {r}");
+    assert!(field(r, "refusal").is_null() || field(r, "refusal").is_string(), "refusal: {r}");
+    assert!(field(r, "bytes").is_u64(), "bytes: {r}");
+    assert!(field(r, "bytes_from_client").is_null() || field(r, "bytes_from_client").is_u64(), "{r}");
+    let ends = ["complete", "client-gone", "origin-error", "closed", "error"];
+    assert!(ends.contains(&field(r, "end").as_str().unwrap_or("")), "end: {r}");
+    assert!(field(r, "duration_us").is_u64(), "duration_us: {r}");
+}
+
+/// The outcome record of the decision record `d` (exactly one), checked.
+pub fn outcome_of<'a>(records: &'a [Value], d: &Value) -> &'a Value {
+    let id = &d["request_id"];
+    let found: Vec<_> = records.iter().filter(|r| r["type"] == "outcome" && r["request_id"] == *id).collect();
+    assert_eq!(found.len(), 1, "one outcome for {id}: {records:#?}");
+    check_outcome_record(found[0]);
+    found[0]
 }
 
 /// Checks the documented fields of a fetch record.

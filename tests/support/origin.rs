@@ -80,6 +80,9 @@ enum Content {
     Upload(Option<(u64, Gate)>),
     /// The request headers, one `name: value` line each.
     Echo,
+    /// A WebSocket upgrade (`101`), then every message echoed back with `echo: ` before
+    /// it; a request without the upgrade gets `200`, `plain GET, no upgrade`.
+    WebSocket,
 }
 
 impl Content {
@@ -88,7 +91,7 @@ impl Content {
         let chunks: Box<dyn Iterator<Item = Bytes> + Send> = match self {
             Content::Bytes(b) => Box::new(std::iter::once(b.slice(from as usize..to as usize))),
             Content::Pattern(_) => Box::new(PatternChunks::new(from, to)),
-            Content::Upload(_) | Content::Echo => Box::new(std::iter::empty()),
+            Content::Upload(_) | Content::Echo | Content::WebSocket => Box::new(std::iter::empty()),
         };
         stream::iter(chunks.filter(|b| !b.is_empty()).map(|b| Ok(Frame::data(b)))).boxed()
     }
@@ -97,7 +100,7 @@ impl Content {
         match self {
             Content::Bytes(b) => b.len() as u64,
             Content::Pattern(len) => *len,
-            Content::Upload(_) | Content::Echo => 0,
+            Content::Upload(_) | Content::Echo | Content::WebSocket => 0,
         }
     }
 }
@@ -186,6 +189,13 @@ impl Reply {
             .header("x-origin-secret", "origin-only")
             .header("keep-alive", "timeout=5")
             .header("x-origin-kept", "yes")
+    }
+
+    /// A WebSocket endpoint: the upgrade is answered `101` and every text or binary message
+    /// is echoed with `echo: ` before it, until the client closes; a plain GET gets `200`
+    /// with `plain GET, no upgrade`.
+    pub fn websocket() -> Reply {
+        Reply { content: Content::WebSocket, ..Reply::status(200) }
     }
 
     /// Adds a header.
@@ -280,6 +290,9 @@ struct State {
     handshakes: AtomicUsize,
     seen: Mutex<Vec<Seen>>,
     arrived: Notify,
+    open: Arc<AtomicUsize>,
+    ws_messages: AtomicUsize,
+    ws_closed: AtomicUsize,
 }
 
 impl State {
@@ -421,6 +434,21 @@ impl TestOrigin {
         self.state.connections.load(Ordering::SeqCst)
     }
 
+    /// TCP connections open now (accepted and not yet closed by either side).
+    pub fn open_connections(&self) -> usize {
+        self.state.open.load(Ordering::SeqCst)
+    }
+
+    /// WebSocket messages echoed so far.
+    pub fn ws_messages(&self) -> usize {
+        self.state.ws_messages.load(Ordering::SeqCst)
+    }
+
+    /// WebSocket sessions that ended (closed by the client, or the connection gone).
+    pub fn ws_closed(&self) -> usize {
+        self.state.ws_closed.load(Ordering::SeqCst)
+    }
+
     /// TLS handshakes completed.
     pub fn handshakes(&self) -> usize {
         self.state.handshakes.load(Ordering::SeqCst)
@@ -473,6 +501,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, serve: Serve) {
     loop {
         let Ok((tcp, _)) = listener.accept().await else { continue };
         state.connections.fetch_add(1, Ordering::SeqCst);
+        state.open.fetch_add(1, Ordering::SeqCst);
         tokio::spawn(serve_connection(tcp, state.clone(), serve.clone()));
     }
 }
@@ -480,17 +509,21 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, serve: Serve) {
 /// Serves one connection; errors are scripted resets and clients going away.
 async fn serve_connection(tcp: TcpStream, state: Arc<State>, serve: Serve) {
     let acceptor = match serve {
-        Serve::Raw(answer) => return answer_raw(tcp, &answer).await,
+        Serve::Raw(answer) => {
+            answer_raw(tcp, &answer).await;
+            state.open.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
         Serve::Http => None,
         Serve::Tls(acceptor) => Some(acceptor),
     };
     let reset = Arc::new(AtomicBool::new(false));
-    let io = ServerIo { tcp, reset: reset.clone() };
+    let io = ServerIo { tcp, reset: reset.clone(), open: state.open.clone() };
     let st = state.clone();
     let service = service_fn(move |req| answer(st.clone(), reset.clone(), req));
     let http1 = hyper::server::conn::http1::Builder::new();
     let Some(acceptor) = acceptor else {
-        let _ = http1.serve_connection(TokioIo::new(io), service).await;
+        let _ = http1.serve_connection(TokioIo::new(io), service).with_upgrades().await;
         return;
     };
     let Some(Ok(tls)) = within(acceptor.accept(io)).await else { return };
@@ -499,7 +532,7 @@ async fn serve_connection(tcp: TcpStream, state: Arc<State>, serve: Serve) {
         let http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         let _ = http2.serve_connection(TokioIo::new(tls), service).await;
     } else {
-        let _ = http1.serve_connection(TokioIo::new(tls), service).await;
+        let _ = http1.serve_connection(TokioIo::new(tls), service).with_upgrades().await;
     }
 }
 
@@ -566,6 +599,7 @@ async fn answer(
         builder = builder.header(k.as_str(), v.as_str());
     }
     let body = match reply.content {
+        Content::WebSocket => return Ok(websocket(state, req, builder)),
         Content::Echo => {
             let mut text = String::new();
             for (k, v) in req.headers() {
@@ -625,15 +659,67 @@ async fn answer(
     Ok(builder.body(body).unwrap())
 }
 
+/// The answer of a [`Reply::websocket`] route: `101` and an echo task on the upgraded
+/// connection, or `200` for a request that did not ask for the upgrade.
+fn websocket(
+    state: Arc<State>,
+    mut req: Request<Incoming>,
+    builder: http::response::Builder,
+) -> Response<OriginBody> {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+    let asks = req.headers().get("upgrade").is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket"));
+    let key = req.headers().get("sec-websocket-key").map(|k| derive_accept_key(k.as_bytes()));
+    let (true, Some(accept)) = (asks, key) else {
+        return builder.body(full("plain GET, no upgrade\n")).unwrap();
+    };
+    let upgrade = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        let Some(Ok(upgraded)) = within(upgrade).await else { return };
+        let io = TokioIo::new(upgraded);
+        let mut ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+            io,
+            tokio_tungstenite::tungstenite::protocol::Role::Server,
+            None,
+        )
+        .await;
+        while let Some(Ok(msg)) = ws.next().await {
+            let echo = match msg {
+                Message::Text(t) => Message::text(format!("echo: {t}")),
+                Message::Binary(b) => Message::binary([b"echo: ".as_slice(), &b].concat()),
+                Message::Close(_) => break,
+                _ => continue,
+            };
+            state.ws_messages.fetch_add(1, Ordering::SeqCst);
+            if ws.send(echo).await.is_err() {
+                break;
+            }
+        }
+        let _ = ws.close(None).await;
+        state.ws_closed.fetch_add(1, Ordering::SeqCst);
+    });
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-accept", accept)
+        .body(full(Bytes::new()))
+        .unwrap()
+}
+
 /// The server side of a connection: after a scripted reset, closing it sends a TCP RST
-/// (`SO_LINGER` 0) instead of a FIN.
+/// (`SO_LINGER` 0) instead of a FIN. Counted in the origin's open connections while it
+/// lives.
 struct ServerIo {
     tcp: TcpStream,
     reset: Arc<AtomicBool>,
+    open: Arc<AtomicUsize>,
 }
 
 impl Drop for ServerIo {
     fn drop(&mut self) {
+        self.open.fetch_sub(1, Ordering::SeqCst);
         if self.reset.load(Ordering::SeqCst) {
             let _ = self.tcp.set_zero_linger();
         }

@@ -119,8 +119,16 @@ impl RunningProxy {
         }
     }
 
-    /// Every audit record written so far (after a flush), each line parsed as JSON.
+    /// Every decision and fetch record written so far (after a flush), each line parsed
+    /// as JSON; the log's own records (`"type": "log"`) are left out.
     pub async fn records(&self) -> Vec<Value> {
+        let mut records = self.all_records().await;
+        records.retain(|r| r["type"] != "log");
+        records
+    }
+
+    /// Every record written so far (after a flush), the log's own included.
+    pub async fn all_records(&self) -> Vec<Value> {
         bounded("audit flush", self.audit.flush()).await;
         read_jsonl(&self.audit_path)
     }

@@ -1,5 +1,6 @@
 //! `robotsgate run`: start the forward proxy.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -98,6 +99,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start tokio")?;
     runtime.block_on(async {
         let app = App::start(&config).await?;
+        let shutdown = shutdown_signal();
         tracing::info!(
             listen = %app.local_addr(),
             admin = ?app.admin_addr(),
@@ -109,7 +111,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
         warn_if_open(&config, app.local_addr());
         let reloads = tokio::spawn(reload_on_sighup(args, app.reloader()));
-        app.run(shutdown_signal()).await.context("proxy failed")?;
+        app.run(shutdown).await.context("proxy failed")?;
         reloads.abort();
         tracing::info!("stopped");
         Ok(ExitCode::SUCCESS)
@@ -199,25 +201,36 @@ fn init_logging(config: &Config) {
     };
 }
 
-/// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Completes on SIGINT or SIGTERM. The handlers are installed when this is called, not
+/// when the future is first polled: a signal that comes as soon as the "running" line is
+/// out must stop the proxy gracefully (drain, flush and close the audit log), not kill
+/// it with the default action.
+fn shutdown_signal() -> impl Future<Output = ()> {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
+    let (int, term) = {
+        use tokio::signal::unix::{SignalKind, signal};
+        (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
     };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term => {}
+    async move {
+        #[cfg(unix)]
+        {
+            let wait = |s: std::io::Result<tokio::signal::unix::Signal>| async move {
+                match s {
+                    Ok(mut s) => {
+                        s.recv().await;
+                    }
+                    Err(_) => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = wait(int) => {}
+                _ = wait(term) => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        tracing::info!("shutting down: draining requests in flight");
     }
-    tracing::info!("shutting down: draining requests in flight");
 }

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use super::sections::{
-    AgentSection, AuditSection, AuthSection, ClusterOnErrorName, ClusterSection, FetchSection, LogFormat,
-    LogLevel, LogSection, ModeName, OnErrorName, PacingSection, PolicySection, ProxySection, Select,
-    TlsSection,
+    AgentSection, AuditSection, AuthSection, ClusterOnErrorName, ClusterSection, DurabilityName,
+    FetchSection, LogFormat, LogLevel, LogSection, ModeName, OnErrorName, PacingSection, PolicySection,
+    ProxySection, Select, TlsSection,
 };
 use super::values::{Dur, HeaderNameValue, ProfileName, Size, Token};
 use crate::pacing::PacingConfig;
@@ -28,6 +28,7 @@ impl Default for ProxySection {
             max_header_bytes: Size(64 * 1024),
             tunnel_idle_timeout: Dur::secs(600),
             workers: 0,
+            listen_backlog: 4096,
         }
     }
 }
@@ -103,6 +104,7 @@ impl Default for FetchSection {
             connect_timeout: Dur::secs(5),
             header_timeout: Dur::secs(10),
             body_timeout: Dur::secs(20),
+            total_timeout: Dur::secs(30),
             max_redirects: 5,
         }
     }
@@ -127,6 +129,7 @@ impl Default for AuditSection {
         AuditSection {
             path: "-".into(),
             snapshots: "robotsgate-snapshots".into(),
+            durability: DurabilityName::Written,
             queue: 4096,
             on_error: OnErrorName::Refuse,
             redact_query: false,

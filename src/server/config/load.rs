@@ -70,6 +70,9 @@ impl Config {
         if px.max_connections == 0 {
             return Err(err("proxy.max_connections", "must be at least 1".into()));
         }
+        if !(1..=65535).contains(&px.listen_backlog) {
+            return Err(err("proxy.listen_backlog", "must be between 1 and 65535".into()));
+        }
         if px.workers > 1024 {
             return Err(err("proxy.workers", "must be at most 1024 (0: one per CPU)".into()));
         }
@@ -110,6 +113,19 @@ impl Config {
                 "purpose.header",
                 format!("{h} is already agent.header, the product token's header"),
             ));
+        }
+        for (key, d) in [
+            ("fetch.connect_timeout", self.fetch.connect_timeout),
+            ("fetch.header_timeout", self.fetch.header_timeout),
+            ("fetch.body_timeout", self.fetch.body_timeout),
+            ("fetch.total_timeout", self.fetch.total_timeout),
+        ] {
+            if d.0.is_zero() {
+                return Err(err(
+                    key,
+                    "must be more than 0 (a fetch with no time at all never succeeds)".into(),
+                ));
+            }
         }
         if self.fetch.max_redirects > 20 {
             return Err(err("fetch.max_redirects", "must be at most 20".into()));
@@ -262,6 +278,10 @@ mod tests {
         let e = Config::parse("a.toml", "[agent]\ntoken = \"FooBot\"\nuser_agent = \"BarBot/1.0\"\n")
             .unwrap_err();
         assert_eq!(e.key.as_deref(), Some("agent.user_agent"), "{e}");
+        let e = Config::parse("a.toml", "[fetch]\ntotal_timeout = \"0s\"\n").unwrap_err();
+        assert_eq!((e.line.map(|l| l.0), e.key.as_deref()), (Some(2), Some("fetch.total_timeout")), "{e}");
+        let c = Config::parse("a.toml", "[fetch]\ntotal_timeout = \"45s\"\n").unwrap();
+        assert_eq!(c.fetch.total_timeout.0, std::time::Duration::from_secs(45));
         let e = Config::parse("a.toml", "[guard]\nallow = [\"10.0.0.0/33\"]\n").unwrap_err();
         assert_eq!(e.line.map(|l| l.0), Some(2), "{e}");
         let e = Config::parse("a.toml", "[nope]\n").unwrap_err();

@@ -47,6 +47,7 @@ pub struct ProxySection {
     pub max_header_bytes: Size,
     pub tunnel_idle_timeout: Dur,
     pub workers: usize,
+    pub listen_backlog: u32,
 }
 
 /// `[agent]`
@@ -217,6 +218,7 @@ pub struct FetchSection {
     pub connect_timeout: Dur,
     pub header_timeout: Dur,
     pub body_timeout: Dur,
+    pub total_timeout: Dur,
     pub max_redirects: u8,
 }
 
@@ -279,9 +281,20 @@ pub struct AuthSection {
 pub struct AuditSection {
     pub path: String,
     pub snapshots: String,
+    pub durability: DurabilityName,
     pub queue: usize,
     pub on_error: OnErrorName,
     pub redact_query: bool,
+}
+
+/// `written`, `synced` or `buffered`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum DurabilityName {
+    Written,
+    Synced,
+    Buffered,
 }
 
 /// `refuse` or `continue`.

@@ -44,7 +44,7 @@ pub(super) fn upstream_error(e: &hyper_util::client::legacy::Error) -> Refusal {
 
 /// The refusal for an outbound connection that failed: 403 for a refused destination, 504
 /// for a timeout, 502 otherwise.
-pub(super) fn connect_refusal(e: &ConnectError) -> Refusal {
+pub(crate) fn connect_refusal(e: &ConnectError) -> Refusal {
     Refusal::new(RefusalKind::of_connect_error(e), e.to_string())
 }
 

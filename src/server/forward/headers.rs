@@ -72,9 +72,80 @@ pub(super) fn append_via(headers: &mut HeaderMap, via: &HeaderValue) {
     headers.append(header::VIA, via.clone());
 }
 
+/// Gives robotsgate's own answers the `Via` that forwarded responses get (they have one
+/// already: the forwarder appends it).
+pub(crate) fn own_via<B>(res: &mut http::Response<B>, via: &HeaderValue) {
+    if !res.headers().contains_key(header::VIA) {
+        res.headers_mut().insert(header::VIA, via.clone());
+    }
+}
+
+/// The limit on request heads (`proxy.max_header_bytes`), checked by robotsgate itself so
+/// that the `431` says which limit was hit and by how much.
+///
+/// hyper answers heads it cannot buffer with a `431` of its own (no body, no
+/// `x-robotsgate`), so its read buffer is set further out ([`HeadLimit::buffer`]): a head
+/// between the limit and that buffer gets robotsgate's answer; only a head past the buffer
+/// (twice the limit, at least 16 KiB more) or with more than 100 header lines gets hyper's.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeadLimit(pub(crate) usize);
+
+impl HeadLimit {
+    /// The size of hyper's read buffer (and HTTP/2 header list) for this limit.
+    pub(crate) fn buffer(self) -> usize {
+        self.0.saturating_mul(2).max(self.0.saturating_add(16 * 1024)).max(8192)
+    }
+
+    /// robotsgate's `431` when the head of `req` is over the limit.
+    pub(crate) fn check<B>(self, req: &http::Request<B>) -> Option<crate::refusal::Refusal> {
+        let size = head_size(req);
+        (size > self.0).then(|| {
+            let why = format!(
+                "the request head is {size} bytes (request line and headers); this proxy accepts at \
+                 most {} (proxy.max_header_bytes)",
+                self.0
+            );
+            crate::refusal::Refusal::new(crate::refusal::RefusalKind::HeaderTooLarge, why)
+        })
+    }
+}
+
+/// The size of a request head as HTTP/1.1 writes it: the request line, each header line
+/// (`name: value` and CRLF) and the blank line. Whitespace around values is not kept by
+/// the parser, so a head written with more of it counts a few bytes less.
+fn head_size<B>(req: &http::Request<B>) -> usize {
+    let uri = req.uri();
+    let target = uri.scheme_str().map_or(0, |s| s.len() + 3)
+        + uri.authority().map_or(0, |a| a.as_str().len())
+        + uri.path_and_query().map_or(0, |p| p.as_str().len());
+    // "METHOD target HTTP/1.1\r\n" ... "\r\n"
+    let mut size = req.method().as_str().len() + 1 + target + 11 + 2;
+    for (name, value) in req.headers() {
+        size += name.as_str().len() + 2 + value.len() + 2;
+    }
+    size
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn head_size_counts_the_head_as_written() {
+        let raw = "GET http://example.com/a?b HTTP/1.1\r\nhost: example.com\r\nx-filler: abc\r\n\r\n";
+        let req = http::Request::get("http://example.com/a?b")
+            .header("host", "example.com")
+            .header("x-filler", "abc")
+            .body(())
+            .unwrap();
+        assert_eq!(head_size(&req), raw.len());
+        assert!(HeadLimit(raw.len()).check(&req).is_none());
+        let refusal = HeadLimit(raw.len() - 1).check(&req).expect("one byte over");
+        assert_eq!(refusal.kind(), crate::refusal::RefusalKind::HeaderTooLarge);
+        assert!(refusal.message().contains("proxy.max_header_bytes"), "{}", refusal.message());
+        assert!(HeadLimit(2048).buffer() >= 2048 + 16 * 1024);
+        assert_eq!(HeadLimit(64 * 1024).buffer(), 128 * 1024);
+    }
 
     #[test]
     fn hop_by_hop_headers_go() {

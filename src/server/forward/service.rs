@@ -69,9 +69,11 @@ impl Future for OneBody {
         let head = self.head;
         Pin::new(&mut self.inner).poll(cx).map(|res| {
             Ok(match res {
-                Ok(res) => res.map(|body| match body {
-                    http_body_util::Either::Left(origin) => origin,
-                    http_body_util::Either::Right(own) => own.map_err(|never| match never {}).boxed(),
+                Ok(res) => res.map(|body| match body.into_inner() {
+                    Ok(http_body_util::Either::Left(origin)) => origin,
+                    Ok(http_body_util::Either::Right(own)) => own.map_err(|never| match never {}).boxed(),
+                    // Counted for the outcome record: sent as itself.
+                    Err(counted) => counted.boxed(),
                 }),
                 Err(e) => {
                     let refusal = match e.downcast::<Refusal>() {

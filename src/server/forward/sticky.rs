@@ -125,7 +125,7 @@ impl Forwarder {
 
 /// The origin-form request target (RFC 9112 §3.2.1) of an absolute URI: its path and
 /// query, `/` when the path is empty.
-fn origin_form(uri: &http::Uri) -> http::Uri {
+pub(super) fn origin_form(uri: &http::Uri) -> http::Uri {
     match uri.path_and_query() {
         Some(pq) if pq.as_str().starts_with('/') => http::Uri::from(pq.clone()),
         // `http://host?q`: the path is empty, the query stays.

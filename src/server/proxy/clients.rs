@@ -32,9 +32,9 @@ impl ClientNetworks {
 /// Tells a client from a network that is not allowed so, and closes. The request head is
 /// read first (up to 16 KiB, within 5 s): an answer sent before the request is an
 /// unsolicited response, which clients such as hyper's discard as an error.
-pub(super) async fn refuse_client(mut stream: tokio::net::TcpStream) {
+pub(super) async fn refuse_client(mut stream: tokio::net::TcpStream, via: http::HeaderValue) {
+    let mut head = Vec::with_capacity(1024);
     let read_head = async {
-        let mut head = Vec::with_capacity(1024);
         let mut chunk = [0u8; 1024];
         while head.len() < 16 * 1024 && !head.windows(4).any(|w| w == b"\r\n\r\n") {
             match stream.read(&mut chunk).await {
@@ -44,8 +44,8 @@ pub(super) async fn refuse_client(mut stream: tokio::net::TcpStream) {
         }
     };
     let _ = tokio::time::timeout(Duration::from_secs(5), read_head).await;
-    let answer =
-        Refusal::new(RefusalKind::ClientDenied, "your network may not use this proxy").to_http1_bytes();
+    let answer = Refusal::new(RefusalKind::ClientDenied, "your network may not use this proxy")
+        .to_http1_bytes_with(head.starts_with(b"HEAD "), &[("via", &via)]);
     let _ = tokio::time::timeout(Duration::from_secs(5), stream.write_all(&answer)).await;
     let _ = stream.shutdown().await;
 }

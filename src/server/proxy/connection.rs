@@ -16,17 +16,20 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
-use super::ProxyConfig;
-use crate::layer::{ClientAddr, ProxyUser};
+use super::{ProxyConfig, sniff};
+use crate::layer::{ClientAddr, ProxyUser, Transport};
 use crate::origin::{Origin, Scheme};
 use crate::server::auth::ProxyAuth;
-use crate::server::forward::{ProxyBody, ProxyService, Sticky, boxed, not_a_proxy_request};
-use crate::server::intercept::{self, Interception};
-use crate::server::metrics::Metrics;
+use crate::server::forward::{
+    Forwarder, HeadLimit, ProxyBody, ProxyService, Sticky, boxed, not_a_proxy_request, own_via,
+};
+use crate::server::intercept::{self, Inside, Interception};
+use crate::server::metrics::{Arrival, Metrics};
 
 /// What every connection task needs (behind one `Arc`: requests clone it).
 pub(super) struct Shared {
     pub(super) service: ProxyService,
+    pub(super) forwarder: Forwarder,
     pub(super) interception: Option<Interception>,
     pub(super) auth: Option<ProxyAuth>,
     pub(super) metrics: Option<Arc<Metrics>>,
@@ -34,6 +37,30 @@ pub(super) struct Shared {
     pub(super) stop: CancellationToken,
     pub(super) via: HeaderValue,
     pub(super) config: ProxyConfig,
+}
+
+impl Shared {
+    /// The answer of the robots layer over the forwarder.
+    pub(super) async fn answer(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+        match self.service.clone().oneshot(req).await {
+            Ok(res) => res,
+            Err(never) => match never {},
+        }
+    }
+
+    /// What serving HTTP inside a tunnel of `client` needs.
+    pub(super) fn inside(&self, client: SocketAddr, user: Option<Arc<str>>) -> Inside {
+        Inside {
+            service: self.service.clone(),
+            client,
+            user,
+            stop: self.stop.clone(),
+            via: self.via.clone(),
+            head_limit: HeadLimit(self.config.max_header_bytes),
+            header_read_timeout: self.config.header_read_timeout,
+            metrics: self.metrics.clone(),
+        }
+    }
 }
 
 /// Serves one client connection.
@@ -46,9 +73,11 @@ pub(super) async fn serve_connection(stream: tokio::net::TcpStream, client: Sock
         let sticky = sticky.clone();
         async move {
             let started = tokio::time::Instant::now();
-            let res = handle(req, client, &shared, sticky).await;
+            let version = req.version();
+            let mut res = handle(req, client, &shared, sticky).await;
+            own_via(&mut res, &shared.via);
             if let Some(m) = &shared.metrics {
-                m.request(started.elapsed());
+                m.request(Arrival::Proxy, version, started.elapsed());
             }
             Ok::<_, Infallible>(res)
         }
@@ -57,9 +86,9 @@ pub(super) async fn serve_connection(stream: tokio::net::TcpStream, client: Sock
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(config.header_read_timeout)
-        .max_buf_size(config.max_header_bytes.max(8192))
-        // The buffer cannot be smaller than 8 KiB; this holds heads to the limit exactly.
-        .max_header_size(config.max_header_bytes)
+        // The limit itself is robotsgate's check (HeadLimit), which says what was over it;
+        // hyper's buffer only bounds the heads it can read at all.
+        .max_buf_size(HeadLimit(config.max_header_bytes).buffer())
         .keep_alive(true);
     let conn = builder.serve_connection(TokioIo::new(stream), svc).with_upgrades();
     tokio::pin!(conn);
@@ -76,16 +105,33 @@ pub(super) async fn serve_connection(stream: tokio::net::TcpStream, client: Sock
     }
 }
 
+/// Whether the `CONNECT` target is on the interception bypass list: known TLS hosts,
+/// checked before the `200` whatever the port.
+fn bypassed(shared: &Shared, req: &Request<Incoming>) -> bool {
+    let Some(interception) = &shared.interception else { return false };
+    req.uri()
+        .authority()
+        .and_then(|a| Origin::from_authority(Scheme::Https, a.as_str()).ok())
+        .is_some_and(|o| interception.bypasses(&o))
+}
+
 /// One request from a client: authentication, then interception or the robots service.
 async fn handle(
     mut req: Request<Incoming>,
     client: SocketAddr,
-    shared: &Shared,
+    shared: &Arc<Shared>,
     sticky: Sticky,
 ) -> Response<ProxyBody> {
+    let head = req.method() == Method::HEAD;
+    if let Some(refusal) = HeadLimit(shared.config.max_header_bytes).check(&req) {
+        if let Some(m) = &shared.metrics {
+            m.refused("header-too-large");
+        }
+        return boxed(refusal.into_response(head));
+    }
     // A request for the proxy itself, not through it: no robots decision.
     if req.method() != Method::CONNECT && req.uri().scheme().is_none() {
-        return boxed(not_a_proxy_request(req.method() == Method::HEAD));
+        return boxed(not_a_proxy_request(head));
     }
     let mut user = None;
     if let Some(auth) = shared.auth.as_ref().filter(|a| a.enabled()) {
@@ -95,7 +141,7 @@ async fn handle(
                 if let Some(m) = &shared.metrics {
                     m.refused("auth");
                 }
-                return boxed(auth.challenge(&refusal));
+                return boxed(auth.challenge(&refusal, head));
             }
         }
     }
@@ -109,12 +155,10 @@ async fn handle(
             req.uri().authority().and_then(|a| Origin::from_authority(Scheme::Https, a.as_str()).ok())
         && interception.applies(&origin)
     {
-        let (inner, stop) = (shared.service.clone(), shared.stop.clone());
+        let inside = shared.inside(client, user);
         shared.tunnels.spawn(async move {
             match hyper::upgrade::on(req).await {
-                Ok(upgraded) => {
-                    intercept::serve(upgraded, origin, interception, inner, client, user, stop).await
-                }
+                Ok(upgraded) => intercept::serve(upgraded, origin, interception, inside).await,
                 Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
             }
         });
@@ -124,9 +168,11 @@ async fn handle(
     }
     if req.method() != Method::CONNECT {
         req.extensions_mut().insert(sticky);
+        req.extensions_mut().insert(Transport::Proxy);
+    } else if sniff::sniffed_port(req.uri().port_u16()) && !bypassed(shared, &req) {
+        return sniff::connect_then_sniff(req, shared).await;
+    } else {
+        req.extensions_mut().insert(Transport::Connect);
     }
-    match shared.service.clone().oneshot(req).await {
-        Ok(res) => res,
-        Err(never) => match never {},
-    }
+    shared.answer(req).await
 }

@@ -30,12 +30,39 @@ use crate::server::metrics::Metrics;
 
 mod clients;
 mod connection;
+mod sniff;
 mod workers;
 
 pub use clients::ClientNetworks;
 use clients::refuse_client;
 use connection::{Shared, serve_connection};
 use workers::Workers;
+
+/// Binds a listener on `addr` with room for `backlog` connections not yet accepted (the
+/// runtime's default is 1024, and the kernel may cap that further). The kernel holds at
+/// most `net.core.somaxconn`: when that is lower, the backlog is that, and a warning says
+/// so.
+pub fn listen(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
+    let socket =
+        if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    if let Some(max) = somaxconn()
+        && max < backlog
+    {
+        tracing::warn!(
+            requested = backlog,
+            somaxconn = max,
+            "proxy.listen_backlog is capped by the kernel's net.core.somaxconn; raise that (sysctl) for more"
+        );
+    }
+    socket.listen(backlog)
+}
+
+/// The kernel's cap on listen backlogs (Linux), if it can be read.
+fn somaxconn() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn").ok()?.trim().parse().ok()
+}
 
 /// How the proxy listens.
 #[derive(Debug, Clone)]
@@ -88,7 +115,7 @@ impl std::fmt::Debug for Proxy {
 impl Proxy {
     /// Binds the listener.
     pub async fn bind(config: ProxyConfig, layer: RobotsLayer, forwarder: Forwarder) -> io::Result<Proxy> {
-        let listener = TcpListener::bind(config.listen).await?;
+        let listener = listen(config.listen, 4096)?;
         Ok(Self::from_listener(listener, config, layer, forwarder))
     }
 
@@ -171,6 +198,7 @@ impl Proxy {
         let service = ProxyService::new(&self.layer, self.forwarder.clone());
         let shared = Arc::new(Shared {
             service,
+            forwarder: self.forwarder.clone(),
             interception: self.interception.clone(),
             auth: self.auth.clone(),
             metrics: self.metrics.clone(),
@@ -207,7 +235,7 @@ impl Proxy {
                     m.refused("client-network");
                 }
                 tracing::info!(%client, "connection from a client network that is not allowed");
-                connections.spawn(refuse_client(stream));
+                connections.spawn(refuse_client(stream, shared.via.clone()));
                 continue;
             }
             let _ = stream.set_nodelay(true);
@@ -266,5 +294,31 @@ impl Proxy {
             workers.stop().await;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel reports a listening socket's backlog as its send queue (`ss -ltn`).
+    fn reported_backlog(port: u16) -> Option<u32> {
+        let out =
+            std::process::Command::new("ss").args(["-ltnH", &format!("sport = :{port}")]).output().ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.split_whitespace().nth(2)?.parse().ok()
+    }
+
+    #[tokio::test]
+    async fn the_listen_backlog_is_the_configured_one_within_the_kernels_cap() {
+        let cap = somaxconn().unwrap_or(u32::MAX);
+        for backlog in [16, 4096] {
+            let listener = listen("127.0.0.1:0".parse().unwrap(), backlog).unwrap();
+            let port = listener.local_addr().unwrap().port();
+            match reported_backlog(port) {
+                Some(n) => assert_eq!(n, backlog.min(cap), "backlog {backlog}"),
+                None => eprintln!("ss is not available: the backlog is not checked"),
+            }
+        }
     }
 }

@@ -1,0 +1,244 @@
+//! The audit log's writing: group commit under each durability, write errors, how a file
+//! is opened and closed.
+
+use std::future::{Future, poll_fn};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::Poll;
+use std::time::Duration;
+
+use super::record::get;
+use super::*;
+use crate::origin::Origin;
+use crate::policy::{Decision, copy_of, decision_on};
+
+fn decision(path: &str) -> Decision {
+    let origin = Arc::new(Origin::parse("https://example.com").unwrap());
+    let copy = copy_of(&origin, "User-agent: *\nDisallow: /private\n");
+    decision_on(&copy, &origin, &Arc::from("somebot"), crate::rep::Profile::Google, path)
+}
+
+async fn file_log(dir: &Path, durability: Durability) -> (AuditLog, PathBuf) {
+    let path = dir.join("audit.jsonl");
+    let config = AuditConfig { target: Target::File(path.clone()), durability, ..AuditConfig::default() };
+    (AuditLog::start(config).await.unwrap(), path)
+}
+
+fn lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or(serde_json::Value::Null))
+        .collect()
+}
+
+fn decisions(path: &Path) -> usize {
+    lines(path).iter().filter(|r| r["type"] == "decision").count()
+}
+
+/// Polls `fut` once with the calling task's waker.
+async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
+    poll_fn(|cx| Poll::Ready(Pin::new(&mut *fut).poll(cx))).await
+}
+
+/// Takes the write turn as the audit thread does, so that nobody can write.
+fn hold_turn(log: &AuditLog) {
+    let core = log.core();
+    drop(core.acquire(core.lock()));
+}
+
+/// Waits (bounded, real time) until `cond` holds.
+async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "{what}: not within 20 s");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// `written`: when a request goes on, its record is in the file (no flush asked for).
+#[tokio::test]
+async fn a_record_is_in_the_file_when_its_request_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, path) = file_log(dir.path(), Durability::Written).await;
+    for (i, p) in ["/", "/private", "/x"].into_iter().enumerate() {
+        let url = format!("https://example.com{p}");
+        log.log_decision(&decision(p), get(&url, false)).await.unwrap();
+        assert_eq!(decisions(&path), i + 1, "record {} is in the file", i + 1);
+    }
+}
+
+/// The records of requests running at the same moment go out in one write: a hundred
+/// requests on one event loop, one `write(2)`.
+#[tokio::test]
+async fn one_write_for_the_records_of_a_moment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, path) = file_log(dir.path(), Durability::Written).await;
+    let d = Arc::new(decision("/x"));
+    let tasks: Vec<_> = (0..100)
+        .map(|i| {
+            let (log, d) = (log.clone(), d.clone());
+            tokio::spawn(async move {
+                let url = format!("https://example.com/x/{i}");
+                log.log_decision(&d, get(&url, false)).await
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    assert_eq!(decisions(&path), 100);
+    assert_eq!(log.core().writes.load(Ordering::Relaxed), 1, "one write for all");
+    assert_eq!(log.written(), 100);
+}
+
+/// `synced`: the same, with one sync for them all.
+#[tokio::test]
+async fn one_sync_for_the_records_of_a_moment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, path) = file_log(dir.path(), Durability::Synced).await;
+    let d = Arc::new(decision("/x"));
+    let tasks: Vec<_> = (0..100)
+        .map(|i| {
+            let (log, d) = (log.clone(), d.clone());
+            tokio::spawn(async move {
+                let url = format!("https://example.com/x/{i}");
+                log.log_decision(&d, get(&url, false)).await
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    assert_eq!(decisions(&path), 100);
+    assert_eq!(log.core().writes.load(Ordering::Relaxed), 1);
+    assert_eq!(log.core().syncs.load(Ordering::Relaxed), 1, "one sync for all");
+}
+
+/// While nobody can write, a request waits (`written`, `synced`), or goes on at once
+/// (`buffered`); its record follows when writing can go on.
+#[tokio::test]
+async fn requests_wait_for_their_write_unless_buffered() {
+    for durability in [Durability::Written, Durability::Synced, Durability::Buffered] {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, path) = file_log(dir.path(), durability).await;
+        hold_turn(&log);
+        let d = decision("/x");
+        let mut request = Box::pin(log.log_decision(&d, get("https://example.com/x", false)));
+        let first = poll_once(&mut request).await;
+        if durability == Durability::Buffered {
+            assert!(matches!(first, Poll::Ready(Ok(()))), "buffered: goes on at once");
+        } else {
+            assert!(first.is_pending(), "{durability:?}: waits while its record cannot be written");
+            assert!(poll_once(&mut request).await.is_pending(), "and goes on waiting");
+        }
+        assert_eq!(decisions(&path), 0, "{durability:?}: nothing written yet");
+        log.core().release_thread_turn();
+        if durability != Durability::Buffered {
+            request.await.unwrap();
+            assert_eq!(decisions(&path), 1, "{durability:?}: written when it goes on");
+        } else {
+            eventually("the buffered record is written", || decisions(&path) == 1).await;
+        }
+    }
+}
+
+/// A request that leads a write and is dropped before writing (its client went away)
+/// hands the turn on: the next request writes both records.
+#[tokio::test]
+async fn a_leader_dropped_before_writing_hands_the_turn_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, path) = file_log(dir.path(), Durability::Written).await;
+    let (a, b) = (decision("/a"), decision("/b"));
+    let mut leader = Box::pin(log.log_decision(&a, get("https://example.com/a", false)));
+    assert!(poll_once(&mut leader).await.is_pending(), "the leader yields before writing");
+    let mut follower = Box::pin(log.log_decision(&b, get("https://example.com/b", false)));
+    assert!(poll_once(&mut follower).await.is_pending(), "the turn is taken: the follower waits");
+    drop(leader);
+    tokio::time::timeout(Duration::from_secs(20), follower).await.expect("the follower goes on").unwrap();
+    let urls: Vec<_> =
+        lines(&path).into_iter().filter(|r| r["type"] == "decision").map(|r| r["url"].clone()).collect();
+    assert_eq!(urls, ["https://example.com/a", "https://example.com/b"]);
+}
+
+/// Records nobody waits for (robots.txt fetches) reach the file within the linger.
+#[tokio::test]
+async fn records_nobody_waits_for_are_written_soon() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, path) = file_log(dir.path(), Durability::Written).await;
+    let ticket = log.core().append(b"{\"type\":\"fetch\"}\n", false).unwrap();
+    assert!(!ticket.wait);
+    eventually("the fetch record is written", || lines(&path).iter().any(|r| r["type"] == "fetch")).await;
+}
+
+/// A write that fails: with `refuse`, the requests whose records were lost fail (and the
+/// log refuses until writing works); with `continue`, they go on; both count the loss.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_failed_write_refuses_or_continues() {
+    use super::commit::Core;
+    use super::out::Out;
+    for on_error in [OnError::Refuse, OnError::Continue] {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let core = Core::new(Out::File(full), Durability::Written, on_error, 16);
+        let ticket = core.append(b"{\"type\":\"decision\"}\n", true).unwrap();
+        let result = core.wait(ticket).await;
+        match on_error {
+            OnError::Refuse => assert!(matches!(result, Err(AuditError::Broken(_))), "{result:?}"),
+            OnError::Continue => assert!(result.is_ok()),
+        }
+        assert_eq!(core.lost.load(Ordering::Relaxed), 1);
+        assert!(!core.healthy.load(Ordering::Relaxed));
+    }
+}
+
+/// Shutdown writes everything and ends the file with a `close` record; the next process
+/// finds it clean. Records after shutdown are refused.
+#[tokio::test]
+async fn a_clean_close_is_found_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, path) = file_log(dir.path(), Durability::Buffered).await;
+    log.log_decision(&decision("/x"), get("https://example.com/x", false)).await.unwrap();
+    log.shutdown().await;
+    assert!(matches!(
+        log.log_decision(&decision("/x"), get("https://example.com/x", false)).await,
+        Err(AuditError::Closed)
+    ));
+    let records = lines(&path);
+    assert_eq!(records[0]["event"], "open");
+    assert_eq!(records[0]["previous_run"], "new");
+    assert_eq!(records[1]["type"], "decision");
+    assert_eq!(records.last().unwrap()["event"], "close");
+    let (log, path) = file_log(dir.path(), Durability::Written).await;
+    log.shutdown().await;
+    let records = lines(&path);
+    assert_eq!(records[3]["event"], "open");
+    assert_eq!(records[3]["previous_run"], "clean");
+}
+
+/// A log that ends partway through a line (a crash or a full disk): the next process
+/// starts on a fresh line and its `open` record says what it found; no record is glued
+/// to the fragment.
+#[tokio::test]
+async fn a_torn_last_line_is_repaired_and_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let whole = "{\"schema_version\":2,\"type\":\"decision\",\"url\":\"https://example.com/1\"}\n";
+    let fragment = "{\"schema_version\":2,\"type\":\"decision\",\"url\":\"https://exa";
+    std::fs::write(&path, format!("{whole}{fragment}")).unwrap();
+    let (log, _) = file_log(dir.path(), Durability::Written).await;
+    log.log_decision(&decision("/x"), get("https://example.com/x", false)).await.unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let got: Vec<&str> = text.lines().collect();
+    assert_eq!(got[0], whole.trim_end());
+    assert_eq!(got[1], fragment, "the fragment stays as it was, on its own line");
+    let open: serde_json::Value = serde_json::from_str(got[2]).unwrap();
+    assert_eq!(open["type"], "log");
+    assert_eq!(open["event"], "open");
+    assert_eq!(open["previous_run"], "torn");
+    assert_eq!(open["fragment_bytes"], fragment.len());
+    let next: serde_json::Value = serde_json::from_str(got[3]).unwrap();
+    assert_eq!(next["url"], "https://example.com/x", "the next record is whole");
+}
