@@ -307,3 +307,35 @@ async fn a_stored_copy_that_does_not_read_is_a_miss() {
     assert_eq!(proxy.metric("robotsgate_cluster_up"), 1.0);
     proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+async fn the_password_comes_from_its_file_and_a_wrong_one_means_alone() {
+    let dir = temp_dir();
+    let redis = RedisServer::start_with_password("s3cret pass").await;
+    let origin =
+        TestOrigin::start([("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n")), ("/a", Reply::ok("a"))])
+            .await;
+    let secret = dir.path().join("redis-password");
+    std::fs::write(&secret, "s3cret pass\n").unwrap();
+    let mut good = replica(dir.path(), &redis, "good");
+    good.cluster.password_file = secret.display().to_string();
+    let good = RunningProxy::start(&good).await;
+    assert_eq!(get(good.addr, &origin.url("/a")).await.status, StatusCode::OK);
+    assert_eq!(good.metric("robotsgate_cluster_up"), 1.0);
+    let copy = format!("robotsgate:{{{}}}:robots", origin.base());
+    assert_eq!(redis.cli(&["TYPE", &copy]).trim(), "hash", "shared with the password from the file");
+
+    // Without it (the URL has none): Redis refuses, the replica goes on alone.
+    let bad = RunningProxy::start(&replica(dir.path(), &redis, "bad")).await;
+    let other =
+        TestOrigin::start([("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n")), ("/b", Reply::ok("b"))])
+            .await;
+    assert_eq!(get(bad.addr, &other.url("/b")).await.status, StatusCode::OK);
+    assert_eq!(bad.metric("robotsgate_cluster_up"), 0.0);
+    let records = bad.records().await;
+    let d = of_type(&records, "decision").into_iter().find(|d| d["url"] == other.url("/b")).unwrap();
+    assert_eq!(d["cluster"], "alone", "{d}");
+    good.stop().await;
+    bad.stop().await;
+}

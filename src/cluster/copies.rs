@@ -172,6 +172,11 @@ impl CopyShare for RedisCopyShare {
         lifetime: Lifetime<'a>,
     ) -> ShareFuture<'a, Shared> {
         Box::pin(async move {
+            // Known down: alone at once (the watch notices Redis coming back), rather than
+            // each miss waiting up to the command timeout for an unreachable Redis.
+            if !self.cluster.is_up() {
+                return Shared { outcome: fetcher.fetch(origin).await, fetched_here: true, fresh_for: None };
+            }
             let copy = self.key(origin);
             let lease = format!("{copy}:lease");
             let token = token();

@@ -107,7 +107,9 @@ impl std::fmt::Debug for Cluster {
 
 impl Cluster {
     /// A cluster connection for `config`, made lazily (no I/O here: a replica starts
-    /// whether Redis is up or not); call within a tokio runtime.
+    /// whether Redis is up or not); call within a tokio runtime. Start [`Cluster::watch`]
+    /// beside it: once Redis is found down, the stores go on alone without asking it until
+    /// the watch sees it back.
     pub fn new(config: ClusterConfig) -> Result<Cluster, ClusterError> {
         let client =
             redis::Client::open(config.url.as_str()).map_err(|e| ClusterError::Url(e.to_string()))?;
@@ -185,7 +187,9 @@ impl Cluster {
     }
 
     /// Checks Redis every `every` while it is down, so that it is noticed when it comes
-    /// back (commands also notice). Runs until the returned task is dropped or aborted.
+    /// back: while it is known down, the stores do not ask it (each request would wait up
+    /// to the command timeout), so this is what brings the fleet back together. Runs until
+    /// the returned task is aborted.
     pub fn watch(&self, every: Duration) -> tokio::task::JoinHandle<()> {
         let this = self.clone();
         tokio::spawn(async move {

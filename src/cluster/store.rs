@@ -176,6 +176,11 @@ impl RedisPaceStore {
     /// [`run`](Self::run), with the `retry_after` text as a string value at index 6 of a
     /// TAKE answer.
     async fn take_shared(&self, lane: &Lane, delay: Duration, limit: Duration) -> Option<Take> {
+        // Known down: alone at once (the watch notices Redis coming back), rather than each
+        // paced request waiting up to the command timeout for an unreachable Redis.
+        if !self.cluster.is_up() {
+            return None;
+        }
         let key = self.cluster.key(&lane.key.origin, &lane.key.agent);
         let mut conn = self.cluster.connection();
         let mut invocation = TAKE_SCRIPT.key(&key);
@@ -246,6 +251,9 @@ impl PaceStore for RedisPaceStore {
         Box::pin(async move {
             // The lane's own state first: it paces this replica at once, and alone.
             let local = LocalStore::pause_now(lane, &answer);
+            if !self.cluster.is_up() {
+                return local;
+            }
             let key = self.cluster.key(&lane.key.origin, &lane.key.agent);
             let ra = answer.retry_after.as_ref().map_or(-1, |(d, _)| millis(*d));
             let raw = answer.retry_after.as_ref().map_or(String::new(), |(_, t)| t.to_string());
@@ -298,6 +306,9 @@ impl PaceStore for RedisPaceStore {
 
     fn clear(&self, lane: &Lane) {
         LocalStore.clear(lane);
+        if !self.cluster.is_up() {
+            return;
+        }
         let this = self.clone();
         let key = self.cluster.key(&lane.key.origin, &lane.key.agent);
         tokio::spawn(async move {

@@ -12,23 +12,37 @@ pub struct RedisServer {
     child: Option<Child>,
     port: u16,
     dir: tempfile::TempDir,
+    password: Option<String>,
 }
 
 impl RedisServer {
     /// Starts one on a free port (bounded wait until it answers `PING`).
     pub async fn start() -> RedisServer {
+        RedisServer::start_with(None).await
+    }
+
+    /// Starts one that asks for `password` (`requirepass`).
+    pub async fn start_with_password(password: &str) -> RedisServer {
+        RedisServer::start_with(Some(password.to_owned())).await
+    }
+
+    async fn start_with(password: Option<String>) -> RedisServer {
         let port = {
             let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0");
             l.local_addr().unwrap().port()
         };
         let dir = tempfile::Builder::new().prefix("robotsgate-redis-").tempdir().expect("temp dir");
-        let mut server = RedisServer { child: None, port, dir };
+        let mut server = RedisServer { child: None, port, dir, password };
         server.spawn().await;
         server
     }
 
     async fn spawn(&mut self) {
-        let child = Command::new("redis-server")
+        let mut command = Command::new("redis-server");
+        if let Some(p) = &self.password {
+            command.args(["--requirepass", p]);
+        }
+        let child = command
             .args([
                 "--port",
                 &self.port.to_string(),
@@ -79,7 +93,11 @@ impl RedisServer {
 
     /// Runs `redis-cli` with `args` against it; its standard output.
     pub fn cli(&self, args: &[&str]) -> String {
-        let out = Command::new("redis-cli")
+        let mut command = Command::new("redis-cli");
+        if let Some(p) = &self.password {
+            command.args(["--no-auth-warning", "-a", p]);
+        }
+        let out = command
             .args(["-p", &self.port.to_string()])
             .args(args)
             .output()
@@ -94,7 +112,7 @@ impl Drop for RedisServer {
     }
 }
 
-/// Whether something on `port` answers `PING` with `+PONG`.
+/// Whether something on `port` answers `PING` with `+PONG` (or asks for a password).
 async fn ping(port: u16) -> bool {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let Ok(Ok(mut s)) = tokio::time::timeout(
@@ -110,5 +128,5 @@ async fn ping(port: u16) -> bool {
     }
     let mut buf = [0u8; 16];
     matches!(tokio::time::timeout(std::time::Duration::from_millis(200), s.read(&mut buf)).await,
-        Ok(Ok(n)) if buf[..n].starts_with(b"+PONG"))
+        Ok(Ok(n)) if buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH"))
 }
