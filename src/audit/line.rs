@@ -187,13 +187,49 @@ fn decision_fields(o: &mut Vec<u8>, d: &Decision, report_only: bool, paced: bool
     let _ = fmt::Write::write_fmt(&mut JsonText(o), format_args!("{d}"));
 }
 
-/// `,"usage":{…}`: rare (a purpose is configured), so through serde.
-#[cold]
+/// `,"usage":{…}` (a purpose is configured): the fields of [`super::record::UsageRecord`].
 fn usage_into(o: &mut Vec<u8>, d: &Decision) {
-    if let Some(u) = super::record::UsageRecord::of(d) {
-        o.extend_from_slice(b",\"usage\":");
-        let _ = serde_json::to_writer(&mut *o, &u);
+    let Some(u) = d.usage.as_deref() else { return };
+    o.extend_from_slice(b",\"usage\":{\"purpose\":[");
+    for (i, c) in u.purpose.categories().enumerate() {
+        if i > 0 {
+            o.push(b',');
+        }
+        json_str(o, c.as_str());
     }
+    o.extend_from_slice(b"],\"unknown\":");
+    json_str(o, u.unknown.as_str());
+    o.extend_from_slice(b",\"refused\":");
+    json_opt_str(o, u.refused.map(|c| c.as_str()));
+    o.extend_from_slice(b",\"preferences\":[");
+    for (i, p) in u.preferences.iter().enumerate() {
+        if i > 0 {
+            o.push(b',');
+        }
+        o.extend_from_slice(b"{\"category\":");
+        json_str(o, p.category.as_str());
+        o.extend_from_slice(b",\"preference\":");
+        json_str(o, p.preference.as_str());
+        for (key, line) in
+            [(&b",\"content_usage\":"[..], &p.content_usage), (b",\"content_signal\":", &p.content_signal)]
+        {
+            o.extend_from_slice(key);
+            match line {
+                Some(l) => {
+                    o.extend_from_slice(b"{\"line\":");
+                    json_num(o, l.line);
+                    o.extend_from_slice(b",\"text\":");
+                    json_str(o, &l.text);
+                    o.extend_from_slice(b",\"preference\":");
+                    json_str(o, l.preference.as_str());
+                    o.push(b'}');
+                }
+                None => o.extend_from_slice(b"null"),
+            }
+        }
+        o.push(b'}');
+    }
+    o.extend_from_slice(b"]}");
 }
 
 /// Whether `s` has a byte a JSON string must escape.
@@ -376,6 +412,56 @@ mod tests {
         assert!(lines > 4 * AuditText::MAX_DECISIONS);
         let known = copy.facts.audit_text.decisions.lock().unwrap().len();
         assert_eq!(known, AuditText::MAX_DECISIONS, "bounded, and filled by the kinds seen");
+    }
+
+    /// Decisions with usage preferences share the remembered text of their kind (keyed by
+    /// whether the preferences refused them) and still read as their own serde records,
+    /// `usage` object included: refused and allowed purposes on one rule, both modes.
+    #[test]
+    fn remembered_text_with_usage_preferences_is_each_decisions_own() {
+        use crate::policy::{Purpose, UnknownUsage, UsageCheck, copy_of, decision_for_on};
+        use crate::rep::Profile;
+        use crate::rep::usage::Category;
+        let origin = Arc::new(Origin::parse("https://example.com").unwrap());
+        let copy = copy_of(
+            &origin,
+            "User-agent: *\nDisallow: /private\nContent-Usage: train-ai=n, search=y\n\
+             Content-Usage: /open/ train-ai=y\nContent-Signal: ai-input=no\n",
+        );
+        let agent: Arc<str> = "somebot".into();
+        let purposes = [
+            vec![Category::TrainAi],
+            vec![Category::Search],
+            vec![Category::TrainAi, Category::Search, Category::AiInput],
+        ];
+        let mut outcomes = std::collections::BTreeSet::new();
+        for round in 0..2 {
+            for purpose in &purposes {
+                for unknown in [UnknownUsage::Allow, UnknownUsage::Refuse] {
+                    for path in ["/", "/open/x", "/private/x"] {
+                        for report_only in [false, true] {
+                            let usage = UsageCheck { purpose: Purpose::of(purpose.iter().copied()), unknown };
+                            let d =
+                                decision_for_on(&copy, &origin, &agent, Profile::Conservative, path, usage);
+                            let url = format!("https://example.com{path}");
+                            let request = get(&url, report_only);
+                            let now = SystemTime::UNIX_EPOCH + Duration::from_secs(round);
+                            let ours = decision_line(&d, request, now, false);
+                            let serde = to_line(&DecisionRecord::of(&d, request, now, false));
+                            assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&serde));
+                            let v: serde_json::Value = serde_json::from_slice(&ours).unwrap();
+                            outcomes.insert(v["outcome"].as_str().unwrap_or_default().to_owned());
+                        }
+                    }
+                }
+            }
+        }
+        let seen: Vec<&str> = outcomes.iter().map(String::as_str).collect();
+        assert_eq!(seen, ["allowed", "disallowed", "usage-refused", "would-disallow", "would-refuse-usage"]);
+        assert!(
+            !copy.facts.audit_text.decisions.lock().unwrap().is_empty(),
+            "usage decisions are remembered"
+        );
     }
 
     /// Outcome lines read as the serde record writes them.

@@ -32,6 +32,8 @@ pub(super) struct Shared {
     pub(super) user_agent: Option<HeaderValue>,
     /// Outages are answered (502, 504) rather than returned as errors.
     pub(super) answer_outages: bool,
+    /// The transport of requests without one in their extensions.
+    pub(super) transport: Option<Transport>,
     pub(super) ids: RequestIds,
     /// Spaces the requests to each origin; `None`: no pacing.
     pub(super) pacer: Option<Pacer>,
@@ -177,7 +179,12 @@ impl Shared {
                 method: parts.method.as_str(),
                 url: &target.url,
                 path_visible: target.path_visible,
-                transport: parts.extensions.get::<Transport>().map(|t| t.as_str()),
+                transport: parts
+                    .extensions
+                    .get::<Transport>()
+                    .copied()
+                    .or(self.transport)
+                    .map(Transport::as_str),
                 report_only,
                 elapsed,
                 pace: pace.as_ref(),
@@ -264,10 +271,11 @@ impl Shared {
         status: u16,
         decision: &Decision,
         id: Option<AuditRequestId>,
-        url: &str,
+        url: impl FnOnce() -> String,
     ) -> Result<Option<ResponseUsage>, Refusal> {
         let Some(purpose) = decision.usage.as_ref().map(|u| u.purpose) else { return Ok(None) };
         let Some(found) = ResponseUsage::of(headers, &decision.agent, purpose) else { return Ok(None) };
+        let url = url();
         let settings = self.settings.load();
         let report_only = settings.mode == Mode::ReportOnly;
         let replace = found.refused.is_some() && settings.purpose.enforce_response && !report_only;
@@ -287,7 +295,7 @@ impl Shared {
                 kind: "",
                 time: String::new(),
                 request_id: id.map(|i| i.0.to_string()).unwrap_or_default(),
-                url: url.to_owned(),
+                url: url.clone(),
                 agent: decision.agent.to_string(),
                 purpose: purpose.categories().map(|c| c.as_str()).collect(),
                 status,

@@ -217,6 +217,7 @@ impl RobotsLayer {
                 observer: None,
                 user_agent: None,
                 answer_outages: false,
+                transport: None,
                 ids: RequestIds::new(),
                 pacer: None,
                 #[cfg(feature = "cluster")]
@@ -239,6 +240,7 @@ impl RobotsLayer {
                     observer: s.observer.clone(),
                     user_agent: s.user_agent.clone(),
                     answer_outages: s.answer_outages,
+                    transport: s.transport,
                     ids: RequestIds::new(),
                     pacer: s.pacer.clone(),
                     #[cfg(feature = "cluster")]
@@ -318,6 +320,12 @@ impl RobotsLayer {
         self.edit(|s| s.answer_outages = true)
     }
 
+    /// How requests without a [`Transport`] in their extensions arrived (the proxy's
+    /// absolute-form requests: one setting instead of an extension on every request).
+    pub fn with_transport(self, transport: Transport) -> RobotsLayer {
+        self.edit(|s| s.transport = Some(transport))
+    }
+
     /// Decide and log, never block.
     pub fn report_only(self) -> RobotsLayer {
         self.with_mode(Mode::ReportOnly)
@@ -391,7 +399,7 @@ impl RobotsLayer {
         url: &str,
     ) -> Result<Option<ResponseUsage>, Refusal> {
         let id = parts.extensions.get::<decide::AuditRequestId>().cloned();
-        self.shared.response_usage(headers, status.as_u16(), decision, id, url).await
+        self.shared.response_usage(headers, status.as_u16(), decision, id, || url.to_owned()).await
     }
 }
 

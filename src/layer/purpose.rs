@@ -88,7 +88,11 @@ impl ResponseUsage {
     /// when none of the three headers is there.
     pub fn of(headers: &HeaderMap, agent: &str, purpose: Purpose) -> Option<ResponseUsage> {
         const MAX: usize = 1024;
-        let joined = |name: &str| -> Option<String> {
+        // Names made once, not parsed from text at every response.
+        static CONTENT_USAGE: HeaderName = HeaderName::from_static("content-usage");
+        static CONTENT_SIGNAL: HeaderName = HeaderName::from_static("content-signal");
+        static X_ROBOTS_TAG: HeaderName = HeaderName::from_static("x-robots-tag");
+        let joined = |name: &HeaderName| -> Option<String> {
             let mut out: Option<String> = None;
             for v in headers.get_all(name) {
                 let o = out.get_or_insert_with(String::new);
@@ -99,10 +103,10 @@ impl ResponseUsage {
             }
             out
         };
-        let content_usage = joined("content-usage");
-        let content_signal = joined("content-signal");
+        let content_usage = joined(&CONTENT_USAGE);
+        let content_signal = joined(&CONTENT_SIGNAL);
         let x_robots_tag: Vec<String> = headers
-            .get_all("x-robots-tag")
+            .get_all(&X_ROBOTS_TAG)
             .iter()
             .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
             .collect();

@@ -99,10 +99,8 @@ where
                         let decision = &admitted.decision;
                         shared.identify(&mut parts);
                         // With a purpose only: the response's usage headers are read below.
-                        let usage = decision.usage.is_some().then(|| {
-                            let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-                            (format!("{}{}", decision.origin, path), usage_id)
-                        });
+                        // (The URL is written only when the response has such headers.)
+                        let usage = decision.usage.is_some().then(|| (parts.uri.clone(), usage_id));
                         // An error here drops the outcome: no answer (`client-gone`... or
                         // the caller's error: see Outcome).
                         let mut res = match inner.call(Request::from_parts(parts, body)).await {
@@ -115,9 +113,13 @@ where
                             }
                         };
                         shared.answered(admitted.ticket, &admitted.decision, admitted.decided, &res);
-                        if let Some((url, id)) = usage {
+                        if let Some((uri, id)) = usage {
                             let status = res.status().as_u16();
-                            match shared.response_usage(res.headers(), status, decision, id, &url).await {
+                            let url = || {
+                                let path = uri.path_and_query().map_or("/", |p| p.as_str());
+                                format!("{}{path}", decision.origin)
+                            };
+                            match shared.response_usage(res.headers(), status, decision, id, url).await {
                                 Ok(Some(found)) => {
                                     res.extensions_mut().insert(found);
                                 }

@@ -47,6 +47,8 @@ pub(crate) struct DecisionKey {
     pub(super) profile: Profile,
     pub(super) report_only: bool,
     pub(super) allowed: bool,
+    /// The site's usage preferences refused the request's purpose (its outcome).
+    pub(super) usage_refused: bool,
     /// Rule, reading, implied by index.html, readings disagree; `None`: no rule matched.
     pub(super) rule: Option<(RuleId, Reading, bool, bool)>,
 }

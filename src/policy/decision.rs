@@ -241,6 +241,7 @@ impl DecisionKey {
             profile: d.profile,
             report_only,
             allowed: d.allowed,
+            usage_refused: d.usage_refused(),
             rule: Self::rule_of(d)?,
         })
     }
@@ -249,6 +250,7 @@ impl DecisionKey {
     pub(crate) fn is(&self, d: &Decision, report_only: bool) -> bool {
         self.report_only == report_only
             && self.allowed == d.allowed
+            && self.usage_refused == d.usage_refused()
             && self.profile == d.profile
             && Self::rule_of(d) == Some(self.rule)
             && (Arc::ptr_eq(&self.agent, &d.agent) || self.agent == d.agent)
@@ -258,9 +260,10 @@ impl DecisionKey {
     /// `Some(rule)` for a remembered kind of decision: a fresh copy's rule or no rule.
     #[allow(clippy::option_option)]
     fn rule_of(d: &Decision) -> Option<Option<(RuleId, Reading, bool, bool)>> {
-        // A decision with usage preferences has an outcome of its own, and notes make a
-        // decision's text its own: written out.
-        if d.stale || d.usage.is_some() || d.notes.is_some() {
+        // Notes make a decision's text its own: written out. (A decision with usage
+        // preferences is remembered by whether they refused it, which is its outcome; its
+        // `usage` object is written after the remembered text.)
+        if d.stale || d.notes.is_some() {
             return None;
         }
         match &d.reason {
@@ -352,5 +355,22 @@ pub(crate) fn decision_on(
         notes: None,
     };
     judge(&mut d, copy, path, UsageCheck::default());
+    d
+}
+
+/// [`decision_on`] for a request made for a purpose.
+#[cfg(test)]
+pub(crate) fn decision_for_on(
+    copy: &Arc<RobotsCopy>,
+    origin: &Arc<Origin>,
+    agent: &Arc<str>,
+    profile: Profile,
+    path: &str,
+    usage: UsageCheck,
+) -> Decision {
+    let mut d = decision_on(copy, origin, agent, profile, "/");
+    d.usage = None;
+    d.notes = None;
+    judge(&mut d, copy, path, usage);
     d
 }

@@ -37,8 +37,8 @@ pub use config::{Override, OverrideAction, PolicyConfig};
 #[cfg(test)]
 pub(crate) use copy::copy_of;
 pub use copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
-#[cfg(test)]
-pub(crate) use decision::decision_on;
 pub use decision::{Decision, Reason, VerdictNotes};
+#[cfg(test)]
+pub(crate) use decision::{decision_for_on, decision_on};
 pub use share::{CopyShare, Lifetime, ShareFuture, Shared};
 pub use usage::{CategoryPreference, CitedLine, Purpose, UnknownUsage, UsageCheck, UsageDecision};

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::audit::{AuditConfig, AuditLog, AuditSetupError, Durability, OnError, Target};
 use crate::fetch::{FetchConfig, Fetcher};
-use crate::layer::{Mode, RobotsLayer, Settings, TokenSelector};
+use crate::layer::{Mode, RobotsLayer, Settings, TokenSelector, Transport};
 use crate::net::{self, Connector, DnsConfig, Guard, Resolver, TlsConfig, TlsSetupError};
 use crate::pacing::{PaceObserver, Pacer};
 use crate::policy::{FetchObserver, PolicyConfig, RobotsPolicy};
@@ -302,6 +302,7 @@ impl App {
             .with_admission(forward_connector.clone())
             .with_observer(metrics.clone())
             .answer_outages()
+            .with_transport(Transport::Proxy)
             .with_pacer(pacer.clone());
         #[cfg(feature = "cluster")]
         let layer = match &cluster {

@@ -167,8 +167,8 @@ async fn handle(
         return res;
     }
     if req.method() != Method::CONNECT {
+        // (Transport::Proxy is the layer's default: not inserted per request.)
         req.extensions_mut().insert(sticky);
-        req.extensions_mut().insert(Transport::Proxy);
     } else if sniff::sniffed_port(req.uri().port_u16()) && !bypassed(shared, &req) {
         return sniff::connect_then_sniff(req, shared).await;
     } else {
