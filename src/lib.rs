@@ -27,6 +27,8 @@
 #![deny(missing_docs)]
 
 pub mod audit;
+#[cfg(feature = "cluster")]
+pub mod cluster;
 pub mod fetch;
 pub mod layer;
 pub mod net;

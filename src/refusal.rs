@@ -72,6 +72,9 @@ pub enum RefusalKind {
     /// longer than pacing allows (`pacing.max_wait`), or too many requests are held for
     /// the origin already; it was not sent.
     Paced,
+    /// `503`: fleet mode's Redis cannot be reached and `cluster.on_error` is `refuse`: the
+    /// fleet's pacing cannot be kept, so nothing is sent.
+    ClusterUnavailable,
     /// `403`: robots.txt allows the path, but the site's AI-usage preferences
     /// (`Content-Usage`, `Content-Signal`; or, on a response, `X-Robots-Tag`) say no for the
     /// purpose the request is made for.
@@ -80,7 +83,7 @@ pub enum RefusalKind {
 
 impl RefusalKind {
     /// Every kind, in a stable order.
-    pub const ALL: [RefusalKind; 15] = [
+    pub const ALL: [RefusalKind; 16] = [
         RefusalKind::Disallowed,
         RefusalKind::DestinationDenied,
         RefusalKind::UpstreamUnreachable,
@@ -95,6 +98,7 @@ impl RefusalKind {
         RefusalKind::TlsExpected,
         RefusalKind::HeaderTooLarge,
         RefusalKind::Paced,
+        RefusalKind::ClusterUnavailable,
         RefusalKind::UsageRefused,
     ];
 
@@ -115,6 +119,7 @@ impl RefusalKind {
             RefusalKind::TlsExpected => "tls-expected",
             RefusalKind::HeaderTooLarge => "header-too-large",
             RefusalKind::Paced => "paced",
+            RefusalKind::ClusterUnavailable => "cluster-unavailable",
             RefusalKind::UsageRefused => "usage-refused",
         }
     }
@@ -133,7 +138,9 @@ impl RefusalKind {
             | RefusalKind::UsageRefused => StatusCode::FORBIDDEN,
             RefusalKind::UpstreamUnreachable | RefusalKind::UpstreamError => StatusCode::BAD_GATEWAY,
             RefusalKind::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
-            RefusalKind::AuditUnavailable | RefusalKind::Paced => StatusCode::SERVICE_UNAVAILABLE,
+            RefusalKind::AuditUnavailable | RefusalKind::Paced | RefusalKind::ClusterUnavailable => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             RefusalKind::NoToken
             | RefusalKind::BadRequest
             | RefusalKind::NotAProxyRequest

@@ -21,7 +21,8 @@
 #   intercept  https://localhost:18443/1k through TLS interception, enforce + audit log
 #
 # RG_AUDIT: more [audit] lines for every binary measured, e.g. RG_AUDIT='durability = "synced"'.
-# RG_EXTRA: more config sections appended, e.g. RG_EXTRA=$'[purpose]\ndefault = ["search"]'.
+# RG_EXTRA: more config sections appended, e.g. RG_EXTRA=$'[purpose]\ndefault = ["search"]', or
+# fleet mode with a running Redis: RG_EXTRA=$'[cluster]\nredis = "redis://127.0.0.1:6390/0"'.
 #
 # Results: a table on stdout; out files and logs under $WORK (kept), so that
 # `callgrind_annotate --inclusive=yes $WORK/callgrind/NAME.out` shows where it went.

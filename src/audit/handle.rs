@@ -273,4 +273,17 @@ impl FetchObserver for AuditLog {
         // Written with the next batch; the decisions that follow wait for it.
         let _ = self.inner.core.append(&to_line(&record), false);
     }
+
+    /// A copy another replica fetched (fleet mode): no fetch record (this replica did not
+    /// fetch), but its snapshot is kept here too, so that the exact file of every decision
+    /// this replica logs is in its snapshot folder.
+    fn received(&self, _origin: &Origin, outcome: &FetchOutcome) {
+        // As for a fetch: kept before any decision on it is answered.
+        if let (Some(dir), Some(sha256)) = (&self.inner.config.snapshots, outcome.sha256)
+            && let Err(e) = snapshot::keep(dir, &hex::encode(sha256), &outcome.body)
+        {
+            tracing::warn!(error = %e, dir = %dir.display(), "cannot keep a robots.txt snapshot");
+            self.inner.core.fail_other(&e);
+        }
+    }
 }

@@ -86,6 +86,8 @@ pub(super) fn decision_line(
         }
         None => o.extend_from_slice(b"null"),
     }
+    o.extend_from_slice(b",\"cluster\":");
+    json_opt_str(o, request.cluster);
     o.extend_from_slice(b"}\n");
     out
 }

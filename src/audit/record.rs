@@ -16,9 +16,9 @@ use crate::pacing::{DelaySource, PaceFacts};
 use crate::policy::{Decision, Reason};
 
 /// Version of the record schema (`schema_version` in every record). 3: decision records
-/// have `pace_wait_ms` and `pace`, and the outcome `paced`. 4: the log records
-/// `file-start` and `rotate` of a tamper-evident, rotated log.
-pub const SCHEMA_VERSION: u32 = 4;
+/// have `pace_wait_ms` and `pace`, and the outcome `paced`; 4: and `cluster` (fleet mode).
+/// 5: the log records `file-start` and `rotate` of a tamper-evident, rotated log.
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// One decision, as logged.
 #[derive(Debug, Clone, Serialize)]
@@ -77,6 +77,9 @@ pub struct DecisionRecord {
     pub pace_wait_ms: u64,
     /// What paced it, when anything did.
     pub pace: Option<PaceRecord>,
+    /// Fleet mode: `"alone"` when the fleet's Redis could not be reached and this replica
+    /// decided and paced on its own; null otherwise (and without fleet mode).
+    pub cluster: Option<&'static str>,
 }
 
 /// The usage check of a decision.
@@ -501,6 +504,8 @@ pub struct RequestFacts<'a> {
     pub elapsed: Duration,
     /// What pacing did, when anything paced the request.
     pub pace: Option<&'a PaceFacts>,
+    /// Fleet mode: `Some("alone")` when decided without the fleet's Redis.
+    pub cluster: Option<&'static str>,
 }
 
 impl RequestFacts<'_> {
@@ -568,6 +573,7 @@ impl DecisionRecord {
             usage: UsageRecord::of(d),
             pace_wait_ms: request.pace_wait_ms(),
             pace: request.pace.map(PaceRecord::of),
+            cluster: request.cluster,
         }
     }
 }
@@ -690,5 +696,6 @@ pub(super) fn get(url: &str, report_only: bool) -> RequestFacts<'_> {
         report_only,
         elapsed: Duration::from_micros(5),
         pace: None,
+        cluster: None,
     }
 }

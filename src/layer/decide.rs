@@ -37,6 +37,10 @@ pub(super) struct Shared {
     pub(super) ids: RequestIds,
     /// Spaces the requests to each origin; `None`: no pacing.
     pub(super) pacer: Option<Pacer>,
+    /// Fleet mode: the fleet's Redis (for refusing while it is down, if so configured, and
+    /// for saying in the record that a decision was made alone).
+    #[cfg(feature = "cluster")]
+    pub(super) cluster: Option<crate::cluster::Cluster>,
 }
 
 /// A request that may go: its decision, and what its answer tells pacing.
@@ -82,6 +86,9 @@ impl Shared {
             && let Err(e) = audit.accepting()
         {
             return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()));
+        }
+        if let Some(refusal) = self.cluster_refusal() {
+            return Err(refusal);
         }
         let settings = self.settings.load_full();
         let token = settings.selector.select(parts).map_err(|e| {
@@ -144,6 +151,12 @@ impl Shared {
                 }
             }
         }
+        if ticket.is_some()
+            && let Some(refusal) = self.cluster_refusal()
+        {
+            // Pacing found the fleet's Redis gone, and this replica is not to go on alone.
+            return Err(refusal);
+        }
         if let Some(o) = &self.observer {
             let outcome = match (&decision.reason, decision.allowed, report_only) {
                 _ if paced.is_some() => "paced",
@@ -175,6 +188,7 @@ impl Shared {
                 report_only,
                 elapsed,
                 pace: pace.as_ref(),
+                cluster: self.alone(),
             };
             if let Err(e) = audit.log_decision(&decision, facts).await {
                 return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()));
@@ -305,6 +319,37 @@ impl Shared {
             return Err(Refusal::new(RefusalKind::UsageRefused, text).with_decision(decision.clone()));
         }
         Ok(Some(found))
+    }
+
+    /// `Some("alone")` when fleet mode is on and its Redis cannot be reached.
+    #[inline]
+    fn alone(&self) -> Option<&'static str> {
+        #[cfg(feature = "cluster")]
+        if let Some(c) = &self.cluster
+            && !c.is_up()
+        {
+            return Some("alone");
+        }
+        None
+    }
+
+    /// A refusal when fleet mode's Redis cannot be reached and it is configured to refuse.
+    #[inline]
+    fn cluster_refusal(&self) -> Option<Refusal> {
+        #[cfg(feature = "cluster")]
+        if let Some(c) = &self.cluster
+            && c.refusing()
+        {
+            if let Some(o) = &self.observer {
+                o.refused("cluster-unavailable");
+            }
+            return Some(Refusal::new(
+                RefusalKind::ClusterUnavailable,
+                "the fleet's Redis cannot be reached and cluster.on_error is \"refuse\": nothing is sent \
+                 until pacing can be shared again",
+            ));
+        }
+        None
     }
 
     /// Sets the crawler's `User-Agent` on a request that has none.

@@ -220,6 +220,8 @@ impl RobotsLayer {
                 transport: None,
                 ids: RequestIds::new(),
                 pacer: None,
+                #[cfg(feature = "cluster")]
+                cluster: None,
             }),
         }
     }
@@ -241,6 +243,8 @@ impl RobotsLayer {
                     transport: s.transport,
                     ids: RequestIds::new(),
                     pacer: s.pacer.clone(),
+                    #[cfg(feature = "cluster")]
+                    cluster: s.cluster.clone(),
                 };
                 f(&mut copy);
                 self.shared = Arc::new(copy);
@@ -282,6 +286,15 @@ impl RobotsLayer {
     /// when that is too far off; 429 and 503 answers from an origin pause it.
     pub fn with_pacer(self, pacer: Pacer) -> RobotsLayer {
         self.edit(|s| s.pacer = Some(pacer))
+    }
+
+    /// Fleet mode (feature `cluster`): while `cluster`'s Redis cannot be reached, decisions
+    /// are recorded as made alone (`"cluster": "alone"`), or, with
+    /// `on_error = Refuse`, requests are answered `503` (`cluster-unavailable`). Give the
+    /// pacer the same cluster ([`Pacer::shared`]) for the fleet to share one pace.
+    #[cfg(feature = "cluster")]
+    pub fn with_cluster(self, cluster: crate::cluster::Cluster) -> RobotsLayer {
+        self.edit(|s| s.cluster = Some(cluster))
     }
 
     /// The pacer, if requests are paced.

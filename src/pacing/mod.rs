@@ -44,10 +44,10 @@
 //! ```
 
 mod config;
-mod lane;
+pub(crate) mod lane;
 mod pacer;
 mod slot;
-mod store;
+pub(crate) mod store;
 
 pub use config::{DelaySource, HostRule, PacingConfig, Plan};
 pub use pacer::{PaceFacts, PaceObserver, PaceRefusal, PaceTicket, Pacer, Pass, Refused};

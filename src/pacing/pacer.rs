@@ -157,6 +157,13 @@ impl Pacer {
         Pacer::with_store(config, Box::new(LocalStore))
     }
 
+    /// A pacer whose slots and pauses are kept in the fleet's Redis (feature `cluster`),
+    /// shared by every replica; while Redis cannot be reached, each paces alone.
+    #[cfg(feature = "cluster")]
+    pub fn shared(config: PacingConfig, cluster: crate::cluster::Cluster) -> Pacer {
+        Pacer::with_store(config, Box::new(crate::cluster::RedisPaceStore::new(cluster)))
+    }
+
     pub(crate) fn with_store(config: PacingConfig, store: Box<dyn PaceStore>) -> Pacer {
         let lanes = Lanes::new(config.max_origins);
         Pacer {

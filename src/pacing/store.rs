@@ -39,6 +39,29 @@ pub(crate) struct Slot {
     /// When (local clock), and the lane's previous start, for giving it back.
     at: Instant,
     prev: Option<Instant>,
+    /// The same in a shared store's clock (milliseconds; `-1`: none), when it gave it.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    shared: Option<(i64, i64)>,
+}
+
+#[cfg(feature = "cluster")]
+impl Slot {
+    /// A slot a shared store gave: `wait` from now, at `at` (and after `prev`) in its
+    /// clock, mirrored at `local` in the lane.
+    pub(crate) fn shared(
+        wait: Duration,
+        pause: Option<PauseInfo>,
+        local: Instant,
+        at: i64,
+        prev: i64,
+    ) -> Slot {
+        Slot { wait, pause, at: local, prev: None, shared: Some((at, prev)) }
+    }
+
+    /// The shared store's `(at, prev)`, for giving the slot back there.
+    pub(crate) fn shared_at(&self) -> Option<(i64, i64)> {
+        self.shared
+    }
 }
 
 /// What taking a slot gave.
@@ -106,7 +129,7 @@ impl LocalStore {
         }
         let prev = s.last_start.replace(at);
         s.last_delay = delay;
-        Take::Go(Slot { wait, pause, at, prev })
+        Take::Go(Slot { wait, pause, at, prev, shared: None })
     }
 
     /// [`PaceStore::pause`], synchronously.

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use super::config::{Override, OverrideAction, PolicyConfig};
 use super::copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
 use super::decision::{Decision, Reason, judge};
+use super::share::CopyShare;
 use super::usage::UsageCheck;
 use crate::fetch::{FetchOutcome, FetchResult, Fetcher, Unreachable};
 use crate::origin::Origin;
@@ -20,6 +21,10 @@ use crate::rep::{Profile, RobotsTxt};
 pub trait FetchObserver: Send + Sync {
     /// Called after each fetch, with the origin and what came back.
     fn fetched(&self, origin: &Origin, outcome: &FetchOutcome);
+
+    /// Called when a copy another replica of the fleet fetched arrives through the shared
+    /// level ([`CopyShare`]) instead of a fetch (the audit log keeps its snapshot).
+    fn received(&self, _origin: &Origin, _outcome: &FetchOutcome) {}
 }
 
 /// What the cache holds for one origin.
@@ -86,6 +91,8 @@ struct Inner {
     cache: moka::sync::Cache<Origin, Arc<Cell>, foldhash::quality::RandomState>,
     observers: Vec<Arc<dyn FetchObserver>>,
     stats: CacheStats,
+    /// The fleet's shared level (fleet mode), asked on a miss instead of fetching alone.
+    share: std::sync::OnceLock<Arc<dyn CopyShare>>,
 }
 
 /// How decisions found the cache.
@@ -136,8 +143,23 @@ impl RobotsPolicy {
             .build_with_hasher(foldhash::quality::RandomState::default());
         let config = arc_swap::ArcSwap::from_pointee(config);
         RobotsPolicy {
-            inner: Arc::new(Inner { fetcher, config, cache, observers, stats: CacheStats::default() }),
+            inner: Arc::new(Inner {
+                fetcher,
+                config,
+                cache,
+                observers,
+                stats: CacheStats::default(),
+                share: std::sync::OnceLock::new(),
+            }),
         }
+    }
+
+    /// Shares robots.txt copies with a fleet of replicas through `share` (fleet mode): a
+    /// replica without a fresh copy asks it before fetching, and one fetch serves the
+    /// fleet. Copies held in this process are used without asking it. Set once: a second
+    /// call is ignored (and says so by returning `false`).
+    pub fn share_copies(&self, share: Arc<dyn CopyShare>) -> bool {
+        self.inner.share.set(share).is_ok()
     }
 
     /// The configuration in force.
@@ -356,13 +378,39 @@ impl RobotsPolicy {
 
     /// Fetches and stores the result. The caller holds `cell.refresh`.
     async fn refresh(&self, cell: &Arc<Cell>) {
-        let outcome = self.inner.fetcher.fetch(&cell.origin).await;
-        for observer in &self.inner.observers {
-            observer.fetched(&cell.origin, &outcome);
-        }
-        let config = self.inner.config.load();
         let old = cell.entry();
+        let streak = old.failure.as_ref().map_or(0, |f| f.streak) + 1;
+        let (outcome, fresh_for) = match self.inner.share.get() {
+            Some(share) => {
+                let lifetime = |o: &FetchOutcome| self.lifetime(o, streak);
+                let shared = share.fetch(&cell.origin, &self.inner.fetcher, &lifetime).await;
+                for observer in &self.inner.observers {
+                    if shared.fetched_here {
+                        observer.fetched(&cell.origin, &shared.outcome);
+                    } else {
+                        observer.received(&cell.origin, &shared.outcome);
+                    }
+                }
+                (shared.outcome, shared.fresh_for)
+            }
+            None => {
+                let outcome = self.inner.fetcher.fetch(&cell.origin).await;
+                for observer in &self.inner.observers {
+                    observer.fetched(&cell.origin, &outcome);
+                }
+                (outcome, None)
+            }
+        };
         let now = Instant::now();
+        // A copy another replica fetched is as old as its fetch.
+        let fetched = match fresh_for {
+            Some(_) => {
+                let age = std::time::SystemTime::now().duration_since(outcome.fetched_at).unwrap_or_default();
+                now.checked_sub(age).unwrap_or(now)
+            }
+            None => now,
+        };
+        let lifetime = fresh_for.unwrap_or_else(|| self.lifetime(&outcome, streak));
         let facts = FetchFacts::of(&outcome);
         let content = match &outcome.result {
             FetchResult::Success { .. } => {
@@ -381,9 +429,6 @@ impl RobotsPolicy {
         };
         let entry = match (content, outcome.result) {
             (Some(content), _) => {
-                let ttl = outcome.max_age.map_or(config.default_ttl, |a| {
-                    a.clamp(config.min_ttl, config.max_ttl.max(config.min_ttl))
-                });
                 let weight = match &content {
                     // Room for the rule sets built on first use, too.
                     CopyContent::Parsed(r) => 2 * r.heap_bytes() as u64 + ENTRY_OVERHEAD,
@@ -391,25 +436,36 @@ impl RobotsPolicy {
                 };
                 cell.weight.store(weight.min(u32::MAX as u64) as u32, Ordering::Relaxed);
                 Entry {
-                    copy: Some(Arc::new(RobotsCopy { facts, content, fetched: now })),
-                    fresh_until: Some(now + ttl),
+                    copy: Some(Arc::new(RobotsCopy { facts, content, fetched })),
+                    fresh_until: Some(now + lifetime),
                     failure: None,
                 }
             }
-            (None, FetchResult::Unreachable(cause)) => {
-                let streak = old.failure.as_ref().map_or(0, |f| f.streak) + 1;
-                let delay = self.backoff(&cause, streak, outcome.retry_after);
-                Entry {
-                    copy: old.copy.clone(),
-                    fresh_until: old.fresh_until,
-                    failure: Some(Arc::new(Failure { facts, cause, streak, retry_at: now + delay })),
-                }
-            }
+            (None, FetchResult::Unreachable(cause)) => Entry {
+                copy: old.copy.clone(),
+                fresh_until: old.fresh_until,
+                failure: Some(Arc::new(Failure { facts, cause, streak, retry_at: now + lifetime })),
+            },
             (None, _) => return,
         };
         cell.set(entry);
         // Re-insert so the cache sees the new weight.
         self.inner.cache.insert(Origin::clone(&cell.origin), cell.clone());
+    }
+
+    /// How long `outcome` is kept: a copy's freshness (its `max-age` within the configured
+    /// bounds), or, for a failure that is the `streak`th in a row, the delay before the
+    /// next try.
+    fn lifetime(&self, outcome: &FetchOutcome, streak: u32) -> Duration {
+        match &outcome.result {
+            FetchResult::Unreachable(cause) => self.backoff(cause, streak, outcome.retry_after),
+            _ => {
+                let config = self.inner.config.load();
+                outcome.max_age.map_or(config.default_ttl, |a| {
+                    a.clamp(config.min_ttl, config.max_ttl.max(config.min_ttl))
+                })
+            }
+        }
     }
 
     /// Delay before the next try after `streak` failures in a row.

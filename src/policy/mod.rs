@@ -15,6 +15,8 @@
 //! - **Overrides**: operator rules that always allow or always deny a host pattern, with a
 //!   reason and an optional expiry.
 //! - `/robots.txt` itself is always allowed.
+//! - **Fleet**: [`RobotsPolicy::share_copies`] adds a second cache level shared by
+//!   replicas ([`CopyShare`]; Redis in fleet mode), asked only on a miss of this one.
 //!
 //! Freshness uses `tokio::time::Instant`, so tests can move time with tokio's clock.
 //!
@@ -25,6 +27,7 @@ mod cache;
 mod config;
 mod copy;
 mod decision;
+mod share;
 mod usage;
 
 pub use crate::origin::HostPattern;
@@ -37,4 +40,5 @@ pub use copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
 pub use decision::{Decision, Reason, VerdictNotes};
 #[cfg(test)]
 pub(crate) use decision::{decision_for_on, decision_on};
+pub use share::{CopyShare, Lifetime, ShareFuture, Shared};
 pub use usage::{CategoryPreference, CitedLine, Purpose, UnknownUsage, UsageCheck, UsageDecision};

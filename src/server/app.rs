@@ -69,6 +69,9 @@ pub enum StartError {
     /// A user's password hash is unusable.
     #[error(transparent)]
     Auth(#[from] AuthError),
+    /// The fleet's Redis settings are unusable.
+    #[error("cluster: {0}")]
+    Cluster(String),
 }
 
 /// A started robotsgate: bound, with its audit log open.
@@ -81,6 +84,8 @@ pub struct App {
     admin_addr: Option<SocketAddr>,
     metrics: Arc<Metrics>,
     reloader: Reloader,
+    /// Fleet mode: the task that notices Redis coming back.
+    cluster_watch: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// Applies a new configuration to a running [`App`] (SIGHUP): the policy (profile,
@@ -291,7 +296,16 @@ impl App {
                 metrics.clone() as Arc<dyn FetchObserver>,
             ],
         );
-        let pacer = Pacer::new(config.pacing_config());
+        let cluster = cluster(config)?;
+        let pacer = match &cluster {
+            #[cfg(feature = "cluster")]
+            Some(c) => {
+                c.observe(metrics.clone() as Arc<dyn crate::cluster::ClusterObserver>);
+                policy.share_copies(Arc::new(crate::cluster::RedisCopyShare::new(c.clone())));
+                Pacer::shared(config.pacing_config(), c.clone())
+            }
+            _ => Pacer::new(config.pacing_config()),
+        };
         pacer.observe(metrics.clone() as Arc<dyn PaceObserver>);
         let layer = RobotsLayer::new(policy.clone(), config.agent.token.0.clone())
             .with_selector(selector(config))
@@ -303,6 +317,15 @@ impl App {
             .answer_outages()
             .with_transport(Transport::Proxy)
             .with_pacer(pacer.clone());
+        #[cfg(feature = "cluster")]
+        let layer = match &cluster {
+            Some(c) => layer.with_cluster(c.clone()),
+            None => layer,
+        };
+        #[cfg(feature = "cluster")]
+        let cluster_watch = cluster.as_ref().map(|c| c.watch(std::time::Duration::from_secs(1)));
+        #[cfg(not(feature = "cluster"))]
+        let cluster_watch = cluster.map(|()| tokio::spawn(async {}));
         let px = &config.proxy;
         let proxy_config = ProxyConfig {
             listen: addr,
@@ -361,7 +384,7 @@ impl App {
             Some(a) => Some(a.local_addr().map_err(|source| StartError::AdminListen { addr, source })?),
             None => None,
         };
-        Ok(App { proxy, audit, policy, addr, admin, admin_addr, metrics, reloader })
+        Ok(App { proxy, audit, policy, addr, admin, admin_addr, metrics, reloader, cluster_watch })
     }
 
     /// The address the proxy listens on.
@@ -401,6 +424,9 @@ impl App {
         let stop_admin = CancellationToken::new();
         let admin = self.admin.map(|a| tokio::spawn(a.run(stop_admin.clone())));
         let result = self.proxy.run(shutdown).await;
+        if let Some(w) = self.cluster_watch {
+            w.abort();
+        }
         audit.shutdown().await;
         stop_admin.cancel();
         if let Some(task) = admin {
@@ -434,6 +460,47 @@ fn signing_key(path: &str) -> Result<Option<Arc<crate::audit::note::Signer>>, St
         }
     }
     Ok(Some(Arc::new(signer)))
+}
+
+/// Fleet mode's Redis connection of `config` (made lazily: Redis need not be up), if
+/// `[cluster] redis` is set. The password file's content replaces the URL's password.
+#[cfg(feature = "cluster")]
+fn cluster(config: &Config) -> Result<Option<crate::cluster::Cluster>, StartError> {
+    use crate::cluster::{Cluster, ClusterConfig, OnClusterError};
+    use crate::server::config::ClusterOnErrorName;
+    let c = &config.cluster;
+    if c.redis.is_empty() {
+        return Ok(None);
+    }
+    let mut url = c.redis.clone();
+    if !c.password_file.is_empty() {
+        let password = std::fs::read_to_string(&c.password_file).map_err(|e| {
+            StartError::Cluster(format!("cannot read cluster.password_file {}: {e}", c.password_file))
+        })?;
+        let mut parsed = url::Url::parse(&url).map_err(|e| StartError::Cluster(e.to_string()))?;
+        parsed
+            .set_password(Some(password.trim_end_matches(['\r', '\n'])))
+            .map_err(|()| StartError::Cluster("the Redis URL cannot carry a password".into()))?;
+        url = parsed.to_string();
+    }
+    let cluster = Cluster::new(ClusterConfig {
+        url,
+        key_prefix: c.key_prefix.clone(),
+        connect_timeout: c.connect_timeout.0,
+        command_timeout: c.command_timeout.0,
+        on_error: match c.on_error {
+            ClusterOnErrorName::Continue => OnClusterError::Continue,
+            ClusterOnErrorName::Refuse => OnClusterError::Refuse,
+        },
+    })
+    .map_err(|e| StartError::Cluster(e.to_string()))?;
+    Ok(Some(cluster))
+}
+
+/// Without the feature `cluster`, `[cluster] redis` is refused when the file is read.
+#[cfg(not(feature = "cluster"))]
+fn cluster(_: &Config) -> Result<Option<()>, StartError> {
+    Ok(None)
 }
 
 /// The destination guard of `config` for a proxy listening on `listen`.

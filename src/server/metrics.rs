@@ -115,6 +115,7 @@ pub struct Metrics {
     pace_lanes: Gauge,
     pace_refused: Family<ReasonLabels, Counter>,
     pace_pauses: Family<StatusLabels, Counter>,
+    cluster_up: Gauge,
     sources: std::sync::RwLock<Option<Arc<dyn Sources>>>,
     // Last values of the pulled counters, to add only the difference.
     pulled: [AtomicI64; 3],
@@ -161,6 +162,7 @@ impl Metrics {
             pace_lanes: Gauge::default(),
             pace_refused: Family::default(),
             pace_pauses: Family::default(),
+            cluster_up: Gauge::default(),
             sources: std::sync::RwLock::new(None),
             pulled: Default::default(),
         };
@@ -240,6 +242,11 @@ impl Metrics {
             "pacing_pauses",
             "Back-off pauses started by an origin's 429 or 503, by status",
             m.pace_pauses.clone(),
+        );
+        registry.register(
+            "cluster_up",
+            "1 while robots.txt copies and pacing are shared with the fleet through Redis, 0 when this replica works alone (no [cluster], or Redis unreachable)",
+            m.cluster_up.clone(),
         );
         let request_counters = Arrival::ALL.map(|arrival| {
             ["http1", "http2"].map(|protocol| {
@@ -366,6 +373,13 @@ impl crate::pacing::PaceObserver for Metrics {
 
     fn paused(&self, status: u16) {
         self.pace_pauses.get_or_create(&StatusLabels { status }).inc();
+    }
+}
+
+#[cfg(feature = "cluster")]
+impl crate::cluster::ClusterObserver for Metrics {
+    fn cluster_up(&self, up: bool) {
+        self.cluster_up.set(i64::from(up));
     }
 }
 

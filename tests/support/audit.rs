@@ -123,6 +123,8 @@ pub fn check_decision_record(r: &Value) {
         !pace.is_null() && !pace["refused"].is_null() && r["mode"] == "enforce",
         "{r}"
     );
+    let cluster = field(r, "cluster");
+    assert!(cluster.is_null() || cluster == "alone", "cluster: {r}");
 }
 
 /// Checks the documented fields of an outcome record (docs/audit-log.md).

@@ -8,6 +8,7 @@
 //! - [`fetch`]: the `Fetcher` built through the public API;
 //! - [`audit`]: audit log records read back and checked;
 //! - [`ca`], [`proxy`] (feature "proxy"): a test CA; the proxy in process, configurations.
+//! - [`redis`]: a real `redis-server` for the fleet-mode tests.
 //!
 //! Everything listens on loopback only, and every network await is bounded.
 #![allow(dead_code)]
@@ -21,11 +22,12 @@ pub mod fetch;
 pub mod origin;
 #[cfg(feature = "proxy")]
 pub mod proxy;
+pub mod redis;
 pub mod wait;
 
 // Each test crate uses a part: the rest of these names go unused there.
 #[allow(unused_imports)]
-pub use self::{audit::*, body::*, client::*, fetch::*, origin::*, wait::*};
+pub use self::{audit::*, body::*, client::*, fetch::*, origin::*, redis::*, wait::*};
 #[cfg(feature = "proxy")]
 #[allow(unused_imports)]
 pub use self::{ca::*, proxy::*};

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use super::sections::{
-    AgentSection, AuditSection, AuthSection, DurabilityName, FetchSection, LogFormat, LogLevel, LogSection,
-    ModeName, OnErrorName, PacingSection, PolicySection, ProxySection, Select, TlsSection,
+    AgentSection, AuditSection, AuthSection, ClusterOnErrorName, ClusterSection, DurabilityName,
+    FetchSection, LogFormat, LogLevel, LogSection, ModeName, OnErrorName, PacingSection, PolicySection,
+    ProxySection, Select, TlsSection,
 };
 use super::values::{Dur, HeaderNameValue, ProfileName, Size, Token};
 use crate::pacing::PacingConfig;
@@ -80,6 +81,19 @@ impl Default for PacingSection {
             max_backoff: Dur(p.max_backoff),
             max_origins: p.max_origins,
             hosts: Vec::new(),
+        }
+    }
+}
+
+impl Default for ClusterSection {
+    fn default() -> Self {
+        ClusterSection {
+            redis: String::new(),
+            password_file: String::new(),
+            key_prefix: "robotsgate:".into(),
+            connect_timeout: Dur::secs(2),
+            command_timeout: Dur(std::time::Duration::from_millis(500)),
+            on_error: ClusterOnErrorName::Continue,
         }
     }
 }

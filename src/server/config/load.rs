@@ -162,6 +162,28 @@ impl Config {
         if pc.max_origins == 0 {
             return Err(err("pacing.max_origins", "must be at least 1".into()));
         }
+        let cl = &self.cluster;
+        if !cl.redis.is_empty() {
+            if !cfg!(feature = "cluster") {
+                return Err(err(
+                    "cluster.redis",
+                    "this robotsgate was built without the feature \"cluster\"".into(),
+                ));
+            }
+            let scheme = cl.redis.split(':').next().unwrap_or("");
+            if !matches!(scheme, "redis" | "rediss" | "redis+unix" | "unix") {
+                return Err(err(
+                    "cluster.redis",
+                    format!("{:?} is not a Redis URL (redis://host:6379/0 or rediss://...)", cl.redis),
+                ));
+            }
+            if url::Url::parse(&cl.redis).is_err() {
+                return Err(err("cluster.redis", format!("{:?} does not parse as a URL", cl.redis)));
+            }
+        }
+        if cl.command_timeout.0.is_zero() {
+            return Err(err("cluster.command_timeout", "must be more than 0".into()));
+        }
         for (i, h) in pc.hosts.iter().enumerate() {
             let entry = |message: String| ConfigError {
                 file: file.to_owned(),

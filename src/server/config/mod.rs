@@ -22,9 +22,10 @@ mod values;
 pub use defaults::DEFAULT_TOML;
 pub use error::ConfigError;
 pub use sections::{
-    ActionName, AdminSection, AgentSection, AuditSection, AuthSection, Config, DnsSection, DurabilityName,
-    FetchSection, GuardSection, LogFormat, LogLevel, LogSection, ModeName, OnErrorName, OverrideEntry,
-    PolicySection, ProxySection, Select, TlsSection, UserAgentRule,
+    ActionName, AdminSection, AgentSection, AuditSection, AuthSection, ClusterOnErrorName, ClusterSection,
+    Config, DnsSection, DurabilityName, FetchSection, GuardSection, LogFormat, LogLevel, LogSection,
+    ModeName, OnErrorName, OverrideEntry, PacingHostEntry, PacingSection, PolicySection, ProxySection,
+    Select, TlsSection, UserAgentRule,
 };
 pub use values::{
     Cidr, Dur, Expiry, HeaderNameValue, HostPatternValue, PasswordHashValue, ProfileName, Size, Token,

@@ -21,6 +21,7 @@ pub struct Config {
     pub agent: AgentSection,
     pub policy: PolicySection,
     pub pacing: PacingSection,
+    pub cluster: ClusterSection,
     pub purpose: PurposeSection,
     pub fetch: FetchSection,
     pub dns: DnsSection,
@@ -169,6 +170,28 @@ pub struct PacingSection {
     pub max_backoff: Dur,
     pub max_origins: usize,
     pub hosts: Vec<PacingHostEntry>,
+}
+
+/// `[cluster]`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct ClusterSection {
+    pub redis: String,
+    pub password_file: String,
+    pub key_prefix: String,
+    pub connect_timeout: Dur,
+    pub command_timeout: Dur,
+    pub on_error: ClusterOnErrorName,
+}
+
+/// `continue` or `refuse`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum ClusterOnErrorName {
+    Continue,
+    Refuse,
 }
 
 /// One `[[pacing.hosts]]` entry.

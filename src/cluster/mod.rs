@@ -1,0 +1,227 @@
+//! Fleet mode (feature `cluster`): several robotsgate replicas behind a load balancer
+//! behave as one proxy through Redis.
+//!
+//! - **Pacing** ([`RedisPaceStore`]): each lane's next slot and back-off pause live in a
+//!   Redis hash, advanced atomically by Lua scripts with Redis' own clock (`TIME`), so N
+//!   replicas together keep an origin's delay, whatever their clocks say.
+//! - **robots.txt copies** ([`RedisCopyShare`]): a second cache level under the origin,
+//!   with a lease so that one replica fetches for the fleet; the process' own cache stays
+//!   the first level (a decision on a copy the replica holds never touches Redis).
+//!
+//! When Redis cannot be reached (or answers too slowly), requests keep being decided: each
+//! replica paces on its own state (the fleet becomes N independent proxies, never a stopped
+//! one) and says so: [`Cluster::is_up`] (the metric `robotsgate_cluster_up`), a warning
+//! line each time the state changes, and the `cluster` field of the audit records decided
+//! without it. [`OnClusterError::Refuse`] answers `503` instead. The connection is
+//! re-established automatically. A stored value that does not read (another program wrote
+//! the key) counts as absent, never as trusted.
+//!
+//! Keys: `<prefix>{<origin>}:pace:<token>`, `<prefix>{<origin>}:robots` and
+//! `<prefix>{<origin>}:robots:lease`: the origin in braces is a hash tag, so that a Redis
+//! Cluster would keep one origin's keys together.
+
+mod copies;
+mod store;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub use copies::RedisCopyShare;
+pub use store::RedisPaceStore;
+
+/// What a replica does while Redis cannot be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnClusterError {
+    /// Go on alone: decide, fetch and pace with this replica's own state, and say so.
+    #[default]
+    Continue,
+    /// Answer `503` (`x-robotsgate: cluster-unavailable`): the fleet's politeness promise
+    /// cannot be kept.
+    Refuse,
+}
+
+/// How to reach the fleet's Redis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterConfig {
+    /// `redis://[user:password@]host:port/db` or `rediss://...` (TLS, rustls, the webpki
+    /// roots).
+    pub url: String,
+    /// Prepended to every key (several fleets can share one Redis).
+    pub key_prefix: String,
+    /// For a connection to be made.
+    pub connect_timeout: Duration,
+    /// For one command's answer; past it the replica goes on alone for that request.
+    pub command_timeout: Duration,
+    /// What to do while Redis cannot be reached.
+    pub on_error: OnClusterError,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            url: String::new(),
+            key_prefix: "robotsgate:".into(),
+            connect_timeout: Duration::from_secs(2),
+            command_timeout: Duration::from_millis(500),
+            on_error: OnClusterError::Continue,
+        }
+    }
+}
+
+/// Why the cluster connection could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The URL is not a Redis URL.
+    #[error("cluster.redis: {0}")]
+    Url(String),
+}
+
+/// Sees the cluster's state changes (the proxy's metrics do).
+pub trait ClusterObserver: Send + Sync + 'static {
+    /// Redis became reachable (`true`) or unreachable (`false`).
+    fn cluster_up(&self, up: bool);
+}
+
+/// The connection to the fleet's Redis, and whether it works. Cheap to clone.
+#[derive(Clone)]
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    manager: redis::aio::ConnectionManager,
+    config: ClusterConfig,
+    up: AtomicBool,
+    observer: std::sync::OnceLock<Arc<dyn ClusterObserver>>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("key_prefix", &self.inner.config.key_prefix)
+            .field("up", &self.is_up())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// A cluster connection for `config`, made lazily (no I/O here: a replica starts
+    /// whether Redis is up or not); call within a tokio runtime. Start [`Cluster::watch`]
+    /// beside it: once Redis is found down, the stores go on alone without asking it until
+    /// the watch sees it back.
+    pub fn new(config: ClusterConfig) -> Result<Cluster, ClusterError> {
+        let client =
+            redis::Client::open(config.url.as_str()).map_err(|e| ClusterError::Url(e.to_string()))?;
+        let manager_config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.connect_timeout))
+            .set_response_timeout(Some(config.command_timeout))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_secs(1));
+        let manager = redis::aio::ConnectionManager::new_lazy_with_config(client, manager_config)
+            .map_err(|e| ClusterError::Url(e.to_string()))?;
+        Ok(Cluster {
+            inner: Arc::new(Inner {
+                manager,
+                config,
+                // Until a command says otherwise.
+                up: AtomicBool::new(true),
+                observer: std::sync::OnceLock::new(),
+            }),
+        })
+    }
+
+    /// Tells `observer` of every state change (once: a second observer is ignored).
+    pub fn observe(&self, observer: Arc<dyn ClusterObserver>) {
+        observer.cluster_up(self.is_up());
+        let _ = self.inner.observer.set(observer);
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ClusterConfig {
+        &self.inner.config
+    }
+
+    /// Whether the last command reached Redis.
+    pub fn is_up(&self) -> bool {
+        self.inner.up.load(Ordering::Relaxed)
+    }
+
+    /// Whether requests are to be refused now (Redis down, `on_error = "refuse"`).
+    pub fn refusing(&self) -> bool {
+        self.inner.config.on_error == OnClusterError::Refuse && !self.is_up()
+    }
+
+    /// Asks Redis whether it answers (`PING`), noting the state: for health checks and
+    /// for noticing that Redis is back while no paced request asks.
+    pub async fn ping(&self) -> bool {
+        let mut conn = self.inner.manager.clone();
+        let answered = tokio::time::timeout(
+            self.inner.config.command_timeout,
+            redis::cmd("PING").query_async::<String>(&mut conn),
+        )
+        .await;
+        let ok = matches!(answered, Ok(Ok(_)));
+        self.note(ok, if ok { None } else { Some("PING failed") });
+        ok
+    }
+
+    /// Notes the outcome of a command: a warning line when the state changes.
+    pub(crate) fn note(&self, ok: bool, why: Option<&str>) {
+        let was = self.inner.up.swap(ok, Ordering::Relaxed);
+        if was == ok {
+            return;
+        }
+        if ok {
+            tracing::warn!("cluster: Redis is reachable again; pacing is shared with the fleet");
+        } else {
+            tracing::warn!(
+                reason = why.unwrap_or("unknown"),
+                on_error = ?self.inner.config.on_error,
+                "cluster: Redis cannot be reached; this replica goes on alone"
+            );
+        }
+        if let Some(o) = self.inner.observer.get() {
+            o.cluster_up(ok);
+        }
+    }
+
+    /// Checks Redis every `every` while it is down, so that it is noticed when it comes
+    /// back: while it is known down, the stores do not ask it (each request would wait up
+    /// to the command timeout), so this is what brings the fleet back together. Runs until
+    /// the returned task is aborted.
+    pub fn watch(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        let this = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                if !this.is_up() {
+                    this.ping().await;
+                }
+            }
+        })
+    }
+
+    pub(crate) fn connection(&self) -> redis::aio::ConnectionManager {
+        self.inner.manager.clone()
+    }
+
+    pub(crate) fn key(&self, origin: &crate::origin::Origin, agent: &str) -> String {
+        format!("{}{{{origin}}}:pace:{agent}", self.inner.config.key_prefix)
+    }
+}
+
+/// Milliseconds, for script arguments (saturating).
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// An integer of a script's answer (a number, or a string holding one).
+fn int(v: &redis::Value) -> Option<i64> {
+    match v {
+        redis::Value::Int(i) => Some(*i),
+        redis::Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        redis::Value::SimpleString(s) => s.parse().ok(),
+        _ => None,
+    }
+}

@@ -1,0 +1,341 @@
+//! Fleet mode (issue 17) against a real `redis-server` started by each test on an
+//! ephemeral loopback port: replicas in process (`App::start`) sharing one Redis keep an
+//! origin's Crawl-delay together (the origin's arrival times); with Redis stopped they go
+//! on alone and say so (metric, audit field) or refuse (`on_error = "refuse"`); with Redis
+//! back they share again; a value another program wrote is a miss.
+//!
+//! These tests need `redis-server` (Debian package `redis-server`), so they are ignored by
+//! default: `cargo test --test cluster -- --ignored` runs them (`.ci/run` does).
+
+mod support;
+
+use std::time::Duration;
+
+use http::StatusCode;
+use robotsgate::server::config::{ClusterOnErrorName, Config, Dur};
+use support::*;
+
+/// Loopback scheduling on a loaded machine may deliver a request late, and so the next one
+/// seemingly early against its slot (without sharing, the gaps are near 0).
+const SLACK: Duration = Duration::from_millis(150);
+
+fn replica(dir: &std::path::Path, redis: &RedisServer, name: &str) -> Config {
+    let sub = dir.join(name);
+    std::fs::create_dir_all(&sub).unwrap();
+    let mut c = test_config(&sub);
+    c.cluster.redis = redis.url();
+    c.cluster.command_timeout = Dur(Duration::from_millis(300));
+    c
+}
+
+fn gaps(origin: &TestOrigin, prefix: &str) -> Vec<Duration> {
+    let a = origin.arrivals(prefix);
+    a.windows(2).map(|w| w[1].1 - w[0].1).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+async fn replicas_keep_an_origins_crawl_delay_together() {
+    let dir = temp_dir();
+    let redis = RedisServer::start().await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok("User-agent: *\nCrawl-delay: 0.4\n"))]).await;
+    for i in 0..6 {
+        origin.route(&format!("/p{i}"), Reply::ok("p"));
+    }
+    let a = RunningProxy::start(&replica(dir.path(), &redis, "a")).await;
+    let b = RunningProxy::start(&replica(dir.path(), &redis, "b")).await;
+    let c = RunningProxy::start(&replica(dir.path(), &redis, "c")).await;
+    // Six requests at once, two through each replica.
+    let tasks: Vec<_> = (0..6)
+        .map(|i| {
+            let addr = [a.addr, b.addr, c.addr][i % 3];
+            let url = origin.url(&format!("/p{i}"));
+            tokio::spawn(async move { get(addr, &url).await.status })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(bounded("answer", t).await.unwrap(), StatusCode::OK);
+    }
+    let gaps = gaps(&origin, "/p");
+    assert_eq!(gaps.len(), 5);
+    for g in &gaps {
+        assert!(*g >= Duration::from_millis(400) - SLACK, "the fleet kept 0.4 s: {gaps:?}");
+    }
+    for p in [&a, &b, &c] {
+        assert_eq!(p.metric("robotsgate_cluster_up"), 1.0);
+        for d in of_type(&p.records().await, "decision") {
+            check_decision_record(d);
+            assert!(d["cluster"].is_null(), "{d}");
+        }
+    }
+    for p in [a, b, c] {
+        p.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+async fn without_redis_replicas_go_on_alone_or_refuse_and_share_again_when_it_is_back() {
+    let dir = temp_dir();
+    let mut redis = RedisServer::start().await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok("User-agent: *\nCrawl-delay: 0.2\n"))]).await;
+    for p in ["/x", "/y", "/z"] {
+        origin.route(p, Reply::ok("ok"));
+    }
+    let alone = RunningProxy::start(&replica(dir.path(), &redis, "alone")).await;
+    let mut strict = replica(dir.path(), &redis, "strict");
+    strict.cluster.on_error = ClusterOnErrorName::Refuse;
+    let strict = RunningProxy::start(&strict).await;
+    assert_eq!(get(alone.addr, &origin.url("/x")).await.status, StatusCode::OK);
+    assert_eq!(alone.metric("robotsgate_cluster_up"), 1.0);
+
+    redis.stop();
+    // Decided and paced alone, and said so.
+    let got = get(alone.addr, &origin.url("/y")).await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.text());
+    assert_eq!(alone.metric("robotsgate_cluster_up"), 0.0);
+    let records = alone.records().await;
+    let y = of_type(&records, "decision").into_iter().find(|d| d["url"] == origin.url("/y")).unwrap();
+    check_decision_record(y);
+    assert_eq!(y["cluster"], "alone", "{y}");
+    // A cold origin: its robots.txt fetched by this replica alone, and decided on.
+    let cold = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: *\nDisallow: /private\n")),
+        ("/private", Reply::ok("secret")),
+    ])
+    .await;
+    let got = get(alone.addr, &cold.url("/private")).await;
+    assert_eq!(got.status, StatusCode::FORBIDDEN, "{}", got.text());
+    assert_eq!(cold.hits("/robots.txt"), 1);
+    let records = alone.records().await;
+    assert_eq!(of_type(&records, "fetch").iter().filter(|f| f["origin"] == cold.base()).count(), 1);
+    let d = of_type(&records, "decision").into_iter().find(|d| d["url"] == cold.url("/private")).unwrap();
+    check_decision_record(d);
+    assert_eq!((d["outcome"].as_str(), d["cluster"].as_str()), (Some("disallowed"), Some("alone")), "{d}");
+    // The strict replica notices (its first request finds Redis gone), then refuses.
+    let first = get(strict.addr, &origin.url("/z")).await;
+    let got = if first.status == StatusCode::SERVICE_UNAVAILABLE {
+        first
+    } else {
+        get(strict.addr, &origin.url("/z")).await
+    };
+    assert_eq!(got.status, StatusCode::SERVICE_UNAVAILABLE, "{}", got.text());
+    assert_eq!(got.header("x-robotsgate"), "cluster-unavailable");
+
+    // Back: shared again (the replicas notice within a second or two).
+    redis.restart().await;
+    bounded("the replicas see Redis again", async {
+        while alone.metric("robotsgate_cluster_up") != 1.0 || strict.metric("robotsgate_cluster_up") != 1.0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert_eq!(get(strict.addr, &origin.url("/z")).await.status, StatusCode::OK);
+    let before = origin.arrivals("/").len();
+    assert_eq!(get(alone.addr, &origin.url("/x")).await.status, StatusCode::OK);
+    assert_eq!(origin.arrivals("/").len(), before + 1);
+    let g = gaps(&origin, "/");
+    assert!(*g.last().unwrap() >= Duration::from_millis(200) - SLACK, "shared again: {g:?}");
+    alone.stop().await;
+    strict.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+async fn a_value_another_program_wrote_is_a_miss() {
+    let dir = temp_dir();
+    let redis = RedisServer::start().await;
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: *\nCrawl-delay: 30\n")),
+        ("/a", Reply::ok("a")),
+        ("/b", Reply::ok("b")),
+    ])
+    .await;
+    let proxy = RunningProxy::start(&replica(dir.path(), &redis, "a")).await;
+    let key = format!("robotsgate:{{{}}}:pace:ExampleBot", origin.base());
+    // A slot field that is no number: not trusted, the request goes at once.
+    redis.cli(&["HSET", &key, "last", "soon"]);
+    let t = tokio::time::Instant::now();
+    assert_eq!(get(proxy.addr, &origin.url("/a")).await.status, StatusCode::OK);
+    assert!(t.elapsed() < Duration::from_secs(2));
+    // A key of the wrong type: replaced, and pacing is still shared (Redis is up).
+    redis.cli(&["DEL", &key]);
+    redis.cli(&["SET", &key, "garbage"]);
+    let t = tokio::time::Instant::now();
+    assert_eq!(get(proxy.addr, &origin.url("/b")).await.status, StatusCode::OK);
+    assert!(t.elapsed() < Duration::from_secs(2));
+    assert_eq!(proxy.metric("robotsgate_cluster_up"), 1.0);
+    assert!(redis.cli(&["TYPE", &key]).trim() == "hash", "the lane's state was written anew");
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+async fn a_cold_origin_hit_through_every_replica_at_once_is_fetched_once() {
+    let dir = temp_dir();
+    let redis = RedisServer::start().await;
+    let gate = Gate::new();
+    let robots = "User-agent: *\nDisallow: /private\n";
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok(robots).wait_gate(&gate)),
+        ("/page", Reply::ok("page")),
+        ("/private", Reply::ok("secret")),
+    ])
+    .await;
+    let replicas = [
+        RunningProxy::start(&replica(dir.path(), &redis, "a")).await,
+        RunningProxy::start(&replica(dir.path(), &redis, "b")).await,
+        RunningProxy::start(&replica(dir.path(), &redis, "c")).await,
+    ];
+    // Nine requests at once, three through each replica; the origin holds robots.txt
+    // until the first fetch of it has arrived.
+    let tasks: Vec<_> = (0..9)
+        .map(|i| {
+            let addr = replicas[i % 3].addr;
+            let url = origin.url(if i % 2 == 0 { "/page" } else { "/private" });
+            tokio::spawn(async move { (url.ends_with("/page"), get(addr, &url).await.status) })
+        })
+        .collect();
+    origin.wait_hits("/robots.txt", 1).await;
+    gate.open();
+    for t in tasks {
+        let (page, status) = bounded("answer", t).await.unwrap();
+        assert_eq!(status, if page { StatusCode::OK } else { StatusCode::FORBIDDEN });
+    }
+    assert_eq!(origin.hits("/robots.txt"), 1, "one fetch for the fleet");
+    assert_eq!(origin.hits("/private"), 0);
+    // One replica fetched (its fetch record); every replica decided on that file and keeps
+    // its snapshot.
+    let mut fetches = 0;
+    for p in &replicas {
+        let records = p.records().await;
+        fetches += of_type(&records, "fetch").len();
+        let decisions = of_type(&records, "decision");
+        assert_eq!(decisions.len(), 3);
+        for d in decisions {
+            check_decision_record(d);
+            assert_eq!(d["robots"]["sha256"], sha256_hex(robots.as_bytes()), "{d}");
+            assert!(d["cluster"].is_null(), "{d}");
+        }
+        let snapshot = p.snapshots.join(format!("{}.txt", sha256_hex(robots.as_bytes())));
+        // Kept before the decisions on it were answered.
+        assert_eq!(std::fs::read_to_string(&snapshot).unwrap(), robots);
+        assert_eq!(p.metric("robotsgate_cluster_up"), 1.0);
+    }
+    assert_eq!(fetches, 1);
+    // Held in each replica now: decisions go on without Redis, and do not notice it gone.
+    drop(redis);
+    for p in &replicas {
+        let got = get(p.addr, &origin.url("/page")).await;
+        assert_eq!(got.status, StatusCode::OK);
+        assert_eq!(p.metric("robotsgate_cluster_up"), 1.0, "a cached decision never asked Redis");
+    }
+    assert_eq!(origin.hits("/robots.txt"), 1);
+    for p in replicas {
+        p.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+async fn a_lease_left_by_a_replica_that_died_blocks_no_one_past_it() {
+    let dir = temp_dir();
+    let redis = RedisServer::start().await;
+    let origin =
+        TestOrigin::start([("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n")), ("/a", Reply::ok("a"))])
+            .await;
+    let proxy = RunningProxy::start(&replica(dir.path(), &redis, "a")).await;
+    // A replica took the fleet's lease for this origin, then died: the lease runs out
+    // after 1.5 s, and the next replica that needs the file fetches it then.
+    let lease = format!("robotsgate:{{{}}}:robots:lease", origin.base());
+    assert_eq!(redis.cli(&["SET", &lease, "dead-replica", "PX", "1500"]).trim(), "OK");
+    let t = tokio::time::Instant::now();
+    assert_eq!(get(proxy.addr, &origin.url("/a")).await.status, StatusCode::OK);
+    let took = t.elapsed();
+    assert_eq!(origin.hits("/robots.txt"), 1);
+    assert!(took >= Duration::from_millis(1200), "waited for the lease: {took:?}");
+    // Not the fetch timeout (30 s) it would wait at most for a live holder.
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert_eq!(proxy.metric("robotsgate_cluster_up"), 1.0);
+    // The copy is shared now, the lease gone.
+    let copy = format!("robotsgate:{{{}}}:robots", origin.base());
+    assert_eq!(redis.cli(&["TYPE", &copy]).trim(), "hash");
+    assert_eq!(redis.cli(&["EXISTS", &lease]).trim(), "0");
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+async fn a_stored_copy_that_does_not_read_is_a_miss() {
+    let dir = temp_dir();
+    let redis = RedisServer::start().await;
+    let robots = "User-agent: *\nDisallow: /private\n";
+    let origin =
+        TestOrigin::start([("/robots.txt", Reply::ok(robots)), ("/private", Reply::ok("secret"))]).await;
+    let proxy = RunningProxy::start(&replica(dir.path(), &redis, "a")).await;
+    // Another program wrote an "allow everything" file whose hash is not its body's.
+    let copy = format!("robotsgate:{{{}}}:robots", origin.base());
+    let url = origin.url("/robots.txt");
+    let fields = [
+        ("v", "1"),
+        ("result", "success"),
+        ("status", "200"),
+        ("cause", ""),
+        ("detail", ""),
+        ("url", url.as_str()),
+        ("final_url", url.as_str()),
+        ("redirects", "0"),
+        ("truncated", "0"),
+        ("sha256", "38ee13a8f0c5a2b1f3d6e9c8b7a6f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4"),
+        ("fetched_at_us", "1795441017000000"),
+        ("duration_us", "1000"),
+        ("retry_after_ms", ""),
+        ("body", "User-agent: *\nAllow: /\n"),
+    ];
+    let mut args = vec!["HSET", copy.as_str()];
+    for (k, v) in &fields {
+        args.extend([*k, *v]);
+    }
+    redis.cli(&args);
+    redis.cli(&["PEXPIRE", &copy, "60000"]);
+    let got = get(proxy.addr, &origin.url("/private")).await;
+    assert_eq!(got.status, StatusCode::FORBIDDEN, "decided on the origin's own file");
+    assert_eq!(origin.hits("/robots.txt"), 1);
+    assert_eq!(origin.hits("/private"), 0);
+    // Replaced by the fetched copy.
+    assert_eq!(redis.cli(&["HGET", &copy, "sha256"]).trim(), sha256_hex(robots.as_bytes()));
+    assert_eq!(proxy.metric("robotsgate_cluster_up"), 1.0);
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+async fn the_password_comes_from_its_file_and_a_wrong_one_means_alone() {
+    let dir = temp_dir();
+    let redis = RedisServer::start_with_password("s3cret pass").await;
+    let origin =
+        TestOrigin::start([("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n")), ("/a", Reply::ok("a"))])
+            .await;
+    let secret = dir.path().join("redis-password");
+    std::fs::write(&secret, "s3cret pass\n").unwrap();
+    let mut good = replica(dir.path(), &redis, "good");
+    good.cluster.password_file = secret.display().to_string();
+    let good = RunningProxy::start(&good).await;
+    assert_eq!(get(good.addr, &origin.url("/a")).await.status, StatusCode::OK);
+    assert_eq!(good.metric("robotsgate_cluster_up"), 1.0);
+    let copy = format!("robotsgate:{{{}}}:robots", origin.base());
+    assert_eq!(redis.cli(&["TYPE", &copy]).trim(), "hash", "shared with the password from the file");
+
+    // Without it (the URL has none): Redis refuses, the replica goes on alone.
+    let bad = RunningProxy::start(&replica(dir.path(), &redis, "bad")).await;
+    let other =
+        TestOrigin::start([("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n")), ("/b", Reply::ok("b"))])
+            .await;
+    assert_eq!(get(bad.addr, &other.url("/b")).await.status, StatusCode::OK);
+    assert_eq!(bad.metric("robotsgate_cluster_up"), 0.0);
+    let records = bad.records().await;
+    let d = of_type(&records, "decision").into_iter().find(|d| d["url"] == other.url("/b")).unwrap();
+    assert_eq!(d["cluster"], "alone", "{d}");
+    good.stop().await;
+    bad.stop().await;
+}
