@@ -438,11 +438,22 @@ async fn audit_log_has_one_record_per_decision_and_fetch_and_the_snapshot() {
     let raw = std::fs::read_to_string(&proxy.audit_path).unwrap();
     assert_eq!(raw.lines().count(), all.len());
     assert!(raw.ends_with('\n'));
-    assert_eq!(all[0]["type"], "log", "the log starts with its open record: {}", all[0]);
-    assert_eq!(all[0]["event"], "open");
-    assert_eq!(all[0]["previous_run"], "new");
+    assert_eq!(
+        all[0]["type"], "log",
+        "a new tamper-evident log starts with its file-start record: {}",
+        all[0]
+    );
+    assert_eq!(all[0]["event"], "file-start");
+    assert_eq!(all[0]["tree_size"], 0);
+    assert_eq!(all[1]["type"], "log", "then the process's open record: {}", all[1]);
+    assert_eq!(all[1]["event"], "open");
+    assert_eq!(all[1]["previous_run"], "new");
     let records = proxy.records().await;
-    assert_eq!(records.len(), all.len() - 1, "one log record (open), then decisions and fetches");
+    assert_eq!(
+        records.len(),
+        all.len() - 2,
+        "two log records (file-start, open), then decisions and fetches"
+    );
     let decisions = of_type(&records, "decision");
     let fetches = of_type(&records, "fetch");
     let outcomes = of_type(&records, "outcome");

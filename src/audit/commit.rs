@@ -41,6 +41,8 @@ pub(super) struct Core {
     out: Mutex<Out>,
     pub(super) durability: Durability,
     on_error: OnError,
+    /// Written batches go to the audit thread (hashing, rotation) instead of being reused.
+    pub(super) keep_batches: bool,
     /// `Buffered`: records pending before requests wait for room.
     queue: u64,
     pub(super) healthy: AtomicBool,
@@ -80,6 +82,8 @@ pub(super) struct State {
     pub(super) closed: bool,
     /// The audit thread waits without a deadline: work for it must wake it.
     pub(super) thread_idle: bool,
+    /// Written batches for the audit thread, oldest first.
+    done: VecDeque<Batch>,
     spare: Vec<Vec<u8>>,
     /// Requests for a flush and sync (answered by the audit thread).
     pub(super) flushes: Vec<tokio::sync::oneshot::Sender<()>>,
@@ -104,6 +108,13 @@ struct Waiter {
     seq: u64,
     id: u64,
     waker: Waker,
+}
+
+/// Bytes written to the log in one go (what reached the file), and the number of the
+/// last record among them.
+pub(super) struct Batch {
+    pub(super) bytes: Vec<u8>,
+    pub(super) end: u64,
 }
 
 /// Trouble the next write must report first.
@@ -149,6 +160,7 @@ impl Core {
                 trouble: None,
                 closed: false,
                 thread_idle: false,
+                done: VecDeque::new(),
                 spare: Vec::new(),
                 flushes: Vec::new(),
                 shutdown: None,
@@ -157,6 +169,7 @@ impl Core {
             out: Mutex::new(out),
             durability,
             on_error,
+            keep_batches: false,
             queue: queue.max(1) as u64,
             healthy: AtomicBool::new(true),
             last_error: Mutex::new(String::new()),
@@ -254,30 +267,46 @@ impl Core {
     /// Returns the wakers of the requests now answerable (to be woken by the caller
     /// after releasing the turn).
     pub(super) fn write_pending(&self) -> Vec<Waker> {
-        let (bytes, upto, batch_records, trouble) = {
+        self.write_pending_between(&[], None)
+    }
+
+    /// [`Core::write_pending`], with the log's own lines `before` and `after` the records
+    /// in the same write (rotation: the `rotate` record last in the old file, the
+    /// `file-start` record first in the new one, whatever requests append meanwhile).
+    /// `after` is made from the number of records written with it.
+    pub(super) fn write_pending_between(
+        &self,
+        before: &[u8],
+        after: Option<&dyn Fn(u64) -> Vec<u8>>,
+    ) -> Vec<Waker> {
+        let (bytes, upto, batch_records, trouble, after) = {
             let mut st = self.lock();
-            if st.pending.is_empty() && st.trouble.is_none() {
+            if st.pending.is_empty() && st.trouble.is_none() && before.is_empty() && after.is_none() {
                 return Vec::new();
             }
+            let after = after.map_or_else(Vec::new, |f| f(st.pending_records));
             let spare = st.spare.pop().unwrap_or_else(|| Vec::with_capacity(64 * 1024));
             let bytes = mem::replace(&mut st.pending, spare);
             let records = mem::take(&mut st.pending_records);
             st.pending_since = None;
-            (bytes, st.appended, records, st.trouble.take())
+            (bytes, st.appended, records, st.trouble.take(), after)
         };
         // Trouble first: end an unfinished line and say what was lost.
-        let (bytes, prefix_len) = match &trouble {
-            Some(t) => {
-                let mut joined = Vec::with_capacity(bytes.len() + 256);
+        let (bytes, prefix_len) = if trouble.is_none() && before.is_empty() && after.is_empty() {
+            (bytes, 0)
+        } else {
+            let mut joined = Vec::with_capacity(bytes.len() + before.len() + after.len() + 256);
+            if let Some(t) = &trouble {
                 if t.fragment.is_some() {
                     joined.push(b'\n');
                 }
                 joined.extend_from_slice(&trouble_record(t).line());
-                let prefix_len = joined.len();
-                joined.extend_from_slice(&bytes);
-                (joined, prefix_len)
             }
-            None => (bytes, 0),
+            joined.extend_from_slice(before);
+            let prefix_len = joined.len();
+            joined.extend_from_slice(&bytes);
+            joined.extend_from_slice(&after);
+            (joined, prefix_len)
         };
         let (n, error) = self.out.lock().unwrap_or_else(|p| p.into_inner()).write(&bytes);
         self.writes.fetch_add(1, Ordering::Relaxed);
@@ -317,7 +346,14 @@ impl Core {
             Durability::Written | Durability::Buffered => Self::answerable(&mut st, upto, &mut wake),
         }
         let mut bytes = bytes;
-        if st.spare.len() < SPARE_BUFFERS && bytes.capacity() <= SPARE_MAX_BYTES {
+        if self.keep_batches && n > 0 {
+            bytes.truncate(n);
+            st.done.push_back(Batch { bytes, end: upto });
+            if st.thread_idle {
+                st.thread_idle = false;
+                self.thread.notify_one();
+            }
+        } else if st.spare.len() < SPARE_BUFFERS && bytes.capacity() <= SPARE_MAX_BYTES {
             bytes.clear();
             st.spare.push(bytes);
         }
@@ -395,6 +431,11 @@ impl Core {
         }
     }
 
+    /// Whether a failed write is still to be reported (the log cannot be written).
+    pub(super) fn has_trouble(&self) -> bool {
+        self.lock().trouble.is_some()
+    }
+
     /// Queues a flush and sync, answered on `done`.
     pub(super) fn request_flush(&self, done: tokio::sync::oneshot::Sender<()>) {
         let mut st = self.lock();
@@ -402,6 +443,33 @@ impl Core {
         st.thread_idle = false;
         drop(st);
         self.thread.notify_one();
+    }
+
+    /// The written batches the audit thread may hash: all (after a sync, or when `all`),
+    /// else those durable.
+    pub(super) fn take_done(&self, st: &mut State, all: bool) -> Vec<Batch> {
+        let durable = self.durable(st);
+        let mut out = Vec::new();
+        while let Some(b) = st.done.front() {
+            if !all && b.end > durable {
+                break;
+            }
+            out.extend(st.done.pop_front());
+        }
+        out
+    }
+
+    /// Gives a hashed batch's buffer back for reuse.
+    pub(super) fn recycle(&self, st: &mut State, mut bytes: Vec<u8>) {
+        if st.spare.len() < SPARE_BUFFERS && bytes.capacity() <= SPARE_MAX_BYTES {
+            bytes.clear();
+            st.spare.push(bytes);
+        }
+    }
+
+    /// Replaces where records go (rotation); the caller holds the write turn.
+    pub(super) fn replace_out(&self, out: Out) -> Out {
+        mem::replace(&mut *self.out.lock().unwrap_or_else(|p| p.into_inner()), out)
     }
 
     /// Asks the audit thread to write everything, close the log and answer on `done`.
@@ -462,7 +530,7 @@ fn account(
         // All written: no need to look at the bytes.
         return Accounted { records_written: batch_records, trouble: None };
     };
-    let newlines = |b: &[u8]| b.iter().filter(|&&b| b == b'\n').count() as u64;
+    let newlines = |b: &[u8]| memchr::memchr_iter(b'\n', b).count() as u64;
     let n = n.min(bytes.len());
     let records_written = newlines(&bytes[prefix_len.min(n)..n]);
     // A line left unfinished: everything after the last newline written.

@@ -4,6 +4,9 @@
 use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::note::Signer;
 
 /// Where records go.
 #[derive(Debug, Clone)]
@@ -73,6 +76,26 @@ pub struct AuditConfig {
     pub on_error: OnError,
     /// Replace query strings in logged URLs by `?<redacted>`.
     pub redact_query: bool,
+    /// Tamper evidence (a file target): a signed checkpoint of the Merkle tree over every
+    /// line after this many records (0: not by count)...
+    pub checkpoint_every: u64,
+    /// ... and after this long, if records came (none: not by time). With neither, the
+    /// log keeps no tree and writes no checkpoints.
+    pub checkpoint_interval: Option<Duration>,
+    /// Signs checkpoints (none: they are written unsigned).
+    pub signing_key: Option<Arc<Signer>>,
+    /// Rotation (a file target): the file is closed and renamed once it reaches this
+    /// size (0: not by size)...
+    pub rotate_size: u64,
+    /// ... or once it has been open this long (none: not by time).
+    pub rotate_interval: Option<Duration>,
+}
+
+impl AuditConfig {
+    /// Whether the log keeps a Merkle tree and writes checkpoints.
+    pub fn tamper_evident(&self) -> bool {
+        self.checkpoint_every > 0 || self.checkpoint_interval.is_some()
+    }
 }
 
 impl Default for AuditConfig {
@@ -84,6 +107,11 @@ impl Default for AuditConfig {
             queue: 4096,
             on_error: OnError::Refuse,
             redact_query: false,
+            checkpoint_every: 1000,
+            checkpoint_interval: Some(Duration::from_secs(10)),
+            signing_key: None,
+            rotate_size: 1 << 30,
+            rotate_interval: None,
         }
     }
 }

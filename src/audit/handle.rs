@@ -2,6 +2,8 @@
 //! group commit (see `commit`), waits as the durability asks, and refuses requests while
 //! the log is broken and configured to fail closed.
 
+use std::io::Read as _;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
@@ -9,13 +11,16 @@ use std::time::SystemTime;
 use tokio::sync::oneshot;
 
 use super::commit::Core;
-use super::config::{AuditConfig, AuditError, AuditSetupError, MemoryLog, OnError, Target};
+use super::config::{AuditConfig, AuditError, AuditSetupError, Durability, MemoryLog, OnError, Target};
+use super::files::rotated_files;
 use super::line::{decision_line, outcome_line};
-use super::open::open_log;
+use super::open::{PreviousRun, open_log};
 use super::out::Out;
 use super::record::{
     DecisionRecord, FetchRecord, OutcomeFacts, OutcomeRecord, RequestFacts, ResponseUsageRecord, to_line,
 };
+use super::tree::{Continuation, TreeConfig};
+use super::writer::FileWork;
 use super::{snapshot, writer};
 use crate::fetch::FetchOutcome;
 use crate::origin::Origin;
@@ -51,41 +56,41 @@ impl AuditLog {
     /// an `open` record that says how the previous process left it (a torn last line is
     /// ended first).
     pub async fn start(config: AuditConfig) -> Result<AuditLog, AuditSetupError> {
-        let out = match &config.target {
+        let (out, work) = match &config.target {
             Target::File(path) => {
-                let open = |path: &std::path::Path| -> std::io::Result<Out> {
-                    let mut opened = open_log(path)?;
-                    let record = opened.previous.record(config.durability.as_str());
-                    std::io::Write::write_all(&mut opened.file, &record.line())?;
-                    Ok(Out::File(opened.file))
-                };
-                open(path).map_err(|source| AuditSetupError::Open { path: path.clone(), source })?
+                let (file, work) = open_file(path, &config)
+                    .map_err(|source| AuditSetupError::Open { path: path.clone(), source })?;
+                (Out::File(file), Some(work))
             }
-            Target::Stdout => Out::Stdout,
-            Target::Memory(m) => Out::Memory(m.clone()),
+            Target::Stdout => (Out::Stdout, None),
+            Target::Memory(m) => (Out::Memory(m.clone()), None),
         };
         if let Some(dir) = &config.snapshots {
             tokio::fs::create_dir_all(dir)
                 .await
                 .map_err(|source| AuditSetupError::Snapshots { path: dir.clone(), source })?;
         }
-        AuditLog::spawn(config, out).map_err(AuditSetupError::Thread)
+        AuditLog::spawn(config, out, work).map_err(AuditSetupError::Thread)
     }
 
     /// A log kept in memory, and the handle to read it.
     pub fn memory() -> (AuditLog, MemoryLog) {
         let memory = MemoryLog::default();
         let config = AuditConfig { target: Target::Memory(memory.clone()), ..AuditConfig::default() };
-        let log = AuditLog::spawn(config, Out::Memory(memory.clone()))
+        let log = AuditLog::spawn(config, Out::Memory(memory.clone()), None)
             .unwrap_or_else(|e| panic!("cannot start the audit thread: {e}"));
         (log, memory)
     }
 
     /// The log writing to `out`, with its audit thread started.
-    fn spawn(config: AuditConfig, out: Out) -> std::io::Result<AuditLog> {
+    fn spawn(config: AuditConfig, out: Out, work: Option<FileWork>) -> std::io::Result<AuditLog> {
         let sync = out.sync_handle();
-        let core = Arc::new(Core::new(out, config.durability, config.on_error, config.queue));
-        writer::spawn(core.clone(), sync)?;
+        let mut core = Core::new(out, config.durability, config.on_error, config.queue);
+        core.keep_batches = work
+            .as_ref()
+            .is_some_and(|w| w.tree.is_some() || w.rotate_size > 0 || w.rotate_interval.is_some());
+        let core = Arc::new(core);
+        writer::spawn(core.clone(), sync, work)?;
         Ok(AuditLog { inner: Arc::new(Shared { core, config }) })
     }
 
@@ -184,6 +189,56 @@ impl AuditLog {
         );
         self.commit(&line).await
     }
+}
+
+/// Opens the log file at `path` for appending (see `open`): a new file of a log that keeps
+/// a tree starts with its `file-start` record (continuing the tree of the last file closed
+/// by rotation, if there is one), and every process's first record is its `open` record.
+fn open_file(path: &Path, config: &AuditConfig) -> std::io::Result<(std::fs::File, FileWork)> {
+    let mut opened = open_log(path)?;
+    let mut head = Vec::new();
+    let new = opened.previous == PreviousRun::New;
+    if new && config.tamper_evident() {
+        let before = rotated_files(path).ok().and_then(|r| r.last().and_then(|p| Continuation::after(p)));
+        head.extend_from_slice(&before.unwrap_or_else(Continuation::empty).record().line());
+    }
+    head.extend_from_slice(&opened.previous.record(config.durability.as_str()).line());
+    std::io::Write::write_all(&mut opened.file, &head)?;
+    let len = opened.file.metadata()?.len();
+    let started =
+        if new { SystemTime::now() } else { first_record_time(path).unwrap_or_else(SystemTime::now) };
+    let tree = config.tamper_evident().then(|| TreeConfig {
+        every: config.checkpoint_every,
+        interval: config.checkpoint_interval,
+        signer: config.signing_key.clone(),
+        sync: config.durability == Durability::Synced,
+    });
+    let work = FileWork {
+        path: path.to_path_buf(),
+        len,
+        started,
+        tree,
+        rotate_size: config.rotate_size,
+        rotate_interval: config.rotate_interval,
+    };
+    Ok((opened.file, work))
+}
+
+/// The time of the first record of the file at `path`, if it has one.
+fn first_record_time(path: &Path) -> Option<SystemTime> {
+    use std::io::BufRead;
+    let mut line = Vec::new();
+    std::io::BufReader::new(std::fs::File::open(path).ok()?)
+        .take(1 << 20)
+        .read_until(b'\n', &mut line)
+        .ok()?;
+    #[derive(serde::Deserialize)]
+    struct Time {
+        time: String,
+    }
+    let t: Time = serde_json::from_slice(line.strip_suffix(b"\n")?).ok()?;
+    let t = time::OffsetDateTime::parse(&t.time, &time::format_description::well_known::Rfc3339).ok()?;
+    Some(t.into())
 }
 
 impl AuditLog {

@@ -24,19 +24,28 @@
 
 mod commit;
 mod config;
+mod files;
 mod handle;
 mod line;
+pub mod lines;
+pub mod merkle;
+pub mod note;
 mod open;
 mod out;
+pub mod proof;
 mod record;
+pub mod sidecar;
 mod snapshot;
 mod timestamp;
+mod tree;
+pub mod verify;
 mod writer;
 
 #[cfg(test)]
 mod tests;
 
 pub use config::{AuditConfig, AuditError, AuditSetupError, Durability, MemoryLog, OnError, Target};
+pub use files::{checkpoints_path, rotated_files};
 pub use handle::AuditLog;
 pub use record::{
     BackoffRecord, DecisionRecord, FetchRecord, LineRecord, LogEvent, LogRecord, OutcomeFacts, OutcomeRecord,

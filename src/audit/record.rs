@@ -17,7 +17,8 @@ use crate::policy::{Decision, Reason};
 
 /// Version of the record schema (`schema_version` in every record). 3: decision records
 /// have `pace_wait_ms` and `pace`, and the outcome `paced`; 4: and `cluster` (fleet mode).
-pub const SCHEMA_VERSION: u32 = 4;
+/// 5: the log records `file-start` and `rotate` of a tamper-evident, rotated log.
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// One decision, as logged.
 #[derive(Debug, Clone, Serialize)]
@@ -331,6 +332,24 @@ pub enum LogEvent {
     },
     /// The process closed the log cleanly; nothing was lost.
     Close {},
+    /// The first record of a file of a log that keeps a Merkle tree: where the tree
+    /// stands before this record, so that the file can be checked without the earlier ones.
+    FileStart {
+        /// Leaves before this record (in earlier files); this record is leaf `tree_size`.
+        tree_size: u64,
+        /// The tree's root hash at `tree_size`, in hex.
+        root: String,
+        /// The roots of the perfect subtrees that make up that tree, largest first, in hex.
+        frontier: Vec<String>,
+        /// The file before this one (its name when it was closed), if any.
+        previous_file: Option<String>,
+    },
+    /// The last record of a file closed by rotation: the tree goes on in the next file,
+    /// whose `file-start` record says `tree_size` this record's number plus one.
+    Rotate {
+        /// Leaves in the tree with this record.
+        tree_size: u64,
+    },
     /// Writing failed: records were lost (their requests were refused with `503` when
     /// `on_error = "refuse"`), written once writing works again.
     WriteError {

@@ -207,15 +207,16 @@ async fn a_clean_close_is_found_clean() {
         Err(AuditError::Closed)
     ));
     let records = lines(&path);
-    assert_eq!(records[0]["event"], "open");
-    assert_eq!(records[0]["previous_run"], "new");
-    assert_eq!(records[1]["type"], "decision");
+    assert_eq!(records[0]["event"], "file-start", "a new file of a tamper-evident log");
+    assert_eq!(records[1]["event"], "open");
+    assert_eq!(records[1]["previous_run"], "new");
+    assert_eq!(records[2]["type"], "decision");
     assert_eq!(records.last().unwrap()["event"], "close");
     let (log, path) = file_log(dir.path(), Durability::Written).await;
     log.shutdown().await;
     let records = lines(&path);
-    assert_eq!(records[3]["event"], "open");
-    assert_eq!(records[3]["previous_run"], "clean");
+    assert_eq!(records[4]["event"], "open");
+    assert_eq!(records[4]["previous_run"], "clean");
 }
 
 /// A log that ends partway through a line (a crash or a full disk): the next process
@@ -241,4 +242,172 @@ async fn a_torn_last_line_is_repaired_and_said_so() {
     assert_eq!(open["fragment_bytes"], fragment.len());
     let next: serde_json::Value = serde_json::from_str(got[3]).unwrap();
     assert_eq!(next["url"], "https://example.com/x", "the next record is whole");
+}
+
+/// A log with a tree and rotation, for the tamper-evidence tests.
+async fn tree_log(dir: &Path, rotate_size: u64, every: u64) -> (AuditLog, PathBuf) {
+    let path = dir.join("audit.jsonl");
+    let config = AuditConfig {
+        target: Target::File(path.clone()),
+        checkpoint_every: every,
+        rotate_size,
+        ..AuditConfig::default()
+    };
+    (AuditLog::start(config).await.unwrap(), path)
+}
+
+/// The files of a tree log, oldest first, as `verify` takes them.
+fn log_files(path: &Path) -> Vec<verify::LogFile> {
+    let mut paths = rotated_files(path).unwrap();
+    paths.push(path.to_path_buf());
+    paths
+        .iter()
+        .map(|p| verify::LogFile {
+            name: p.display().to_string(),
+            log: Box::new(std::io::BufReader::new(std::fs::File::open(p).unwrap())),
+            checkpoints: std::fs::File::open(checkpoints_path(p))
+                .ok()
+                .map(|f| Box::new(std::io::BufReader::new(f)) as Box<dyn std::io::BufRead>),
+        })
+        .collect()
+}
+
+/// Rotation while eight tasks on four threads log at once (until the file has been
+/// rotated three times): every record is in exactly one file, whole; the files continue
+/// one tree and verify as one log, all of it covered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rotation_under_concurrent_writers_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, path) = tree_log(dir.path(), 16 * 1024, 7).await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let (log, stop) = (log.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) && i < 100_000 {
+                let url = format!("https://example.com/{w}/{i}");
+                log.log_decision(&decision("/x"), get(&url, false)).await.unwrap();
+                i += 1;
+            }
+            i
+        }));
+    }
+    eventually("three rotations", || rotated_files(&path).unwrap().len() >= 3).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut sent = 0;
+    for t in tasks {
+        sent += t.await.unwrap();
+    }
+    log.shutdown().await;
+    let rotated = rotated_files(&path).unwrap();
+    assert!(rotated.len() >= 3, "rotated {} times", rotated.len());
+    let mut urls = Vec::new();
+    for p in rotated.iter().chain([&path]) {
+        for r in lines(p) {
+            assert!(!r.is_null(), "{}: every line is a whole record", p.display());
+            if r["type"] == "decision" {
+                urls.push(r["url"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    assert_eq!(urls.len() as u64, sent, "every record once");
+    urls.sort();
+    urls.dedup();
+    assert_eq!(urls.len() as u64, sent, "no record twice");
+    let v = verify::verify(log_files(&path), &verify::Options::default(), &mut verify::NoWatch);
+    if !v.ok() {
+        for p in rotated.iter().chain([&path]) {
+            let t = std::fs::read_to_string(p).unwrap();
+            eprintln!(
+                "== {}\n{}",
+                p.display(),
+                t.lines()
+                    .take(2)
+                    .chain(t.lines().rev().take(2))
+                    .map(|l| &l[..l.len().min(200)])
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+        }
+    }
+    assert!(v.ok(), "{:?} {:?}", v.problem, v.error);
+    assert_eq!(v.files.len(), rotated.len() + 1);
+    assert!(v.uncovered.is_empty(), "the shutdown checkpoint covers everything: {:?}", v.uncovered);
+    assert_eq!(v.covered, v.leaves);
+}
+
+/// A log reopened by the next process (and one whose last line was torn): the tree goes
+/// on over what is in the file, and the whole file verifies, all of it covered.
+#[tokio::test]
+async fn a_reopened_log_continues_its_tree_and_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..3 {
+        let (log, path) = tree_log(dir.path(), 0, 4).await;
+        for i in 0..6 {
+            let url = format!("https://example.com/{round}/{i}");
+            log.log_decision(&decision("/x"), get(&url, false)).await.unwrap();
+        }
+        log.shutdown().await;
+        if round == 1 {
+            // A crash during a write: half a line at the end.
+            let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+            std::io::Write::write_all(&mut f, b"{\"schema_version\":4,\"type\":\"dec").unwrap();
+        }
+    }
+    let path = dir.path().join("audit.jsonl");
+    let v = verify::verify(log_files(&path), &verify::Options::default(), &mut verify::NoWatch);
+    assert!(v.ok(), "{:?} {:?}", v.problem, v.error);
+    assert_eq!(v.covered, v.leaves, "the shutdown checkpoints cover everything");
+    assert_eq!(lines(&path).iter().filter(|r| r["type"] == "decision").count(), 18);
+    // And an edit to the first process's records is found.
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        "https://example.com/0/1",
+        "https://example.com/0/X",
+        1,
+    );
+    std::fs::write(&path, text).unwrap();
+    let v = verify::verify(log_files(&path), &verify::Options::default(), &mut verify::NoWatch);
+    assert!(v.problem.is_some_and(|p| p.line.is_some()), "the edited line is named");
+}
+
+/// Rotation by time: a file open for `rotate_interval` is closed (by the audit thread's
+/// own deadline, with no record arriving) and the tree goes on in the next one.
+#[tokio::test]
+async fn rotation_by_interval_continues_the_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let config = AuditConfig {
+        target: Target::File(path.clone()),
+        checkpoint_every: 3,
+        rotate_size: 0,
+        rotate_interval: Some(Duration::from_millis(200)),
+        ..AuditConfig::default()
+    };
+    let log = AuditLog::start(config).await.unwrap();
+    for i in 0..5 {
+        log.log_decision(&decision("/x"), get(&format!("https://example.com/{i}"), false)).await.unwrap();
+    }
+    eventually("a rotation by time", || !rotated_files(&path).unwrap().is_empty()).await;
+    for i in 5..8 {
+        log.log_decision(&decision("/x"), get(&format!("https://example.com/{i}"), false)).await.unwrap();
+    }
+    log.shutdown().await;
+    let rotated = rotated_files(&path).unwrap();
+    assert!(!rotated.is_empty());
+    let first = lines(&rotated[0]);
+    assert_eq!(first.last().unwrap()["event"], "rotate", "the rotated file ends with its rotate record");
+    assert_eq!(lines(&path)[0]["event"], "file-start", "the next file starts with file-start");
+    let v = verify::verify(log_files(&path), &verify::Options::default(), &mut verify::NoWatch);
+    assert!(v.ok(), "{:?} {:?}", v.problem, v.error);
+    assert_eq!(v.covered, v.leaves);
+    let decisions: usize = rotated
+        .iter()
+        .chain([&path])
+        .map(|p| lines(p).iter().filter(|r| r["type"] == "decision").count())
+        .sum();
+    assert_eq!(decisions, 8);
+    for p in &rotated {
+        assert!(lines(p).len() > 2, "{}: a file with no records is not rotated by time", p.display());
+    }
 }

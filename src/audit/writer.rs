@@ -1,86 +1,379 @@
 //! The audit thread: what the log does off the requests' path. It writes records that no
 //! request is waiting for (fetch records, the log's own) within [`LINGER`], and with
 //! `Durability::Buffered` every record, in batches; with `Durability::Synced` it syncs
-//! what requests wrote (one `fdatasync` for all written meanwhile) and releases them; it
-//! answers flushes, and on shutdown writes everything, closes the log with a `close`
-//! record and syncs it.
+//! what requests wrote (one `fdatasync` for all written meanwhile) and releases them. It
+//! hashes what was written into the Merkle tree and writes checkpoints ([`TreeWriter`]),
+//! rotates the file, answers flushes, and on shutdown writes everything, closes the log
+//! with a `close` record, makes a last checkpoint and syncs.
 //!
-//! It is a thread of its own rather than a task: it blocks on the disk (syncs), and it
-//! sleeps while records gather instead of being woken for each (requests wake it only
-//! when it waits with nothing to do, or when the buffered queue fills up).
+//! It is a thread of its own rather than a task: it blocks on the disk (syncs, reading a
+//! file back at start, rotation), and it sleeps while records gather instead of being
+//! woken for each (requests wake it only when it waits with nothing to do, or when the
+//! buffered queue fills up, or with `Synced`, for each batch to sync).
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::task::Waker;
+use std::time::{Duration, Instant, SystemTime};
 
 use super::commit::Core;
 use super::config::Durability;
+use super::files::{checkpoints_path, rotated_path};
+use super::out::Out;
 use super::record::{LogEvent, LogRecord};
+use super::tree::{TreeConfig, TreeWriter};
 
 /// How long a record may wait before the audit thread writes it (a record a request
-/// waits for is written by that request's write turn, at once).
+/// waits for is written by that request's write turn, at once), and how long the thread
+/// lets written batches gather before hashing them.
 pub(super) const LINGER: Duration = Duration::from_millis(10);
 
-/// Starts the audit thread for `core`; `sync` is a handle on the log file for syncing.
-pub(super) fn spawn(core: Arc<Core>, sync: Option<File>) -> std::io::Result<()> {
-    std::thread::Builder::new().name("robotsgate-audit".into()).spawn(move || run(&core, sync)).map(|_| ())
+/// How often the audit thread, while a checkpoint by time is due later, looks for written
+/// batches to hash (they wake it only when it has nothing to do).
+const HASH_EVERY: Duration = Duration::from_millis(50);
+
+/// What the audit thread does besides writing: the tree and rotation of a log file.
+pub(super) struct FileWork {
+    /// The active file.
+    pub(super) path: PathBuf,
+    /// Bytes already in it when the thread starts.
+    pub(super) len: u64,
+    /// When its first record was written.
+    pub(super) started: SystemTime,
+    /// The tree, if the log keeps one.
+    pub(super) tree: Option<TreeConfig>,
+    /// Rotate at this size (0: not by size) or age.
+    pub(super) rotate_size: u64,
+    pub(super) rotate_interval: Option<Duration>,
 }
 
-fn run(core: &Core, sync: Option<File>) {
-    let buffered_threshold = core.buffered_threshold();
-    let mut st = core.lock();
-    loop {
-        let now = Instant::now();
-        let shutdown = st.shutdown.take();
-        let flushes = std::mem::take(&mut st.flushes);
-        let pending_due = st.pending_due(now, LINGER, buffered_threshold, core.durability);
-        if shutdown.is_some() || !flushes.is_empty() || pending_due {
-            st = core.acquire(st);
+/// Starts the audit thread for `core`; `sync` is a handle on the log file for syncing.
+pub(super) fn spawn(core: Arc<Core>, sync: Option<File>, work: Option<FileWork>) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name("robotsgate-audit".into())
+        .spawn(move || {
+            let mut t = Thread { core: &core, sync, file: None };
+            if let Some(work) = work {
+                t.file = Some(ActiveFile::start(work));
+            }
+            t.run();
+        })
+        .map(|_| ())
+}
+
+struct Thread<'a> {
+    core: &'a Core,
+    sync: Option<File>,
+    file: Option<ActiveFile>,
+}
+
+/// The active file's tree and rotation state.
+struct ActiveFile {
+    path: PathBuf,
+    bytes: u64,
+    /// Of which the log's own head (the `file-start` record after a rotation): a file
+    /// with nothing more is not rotated by time.
+    head_bytes: u64,
+    started: SystemTime,
+    tree: Option<TreeWriter>,
+    rotate_size: u64,
+    rotate_interval: Option<Duration>,
+    /// Rotation failed: not tried again before this.
+    retry_after: Option<Instant>,
+}
+
+impl ActiveFile {
+    fn start(work: FileWork) -> ActiveFile {
+        let tree = work.tree.and_then(|config| match TreeWriter::resume(&work.path, work.len, config) {
+            Ok((tree, warnings)) => {
+                for w in warnings {
+                    tracing::error!(log = %work.path.display(), "{w}");
+                }
+                Some(tree)
+            }
+            Err(e) => {
+                tracing::error!(log = %work.path.display(), error = %e, "cannot read the audit log back: no checkpoints will be written");
+                None
+            }
+        });
+        ActiveFile {
+            path: work.path,
+            bytes: work.len,
+            head_bytes: 0,
+            started: work.started,
+            tree,
+            rotate_size: work.rotate_size,
+            rotate_interval: work.rotate_interval,
+            retry_after: None,
+        }
+    }
+
+    /// Takes in bytes just written to the file.
+    fn feed(&mut self, bytes: &[u8]) {
+        self.bytes += bytes.len() as u64;
+        if let Some(tree) = &mut self.tree
+            && let Err(e) = tree.feed(bytes)
+        {
+            tracing::error!(checkpoints = %tree.sidecar_path().display(), error = %e, "cannot write a checkpoint");
+        }
+    }
+
+    fn checkpoint(&mut self, reason: &str) {
+        if let Some(tree) = &mut self.tree
+            && let Err(e) = tree.checkpoint(reason)
+        {
+            tracing::error!(checkpoints = %tree.sidecar_path().display(), error = %e, "cannot write a checkpoint");
+        }
+    }
+
+    fn rotation_due(&self, now: Instant) -> bool {
+        if self.retry_after.is_some_and(|t| now < t) {
+            return false;
+        }
+        (self.rotate_size > 0 && self.bytes >= self.rotate_size)
+            || (self.bytes > self.head_bytes
+                && self.rotate_interval.is_some_and(|i| {
+                    SystemTime::now().duration_since(self.started).is_ok_and(|age| age >= i)
+                }))
+    }
+
+    /// When the thread must look again (a checkpoint or a rotation by time).
+    fn deadline(&self, now: Instant) -> Option<Instant> {
+        let tree = self.tree.as_ref().and_then(TreeWriter::deadline);
+        let rotate = self.rotate_interval.filter(|_| self.bytes > self.head_bytes).map(|i| {
+            let age = SystemTime::now().duration_since(self.started).unwrap_or_default();
+            now + i.saturating_sub(age)
+        });
+        [tree, rotate, self.retry_after].into_iter().flatten().min()
+    }
+}
+
+fn wake_all(wake: Vec<Waker>) {
+    wake.into_iter().for_each(Waker::wake);
+}
+
+impl Thread<'_> {
+    fn run(&mut self) {
+        let core = self.core;
+        let threshold = core.buffered_threshold();
+        loop {
+            let mut st = core.lock();
+            let now = Instant::now();
+            let shutdown = st.shutdown.take();
+            let flushes = std::mem::take(&mut st.flushes);
+            let pending_due = st.pending_due(now, LINGER, threshold, core.durability);
             drop(st);
-            if shutdown.is_some() {
-                core.close_with(&LogRecord::now(LogEvent::Close {}).line());
-            }
-            let mut wake = core.write_pending();
-            core.release_thread_turn();
-            if shutdown.is_some() || !flushes.is_empty() {
-                // A flush and the close are durable whatever the setting.
-                let upto = core.lock().written;
-                let result = sync.as_ref().map_or(Ok(()), File::sync_data);
-                wake.extend(core.synced(upto, result));
-            }
-            wake.into_iter().for_each(std::task::Waker::wake);
-            for done in flushes {
-                let _ = done.send(());
-            }
             if let Some(done) = shutdown {
+                self.close();
                 let _ = done.send(());
                 return;
             }
-            st = core.lock();
-            continue;
-        }
-        if core.durability == Durability::Synced && st.written > st.synced {
-            let upto = st.written;
-            drop(st);
-            let result = sync.as_ref().map_or(Ok(()), File::sync_data);
-            core.synced(upto, result).into_iter().for_each(std::task::Waker::wake);
-            st = core.lock();
-            continue;
-        }
-        // Nothing to do now: sleep until a pending record is due, or until woken.
-        st = match st.pending_since {
-            Some(since) => {
-                let left = (since + LINGER).saturating_duration_since(now);
-                core.thread
-                    .wait_timeout(st, left.max(Duration::from_micros(100)))
-                    .map_or_else(|p| p.into_inner().0, |r| r.0)
+            let mut worked = false;
+            if !flushes.is_empty() || pending_due {
+                self.write_now(!flushes.is_empty());
+                if !flushes.is_empty() {
+                    self.hash(true);
+                }
+                for done in flushes {
+                    let _ = done.send(());
+                }
+                worked = true;
             }
-            None => {
-                st.thread_idle = true;
-                let mut st = core.thread.wait(st).unwrap_or_else(|p| p.into_inner());
-                st.thread_idle = false;
-                st
+            if core.durability == Durability::Synced {
+                let upto = core.lock().written;
+                if upto > core.lock().synced {
+                    let result = self.sync_data();
+                    wake_all(core.synced(upto, result));
+                    worked = true;
+                }
             }
+            worked |= self.hash(false);
+            let now = Instant::now();
+            if let Some(f) = &mut self.file {
+                if f.tree.as_ref().and_then(TreeWriter::deadline).is_some_and(|d| now >= d) {
+                    f.checkpoint("interval");
+                }
+                if f.rotation_due(now) {
+                    self.rotate();
+                }
+            }
+            // Sleep: while batches keep coming, for LINGER (they gather meanwhile); with
+            // nothing to do, until woken or until something is due.
+            let mut st = core.lock();
+            let now = Instant::now();
+            let mut deadline = self.file.as_ref().and_then(|f| f.deadline(now));
+            if let Some(since) = st.pending_since {
+                deadline = Some(deadline.map_or(since + LINGER, |d| d.min(since + LINGER)));
+            }
+            if worked {
+                deadline = Some(deadline.map_or(now + LINGER, |d| d.min(now + LINGER)));
+            }
+            // Work that came while the lock was let go (its wake-up was missed).
+            if st.shutdown.is_some()
+                || !st.flushes.is_empty()
+                || (core.durability == Durability::Synced && st.written > st.synced)
+            {
+                continue;
+            }
+            // Written batches wake the thread only when it is idle: with a deadline far
+            // off (the next checkpoint by time), look at them every HASH_EVERY.
+            if core.keep_batches {
+                deadline = deadline.map(|d| d.min(now + HASH_EVERY));
+            }
+            match deadline {
+                Some(d) => {
+                    let left = d.saturating_duration_since(now).max(Duration::from_micros(100));
+                    drop(core.thread.wait_timeout(st, left).map_or_else(|p| p.into_inner().0, |r| r.0));
+                }
+                None => {
+                    st.thread_idle = true;
+                    let mut st = core.thread.wait(st).unwrap_or_else(|p| p.into_inner());
+                    st.thread_idle = false;
+                }
+            }
+        }
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.sync.as_ref().map_or(Ok(()), File::sync_data)
+    }
+
+    /// Writes everything pending now (taking the write turn); with `sync`, syncs it.
+    fn write_now(&mut self, sync: bool) {
+        let core = self.core;
+        drop(core.acquire(core.lock()));
+        let mut wake = core.write_pending();
+        core.release_thread_turn();
+        if sync {
+            let upto = core.lock().written;
+            wake.extend(core.synced(upto, self.sync_data()));
+        }
+        wake_all(wake);
+    }
+
+    /// Hashes the written batches (durable ones, or all when `all`); true if any.
+    fn hash(&mut self, all: bool) -> bool {
+        let core = self.core;
+        let batches = core.take_done(&mut core.lock(), all);
+        if batches.is_empty() {
+            return false;
+        }
+        for b in batches {
+            if let Some(f) = &mut self.file {
+                f.feed(&b.bytes);
+            }
+            core.recycle(&mut core.lock(), b.bytes);
+        }
+        true
+    }
+
+    /// Shutdown: everything written, a `close` record last, a last checkpoint, synced.
+    fn close(&mut self) {
+        let core = self.core;
+        drop(core.acquire(core.lock()));
+        core.close_with(&LogRecord::now(LogEvent::Close {}).line());
+        let mut wake = core.write_pending();
+        core.release_thread_turn();
+        let upto = core.lock().written;
+        wake.extend(core.synced(upto, self.sync_data()));
+        wake_all(wake);
+        self.hash(true);
+        if let Some(f) = &mut self.file {
+            f.checkpoint("shutdown");
+            if let Some(tree) = &f.tree
+                && let Err(e) = tree.sync()
+            {
+                tracing::error!(error = %e, "cannot sync the checkpoint file");
+            }
+        }
+    }
+
+    /// Closes the active file and starts the next: everything pending is written to it,
+    /// then a `rotate` record, a checkpoint covering it; both files are synced and renamed
+    /// by the file's first and last times; the new file starts with a `file-start` record
+    /// that continues the tree. Requests wait meanwhile (the write turn is held); none of
+    /// their records is lost or split.
+    fn rotate(&mut self) {
+        let core = self.core;
+        drop(core.acquire(core.lock()));
+        let result = self.rotate_holding_turn();
+        core.release_thread_turn();
+        if let Err(e) = result {
+            tracing::error!(error = %e, "cannot rotate the audit log; trying again in a minute");
+            if let Some(f) = &mut self.file {
+                f.retry_after = Some(Instant::now() + Duration::from_secs(60));
+            }
+        }
+    }
+
+    fn rotate_holding_turn(&mut self) -> io::Result<()> {
+        let core = self.core;
+        // Everything pending, and anything a failed write left to say, into the old file.
+        let mut wake = core.write_pending();
+        // (The lock is let go before `synced` takes it again.)
+        let upto = core.lock().written;
+        wake.extend(core.synced(upto, self.sync_data()));
+        wake_all(wake);
+        self.hash(true);
+        if core.has_trouble() {
+            return Err(io::Error::other("the log cannot be written"));
+        }
+        let Some(f) = &mut self.file else { return Ok(()) };
+        let hashed = f.tree.as_ref().map(TreeWriter::size);
+        // The rotate record last, after whatever requests appended meanwhile (it counts
+        // them: the tree's size with it).
+        let rotate = |records: u64| {
+            LogRecord::now(LogEvent::Rotate { tree_size: hashed.map_or(0, |h| h + records + 1) }).line()
         };
+        wake_all(core.write_pending_between(&[], Some(&rotate)));
+        if core.has_trouble() {
+            return Err(io::Error::other("the log cannot be written"));
+        }
+        self.hash(true);
+        let Some(f) = &mut self.file else { return Ok(()) };
+        f.checkpoint("rotation");
+        if let Some(tree) = &f.tree {
+            tree.sync()?;
+        }
+        if let Some(s) = &self.sync {
+            s.sync_data()?;
+        }
+        // Rename the file and its checkpoints.
+        let rotated = rotated_path(&f.path, f.started, SystemTime::now());
+        std::fs::rename(&f.path, &rotated)?;
+        let sidecar = checkpoints_path(&f.path);
+        if sidecar.exists() {
+            std::fs::rename(&sidecar, checkpoints_path(&rotated))?;
+        }
+        let file = OpenOptions::new().create(true).read(true).append(true).open(&f.path)?;
+        self.sync = file.try_clone().ok();
+        drop(core.replace_out(Out::File(file)));
+        f.bytes = 0;
+        f.head_bytes = 0;
+        f.started = SystemTime::now();
+        let rotated_name = rotated.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let start = match &mut f.tree {
+            Some(tree) => Some(tree.start_file(&f.path, rotated_name)?),
+            None => None,
+        };
+        if let Some(start) = start {
+            // The file-start record first, before what requests appended meanwhile.
+            let head = start.record().line();
+            if let Some(f) = &mut self.file {
+                f.head_bytes = head.len() as u64;
+            }
+            wake_all(core.write_pending_between(&head, None));
+            self.hash(true);
+        }
+        if let Some(dir) = rotated.parent()
+            && let Ok(d) =
+                File::open(if dir.as_os_str().is_empty() { std::path::Path::new(".") } else { dir })
+        {
+            let _ = d.sync_all();
+        }
+        tracing::info!(closed = %rotated.display(), "audit log rotated");
+        Ok(())
     }
 }

@@ -42,6 +42,14 @@ pub enum StartError {
     /// The audit log could not be opened.
     #[error(transparent)]
     Audit(#[from] AuditSetupError),
+    /// The checkpoint signing key could not be read.
+    #[error("audit.signing_key: cannot use {path}: {why}")]
+    SigningKey {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
     /// The interception CA could not be loaded.
     #[error("cannot load the CA in {dir}: {source}")]
     Ca {
@@ -260,6 +268,11 @@ impl App {
                 OnErrorName::Continue => OnError::Continue,
             },
             redact_query: config.audit.redact_query,
+            checkpoint_every: config.audit.checkpoint_every,
+            checkpoint_interval: nonzero(config.audit.checkpoint_interval.0),
+            signing_key: signing_key(&config.audit.signing_key)?,
+            rotate_size: config.audit.rotate_size.0,
+            rotate_interval: nonzero(config.audit.rotate_interval.0),
         })
         .await?;
 
@@ -421,6 +434,32 @@ impl App {
         }
         result
     }
+}
+
+/// `None` for zero ("not by time").
+fn nonzero(d: std::time::Duration) -> Option<std::time::Duration> {
+    (!d.is_zero()).then_some(d)
+}
+
+/// The checkpoint signing key at `path` ("": none). A key file others may read is
+/// used, with a warning.
+fn signing_key(path: &str) -> Result<Option<Arc<crate::audit::note::Signer>>, StartError> {
+    if path.is_empty() {
+        return Ok(None);
+    }
+    let bad = |why: String| StartError::SigningKey { path: PathBuf::from(path), why };
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let signer = crate::audit::note::Signer::parse(&text).map_err(|e| bad(e.to_string()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(path)
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            tracing::warn!(path, "the audit signing key can be read by others; chmod 600 it");
+        }
+    }
+    Ok(Some(Arc::new(signer)))
 }
 
 /// Fleet mode's Redis connection of `config` (made lazily: Redis need not be up), if

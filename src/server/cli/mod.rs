@@ -1,5 +1,6 @@
 //! Command-line parsing and the subcommands.
 
+mod audit;
 mod ca;
 mod check;
 mod hash;
@@ -27,6 +28,8 @@ enum Command {
     Ca(ca::CaArgs),
     /// Hash a password (read from standard input) for [auth.users].
     HashPassword(hash::HashArgs),
+    /// The audit log's compliance tools: keygen, verify, prove, verify-proof, explain, report.
+    Audit(audit::AuditArgs),
 }
 
 /// Exit status for a usage or input error.
@@ -46,6 +49,7 @@ pub fn main() -> ExitCode {
         Command::Check(args) => check::run(args),
         Command::Ca(args) => ca::run(args),
         Command::HashPassword(args) => hash::run(args),
+        Command::Audit(args) => audit::run(args),
     };
     match result {
         Ok(code) => code,

@@ -133,6 +133,11 @@ impl Default for AuditSection {
             queue: 4096,
             on_error: OnErrorName::Refuse,
             redact_query: false,
+            checkpoint_every: 1000,
+            checkpoint_interval: Dur::secs(10),
+            signing_key: String::new(),
+            rotate_size: Size(1 << 30),
+            rotate_interval: Dur::secs(0),
         }
     }
 }

@@ -60,9 +60,25 @@ impl Config {
         if http::HeaderValue::from_str(&self.user_agent()).is_err() {
             return Err(err("agent.user_agent", "is not a valid header value".into()));
         }
-        if self.audit.queue == 0 {
+        let a = &self.audit;
+        if a.queue == 0 {
             return Err(err("audit.queue", "must be at least 1".into()));
         }
+        let interval = a.checkpoint_interval.0;
+        if !interval.is_zero() && interval < std::time::Duration::from_millis(100) {
+            return Err(err(
+                "audit.checkpoint_interval",
+                "must be at least 100ms (or \"0s\": not by time)".into(),
+            ));
+        }
+        if a.rotate_size.0 != 0 && a.rotate_size.0 < 4096 {
+            return Err(err("audit.rotate_size", "must be at least 4KiB (or 0: not by size)".into()));
+        }
+        let interval = a.rotate_interval.0;
+        if !interval.is_zero() && interval < std::time::Duration::from_secs(1) {
+            return Err(err("audit.rotate_interval", "must be at least 1s (or \"0s\": not by time)".into()));
+        }
+
         if self.tls.leaf_cache == 0 {
             return Err(err("tls.leaf_cache", "must be at least 1".into()));
         }
@@ -303,6 +319,25 @@ mod tests {
         let p = ok.purpose();
         assert_eq!(p.default.to_string(), "train-ai,search");
         assert_eq!(p.header.map(|h| h.to_string()).as_deref(), Some("x-robots-purpose"));
+    }
+
+    #[test]
+    fn audit_tamper_evidence_settings_are_checked_and_name_their_key() {
+        let e = Config::parse("a.toml", "[audit]\ncheckpoint_interval = \"10ms\"\n").unwrap_err();
+        assert_eq!(
+            (e.line.map(|l| l.0), e.key.as_deref()),
+            (Some(2), Some("audit.checkpoint_interval")),
+            "{e}"
+        );
+        let e = Config::parse("a.toml", "[audit]\nrotate_size = \"1KiB\"\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("audit.rotate_size"), "{e}");
+        let e = Config::parse("a.toml", "[audit]\nrotate_interval = \"100ms\"\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("audit.rotate_interval"), "{e}");
+        let ok = Config::parse(
+            "a.toml",
+            "[audit]\ncheckpoint_every = 0\ncheckpoint_interval = \"0s\"\nrotate_size = \"0\"\n",
+        );
+        assert!(ok.is_ok(), "0 turns them off: {:?}", ok.err());
     }
 
     #[test]

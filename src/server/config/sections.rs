@@ -285,6 +285,11 @@ pub struct AuditSection {
     pub queue: usize,
     pub on_error: OnErrorName,
     pub redact_query: bool,
+    pub checkpoint_every: u64,
+    pub checkpoint_interval: Dur,
+    pub signing_key: String,
+    pub rotate_size: Size,
+    pub rotate_interval: Dur,
 }
 
 /// `written`, `synced` or `buffered`.
