@@ -58,7 +58,7 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("redis-server on PATH: install it (Debian: apt-get install redis-server; .ci/run does)");
+            .expect("redis-server (Debian package redis-server) on PATH");
         self.child = Some(child);
         let port = self.port;
         bounded("redis-server answers", async move {
