@@ -10,17 +10,19 @@
 //! cargo run --example custom_selector
 //! ```
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{Empty, Full};
-use hyper::{Request, Response};
+use http_body_util::Empty;
+use hyper::Request;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use robotsgate::layer::TokenError;
 use robotsgate::{Refusal, Robots};
 use tower::{Service, ServiceBuilder, ServiceExt};
+
+#[path = "support/origin.rs"]
+mod origin;
 
 /// Which tenant a request is made for (set by the application).
 #[derive(Clone, Copy, Debug)]
@@ -40,7 +42,7 @@ fn select(parts: &mut http::request::Parts) -> Result<Arc<str>, TokenError> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let origin = start_origin().await?;
+    let origin = origin::start(route).await?;
     let robots = Robots::builder()
         .agent("SharedFetcher") // the identity of the robots.txt fetches
         .user_agent("SharedFetcher/1.0 (NewsBot, ShopBot)")
@@ -61,24 +63,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 }
 
 /// An origin whose robots.txt keeps ShopBot out of /deals but lets NewsBot in.
-async fn start_origin() -> std::io::Result<std::net::SocketAddr> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(|req: Request<hyper::body::Incoming>| async move {
-                    let body = match req.uri().path() {
-                        "/robots.txt" => "User-agent: ShopBot\nDisallow: /deals\n\nUser-agent: *\nAllow: /\n",
-                        _ => "today's deals",
-                    };
-                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(body))))
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
-            });
-        }
-    });
-    Ok(addr)
+fn route(path: &str) -> origin::Answer {
+    match path {
+        "/robots.txt" => (200, None, "User-agent: ShopBot\nDisallow: /deals\n\nUser-agent: *\nAllow: /\n"),
+        _ => (200, None, "today's deals"),
+    }
 }

@@ -8,17 +8,14 @@
 //! cargo run --example reqwest_client --features reqwest
 //! ```
 
-use std::convert::Infallible;
-
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
 use robotsgate::{Refusal, Robots};
+
+#[path = "support/origin.rs"]
+mod origin;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let origin = start_origin().await?;
+    let origin = origin::start(route).await?;
 
     let robots = Robots::builder()
         .agent("ExampleBot")
@@ -44,30 +41,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 }
 
 /// A tiny origin: robots.txt, a home page, a private page, and a redirect into it.
-async fn start_origin() -> std::io::Result<std::net::SocketAddr> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(|req: Request<hyper::body::Incoming>| async move {
-                    let (status, location, body) = match req.uri().path() {
-                        "/robots.txt" => (200, None, "User-agent: *\nDisallow: /private\n"),
-                        "/" => (200, None, "welcome"),
-                        "/moved" => (302, Some("/private/old"), ""),
-                        _ => (200, None, "secret"),
-                    };
-                    let mut res = Response::builder().status(status);
-                    if let Some(l) = location {
-                        res = res.header("location", l);
-                    }
-                    Ok::<_, Infallible>(res.body(Full::new(Bytes::from(body))).unwrap_or_default())
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
-            });
-        }
-    });
-    Ok(addr)
+fn route(path: &str) -> origin::Answer {
+    match path {
+        "/robots.txt" => (200, None, "User-agent: *\nDisallow: /private\n"),
+        "/" => (200, None, "welcome"),
+        "/moved" => (302, Some("/private/old"), ""),
+        _ => (200, None, "secret"),
+    }
 }
