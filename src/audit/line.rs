@@ -23,12 +23,7 @@ pub(super) fn decision_line(
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(1024);
     let o = &mut out;
-    o.extend_from_slice(b"{\"schema_version\":");
-    json_num(o, SCHEMA_VERSION);
-    o.extend_from_slice(b",\"type\":\"decision\",\"time\":\"");
-    rfc3339_into(o, now);
-    o.extend_from_slice(b"\",\"request_id\":");
-    json_str(o, request.request_id);
+    record_head(o, "decision", now, request.request_id);
     o.extend_from_slice(b",\"client\":");
     match request.client {
         Some(c) => {
@@ -97,12 +92,7 @@ pub(super) fn decision_line(
 pub(super) fn outcome_line(f: OutcomeFacts<'_>, now: SystemTime) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
     let o = &mut out;
-    o.extend_from_slice(b"{\"schema_version\":");
-    json_num(o, SCHEMA_VERSION);
-    o.extend_from_slice(b",\"type\":\"outcome\",\"time\":\"");
-    rfc3339_into(o, now);
-    o.extend_from_slice(b"\",\"request_id\":");
-    json_str(o, f.request_id);
+    record_head(o, "outcome", now, f.request_id);
     o.extend_from_slice(b",\"status\":");
     match f.status {
         Some(s) => json_num(o, s),
@@ -230,6 +220,19 @@ fn usage_into(o: &mut Vec<u8>, d: &Decision) {
         o.push(b'}');
     }
     o.extend_from_slice(b"]}");
+}
+
+/// `{"schema_version":…,"type":"<kind>","time":"…","request_id":…`: how a request's
+/// records begin.
+fn record_head(o: &mut Vec<u8>, kind: &str, now: SystemTime, request_id: &str) {
+    o.extend_from_slice(b"{\"schema_version\":");
+    json_num(o, SCHEMA_VERSION);
+    o.extend_from_slice(b",\"type\":\"");
+    o.extend_from_slice(kind.as_bytes());
+    o.extend_from_slice(b"\",\"time\":\"");
+    rfc3339_into(o, now);
+    o.extend_from_slice(b"\",\"request_id\":");
+    json_str(o, request_id);
 }
 
 /// Whether `s` has a byte a JSON string must escape.
