@@ -7,6 +7,7 @@ BENCH_NAME=rg-threadcpu
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${1:-}
 . "$HERE/common.sh"
+need_tools
 if [ -z "$BIN" ]; then build_robotsgate; BIN=$RG; fi
 trap cleanup EXIT
 start_origin

@@ -41,8 +41,9 @@ pub(super) struct Core {
     out: Mutex<Out>,
     pub(super) durability: Durability,
     on_error: OnError,
-    /// Written batches go to the audit thread (hashing, rotation) instead of being reused.
-    pub(super) keep_batches: bool,
+    /// The audit thread follows what is written to the file (hashing it, rotating it):
+    /// a write wakes it when it is idle.
+    pub(super) follow_file: bool,
     /// `Buffered`: records pending before requests wait for room.
     queue: u64,
     pub(super) healthy: AtomicBool,
@@ -67,6 +68,10 @@ pub(super) struct State {
     pub(super) written: u64,
     /// `Synced`: records up to here are on disk.
     pub(super) synced: u64,
+    /// Bytes in the active file: what writes put there (the audit thread reads them back
+    /// to hash them), and of them, those known to be on disk (`Synced`).
+    end: u64,
+    synced_end: u64,
     /// Someone holds the write turn.
     busy: bool,
     /// The audit thread waits for the turn (rotation, flush, shutdown): no request
@@ -82,8 +87,6 @@ pub(super) struct State {
     pub(super) closed: bool,
     /// The audit thread waits without a deadline: work for it must wake it.
     pub(super) thread_idle: bool,
-    /// Written batches for the audit thread, oldest first.
-    done: VecDeque<Batch>,
     spare: Vec<Vec<u8>>,
     /// Requests for a flush and sync (answered by the audit thread).
     pub(super) flushes: Vec<tokio::sync::oneshot::Sender<()>>,
@@ -110,11 +113,11 @@ struct Waiter {
     waker: Waker,
 }
 
-/// Bytes written to the log in one go (what reached the file), and the number of the
-/// last record among them.
-pub(super) struct Batch {
-    pub(super) bytes: Vec<u8>,
-    pub(super) end: u64,
+/// Where the writes stand: the last record written and the end of the file after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Mark {
+    pub(super) seq: u64,
+    end: u64,
 }
 
 /// Trouble the next write must report first.
@@ -152,6 +155,8 @@ impl Core {
                 appended: 0,
                 written: 0,
                 synced: 0,
+                end: 0,
+                synced_end: 0,
                 busy: false,
                 want_busy: false,
                 waiters: Vec::new(),
@@ -160,7 +165,6 @@ impl Core {
                 trouble: None,
                 closed: false,
                 thread_idle: false,
-                done: VecDeque::new(),
                 spare: Vec::new(),
                 flushes: Vec::new(),
                 shutdown: None,
@@ -169,7 +173,7 @@ impl Core {
             out: Mutex::new(out),
             durability,
             on_error,
-            keep_batches: false,
+            follow_file: false,
             queue: queue.max(1) as u64,
             healthy: AtomicBool::new(true),
             last_error: Mutex::new(String::new()),
@@ -345,15 +349,13 @@ impl Core {
             }
             Durability::Written | Durability::Buffered => Self::answerable(&mut st, upto, &mut wake),
         }
-        let mut bytes = bytes;
-        if self.keep_batches && n > 0 {
-            bytes.truncate(n);
-            st.done.push_back(Batch { bytes, end: upto });
-            if st.thread_idle {
-                st.thread_idle = false;
-                self.thread.notify_one();
-            }
-        } else if st.spare.len() < SPARE_BUFFERS && bytes.capacity() <= SPARE_MAX_BYTES {
+        st.end += n as u64;
+        if self.follow_file && n > 0 && st.thread_idle {
+            st.thread_idle = false;
+            self.thread.notify_one();
+        }
+        if st.spare.len() < SPARE_BUFFERS && bytes.capacity() <= SPARE_MAX_BYTES {
+            let mut bytes = bytes;
             bytes.clear();
             st.spare.push(bytes);
         }
@@ -365,8 +367,29 @@ impl Core {
         wake.extend(st.waiters.extract_if(.., |w| w.seq <= upto).map(|w| w.waker));
     }
 
-    /// `Synced`: records up to `upto` are on disk; returns the wakers to wake.
-    pub(super) fn synced(&self, upto: u64, result: io::Result<()>) -> Vec<Waker> {
+    /// Where the writes stand now (before a sync: what it will have put on disk).
+    pub(super) fn mark(&self) -> Mark {
+        let st = self.lock();
+        Mark { seq: st.written, end: st.end }
+    }
+
+    /// The end of what the audit thread may hash: all that is written, or with `Synced`
+    /// (unless `all`), what is on disk.
+    pub(super) fn hashable_end(&self, all: bool) -> u64 {
+        let st = self.lock();
+        if all || self.durability != Durability::Synced { st.end } else { st.synced_end }
+    }
+
+    /// Bytes already in the active file when the log starts.
+    pub(super) fn set_file_end(&self, end: u64) {
+        let mut st = self.lock();
+        st.end = end;
+        st.synced_end = end;
+    }
+
+    /// Records up to `mark` are on disk (or its sync failed); returns the wakers to wake.
+    pub(super) fn synced(&self, mark: Mark, result: io::Result<()>) -> Vec<Waker> {
+        let upto = mark.seq;
         self.syncs.fetch_add(1, Ordering::Relaxed);
         let mut st = self.lock();
         if let Err(e) = result {
@@ -381,6 +404,7 @@ impl Core {
             }
         }
         st.synced = st.synced.max(upto);
+        st.synced_end = st.synced_end.max(mark.end);
         let mut wake = Vec::new();
         Self::answerable(&mut st, upto, &mut wake);
         wake
@@ -445,31 +469,12 @@ impl Core {
         self.thread.notify_one();
     }
 
-    /// The written batches the audit thread may hash: all (after a sync, or when `all`),
-    /// else those durable.
-    pub(super) fn take_done(&self, st: &mut State, all: bool) -> Vec<Batch> {
-        let durable = self.durable(st);
-        let mut out = Vec::new();
-        while let Some(b) = st.done.front() {
-            if !all && b.end > durable {
-                break;
-            }
-            out.extend(st.done.pop_front());
-        }
-        out
-    }
-
-    /// Gives a hashed batch's buffer back for reuse.
-    pub(super) fn recycle(&self, st: &mut State, mut bytes: Vec<u8>) {
-        if st.spare.len() < SPARE_BUFFERS && bytes.capacity() <= SPARE_MAX_BYTES {
-            bytes.clear();
-            st.spare.push(bytes);
-        }
-    }
-
-    /// Replaces where records go (rotation); the caller holds the write turn.
+    /// Replaces where records go with a new, empty file (rotation); the caller holds the
+    /// write turn.
     pub(super) fn replace_out(&self, out: Out) -> Out {
-        mem::replace(&mut *self.out.lock().unwrap_or_else(|p| p.into_inner()), out)
+        let old = mem::replace(&mut *self.out.lock().unwrap_or_else(|p| p.into_inner()), out);
+        self.set_file_end(0);
+        old
     }
 
     /// Asks the audit thread to write everything, close the log and answer on `done`.

@@ -86,9 +86,10 @@ impl AuditLog {
     fn spawn(config: AuditConfig, out: Out, work: Option<FileWork>) -> std::io::Result<AuditLog> {
         let sync = out.sync_handle();
         let mut core = Core::new(out, config.durability, config.on_error, config.queue);
-        core.keep_batches = work
-            .as_ref()
-            .is_some_and(|w| w.tree.is_some() || w.rotate_size > 0 || w.rotate_interval.is_some());
+        if let Some(w) = &work {
+            core.follow_file = w.tree.is_some() || w.rotate_size > 0 || w.rotate_interval.is_some();
+            core.set_file_end(w.len);
+        }
         let core = Arc::new(core);
         writer::spawn(core.clone(), sync, work)?;
         Ok(AuditLog { inner: Arc::new(Shared { core, config }) })

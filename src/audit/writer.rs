@@ -2,7 +2,8 @@
 //! request is waiting for (fetch records, the log's own) within [`LINGER`], and with
 //! `Durability::Buffered` every record, in batches; with `Durability::Synced` it syncs
 //! what requests wrote (one `fdatasync` for all written meanwhile) and releases them. It
-//! hashes what was written into the Merkle tree and writes checkpoints ([`TreeWriter`]),
+//! reads back what was written (from the page cache: the requests' writes do nothing more
+//! for it) and hashes it into the Merkle tree, writes checkpoints ([`TreeWriter`]),
 //! rotates the file, answers flushes, and on shutdown writes everything, closes the log
 //! with a `close` record, makes a last checkpoint and syncs.
 //!
@@ -13,6 +14,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::task::Waker;
@@ -27,12 +29,15 @@ use super::tree::{TreeConfig, TreeWriter};
 
 /// How long a record may wait before the audit thread writes it (a record a request
 /// waits for is written by that request's write turn, at once), and how long the thread
-/// lets written batches gather before hashing them.
+/// lets written records gather before hashing them.
 pub(super) const LINGER: Duration = Duration::from_millis(10);
 
 /// How often the audit thread, while a checkpoint by time is due later, looks for written
-/// batches to hash (they wake it only when it has nothing to do).
+/// records to hash (writes wake it only when it has nothing to do).
 const HASH_EVERY: Duration = Duration::from_millis(50);
+
+/// The most the audit thread reads back from the file at once.
+const READ_CHUNK: usize = 256 * 1024;
 
 /// What the audit thread does besides writing: the tree and rotation of a log file.
 pub(super) struct FileWork {
@@ -49,7 +54,8 @@ pub(super) struct FileWork {
     pub(super) rotate_interval: Option<Duration>,
 }
 
-/// Starts the audit thread for `core`; `sync` is a handle on the log file for syncing.
+/// Starts the audit thread for `core`; `sync` is a handle on the log file for syncing it
+/// and reading back what was written.
 pub(super) fn spawn(core: Arc<Core>, sync: Option<File>, work: Option<FileWork>) -> io::Result<()> {
     std::thread::Builder::new()
         .name("robotsgate-audit".into())
@@ -72,6 +78,7 @@ struct Thread<'a> {
 /// The active file's tree and rotation state.
 struct ActiveFile {
     path: PathBuf,
+    /// Bytes of the file taken in (hashed, if there is a tree).
     bytes: u64,
     /// Of which the log's own head (the `file-start` record after a rotation): a file
     /// with nothing more is not rotated by time.
@@ -82,6 +89,8 @@ struct ActiveFile {
     rotate_interval: Option<Duration>,
     /// Rotation failed: not tried again before this.
     retry_after: Option<Instant>,
+    /// What was read back, for hashing.
+    buf: Vec<u8>,
 }
 
 impl ActiveFile {
@@ -107,16 +116,36 @@ impl ActiveFile {
             rotate_size: work.rotate_size,
             rotate_interval: work.rotate_interval,
             retry_after: None,
+            buf: Vec::new(),
         }
     }
 
-    /// Takes in bytes just written to the file.
-    fn feed(&mut self, bytes: &[u8]) {
-        self.bytes += bytes.len() as u64;
-        if let Some(tree) = &mut self.tree
-            && let Err(e) = tree.feed(bytes)
-        {
-            tracing::error!(checkpoints = %tree.sidecar_path().display(), error = %e, "cannot write a checkpoint");
+    /// Takes in what the file holds up to `end`: read back through `file` (a handle on
+    /// it) and hashed into the tree, if there is one.
+    fn follow(&mut self, file: Option<&File>, end: u64) {
+        let Some(tree) = &mut self.tree else {
+            self.bytes = self.bytes.max(end);
+            return;
+        };
+        let Some(file) = file else {
+            tracing::error!(log = %self.path.display(), "no handle to read the audit log back: no more checkpoints will be written");
+            self.tree = None;
+            self.bytes = self.bytes.max(end);
+            return;
+        };
+        while self.bytes < end {
+            let n = usize::try_from(end - self.bytes).map_or(READ_CHUNK, |n| n.min(READ_CHUNK));
+            self.buf.resize(n, 0);
+            if let Err(e) = file.read_exact_at(&mut self.buf, self.bytes) {
+                tracing::error!(log = %self.path.display(), error = %e, "cannot read the audit log back: no more checkpoints will be written");
+                self.tree = None;
+                self.bytes = end;
+                return;
+            }
+            self.bytes += n as u64;
+            if let Err(e) = tree.feed(&self.buf) {
+                tracing::error!(checkpoints = %tree.sidecar_path().display(), error = %e, "cannot write a checkpoint");
+            }
         }
     }
 
@@ -182,10 +211,10 @@ impl Thread<'_> {
                 worked = true;
             }
             if core.durability == Durability::Synced {
-                let upto = core.lock().written;
-                if upto > core.lock().synced {
+                let mark = core.mark();
+                if mark.seq > core.lock().synced {
                     let result = self.sync_data();
-                    wake_all(core.synced(upto, result));
+                    wake_all(core.synced(mark, result));
                     worked = true;
                 }
             }
@@ -217,9 +246,9 @@ impl Thread<'_> {
             {
                 continue;
             }
-            // Written batches wake the thread only when it is idle: with a deadline far
-            // off (the next checkpoint by time), look at them every HASH_EVERY.
-            if core.keep_batches {
+            // Writes wake the thread only when it is idle: with a deadline far off (the
+            // next checkpoint by time), look at what they wrote every HASH_EVERY.
+            if core.follow_file {
                 deadline = deadline.map(|d| d.min(now + HASH_EVERY));
             }
             match deadline {
@@ -247,25 +276,20 @@ impl Thread<'_> {
         let mut wake = core.write_pending();
         core.release_thread_turn();
         if sync {
-            let upto = core.lock().written;
-            wake.extend(core.synced(upto, self.sync_data()));
+            let mark = core.mark();
+            wake.extend(core.synced(mark, self.sync_data()));
         }
         wake_all(wake);
     }
 
-    /// Hashes the written batches (durable ones, or all when `all`); true if any.
+    /// Hashes what was written (what is durable, or all when `all`); true if anything.
     fn hash(&mut self, all: bool) -> bool {
-        let core = self.core;
-        let batches = core.take_done(&mut core.lock(), all);
-        if batches.is_empty() {
+        let end = self.core.hashable_end(all);
+        let Some(f) = &mut self.file else { return false };
+        if end <= f.bytes {
             return false;
         }
-        for b in batches {
-            if let Some(f) = &mut self.file {
-                f.feed(&b.bytes);
-            }
-            core.recycle(&mut core.lock(), b.bytes);
-        }
+        f.follow(self.sync.as_ref(), end);
         true
     }
 
@@ -276,8 +300,8 @@ impl Thread<'_> {
         core.close_with(&LogRecord::now(LogEvent::Close {}).line());
         let mut wake = core.write_pending();
         core.release_thread_turn();
-        let upto = core.lock().written;
-        wake.extend(core.synced(upto, self.sync_data()));
+        let mark = core.mark();
+        wake.extend(core.synced(mark, self.sync_data()));
         wake_all(wake);
         self.hash(true);
         if let Some(f) = &mut self.file {
@@ -312,9 +336,8 @@ impl Thread<'_> {
         let core = self.core;
         // Everything pending, and anything a failed write left to say, into the old file.
         let mut wake = core.write_pending();
-        // (The lock is let go before `synced` takes it again.)
-        let upto = core.lock().written;
-        wake.extend(core.synced(upto, self.sync_data()));
+        let mark = core.mark();
+        wake.extend(core.synced(mark, self.sync_data()));
         wake_all(wake);
         self.hash(true);
         if core.has_trouble() {
