@@ -114,6 +114,7 @@ async fn without_redis_replicas_go_on_alone_or_refuse_and_share_again_when_it_is
     assert_eq!((d["outcome"].as_str(), d["cluster"].as_str()), (Some("disallowed"), Some("alone")), "{d}");
     // The strict replica notices (its first request finds Redis gone), then refuses.
     let first = get(strict.addr, &origin.url("/z")).await;
+    let mut refused = usize::from(first.status == StatusCode::SERVICE_UNAVAILABLE);
     let got = if first.status == StatusCode::SERVICE_UNAVAILABLE {
         first
     } else {
@@ -121,6 +122,38 @@ async fn without_redis_replicas_go_on_alone_or_refuse_and_share_again_when_it_is
     };
     assert_eq!(got.status, StatusCode::SERVICE_UNAVAILABLE, "{}", got.text());
     assert_eq!(got.header("x-robotsgate"), "cluster-unavailable");
+    refused = refused.max(1);
+    // Known down now: refused before robots.txt is looked at.
+    let again = get(strict.addr, &origin.url("/z")).await;
+    assert_eq!(again.status, StatusCode::SERVICE_UNAVAILABLE, "{}", again.text());
+    assert_eq!(again.header("x-robotsgate"), "cluster-unavailable");
+    refused += 1;
+    // Each refusal has its records: a decision with the outcome `cluster-unavailable`,
+    // decided alone, and its outcome (robotsgate's 503).
+    let records = strict.records().await;
+    let decisions: Vec<_> = of_type(&records, "decision")
+        .into_iter()
+        .filter(|d| d["url"] == origin.url("/z") && d["outcome"] == "cluster-unavailable")
+        .collect();
+    assert_eq!(decisions.len(), refused, "{records:#?}");
+    for d in &decisions {
+        check_decision_record(d);
+        assert_eq!((d["cluster"].as_str(), d["mode"].as_str()), (Some("alone"), Some("enforce")), "{d}");
+        assert_eq!(d["agent"], "ExampleBot", "{d}");
+        let o = outcome_of(&records, d);
+        assert_eq!(o["status"], 503, "{o}");
+        assert_eq!(
+            (o["answered_by"].as_str(), o["refusal"].as_str()),
+            (Some("robotsgate"), Some("cluster-unavailable"))
+        );
+        // Refused after its robots.txt decision (pacing found Redis gone): that decision.
+        if !d["robots"].is_null() {
+            assert_eq!(d["reason"], "no-rule", "{d}");
+        }
+    }
+    let last = decisions.last().unwrap();
+    assert_eq!(last["reason"], "cluster-unavailable", "{last}");
+    assert!(last["robots"].is_null(), "{last}");
 
     // Back: shared again (the replicas notice within a second or two).
     redis.restart().await;

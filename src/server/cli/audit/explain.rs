@@ -190,6 +190,11 @@ fn no_body(out: &mut String, d: &Value) {
             "the destination was refused by robotsgate's guard; no robots.txt was fetched".into()
         }
         "override" => "an operator override decided; no robots.txt rule applied".into(),
+        "cluster-unavailable" => {
+            "the fleet's Redis could not be reached and cluster.on_error is \"refuse\": \
+                                  answered 503 before robots.txt was looked at, nothing was sent"
+                .into()
+        }
         "robots-txt" => "the request was for /robots.txt itself, which is always allowed".into(),
         _ => "no robots.txt body was read for this decision".into(),
     };
