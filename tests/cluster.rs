@@ -372,3 +372,59 @@ async fn the_password_comes_from_its_file_and_a_wrong_one_means_alone() {
     good.stop().await;
     bad.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+async fn over_rediss_with_the_operators_ca_replicas_share_copies_and_pacing() {
+    let dir = temp_dir();
+    // Redis speaks TLS only, with a certificate from a CA no webpki root knows.
+    let ca = TestCa::localhost();
+    let (cert, key) = ca.write_leaf(dir.path());
+    let ca_file = ca.write_pem(&dir.path().join("redis-ca.pem"));
+    let redis = RedisServer::start_tls(RedisTls { cert, key, ca: ca_file.clone() }).await;
+    assert!(redis.url().starts_with("rediss://"), "{}", redis.url());
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: *\nCrawl-delay: 0.4\nDisallow: /private\n")),
+        ("/a", Reply::ok("a")),
+        ("/b", Reply::ok("b")),
+        ("/c", Reply::ok("c")),
+    ])
+    .await;
+    let with_ca = |name: &str| {
+        let mut c = replica(dir.path(), &redis, name);
+        c.cluster.ca_file = ca_file.display().to_string();
+        c
+    };
+    let a = RunningProxy::start(&with_ca("a")).await;
+    let b = RunningProxy::start(&with_ca("b")).await;
+    assert_eq!(get(a.addr, &origin.url("/a")).await.status, StatusCode::OK);
+    assert_eq!(get(b.addr, &origin.url("/b")).await.status, StatusCode::OK);
+    // One fetch for both (b read a's copy through Redis), and the delay kept across them.
+    assert_eq!(origin.hits("/robots.txt"), 1);
+    let g = gaps(&origin, "/");
+    assert_eq!(g.len(), 2, "{g:?}");
+    assert!(g[1] >= Duration::from_millis(400) - SLACK, "the pace was shared: {g:?}");
+    for p in [&a, &b] {
+        assert_eq!(p.metric("robotsgate_cluster_up"), 1.0);
+        for d in of_type(&p.records().await, "decision") {
+            check_decision_record(d);
+            assert!(d["cluster"].is_null(), "{d}");
+        }
+    }
+    assert_eq!(of_type(&b.records().await, "fetch").len(), 0, "b did not fetch");
+    let copy = format!("robotsgate:{{{}}}:robots", origin.base());
+    assert_eq!(redis.cli(&["TYPE", &copy]).trim(), "hash");
+    let pace = format!("robotsgate:{{{}}}:pace:ExampleBot", origin.base());
+    assert_eq!(redis.cli(&["TYPE", &pace]).trim(), "hash");
+
+    // Without the CA (the webpki roots only) Redis' certificate does not verify: alone.
+    let c = RunningProxy::start(&replica(dir.path(), &redis, "c")).await;
+    assert_eq!(get(c.addr, &origin.url("/c")).await.status, StatusCode::OK);
+    assert_eq!(c.metric("robotsgate_cluster_up"), 0.0);
+    let records = c.records().await;
+    let d = of_type(&records, "decision").into_iter().find(|d| d["url"] == origin.url("/c")).unwrap();
+    assert_eq!(d["cluster"], "alone", "{d}");
+    for p in [a, b, c] {
+        p.stop().await;
+    }
+}

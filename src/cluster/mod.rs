@@ -44,9 +44,12 @@ pub enum OnClusterError {
 /// How to reach the fleet's Redis.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClusterConfig {
-    /// `redis://[user:password@]host:port/db` or `rediss://...` (TLS, rustls, the webpki
-    /// roots).
+    /// `redis://[user:password@]host:port/db` or `rediss://...` (TLS, rustls: the webpki
+    /// roots, or [`ClusterConfig::ca_pem`]).
     pub url: String,
+    /// `rediss://`: the PEM certificates (one or more) that Redis' certificate is verified
+    /// against, instead of the webpki roots (a private CA); `None`: the webpki roots.
+    pub ca_pem: Option<Vec<u8>>,
     /// Prepended to every key (several fleets can share one Redis).
     pub key_prefix: String,
     /// For a connection to be made.
@@ -61,6 +64,7 @@ impl Default for ClusterConfig {
     fn default() -> Self {
         ClusterConfig {
             url: String::new(),
+            ca_pem: None,
             key_prefix: "robotsgate:".into(),
             connect_timeout: Duration::from_secs(2),
             command_timeout: Duration::from_millis(500),
@@ -75,6 +79,9 @@ pub enum ClusterError {
     /// The URL is not a Redis URL.
     #[error("cluster.redis: {0}")]
     Url(String),
+    /// The CA certificates cannot be used (or the URL is not `rediss://`).
+    #[error("cluster.ca_file: {0}")]
+    Ca(String),
 }
 
 /// Sees the cluster's state changes (the proxy's metrics do).
@@ -111,8 +118,16 @@ impl Cluster {
     /// beside it: once Redis is found down, the stores go on alone without asking it until
     /// the watch sees it back.
     pub fn new(config: ClusterConfig) -> Result<Cluster, ClusterError> {
-        let client =
-            redis::Client::open(config.url.as_str()).map_err(|e| ClusterError::Url(e.to_string()))?;
+        use redis::IntoConnectionInfo;
+        let info =
+            config.url.as_str().into_connection_info().map_err(|e| ClusterError::Url(e.to_string()))?;
+        let client = match &config.ca_pem {
+            Some(pem) => {
+                let certs = redis::TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) };
+                redis::Client::build_with_tls(info, certs).map_err(|e| ClusterError::Ca(e.to_string()))?
+            }
+            None => redis::Client::open(info).map_err(|e| ClusterError::Url(e.to_string()))?,
+        };
         let manager_config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.connect_timeout))
             .set_response_timeout(Some(config.command_timeout))

@@ -483,8 +483,10 @@ fn cluster(config: &Config) -> Result<Option<crate::cluster::Cluster>, StartErro
             .map_err(|()| StartError::Cluster("the Redis URL cannot carry a password".into()))?;
         url = parsed.to_string();
     }
+    let ca_pem = config.cluster_ca().map_err(|why| StartError::Cluster(format!("cluster.ca_file: {why}")))?;
     let cluster = Cluster::new(ClusterConfig {
         url,
+        ca_pem,
         key_prefix: c.key_prefix.clone(),
         connect_timeout: c.connect_timeout.0,
         command_timeout: c.command_timeout.0,

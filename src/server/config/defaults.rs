@@ -90,6 +90,7 @@ impl Default for ClusterSection {
         ClusterSection {
             redis: String::new(),
             password_file: String::new(),
+            ca_file: String::new(),
             key_prefix: "robotsgate:".into(),
             connect_timeout: Dur::secs(2),
             command_timeout: Dur(std::time::Duration::from_millis(500)),
