@@ -310,7 +310,7 @@ async fn a_stored_copy_that_does_not_read_is_a_miss() {
     let copy = format!("robotsgate:{{{}}}:robots", origin.base());
     let url = origin.url("/robots.txt");
     let fields = [
-        ("v", "1"),
+        ("v", "2"),
         ("result", "success"),
         ("status", "200"),
         ("cause", ""),
@@ -324,6 +324,8 @@ async fn a_stored_copy_that_does_not_read_is_a_miss() {
         ("duration_us", "1000"),
         ("retry_after_ms", ""),
         ("body", "User-agent: *\nAllow: /\n"),
+        ("fresh_until_ms", "4102444800000"),
+        ("stale_until_ms", "4102444800000"),
     ];
     let mut args = vec!["HSET", copy.as_str()];
     for (k, v) in &fields {
@@ -425,6 +427,114 @@ async fn over_rediss_with_the_operators_ca_replicas_share_copies_and_pacing() {
     let d = of_type(&records, "decision").into_iter().find(|d| d["url"] == origin.url("/c")).unwrap();
     assert_eq!(d["cluster"], "alone", "{d}");
     for p in [a, b, c] {
+        p.stop().await;
+    }
+}
+
+/// Redis' clock (`TIME`), in milliseconds: the fleet's one clock.
+fn redis_now_ms(redis: &RedisServer) -> u64 {
+    let out = redis.cli(&["TIME"]);
+    let mut parts = out.split_whitespace().map(|p| p.parse::<u64>().unwrap());
+    let (s, us) = (parts.next().unwrap(), parts.next().unwrap());
+    s * 1000 + us / 1000
+}
+
+/// A field of a hash, as a number.
+fn hget_u64(redis: &RedisServer, key: &str, field: &str) -> u64 {
+    let v = redis.cli(&["HGET", key, field]);
+    v.trim().parse().unwrap_or_else(|_| panic!("{key} {field}: {v:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+async fn a_cold_replica_decides_by_the_fleets_stale_copy_while_one_refreshes_it() {
+    let dir = temp_dir();
+    let redis = RedisServer::start().await;
+    let robots = "User-agent: *\nDisallow: /private\n";
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok(robots)),
+        ("/page", Reply::ok("page")),
+        ("/private", Reply::ok("secret")),
+    ])
+    .await;
+    // Fresh for 1 s, then usable stale for an hour (policy.stale_if_error).
+    let short = |name: &str| {
+        let mut c = replica(dir.path(), &redis, name);
+        c.policy.default_ttl = Dur(Duration::from_secs(1));
+        c.policy.stale_if_error = Dur(Duration::from_secs(3600));
+        c
+    };
+    let a = RunningProxy::start(&short("a")).await;
+    assert_eq!(get(a.addr, &origin.url("/page")).await.status, StatusCode::OK);
+    assert_eq!(origin.hits("/robots.txt"), 1);
+    // Stored with its freshness and stale limit on Redis' clock, kept until stale-until.
+    let copy = format!("robotsgate:{{{}}}:robots", origin.base());
+    let fresh_until = hget_u64(&redis, &copy, "fresh_until_ms");
+    assert_eq!(hget_u64(&redis, &copy, "stale_until_ms") - fresh_until, 3_600_000);
+    let pttl: u64 = redis.cli(&["PTTL", &copy]).trim().parse().unwrap();
+    assert!((3_590_000..=3_601_000).contains(&pttl), "expires at stale-until: {pttl}");
+
+    // No longer fresh (by the fleet's clock), and the origin now fails.
+    bounded("the copy is past its freshness", async {
+        while redis_now_ms(&redis) <= fresh_until {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    origin.route("/robots.txt", Reply::status(503));
+
+    // A cold replica decides at once by a's stale copy (not "unreachable: disallow all"),
+    // and refreshes it for the fleet under the lease: one fetch, which fails.
+    let b = RunningProxy::start(&short("b")).await;
+    let got = get(b.addr, &origin.url("/page")).await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.text());
+    let records = b.records().await;
+    let d = of_type(&records, "decision").into_iter().find(|d| d["url"] == origin.url("/page")).unwrap();
+    check_decision_record(d);
+    assert_eq!((d["outcome"].as_str(), d["reason"].as_str()), (Some("allowed"), Some("no-rule")), "{d}");
+    assert_eq!(d["robots"]["stale"], true, "{d}");
+    assert_eq!(d["robots"]["status"], 200, "{d}");
+    assert_eq!(d["robots"]["sha256"], sha256_hex(robots.as_bytes()), "{d}");
+    assert!(d["robots"]["age_s"].as_f64().unwrap() >= 1.0, "{d}");
+    assert!(d["cluster"].is_null(), "{d}");
+    assert!(b.snapshots.join(format!("{}.txt", sha256_hex(robots.as_bytes()))).is_file());
+    origin.wait_hits("/robots.txt", 2).await;
+    bounded("the failed refresh is shared", async {
+        while redis.cli(&["HEXISTS", &copy, "failure:retry_until_ms"]).trim() != "1" {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let fetches = of_type(&b.records().await, "fetch").into_iter().cloned().collect::<Vec<_>>();
+    assert_eq!(fetches.len(), 1, "{fetches:?}");
+    assert_eq!(
+        (fetches[0]["result"].as_str(), fetches[0]["status"].as_u64()),
+        (Some("unreachable"), Some(503))
+    );
+    // The copy is kept beside its failed refresh.
+    assert_eq!(redis.cli(&["HGET", &copy, "sha256"]).trim(), sha256_hex(robots.as_bytes()));
+
+    // Another cold replica: the stale copy, with the fleet's failed refresh; no fetch until
+    // the retry.
+    let c = RunningProxy::start(&short("c")).await;
+    let got = get(c.addr, &origin.url("/private")).await;
+    assert_eq!(got.status, StatusCode::FORBIDDEN, "{}", got.text());
+    let records = c.records().await;
+    let d = of_type(&records, "decision").into_iter().find(|d| d["url"] == origin.url("/private")).unwrap();
+    check_decision_record(d);
+    assert_eq!(
+        (d["outcome"].as_str(), d["reason"].as_str()),
+        (Some("disallowed"), Some("disallow-rule")),
+        "{d}"
+    );
+    assert_eq!(d["robots"]["stale"], true, "{d}");
+    assert!(d["unreachable_cause"].as_str().is_some_and(|c| c.contains("503")), "{d}");
+    assert!(d["explanation"].as_str().unwrap().contains("refresh failed"), "{d}");
+    assert_eq!(of_type(&records, "fetch").len(), 0);
+    assert_eq!(origin.hits("/robots.txt"), 2);
+    assert_eq!(origin.hits("/private"), 0);
+    for p in [a, b, c] {
+        assert_eq!(p.metric("robotsgate_cluster_up"), 1.0);
         p.stop().await;
     }
 }
