@@ -110,8 +110,22 @@ end
 return 1
 ";
 
+/// KEYS: snapshot. ARGV: body, ttl_ms (0: kept for ever). Writes the body once (`SET NX`);
+/// a body kept already is left as it is, and kept `ttl_ms` from now (or for ever) since it
+/// was fetched again.
+const SNAPSHOT: &str = r"
+local ttl = tonumber(ARGV[2])
+if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+elseif redis.call('TYPE', KEYS[1])['ok'] == 'string' then
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) else redis.call('PERSIST', KEYS[1]) end
+end
+return 1
+";
+
 static LOOKUP_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(LOOKUP));
 static STORE_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(STORE));
+static SNAPSHOT_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(SNAPSHOT));
 
 /// The longest pause between two looks while another replica fetches.
 const MAX_POLL: Duration = Duration::from_millis(200);
@@ -120,6 +134,8 @@ const MAX_POLL: Duration = Duration::from_millis(200);
 #[derive(Debug, Clone)]
 pub struct RedisCopyShare {
     cluster: Cluster,
+    /// Keep fetched bodies as snapshots, for this long (zero: for ever).
+    snapshots: Option<Duration>,
 }
 
 /// What a look at the shared level found.
@@ -138,7 +154,16 @@ enum Look {
 impl RedisCopyShare {
     /// Copies shared on `cluster`'s Redis.
     pub fn new(cluster: Cluster) -> RedisCopyShare {
-        RedisCopyShare { cluster }
+        RedisCopyShare { cluster, snapshots: None }
+    }
+
+    /// Also keeps the body of every robots.txt this replica fetches for the fleet under
+    /// `<prefix>snapshot:<sha256>` (once; for `ttl` after its latest fetch, or for ever
+    /// when `ttl` is zero), so that the exact file of a decision is found whichever replica
+    /// made it ([`super::read_snapshot`]). For a fleet whose audit log keeps snapshots.
+    pub fn with_snapshots(mut self, ttl: Duration) -> RedisCopyShare {
+        self.snapshots = Some(ttl);
+        self
     }
 
     fn key(&self, origin: &Origin) -> String {
@@ -222,6 +247,26 @@ impl RedisCopyShare {
             }
         }
         self.run(&invocation).await;
+        if let (Some(ttl), FetchResult::Success { .. }, Some(sha), true) =
+            (self.snapshots, &outcome.result, outcome.sha256, self.cluster.is_up())
+        {
+            let key = super::snapshot_key(&self.cluster.config().key_prefix, &hex::encode(sha));
+            let mut invocation = SNAPSHOT_SCRIPT.key(&key);
+            invocation.arg(outcome.body.as_ref()).arg(millis(ttl));
+            let mut conn = self.cluster.connection();
+            let timeout = self.cluster.config().command_timeout;
+            match tokio::time::timeout(timeout, invocation.invoke_async::<Value>(&mut conn)).await {
+                Ok(Ok(_)) => {}
+                // Redis answered, and refused (out of memory, ...): the fleet still works.
+                Ok(Err(e))
+                    if matches!(e.kind(), redis::ErrorKind::Server(_) | redis::ErrorKind::Extension) =>
+                {
+                    tracing::warn!(error = %e, key, "cluster: cannot keep a robots.txt snapshot in Redis");
+                }
+                Ok(Err(e)) => self.cluster.note(false, Some(&e.to_string())),
+                Err(_) => self.cluster.note(false, Some("timed out")),
+            }
+        }
         Shared::fetched(outcome)
     }
 }

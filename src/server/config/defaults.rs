@@ -95,6 +95,7 @@ impl Default for ClusterSection {
             connect_timeout: Dur::secs(2),
             command_timeout: Dur(std::time::Duration::from_millis(500)),
             on_error: ClusterOnErrorName::Continue,
+            snapshot_ttl: Dur::secs(30 * 24 * 3600),
         }
     }
 }

@@ -233,6 +233,41 @@ impl Config {
         Ok(Some(pem))
     }
 
+    /// Fleet mode's connection settings (`None` without `[cluster] redis`): the URL with
+    /// the password of `password_file` (its content replaces the URL's), the CA of
+    /// `ca_file`; `Err` says why a file cannot be used.
+    #[cfg(feature = "cluster")]
+    pub fn cluster_config(&self) -> Result<Option<crate::cluster::ClusterConfig>, String> {
+        use super::sections::ClusterOnErrorName;
+        use crate::cluster::{ClusterConfig, OnClusterError};
+        let c = &self.cluster;
+        if c.redis.is_empty() {
+            return Ok(None);
+        }
+        let mut url = c.redis.clone();
+        if !c.password_file.is_empty() {
+            let password = std::fs::read_to_string(&c.password_file)
+                .map_err(|e| format!("cannot read cluster.password_file {}: {e}", c.password_file))?;
+            let mut parsed = url::Url::parse(&url).map_err(|e| format!("cluster.redis: {e}"))?;
+            parsed
+                .set_password(Some(password.trim_end_matches(['\r', '\n'])))
+                .map_err(|()| "the Redis URL cannot carry a password".to_owned())?;
+            url = parsed.to_string();
+        }
+        let ca_pem = self.cluster_ca().map_err(|why| format!("cluster.ca_file: {why}"))?;
+        Ok(Some(ClusterConfig {
+            url,
+            ca_pem,
+            key_prefix: c.key_prefix.clone(),
+            connect_timeout: c.connect_timeout.0,
+            command_timeout: c.command_timeout.0,
+            on_error: match c.on_error {
+                ClusterOnErrorName::Continue => OnClusterError::Continue,
+                ClusterOnErrorName::Refuse => OnClusterError::Refuse,
+            },
+        }))
+    }
+
     /// The User-Agent for robots.txt fetches.
     pub fn user_agent(&self) -> String {
         if self.agent.user_agent.is_empty() {
@@ -394,6 +429,16 @@ mod tests {
             assert_eq!((e.key.as_deref(), e.line.map(|l| l.0)), (Some("cluster.ca_file"), Some(3)), "{e}");
             assert!(e.message.contains(why), "{url} {ca}: {e}");
         }
+    }
+
+    #[test]
+    fn cluster_snapshot_ttl_is_30_days_unless_set_and_0s_is_for_ever() {
+        let day = std::time::Duration::from_secs(86_400);
+        assert_eq!(Config::parse("a.toml", "").unwrap().cluster.snapshot_ttl.0, 30 * day);
+        let c = Config::parse("a.toml", "[cluster]\nsnapshot_ttl = \"0s\"\n").unwrap();
+        assert!(c.cluster.snapshot_ttl.0.is_zero());
+        let c = Config::parse("a.toml", "[cluster]\nsnapshot_ttl = \"365d\"\n").unwrap();
+        assert_eq!(c.cluster.snapshot_ttl.0, 365 * day);
     }
 
     #[test]

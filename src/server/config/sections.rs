@@ -184,6 +184,7 @@ pub struct ClusterSection {
     pub connect_timeout: Dur,
     pub command_timeout: Dur,
     pub on_error: ClusterOnErrorName,
+    pub snapshot_ttl: Dur,
 }
 
 /// `continue` or `refuse`.
