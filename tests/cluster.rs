@@ -636,3 +636,49 @@ async fn explain_finds_the_snapshot_in_redis_whichever_replica_decided() {
     assert_eq!(redis.cli(&["EXISTS", &third_key]).trim(), "0");
     unkept.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+async fn a_stale_copy_past_this_replicas_own_limit_is_refreshed_not_used() {
+    let dir = temp_dir();
+    let redis = RedisServer::start().await;
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: *\nDisallow: /private\n")),
+        ("/page", Reply::ok("p")),
+    ])
+    .await;
+    let config = |name: &str, stale: Duration| {
+        let mut c = replica(dir.path(), &redis, name);
+        c.policy.default_ttl = Dur(Duration::from_secs(1));
+        c.policy.stale_if_error = Dur(stale);
+        c
+    };
+    // a keeps copies usable stale for an hour; d (a replica with another configuration,
+    // e.g. during a rolling change) not at all.
+    let a = RunningProxy::start(&config("a", Duration::from_secs(3600))).await;
+    assert_eq!(get(a.addr, &origin.url("/page")).await.status, StatusCode::OK);
+    let copy = format!("robotsgate:{{{}}}:robots", origin.base());
+    let fresh_until = hget_u64(&redis, &copy, "fresh_until_ms");
+    bounded("the copy is past its freshness", async {
+        while redis_now_ms(&redis) <= fresh_until {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let d = RunningProxy::start(&config("d", Duration::ZERO)).await;
+    let got = get(d.addr, &origin.url("/page")).await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.text());
+    // Not "disallow all" on a copy it may not use: it refreshed it for the fleet.
+    assert_eq!(origin.hits("/robots.txt"), 2);
+    let records = d.records().await;
+    assert_eq!(of_type(&records, "fetch").len(), 1);
+    let rec = of_type(&records, "decision").into_iter().find(|r| r["url"] == origin.url("/page")).unwrap();
+    assert_eq!(
+        (rec["reason"].as_str(), &rec["robots"]["stale"]),
+        (Some("no-rule"), &serde_json::json!(false)),
+        "{rec}"
+    );
+    assert!(hget_u64(&redis, &copy, "fresh_until_ms") > fresh_until, "the fleet's copy is fresh again");
+    a.stop().await;
+    d.stop().await;
+}

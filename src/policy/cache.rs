@@ -398,7 +398,12 @@ impl RobotsPolicy {
                 };
                 // Without a usable copy of its own, this replica takes the fleet's stale one.
                 let stale_ok = old.copy.is_none() || !self.stale_usable(&old, Instant::now());
-                let shared = share.fetch(&cell.origin, &self.inner.fetcher, &lifetime, stale_ok).await;
+                let mut shared = share.fetch(&cell.origin, &self.inner.fetcher, &lifetime, stale_ok).await;
+                if stale_ok && shared.failure.is_none() && shared.expired.is_some_and(|ago| ago >= stale) {
+                    // Stale past what this replica's own configuration allows (another
+                    // replica kept it longer): not usable here, so refreshed now instead.
+                    shared = share.fetch(&cell.origin, &self.inner.fetcher, &lifetime, false).await;
+                }
                 for observer in &self.inner.observers {
                     if shared.fetched_here {
                         observer.fetched(&cell.origin, &shared.outcome);
