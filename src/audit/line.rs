@@ -39,7 +39,7 @@ pub(super) fn decision_line(
     json_str(o, request.method);
     o.extend_from_slice(b",\"url\":");
     json_str(o, &logged_url(request.url, redact));
-    decision_text(o, d, request.report_only, request.paced());
+    decision_text(o, d, request.report_only, request.refused());
     o.extend_from_slice(b"\",\"path_visible\":");
     json_bool(o, request.path_visible);
     o.extend_from_slice(b",\"transport\":");
@@ -120,21 +120,21 @@ pub(super) fn outcome_line(f: OutcomeFacts<'_>, now: SystemTime) -> Vec<u8> {
 /// Writes the decision's own fields, `"origin"` to `"explanation"`, the same for every
 /// decision alike on one robots.txt copy: remembered with the copy ([`DecisionKey`]) and
 /// copied from there, else written out.
-fn decision_text(o: &mut Vec<u8>, d: &Decision, report_only: bool, paced: bool) {
-    if paced {
+fn decision_text(o: &mut Vec<u8>, d: &Decision, report_only: bool, refused: Option<&'static str>) {
+    if refused.is_some() {
         // Rare, and its outcome is not the decision's: not remembered.
-        return decision_fields(o, d, report_only, paced);
+        return decision_fields(o, d, report_only, refused);
     }
-    let Some(facts) = d.fetch_facts() else { return decision_fields(o, d, report_only, false) };
+    let Some(facts) = d.fetch_facts() else { return decision_fields(o, d, report_only, None) };
     let Ok(mut known) = facts.audit_text.decisions.lock() else {
-        return decision_fields(o, d, report_only, false);
+        return decision_fields(o, d, report_only, None);
     };
     if let Some((_, text)) = known.iter().find(|(k, _)| k.is(d, report_only)) {
         o.extend_from_slice(text.as_bytes());
         return;
     }
     let start = o.len();
-    decision_fields(o, d, report_only, false);
+    decision_fields(o, d, report_only, None);
     if known.len() < AuditText::MAX_DECISIONS
         && let Some(key) = DecisionKey::of(d, report_only)
         && let Ok(text) = std::str::from_utf8(&o[start..])
@@ -143,7 +143,7 @@ fn decision_text(o: &mut Vec<u8>, d: &Decision, report_only: bool, paced: bool) 
     }
 }
 
-fn decision_fields(o: &mut Vec<u8>, d: &Decision, report_only: bool, paced: bool) {
+fn decision_fields(o: &mut Vec<u8>, d: &Decision, report_only: bool, refused: Option<&'static str>) {
     o.extend_from_slice(b",\"origin\":\"");
     let _ = d.origin.write_to(&mut JsonText(o));
     o.extend_from_slice(b"\",\"agent\":");
@@ -153,7 +153,7 @@ fn decision_fields(o: &mut Vec<u8>, d: &Decision, report_only: bool, paced: bool
     o.extend_from_slice(b",\"mode\":");
     json_str(o, if report_only { "report-only" } else { "enforce" });
     o.extend_from_slice(b",\"outcome\":");
-    json_str(o, outcome_of(d, report_only, paced));
+    json_str(o, outcome_of(d, report_only, refused));
     o.extend_from_slice(b",\"reason\":");
     json_str(o, d.reason.class());
     o.extend_from_slice(b",\"rule\":");
@@ -465,6 +465,58 @@ mod tests {
             !copy.facts.audit_text.decisions.lock().unwrap().is_empty(),
             "usage decisions are remembered"
         );
+    }
+
+    /// A request fleet mode refused (`cluster-unavailable`) reads as its serde record, with
+    /// that outcome whatever its decision was, and its text is not remembered for the
+    /// decisions alike that were not refused.
+    #[test]
+    fn cluster_refusals_have_their_own_outcome_and_are_not_remembered() {
+        use crate::policy::{Decision, Reason, copy_of, decision_on};
+        use crate::rep::Profile;
+        let origin = Arc::new(Origin::parse("https://example.com").unwrap());
+        let copy = copy_of(&origin, "User-agent: *\nDisallow: /private\n");
+        let agent: Arc<str> = "somebot".into();
+        let unlooked = Decision {
+            allowed: false,
+            origin: origin.clone(),
+            agent: agent.clone(),
+            profile: Profile::Conservative,
+            reason: Reason::ClusterUnavailable,
+            robots: None,
+            failure: None,
+            age: None,
+            stale: false,
+            usage: None,
+            notes: None,
+        };
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(7);
+        let line = |d: &Decision, refused: bool| -> serde_json::Value {
+            let mut request = get("https://example.com/x", false);
+            request.cluster = refused.then_some("alone");
+            request.cluster_refused = refused;
+            let ours = decision_line(d, request, now, false);
+            let serde = to_line(&DecisionRecord::of(d, request, now, false));
+            assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&serde));
+            serde_json::from_slice(&ours).unwrap()
+        };
+        let on_copy = decision_on(&copy, &origin, &agent, Profile::Conservative, "/x");
+        for _ in 0..2 {
+            let v = line(&on_copy, true);
+            assert_eq!(
+                (v["outcome"].as_str(), v["reason"].as_str()),
+                (Some("cluster-unavailable"), Some("no-rule"))
+            );
+            assert_eq!(v["cluster"], "alone");
+            let v = line(&on_copy, false);
+            assert_eq!((v["outcome"].as_str(), v["cluster"].as_str()), (Some("allowed"), None));
+        }
+        let v = line(&unlooked, true);
+        assert_eq!(
+            (v["outcome"].as_str(), v["reason"].as_str()),
+            (Some("cluster-unavailable"), Some("cluster-unavailable"))
+        );
+        assert!(v["robots"].is_null() && v["rule"].is_null(), "{v}");
     }
 
     /// Outcome lines read as the serde record writes them.

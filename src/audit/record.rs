@@ -17,8 +17,9 @@ use crate::policy::{Decision, Reason};
 
 /// Version of the record schema (`schema_version` in every record). 3: decision records
 /// have `pace_wait_ms` and `pace`, and the outcome `paced`; 4: and `cluster` (fleet mode).
-/// 5: the log records `file-start` and `rotate` of a tamper-evident, rotated log.
-pub const SCHEMA_VERSION: u32 = 5;
+/// 5: the log records `file-start` and `rotate` of a tamper-evident, rotated log. 6: the
+/// decision outcome and reason `cluster-unavailable` (fleet mode's `503`, recorded).
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// One decision, as logged.
 #[derive(Debug, Clone, Serialize)]
@@ -48,8 +49,10 @@ pub struct DecisionRecord {
     pub profile: &'static str,
     /// `enforce` or `report-only`.
     pub mode: &'static str,
-    /// `allowed`, `disallowed`, `would-disallow` (report-only), `destination-denied` or
-    /// `paced` (answered 503: it would have waited too long for its slot).
+    /// `allowed`, `disallowed`, `would-disallow` (report-only), `destination-denied`,
+    /// `paced` (answered 503: it would have waited too long for its slot) or
+    /// `cluster-unavailable` (answered 503: fleet mode's Redis cannot be reached and
+    /// `cluster.on_error` is `refuse`).
     pub outcome: &'static str,
     /// The reason class (see docs/audit-log.md).
     pub reason: &'static str,
@@ -78,7 +81,8 @@ pub struct DecisionRecord {
     /// What paced it, when anything did.
     pub pace: Option<PaceRecord>,
     /// Fleet mode: `"alone"` when the fleet's Redis could not be reached and this replica
-    /// decided and paced on its own; null otherwise (and without fleet mode).
+    /// decided and paced on its own (or, outcome `cluster-unavailable`, refused); null
+    /// otherwise (and without fleet mode).
     pub cluster: Option<&'static str>,
 }
 
@@ -506,12 +510,27 @@ pub struct RequestFacts<'a> {
     pub pace: Option<&'a PaceFacts>,
     /// Fleet mode: `Some("alone")` when decided without the fleet's Redis.
     pub cluster: Option<&'static str>,
+    /// Fleet mode: answered `503` because the fleet's Redis cannot be reached and
+    /// `cluster.on_error` is `refuse`: the outcome is `cluster-unavailable`.
+    pub cluster_refused: bool,
 }
 
 impl RequestFacts<'_> {
     /// Refused by pacing (enforce): the outcome is `paced`.
     pub(super) fn paced(&self) -> bool {
         !self.report_only && self.pace.is_some_and(|p| p.refused.is_some())
+    }
+
+    /// The outcome of a request refused for a reason that is not the decision's own
+    /// (`cluster-unavailable`, `paced`), if it was.
+    pub(super) fn refused(&self) -> Option<&'static str> {
+        if self.cluster_refused {
+            Some("cluster-unavailable")
+        } else if self.paced() {
+            Some("paced")
+        } else {
+            None
+        }
     }
 
     /// How long the request was held, in whole milliseconds.
@@ -560,7 +579,7 @@ impl DecisionRecord {
             agent: d.agent.to_string(),
             profile: d.profile.as_str(),
             mode: if request.report_only { "report-only" } else { "enforce" },
-            outcome: outcome_of(d, request.report_only, request.paced()),
+            outcome: outcome_of(d, request.report_only, request.refused()),
             reason: d.reason.class(),
             rule,
             explanation: d.to_string(),
@@ -622,10 +641,13 @@ impl FetchRecord {
 }
 
 /// `"allowed"`, `"disallowed"`, `"would-disallow"`, `"usage-refused"`,
-/// `"would-refuse-usage"`, `"destination-denied"` or `"paced"`.
-pub(super) fn outcome_of(d: &Decision, report_only: bool, paced: bool) -> &'static str {
+/// `"would-refuse-usage"`, `"destination-denied"`, or `refused` (`"paced"`,
+/// `"cluster-unavailable"`: see [`RequestFacts::refused`]) when it is set.
+pub(super) fn outcome_of(d: &Decision, report_only: bool, refused: Option<&'static str>) -> &'static str {
+    if let Some(refused) = refused {
+        return refused;
+    }
     match (d.allowed, report_only, &d.reason) {
-        _ if paced => "paced",
         (_, _, Reason::DestinationDenied { .. }) => "destination-denied",
         (true, false, _) if d.usage_refused() => "usage-refused",
         (true, true, _) if d.usage_refused() => "would-refuse-usage",
@@ -697,5 +719,6 @@ pub(super) fn get(url: &str, report_only: bool) -> RequestFacts<'_> {
         elapsed: Duration::from_micros(5),
         pace: None,
         cluster: None,
+        cluster_refused: false,
     }
 }

@@ -16,9 +16,14 @@
 //! re-established automatically. A stored value that does not read (another program wrote
 //! the key) counts as absent, never as trusted.
 //!
+//! - **Snapshots** ([`RedisCopyShare::with_snapshots`]): the replica that fetches a
+//!   robots.txt also keeps its body under its SHA-256, so that `robotsgate audit explain`
+//!   finds the exact file of a decision whichever replica made it ([`read_snapshot`]).
+//!
 //! Keys: `<prefix>{<origin>}:pace:<token>`, `<prefix>{<origin>}:robots` and
 //! `<prefix>{<origin>}:robots:lease`: the origin in braces is a hash tag, so that a Redis
-//! Cluster would keep one origin's keys together.
+//! Cluster would keep one origin's keys together; and `<prefix>snapshot:<sha256>`, one
+//! string per robots.txt body.
 
 mod copies;
 mod store;
@@ -44,9 +49,12 @@ pub enum OnClusterError {
 /// How to reach the fleet's Redis.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClusterConfig {
-    /// `redis://[user:password@]host:port/db` or `rediss://...` (TLS, rustls, the webpki
-    /// roots).
+    /// `redis://[user:password@]host:port/db` or `rediss://...` (TLS, rustls: the webpki
+    /// roots, or [`ClusterConfig::ca_pem`]).
     pub url: String,
+    /// `rediss://`: the PEM certificates (one or more) that Redis' certificate is verified
+    /// against, instead of the webpki roots (a private CA); `None`: the webpki roots.
+    pub ca_pem: Option<Vec<u8>>,
     /// Prepended to every key (several fleets can share one Redis).
     pub key_prefix: String,
     /// For a connection to be made.
@@ -61,6 +69,7 @@ impl Default for ClusterConfig {
     fn default() -> Self {
         ClusterConfig {
             url: String::new(),
+            ca_pem: None,
             key_prefix: "robotsgate:".into(),
             connect_timeout: Duration::from_secs(2),
             command_timeout: Duration::from_millis(500),
@@ -75,6 +84,9 @@ pub enum ClusterError {
     /// The URL is not a Redis URL.
     #[error("cluster.redis: {0}")]
     Url(String),
+    /// The CA certificates cannot be used (or the URL is not `rediss://`).
+    #[error("cluster.ca_file: {0}")]
+    Ca(String),
 }
 
 /// Sees the cluster's state changes (the proxy's metrics do).
@@ -111,8 +123,7 @@ impl Cluster {
     /// beside it: once Redis is found down, the stores go on alone without asking it until
     /// the watch sees it back.
     pub fn new(config: ClusterConfig) -> Result<Cluster, ClusterError> {
-        let client =
-            redis::Client::open(config.url.as_str()).map_err(|e| ClusterError::Url(e.to_string()))?;
+        let client = client(&config)?;
         let manager_config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.connect_timeout))
             .set_response_timeout(Some(config.command_timeout))
@@ -209,6 +220,46 @@ impl Cluster {
     pub(crate) fn key(&self, origin: &crate::origin::Origin, agent: &str) -> String {
         format!("{}{{{origin}}}:pace:{agent}", self.inner.config.key_prefix)
     }
+}
+
+/// The Redis client of `config` (its URL, and its CA for `rediss://`); no I/O.
+fn client(config: &ClusterConfig) -> Result<redis::Client, ClusterError> {
+    use redis::IntoConnectionInfo;
+    let info = config.url.as_str().into_connection_info().map_err(|e| ClusterError::Url(e.to_string()))?;
+    match &config.ca_pem {
+        Some(pem) => {
+            let certs = redis::TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) };
+            redis::Client::build_with_tls(info, certs).map_err(|e| ClusterError::Ca(e.to_string()))
+        }
+        None => redis::Client::open(info).map_err(|e| ClusterError::Url(e.to_string())),
+    }
+}
+
+/// The key of the robots.txt body with this SHA-256 (hex).
+pub fn snapshot_key(key_prefix: &str, sha256_hex: &str) -> String {
+    format!("{key_prefix}snapshot:{sha256_hex}")
+}
+
+/// Why a snapshot could not be read from Redis.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// The configuration does not make a Redis client.
+    #[error(transparent)]
+    Config(#[from] ClusterError),
+    /// Redis did not answer, or refused.
+    #[error("Redis: {0}")]
+    Redis(#[from] redis::RedisError),
+}
+
+/// Reads the robots.txt body kept under `sha256_hex` in the fleet's Redis (blocking: for
+/// the command line, e.g. `robotsgate audit explain`); `None` when Redis has none. The
+/// caller checks that its hash is the one asked for (another program may write the key).
+pub fn read_snapshot(config: &ClusterConfig, sha256_hex: &str) -> Result<Option<Vec<u8>>, SnapshotError> {
+    let mut conn = client(config)?.get_connection_with_timeout(config.connect_timeout)?;
+    conn.set_read_timeout(Some(config.command_timeout))?;
+    conn.set_write_timeout(Some(config.command_timeout))?;
+    let key = snapshot_key(&config.key_prefix, sha256_hex);
+    Ok(redis::cmd("GET").arg(&key).query::<Option<Vec<u8>>>(&mut conn)?)
 }
 
 /// Milliseconds, for script arguments (saturating).

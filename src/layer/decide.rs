@@ -63,6 +63,15 @@ fn usage_purpose(d: &Decision) -> String {
     d.usage.as_ref().map(|u| u.purpose.to_string()).unwrap_or_default()
 }
 
+/// How a decision is recorded, besides the request: its mode, time, pacing and whether
+/// fleet mode refused it.
+struct Logged<'a> {
+    report_only: bool,
+    elapsed: std::time::Duration,
+    pace: Option<&'a PaceFacts>,
+    cluster_refused: bool,
+}
+
 /// Where a request goes, as the layer sees it.
 struct Target {
     origin: Origin,
@@ -87,9 +96,6 @@ impl Shared {
         {
             return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()));
         }
-        if let Some(refusal) = self.cluster_refusal() {
-            return Err(refusal);
-        }
         let settings = self.settings.load_full();
         let token = settings.selector.select(parts).map_err(|e| {
             if let Some(o) = &self.observer {
@@ -103,6 +109,26 @@ impl Shared {
         } else {
             settings.purpose.select(parts).map_err(|why| Refusal::new(RefusalKind::BadRequest, why))?
         };
+        if self.cluster_refusing() {
+            // Refused before robots.txt is looked at (a fetch would be sent), and recorded
+            // as a decision all the same: the request has an origin and a token.
+            let decision = Decision {
+                allowed: false,
+                origin: Arc::new(target.origin),
+                agent: token,
+                profile: self.policy.config().profile,
+                reason: Reason::ClusterUnavailable,
+                robots: None,
+                failure: None,
+                age: None,
+                stale: false,
+                usage: None,
+                notes: None,
+            };
+            let how = Logged { report_only, elapsed: started.elapsed(), pace: None, cluster_refused: true };
+            self.record(parts, &target.url, target.path_visible, &decision, how, logged).await?;
+            return Err(self.cluster_refusal());
+        }
         let denied = match &self.admission {
             Some(connector) => match connector.check_admitted(&target.origin).await {
                 Err(e @ ConnectError::Denied { .. }) => Some(e),
@@ -151,13 +177,12 @@ impl Shared {
                 }
             }
         }
-        if ticket.is_some()
-            && let Some(refusal) = self.cluster_refusal()
+        // Pacing found the fleet's Redis gone, and this replica is not to go on alone: the
+        // decision is recorded with the outcome `cluster-unavailable`, and refused.
+        let cluster_refused = ticket.is_some() && self.cluster_refusing();
+        if let Some(o) = &self.observer
+            && !cluster_refused
         {
-            // Pacing found the fleet's Redis gone, and this replica is not to go on alone.
-            return Err(refusal);
-        }
-        if let Some(o) = &self.observer {
             let outcome = match (&decision.reason, decision.allowed, report_only) {
                 _ if paced.is_some() => "paced",
                 (Reason::DestinationDenied { .. }, _, _) => "destination-denied",
@@ -169,31 +194,10 @@ impl Shared {
             };
             o.decision(outcome, decision.reason.class(), elapsed);
         }
-        if let Some(audit) = &self.audit {
-            let id = self.ids.next();
-            let user = parts.extensions.get::<ProxyUser>().map(|u| u.0.clone());
-            let facts = RequestFacts {
-                request_id: id.as_str(),
-                client: parts.extensions.get::<ClientAddr>().map(|c| c.0),
-                user: user.as_deref(),
-                method: parts.method.as_str(),
-                url: &target.url,
-                path_visible: target.path_visible,
-                transport: parts
-                    .extensions
-                    .get::<Transport>()
-                    .copied()
-                    .or(self.transport)
-                    .map(Transport::as_str),
-                report_only,
-                elapsed,
-                pace: pace.as_ref(),
-                cluster: self.alone(),
-            };
-            if let Err(e) = audit.log_decision(&decision, facts).await {
-                return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()));
-            }
-            *logged = Some(id);
+        let how = Logged { report_only, elapsed, pace: pace.as_ref(), cluster_refused };
+        self.record(parts, &target.url, target.path_visible, &decision, how, logged).await?;
+        if cluster_refused {
+            return Err(self.cluster_refusal().with_decision(decision));
         }
         if let Reason::DestinationDenied { cause } = &decision.reason {
             let refusal = Refusal::new(RefusalKind::of_connect_error(cause), cause.to_string());
@@ -333,23 +337,63 @@ impl Shared {
         None
     }
 
-    /// A refusal when fleet mode's Redis cannot be reached and it is configured to refuse.
+    /// Whether requests are refused now: fleet mode's Redis cannot be reached and it is
+    /// configured to refuse.
     #[inline]
-    fn cluster_refusal(&self) -> Option<Refusal> {
+    fn cluster_refusing(&self) -> bool {
         #[cfg(feature = "cluster")]
-        if let Some(c) = &self.cluster
-            && c.refusing()
-        {
-            if let Some(o) = &self.observer {
-                o.refused("cluster-unavailable");
-            }
-            return Some(Refusal::new(
-                RefusalKind::ClusterUnavailable,
-                "the fleet's Redis cannot be reached and cluster.on_error is \"refuse\": nothing is sent \
-                 until pacing can be shared again",
-            ));
+        if let Some(c) = &self.cluster {
+            return c.refusing();
         }
-        None
+        false
+    }
+
+    /// The refusal of a request while [`Shared::cluster_refusing`] (counted by the
+    /// observer).
+    fn cluster_refusal(&self) -> Refusal {
+        if let Some(o) = &self.observer {
+            o.refused("cluster-unavailable");
+        }
+        Refusal::new(
+            RefusalKind::ClusterUnavailable,
+            "the fleet's Redis cannot be reached and cluster.on_error is \"refuse\": nothing is sent \
+             until pacing can be shared again",
+        )
+    }
+
+    /// Writes the decision record of a request (with an audit log), and notes its id in
+    /// `logged`; `Err` with the refusal when the log cannot take it.
+    async fn record(
+        &self,
+        parts: &http::request::Parts,
+        url: &str,
+        path_visible: bool,
+        decision: &Decision,
+        how: Logged<'_>,
+        logged: &mut Option<RequestId>,
+    ) -> Result<(), Refusal> {
+        let Some(audit) = &self.audit else { return Ok(()) };
+        let id = self.ids.next();
+        let user = parts.extensions.get::<ProxyUser>().map(|u| u.0.clone());
+        let facts = RequestFacts {
+            request_id: id.as_str(),
+            client: parts.extensions.get::<ClientAddr>().map(|c| c.0),
+            user: user.as_deref(),
+            method: parts.method.as_str(),
+            url,
+            path_visible,
+            transport: parts.extensions.get::<Transport>().copied().or(self.transport).map(Transport::as_str),
+            report_only: how.report_only,
+            elapsed: how.elapsed,
+            pace: how.pace,
+            cluster: self.alone(),
+            cluster_refused: how.cluster_refused,
+        };
+        if let Err(e) = audit.log_decision(decision, facts).await {
+            return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()));
+        }
+        *logged = Some(id);
+        Ok(())
     }
 
     /// Sets the crawler's `User-Agent` on a request that has none.

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::config::{Override, OverrideAction, PolicyConfig};
 use super::copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
 use super::decision::{Decision, Reason, judge};
-use super::share::CopyShare;
+use super::share::{CopyShare, Keep, Shared};
 use super::usage::UsageCheck;
 use crate::fetch::{FetchOutcome, FetchResult, Fetcher, Unreachable};
 use crate::origin::Origin;
@@ -352,7 +352,10 @@ impl RobotsPolicy {
         if settled_meanwhile && (entry.copy.is_some() || entry.failure.is_some()) {
             return entry;
         }
-        self.refresh(cell).await;
+        if self.refresh(cell).await {
+            // A stale copy from the fleet's shared level: used now, refreshed meanwhile.
+            self.refresh_in_background(cell);
+        }
         cell.entry()
     }
 
@@ -376,14 +379,31 @@ impl RobotsPolicy {
         });
     }
 
-    /// Fetches and stores the result. The caller holds `cell.refresh`.
-    async fn refresh(&self, cell: &Arc<Cell>) {
+    /// Fetches and stores the result. The caller holds `cell.refresh`. True when what it
+    /// stored is a stale copy from the fleet's shared level that is to be refreshed (no
+    /// failed refresh of it is waiting for its retry).
+    async fn refresh(&self, cell: &Arc<Cell>) -> bool {
         let old = cell.entry();
         let streak = old.failure.as_ref().map_or(0, |f| f.streak) + 1;
-        let (outcome, fresh_for) = match self.inner.share.get() {
+        let shared = match self.inner.share.get() {
             Some(share) => {
-                let lifetime = |o: &FetchOutcome| self.lifetime(o, streak);
-                let shared = share.fetch(&cell.origin, &self.inner.fetcher, &lifetime).await;
+                let stale = self.inner.config.load().stale_if_error;
+                let lifetime = |o: &FetchOutcome| Keep {
+                    fresh: self.lifetime(o, streak),
+                    stale: if matches!(o.result, FetchResult::Unreachable(_)) {
+                        Duration::ZERO
+                    } else {
+                        stale
+                    },
+                };
+                // Without a usable copy of its own, this replica takes the fleet's stale one.
+                let stale_ok = old.copy.is_none() || !self.stale_usable(&old, Instant::now());
+                let mut shared = share.fetch(&cell.origin, &self.inner.fetcher, &lifetime, stale_ok).await;
+                if stale_ok && shared.failure.is_none() && shared.expired.is_some_and(|ago| ago >= stale) {
+                    // Stale past what this replica's own configuration allows (another
+                    // replica kept it longer): not usable here, so refreshed now instead.
+                    shared = share.fetch(&cell.origin, &self.inner.fetcher, &lifetime, false).await;
+                }
                 for observer in &self.inner.observers {
                     if shared.fetched_here {
                         observer.fetched(&cell.origin, &shared.outcome);
@@ -391,26 +411,43 @@ impl RobotsPolicy {
                         observer.received(&cell.origin, &shared.outcome);
                     }
                 }
-                (shared.outcome, shared.fresh_for)
+                shared
             }
             None => {
                 let outcome = self.inner.fetcher.fetch(&cell.origin).await;
                 for observer in &self.inner.observers {
                     observer.fetched(&cell.origin, &outcome);
                 }
-                (outcome, None)
+                Shared::fetched(outcome)
             }
         };
+        let Shared { outcome, fresh_for, expired, failure: fleet_failure, .. } = shared;
         let now = Instant::now();
         // A copy another replica fetched is as old as its fetch.
-        let fetched = match fresh_for {
-            Some(_) => {
+        let fetched = match (fresh_for, expired) {
+            (None, None) => now,
+            _ => {
                 let age = std::time::SystemTime::now().duration_since(outcome.fetched_at).unwrap_or_default();
                 now.checked_sub(age).unwrap_or(now)
             }
-            None => now,
         };
         let lifetime = fresh_for.unwrap_or_else(|| self.lifetime(&outcome, streak));
+        // A stale copy from the fleet: its freshness ended that long ago.
+        let fresh_until = match expired {
+            Some(ago) => now.checked_sub(ago).unwrap_or(now),
+            None => now + lifetime,
+        };
+        let to_refresh = expired.is_some() && fleet_failure.is_none();
+        // ... and its refresh failed: the fleet's failure, until its retry.
+        let fleet_failure = fleet_failure.and_then(|(o, retry)| match o.result {
+            FetchResult::Unreachable(ref cause) => Some(Arc::new(Failure {
+                facts: FetchFacts::of(&o),
+                cause: cause.clone(),
+                streak,
+                retry_at: now + retry,
+            })),
+            _ => None,
+        });
         let facts = FetchFacts::of(&outcome);
         let content = match &outcome.result {
             FetchResult::Success { .. } => {
@@ -437,8 +474,8 @@ impl RobotsPolicy {
                 cell.weight.store(weight.min(u32::MAX as u64) as u32, Ordering::Relaxed);
                 Entry {
                     copy: Some(Arc::new(RobotsCopy { facts, content, fetched })),
-                    fresh_until: Some(now + lifetime),
-                    failure: None,
+                    fresh_until: Some(fresh_until),
+                    failure: fleet_failure,
                 }
             }
             (None, FetchResult::Unreachable(cause)) => Entry {
@@ -446,11 +483,12 @@ impl RobotsPolicy {
                 fresh_until: old.fresh_until,
                 failure: Some(Arc::new(Failure { facts, cause, streak, retry_at: now + lifetime })),
             },
-            (None, _) => return,
+            (None, _) => return false,
         };
         cell.set(entry);
         // Re-insert so the cache sees the new weight.
         self.inner.cache.insert(Origin::clone(&cell.origin), cell.clone());
+        to_refresh
     }
 
     /// How long `outcome` is kept: a copy's freshness (its `max-age` within the configured

@@ -53,6 +53,10 @@ pub enum Reason {
         /// What the connector said.
         cause: crate::net::ConnectError,
     },
+    /// Fleet mode: the fleet's Redis cannot be reached and `cluster.on_error` is
+    /// `refuse`, so the request was answered `503` before robots.txt was looked at (set by
+    /// the layer for the audit record; the policy never makes it).
+    ClusterUnavailable,
     /// An operator's override decided.
     Override {
         /// Allow or deny.
@@ -76,6 +80,7 @@ impl Reason {
             Reason::TooManyRedirects => "robots-redirect-limit",
             Reason::Unreachable { .. } => "robots-unreachable",
             Reason::DestinationDenied { .. } => "destination-denied",
+            Reason::ClusterUnavailable => "cluster-unavailable",
             Reason::Override { .. } => "override",
         }
     }
@@ -205,6 +210,9 @@ impl fmt::Display for Decision {
             Reason::TooManyRedirects => f.write_str("robots.txt redirect limit exceeded: allow all"),
             Reason::Unreachable { cause } => write!(f, "robots.txt unreachable ({cause}): disallow all"),
             Reason::DestinationDenied { cause } => write!(f, "{cause}"),
+            Reason::ClusterUnavailable => f.write_str(
+                "the fleet's Redis cannot be reached and cluster.on_error is \"refuse\": not sent",
+            ),
             Reason::Override { action, hosts, reason } => {
                 write!(f, "override: {} {hosts} ({reason})", action.as_str())
             }

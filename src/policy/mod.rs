@@ -40,5 +40,5 @@ pub use copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
 pub use decision::{Decision, Reason, VerdictNotes};
 #[cfg(test)]
 pub(crate) use decision::{decision_for_on, decision_on};
-pub use share::{CopyShare, Lifetime, ShareFuture, Shared};
+pub use share::{CopyShare, Keep, Lifetime, ShareFuture, Shared};
 pub use usage::{CategoryPreference, CitedLine, Purpose, UnknownUsage, UsageCheck, UsageDecision};

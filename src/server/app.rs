@@ -301,7 +301,12 @@ impl App {
             #[cfg(feature = "cluster")]
             Some(c) => {
                 c.observe(metrics.clone() as Arc<dyn crate::cluster::ClusterObserver>);
-                policy.share_copies(Arc::new(crate::cluster::RedisCopyShare::new(c.clone())));
+                let mut share = crate::cluster::RedisCopyShare::new(c.clone());
+                if !config.audit.snapshots.is_empty() {
+                    // Whichever replica decides, `audit explain` finds the file there.
+                    share = share.with_snapshots(config.cluster.snapshot_ttl.0);
+                }
+                policy.share_copies(Arc::new(share));
                 Pacer::shared(config.pacing_config(), c.clone())
             }
             _ => Pacer::new(config.pacing_config()),
@@ -463,37 +468,11 @@ fn signing_key(path: &str) -> Result<Option<Arc<crate::audit::note::Signer>>, St
 }
 
 /// Fleet mode's Redis connection of `config` (made lazily: Redis need not be up), if
-/// `[cluster] redis` is set. The password file's content replaces the URL's password.
+/// `[cluster] redis` is set.
 #[cfg(feature = "cluster")]
 fn cluster(config: &Config) -> Result<Option<crate::cluster::Cluster>, StartError> {
-    use crate::cluster::{Cluster, ClusterConfig, OnClusterError};
-    use crate::server::config::ClusterOnErrorName;
-    let c = &config.cluster;
-    if c.redis.is_empty() {
-        return Ok(None);
-    }
-    let mut url = c.redis.clone();
-    if !c.password_file.is_empty() {
-        let password = std::fs::read_to_string(&c.password_file).map_err(|e| {
-            StartError::Cluster(format!("cannot read cluster.password_file {}: {e}", c.password_file))
-        })?;
-        let mut parsed = url::Url::parse(&url).map_err(|e| StartError::Cluster(e.to_string()))?;
-        parsed
-            .set_password(Some(password.trim_end_matches(['\r', '\n'])))
-            .map_err(|()| StartError::Cluster("the Redis URL cannot carry a password".into()))?;
-        url = parsed.to_string();
-    }
-    let cluster = Cluster::new(ClusterConfig {
-        url,
-        key_prefix: c.key_prefix.clone(),
-        connect_timeout: c.connect_timeout.0,
-        command_timeout: c.command_timeout.0,
-        on_error: match c.on_error {
-            ClusterOnErrorName::Continue => OnClusterError::Continue,
-            ClusterOnErrorName::Refuse => OnClusterError::Refuse,
-        },
-    })
-    .map_err(|e| StartError::Cluster(e.to_string()))?;
+    let Some(c) = config.cluster_config().map_err(StartError::Cluster)? else { return Ok(None) };
+    let cluster = crate::cluster::Cluster::new(c).map_err(|e| StartError::Cluster(e.to_string()))?;
     Ok(Some(cluster))
 }
 

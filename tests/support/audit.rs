@@ -48,8 +48,16 @@ pub fn check_decision_record(r: &Value) {
     assert!(["google", "rfc", "conservative"].contains(&r["profile"].as_str().unwrap()), "{r}");
     assert!(["enforce", "report-only"].contains(&r["mode"].as_str().unwrap()), "{r}");
     assert!(
-        ["allowed", "disallowed", "would-disallow", "usage-refused", "would-refuse-usage", "paced"]
-            .contains(&r["outcome"].as_str().unwrap()),
+        [
+            "allowed",
+            "disallowed",
+            "would-disallow",
+            "usage-refused",
+            "would-refuse-usage",
+            "paced",
+            "cluster-unavailable"
+        ]
+        .contains(&r["outcome"].as_str().unwrap()),
         "{r}"
     );
     if let Some(u) = r.get("usage") {
@@ -125,6 +133,15 @@ pub fn check_decision_record(r: &Value) {
     );
     let cluster = field(r, "cluster");
     assert!(cluster.is_null() || cluster == "alone", "cluster: {r}");
+    // Fleet mode refuses only while it is alone; refused before robots.txt was looked at,
+    // the decision rests on no file.
+    if r["outcome"] == "cluster-unavailable" {
+        assert_eq!(cluster, "alone", "{r}");
+    }
+    if r["reason"] == "cluster-unavailable" {
+        assert_eq!(r["outcome"], "cluster-unavailable", "{r}");
+        assert!(robots.is_null() && rule.is_null() && pace.is_null(), "{r}");
+    }
 }
 
 /// Checks the documented fields of an outcome record (docs/audit-log.md).

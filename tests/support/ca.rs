@@ -19,6 +19,8 @@ pub struct TestCa {
     pub der: CertificateDer<'static>,
     leaf: CertificateDer<'static>,
     leaf_key: Vec<u8>,
+    leaf_pem: String,
+    leaf_key_pem: String,
 }
 
 impl TestCa {
@@ -49,6 +51,8 @@ impl TestCa {
             der: ca_cert.der().clone(),
             leaf: leaf.der().clone(),
             leaf_key: leaf_key.serialize_der(),
+            leaf_pem: leaf.pem(),
+            leaf_key_pem: leaf_key.serialize_pem(),
         }
     }
 
@@ -61,6 +65,15 @@ impl TestCa {
     pub fn write_pem(&self, path: &Path) -> PathBuf {
         std::fs::write(path, &self.pem).unwrap();
         path.to_path_buf()
+    }
+
+    /// Writes the leaf certificate and its key as PEM into `dir` (`leaf.pem`,
+    /// `leaf-key.pem`), for a server that is not in process; their paths.
+    pub fn write_leaf(&self, dir: &Path) -> (PathBuf, PathBuf) {
+        let (cert, key) = (dir.join("leaf.pem"), dir.join("leaf-key.pem"));
+        std::fs::write(&cert, &self.leaf_pem).unwrap();
+        std::fs::write(&key, &self.leaf_key_pem).unwrap();
+        (cert, key)
     }
 
     /// The leaf certificate.

@@ -1,8 +1,10 @@
 //! A real `redis-server` for the fleet-mode tests (Debian package `redis-server`): started
 //! on an ephemeral loopback port in a temp dir, without persistence, stopped and restarted
-//! on the same port, and `redis-cli` for writing what another program might write.
+//! on the same port, and `redis-cli` for writing what another program might write. Also
+//! with TLS only (`rediss://`), with a certificate the test made.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use super::wait::bounded;
@@ -13,26 +15,44 @@ pub struct RedisServer {
     port: u16,
     dir: tempfile::TempDir,
     password: Option<String>,
+    tls: Option<RedisTls>,
+}
+
+/// The files of a `redis-server` that speaks TLS only (PEM).
+#[derive(Debug, Clone)]
+pub struct RedisTls {
+    /// Its certificate (for 127.0.0.1).
+    pub cert: PathBuf,
+    /// Its key.
+    pub key: PathBuf,
+    /// The CA that signed the certificate (what clients trust).
+    pub ca: PathBuf,
 }
 
 impl RedisServer {
     /// Starts one on a free port (bounded wait until it answers `PING`).
     pub async fn start() -> RedisServer {
-        RedisServer::start_with(None).await
+        RedisServer::start_with(None, None).await
     }
 
     /// Starts one that asks for `password` (`requirepass`).
     pub async fn start_with_password(password: &str) -> RedisServer {
-        RedisServer::start_with(Some(password.to_owned())).await
+        RedisServer::start_with(Some(password.to_owned()), None).await
     }
 
-    async fn start_with(password: Option<String>) -> RedisServer {
+    /// Starts one that speaks TLS only, on a free port (`--port 0 --tls-port P`), with
+    /// `tls`'s certificate; clients are not asked for one.
+    pub async fn start_tls(tls: RedisTls) -> RedisServer {
+        RedisServer::start_with(None, Some(tls)).await
+    }
+
+    async fn start_with(password: Option<String>, tls: Option<RedisTls>) -> RedisServer {
         let port = {
             let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0");
             l.local_addr().unwrap().port()
         };
         let dir = tempfile::Builder::new().prefix("robotsgate-redis-").tempdir().expect("temp dir");
-        let mut server = RedisServer { child: None, port, dir, password };
+        let mut server = RedisServer { child: None, port, dir, password, tls };
         server.spawn().await;
         server
     }
@@ -42,17 +62,26 @@ impl RedisServer {
         if let Some(p) = &self.password {
             command.args(["--requirepass", p]);
         }
+        match &self.tls {
+            Some(tls) => {
+                command.args([
+                    "--port",
+                    "0",
+                    "--tls-port",
+                    &self.port.to_string(),
+                    "--tls-auth-clients",
+                    "no",
+                ]);
+                command.arg("--tls-cert-file").arg(&tls.cert);
+                command.arg("--tls-key-file").arg(&tls.key);
+                command.arg("--tls-ca-cert-file").arg(&tls.ca);
+            }
+            None => {
+                command.args(["--port", &self.port.to_string()]);
+            }
+        }
         let child = command
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(self.dir.path())
             .stdout(Stdio::null())
@@ -61,9 +90,11 @@ impl RedisServer {
             .expect("redis-server (Debian package redis-server) on PATH");
         self.child = Some(child);
         let port = self.port;
+        let tls = self.tls.is_some();
         bounded("redis-server answers", async move {
             loop {
-                if ping(port).await {
+                let answers = if tls { self.cli(&["PING"]).trim() == "PONG" } else { ping(port).await };
+                if answers {
                     return;
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -72,9 +103,10 @@ impl RedisServer {
         .await;
     }
 
-    /// `redis://127.0.0.1:PORT/0`.
+    /// `redis://127.0.0.1:PORT/0`, or `rediss://` with TLS.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
+        let scheme = if self.tls.is_some() { "rediss" } else { "redis" };
+        format!("{scheme}://127.0.0.1:{}/0", self.port)
     }
 
     /// Stops it (SIGKILL: as a crash or a network cut looks to the replicas).
@@ -96,6 +128,9 @@ impl RedisServer {
         let mut command = Command::new("redis-cli");
         if let Some(p) = &self.password {
             command.args(["--no-auth-warning", "-a", p]);
+        }
+        if let Some(tls) = &self.tls {
+            command.arg("--tls").arg("--cacert").arg(&tls.ca);
         }
         let out = command
             .args(["-p", &self.port.to_string()])

@@ -90,10 +90,12 @@ impl Default for ClusterSection {
         ClusterSection {
             redis: String::new(),
             password_file: String::new(),
+            ca_file: String::new(),
             key_prefix: "robotsgate:".into(),
             connect_timeout: Dur::secs(2),
             command_timeout: Dur(std::time::Duration::from_millis(500)),
             on_error: ClusterOnErrorName::Continue,
+            snapshot_ttl: Dur::secs(30 * 24 * 3600),
         }
     }
 }

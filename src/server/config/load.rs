@@ -181,6 +181,15 @@ impl Config {
                 return Err(err("cluster.redis", format!("{:?} does not parse as a URL", cl.redis)));
             }
         }
+        if !cl.ca_file.is_empty() {
+            if url::Url::parse(&cl.redis).map_or(true, |u| u.scheme() != "rediss") {
+                return Err(err(
+                    "cluster.ca_file",
+                    format!("is for TLS, but cluster.redis {:?} is not a rediss:// URL", cl.redis),
+                ));
+            }
+            self.cluster_ca().map_err(|why| err("cluster.ca_file", why))?;
+        }
         if cl.command_timeout.0.is_zero() {
             return Err(err("cluster.command_timeout", "must be more than 0".into()));
         }
@@ -199,6 +208,64 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The PEM certificates of `[cluster] ca_file`, the roots a `rediss://` Redis is
+    /// verified with (`None` when it is not set: the webpki roots); `Err` says why the file
+    /// cannot be used (unreadable, no PEM certificate in it, one that is no CA
+    /// certificate rustls can use).
+    pub fn cluster_ca(&self) -> Result<Option<Vec<u8>>, String> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let path = &self.cluster.ca_file;
+        if path.is_empty() {
+            return Ok(None);
+        }
+        let pem = std::fs::read(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(&pem) {
+            let cert = cert.map_err(|e| format!("{path} is not PEM: {e}"))?;
+            roots.add(cert).map_err(|e| format!("{path}: a certificate that cannot be a root: {e}"))?;
+        }
+        if roots.is_empty() {
+            return Err(format!("{path} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"));
+        }
+        Ok(Some(pem))
+    }
+
+    /// Fleet mode's connection settings (`None` without `[cluster] redis`): the URL with
+    /// the password of `password_file` (its content replaces the URL's), the CA of
+    /// `ca_file`; `Err` says why a file cannot be used.
+    #[cfg(feature = "cluster")]
+    pub fn cluster_config(&self) -> Result<Option<crate::cluster::ClusterConfig>, String> {
+        use super::sections::ClusterOnErrorName;
+        use crate::cluster::{ClusterConfig, OnClusterError};
+        let c = &self.cluster;
+        if c.redis.is_empty() {
+            return Ok(None);
+        }
+        let mut url = c.redis.clone();
+        if !c.password_file.is_empty() {
+            let password = std::fs::read_to_string(&c.password_file)
+                .map_err(|e| format!("cannot read cluster.password_file {}: {e}", c.password_file))?;
+            let mut parsed = url::Url::parse(&url).map_err(|e| format!("cluster.redis: {e}"))?;
+            parsed
+                .set_password(Some(password.trim_end_matches(['\r', '\n'])))
+                .map_err(|()| "the Redis URL cannot carry a password".to_owned())?;
+            url = parsed.to_string();
+        }
+        let ca_pem = self.cluster_ca().map_err(|why| format!("cluster.ca_file: {why}"))?;
+        Ok(Some(ClusterConfig {
+            url,
+            ca_pem,
+            key_prefix: c.key_prefix.clone(),
+            connect_timeout: c.connect_timeout.0,
+            command_timeout: c.command_timeout.0,
+            on_error: match c.on_error {
+                ClusterOnErrorName::Continue => OnClusterError::Continue,
+                ClusterOnErrorName::Refuse => OnClusterError::Refuse,
+            },
+        }))
     }
 
     /// The User-Agent for robots.txt fetches.
@@ -319,6 +386,59 @@ mod tests {
         let p = ok.purpose();
         assert_eq!(p.default.to_string(), "train-ai,search");
         assert_eq!(p.header.map(|h| h.to_string()).as_deref(), Some("x-robots-purpose"));
+    }
+
+    #[test]
+    fn cluster_ca_file_is_read_at_load_and_only_for_rediss() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str, content: &[u8]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, content).unwrap();
+            p.display().to_string()
+        };
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = params.self_signed(&key).unwrap().pem();
+        let good = file("ca.pem", ca.as_bytes());
+        let config = |url: &str, ca: &str| format!("[cluster]\nredis = \"{url}\"\nca_file = \"{ca}\"\n");
+        let c = Config::parse("a.toml", &config("rediss://redis.test:6380/0", &good)).unwrap();
+        assert_eq!(c.cluster_ca().unwrap().as_deref(), Some(ca.as_bytes()));
+        assert_eq!(Config::parse("a.toml", "").unwrap().cluster_ca(), Ok(None));
+        for (url, ca, why) in [
+            ("redis://redis.test:6379/0", good.clone(), "rediss://"),
+            ("", good.clone(), "rediss://"),
+            (
+                "rediss://redis.test:6380/0",
+                dir.path().join("absent.pem").display().to_string(),
+                "cannot read",
+            ),
+            (
+                "rediss://redis.test:6380/0",
+                file("key.pem", key.serialize_pem().as_bytes()),
+                "no PEM certificate",
+            ),
+            ("rediss://redis.test:6380/0", file("text.pem", b"just text\n"), "no PEM certificate"),
+            (
+                "rediss://redis.test:6380/0",
+                file("bad.pem", b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"),
+                "cannot be a root",
+            ),
+        ] {
+            let e = Config::parse("a.toml", &config(url, &ca)).unwrap_err();
+            assert_eq!((e.key.as_deref(), e.line.map(|l| l.0)), (Some("cluster.ca_file"), Some(3)), "{e}");
+            assert!(e.message.contains(why), "{url} {ca}: {e}");
+        }
+    }
+
+    #[test]
+    fn cluster_snapshot_ttl_is_30_days_unless_set_and_0s_is_for_ever() {
+        let day = std::time::Duration::from_secs(86_400);
+        assert_eq!(Config::parse("a.toml", "").unwrap().cluster.snapshot_ttl.0, 30 * day);
+        let c = Config::parse("a.toml", "[cluster]\nsnapshot_ttl = \"0s\"\n").unwrap();
+        assert!(c.cluster.snapshot_ttl.0.is_zero());
+        let c = Config::parse("a.toml", "[cluster]\nsnapshot_ttl = \"365d\"\n").unwrap();
+        assert_eq!(c.cluster.snapshot_ttl.0, 365 * day);
     }
 
     #[test]

@@ -179,10 +179,12 @@ pub struct PacingSection {
 pub struct ClusterSection {
     pub redis: String,
     pub password_file: String,
+    pub ca_file: String,
     pub key_prefix: String,
     pub connect_timeout: Dur,
     pub command_timeout: Dur,
     pub on_error: ClusterOnErrorName,
+    pub snapshot_ttl: Dur,
 }
 
 /// `continue` or `refuse`.

@@ -34,12 +34,21 @@ pub struct ExplainArgs {
     /// Also search the files closed by rotation beside LOG.
     #[arg(long)]
     with_rotated: bool,
+    /// The replica's configuration: with a [cluster] section, a snapshot missing from the
+    /// folder is looked for in the fleet's Redis, where the replica that fetched the file
+    /// keeps it (whichever replica decided).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 /// Lines of robots.txt shown around the deciding rule.
 const CONTEXT: u32 = 3;
 
 pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
+    let config = match &args.config {
+        Some(path) => Some(crate::server::config::Config::load(path).map_err(|e| anyhow::anyhow!("{e}"))?),
+        None => None,
+    };
     let paths = log_paths(std::slice::from_ref(&args.log), args.with_rotated)?;
     let want = |r: &Value| -> bool {
         r["type"] == "decision"
@@ -83,13 +92,26 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         None => no_body(&mut out, &d),
         Some(sha) => {
             let candidates = snapshot_candidates(&args, &paths[0], sha, fetch.as_ref());
+            let looked = candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
             match candidates.iter().find(|p| p.is_file()) {
-                None => out.push_str(&format!(
-                    "\nWARNING: the robots.txt snapshot {sha}.txt is missing (looked in: {}): the decision cannot be \
-                     checked against the file it rested on\n",
-                    candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-                )),
-                Some(path) => snapshot_text(&mut out, &d, path, sha)?,
+                Some(path) => {
+                    let body = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+                    snapshot_text(&mut out, &d, &body, sha, &path.display().to_string())?;
+                }
+                None => match config.as_ref().map(|c| from_fleet(c, sha)) {
+                    Some(Ok((body, source))) => {
+                        let source = format!("{source} (not in: {looked})");
+                        snapshot_text(&mut out, &d, &body, sha, &source)?;
+                    }
+                    not_there => out.push_str(&format!(
+                        "\nWARNING: the robots.txt snapshot {sha}.txt is missing (looked in: {looked}{}): the decision \
+                         cannot be checked against the file it rested on\n",
+                        match not_there {
+                            Some(Err(why)) => format!("; {why}"),
+                            _ => String::new(),
+                        }
+                    )),
+                },
             }
         }
     }
@@ -190,6 +212,11 @@ fn no_body(out: &mut String, d: &Value) {
             "the destination was refused by robotsgate's guard; no robots.txt was fetched".into()
         }
         "override" => "an operator override decided; no robots.txt rule applied".into(),
+        "cluster-unavailable" => {
+            "the fleet's Redis could not be reached and cluster.on_error is \"refuse\": \
+                                  answered 503 before robots.txt was looked at, nothing was sent"
+                .into()
+        }
         "robots-txt" => "the request was for /robots.txt itself, which is always allowed".into(),
         _ => "no robots.txt body was read for this decision".into(),
     };
@@ -215,26 +242,54 @@ fn snapshot_candidates(args: &ExplainArgs, log: &Path, sha: &str, fetch: Option<
     c
 }
 
-/// The snapshot's text around the deciding rule, with that line marked, checked against
-/// its hash; and the decision checked again with this robotsgate.
-fn snapshot_text(out: &mut String, d: &Value, path: &Path, sha: &str) -> anyhow::Result<()> {
+/// The body with this hash in the fleet's Redis, where the replica that fetched it keeps
+/// it (`config`'s `[cluster]`), and where it was found; else why not.
+#[cfg(feature = "cluster")]
+fn from_fleet(config: &crate::server::config::Config, sha: &str) -> Result<(Vec<u8>, String), String> {
+    let Some(c) = config.cluster_config()? else {
+        return Err("--config has no [cluster] redis to look in".into());
+    };
+    // The URL as it may be shown: without a password.
+    let url = match url::Url::parse(&c.url) {
+        Ok(mut u) => {
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        Err(_) => c.url.clone(),
+    };
+    let key = crate::cluster::snapshot_key(&c.key_prefix, sha);
+    match crate::cluster::read_snapshot(&c, sha) {
+        Ok(Some(body)) => Ok((body, format!("from the fleet's Redis {url}, key {key}"))),
+        Ok(None) => Err(format!("not in the fleet's Redis either ({url}, key {key})")),
+        Err(e) => Err(format!("the fleet's Redis {url} could not be asked: {e}")),
+    }
+}
+
+/// Without fleet mode, no Redis to look in.
+#[cfg(not(feature = "cluster"))]
+fn from_fleet(_: &crate::server::config::Config, _: &str) -> Result<(Vec<u8>, String), String> {
+    Err("this robotsgate was built without the feature \"cluster\": no Redis to look in".into())
+}
+
+/// The snapshot's text (`body`, read from `source`) around the deciding rule, with that
+/// line marked, checked against its hash; and the decision checked again with this
+/// robotsgate.
+fn snapshot_text(out: &mut String, d: &Value, body: &[u8], sha: &str, source: &str) -> anyhow::Result<()> {
     use sha2::Digest;
-    let body = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let actual = hex::encode(sha2::Sha256::digest(&body));
+    let actual = hex::encode(sha2::Sha256::digest(body));
     if actual != sha {
         out.push_str(&format!(
-            "\nWARNING: {} does not match its hash (its SHA-256 is {actual}): the snapshot was altered or \
-             damaged; what follows is its text now, not necessarily what the decision rested on\n",
-            path.display()
+            "\nWARNING: the snapshot {source} does not match its hash (its SHA-256 is {actual}): it was altered \
+             or damaged; what follows is its text now, not necessarily what the decision rested on\n"
         ));
     } else {
-        out.push_str(&format!("\nrobots.txt snapshot {} (SHA-256 checked)\n", path.display()));
+        out.push_str(&format!("\nrobots.txt snapshot {source} (SHA-256 checked)\n"));
     }
-    let text = String::from_utf8_lossy(&body);
+    let text = String::from_utf8_lossy(body);
     let lines: Vec<&str> = text.lines().collect();
     let rule_line = d["rule"]["line"].as_u64().map(|l| l as u32);
     // The decision again, with this version of robotsgate, for the groups that applied.
-    let robots = RobotsTxt::parse(&body);
+    let robots = RobotsTxt::parse(body);
     let profile = s(&d["profile"]).parse::<Profile>().unwrap_or(Profile::Conservative);
     let url = s(&d["url"]);
     let path_checked =
