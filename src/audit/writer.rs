@@ -218,7 +218,9 @@ impl Thread<'_> {
                     worked = true;
                 }
             }
-            worked |= self.hash(false);
+            // Hashing alone does not bring the thread back sooner: what was written is
+            // looked at every HASH_EVERY (fewer wake-ups, larger reads).
+            let hashed = self.hash(false);
             let now = Instant::now();
             if let Some(f) = &mut self.file {
                 if f.tree.as_ref().and_then(TreeWriter::deadline).is_some_and(|d| now >= d) {
@@ -238,6 +240,10 @@ impl Thread<'_> {
             }
             if worked {
                 deadline = Some(deadline.map_or(now + LINGER, |d| d.min(now + LINGER)));
+            } else if hashed {
+                // More is being written: look again after HASH_EVERY rather than being
+                // woken by the next write.
+                deadline = Some(deadline.map_or(now + HASH_EVERY, |d| d.min(now + HASH_EVERY)));
             }
             // Work that came while the lock was let go (its wake-up was missed).
             if st.shutdown.is_some()
