@@ -281,6 +281,79 @@ async fn verify_passes_untouched_and_names_the_first_tampered_line() {
     );
 }
 
+/// The signing key changed between two runs on one log: each key alone fails at the first
+/// checkpoint the other signed; both keys together verify.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_takes_each_key_the_log_was_signed_with() {
+    let dir = temp_dir();
+    let (key_a, public_a) = keygen(&dir.path().join("keys-a"));
+    let (key_b, public_b) = keygen(&dir.path().join("keys-b"));
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("fine"))]).await;
+    let mut log = PathBuf::new();
+    for (run, key) in [(0, &key_a), (1, &key_b)] {
+        let mut c = config(dir.path(), key);
+        c.audit.rotate_size = Size(0);
+        let proxy = RunningProxy::start(&c).await;
+        log = proxy.audit_path.clone();
+        for n in 0..12 {
+            get(proxy.addr, &origin.url(&format!("/page?run={run}&n={n}"))).await;
+        }
+        proxy.stop().await;
+    }
+    let verify_with = |keys: &[&Path]| {
+        let mut args = vec!["audit", "verify", arg(&log)];
+        for k in keys {
+            args.extend(["--key", arg(k)]);
+        }
+        robotsgate(&args)
+    };
+    let both = verify_with(&[&public_a, &public_b]);
+    assert_eq!(code(&both), 0, "{}", text(&both));
+    assert!(stdout(&both).contains(" or "), "names both keys: {}", stdout(&both));
+    let sidecar = checkpoints_path(&log);
+    for (only, other_run) in [(&public_a, "the second run"), (&public_b, "the first run")] {
+        let out = verify_with(&[only]);
+        let t = text(&out);
+        assert_eq!(code(&out), 1, "one key cannot verify {other_run}'s checkpoints: {t}");
+        assert!(t.contains(&format!("FAILED: {}", sidecar.display())), "names the checkpoint file: {t}");
+        assert!(t.contains("is not valid for the key given"), "{t}");
+    }
+}
+
+/// The process stopped in the middle of a rotation, after renaming the log file and before
+/// renaming its checkpoint file: the next start finishes the rotation, the new file
+/// continues the tree, and the whole log verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotation_cut_short_between_its_renames_is_finished_at_the_next_start() {
+    let dir = temp_dir();
+    let (key, public) = keygen(&dir.path().join("keys"));
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("fine"))]).await;
+    let c = config(dir.path(), &key);
+    let proxy = RunningProxy::start(&c).await;
+    let log = proxy.audit_path.clone();
+    let mut n = 0;
+    while rotated_files(&log).unwrap().is_empty() {
+        get(proxy.addr, &origin.url(&format!("/page?n={n}"))).await;
+        n += 1;
+        assert!(n < 2000, "the log is rotated within 2000 requests");
+    }
+    proxy.stop().await;
+    // Back to the moment between the renames: the rotated file without its checkpoint
+    // file, which is still under the active file's name; no active file yet.
+    let rotated = rotated_files(&log).unwrap().pop().unwrap();
+    std::fs::remove_file(&log).unwrap();
+    std::fs::rename(checkpoints_path(&rotated), checkpoints_path(&log)).unwrap();
+
+    let proxy = RunningProxy::start(&c).await;
+    for n in 0..6 {
+        get(proxy.addr, &origin.url(&format!("/page?after={n}"))).await;
+    }
+    proxy.stop().await;
+    assert!(checkpoints_path(&rotated).exists(), "the checkpoint file is beside its log file again");
+    let out = verify(&log, &public);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proof_verifies_alone_and_fails_when_altered() {
     let dir = temp_dir();

@@ -113,7 +113,10 @@ wait_http "http://127.0.0.1:$ORIGIN_PORT/1k" "http://127.0.0.1:$HAPROXY_PORT"
 run_one() {
     local name=$1 i=$2 conc=$3 url=$4
     shift 4
-    if [ -n "$RG_PID" ]; then : >"$WORK/audit.jsonl" 2>/dev/null || true; fi
+    # The audit log is not emptied between runs (the running proxy hashes what it wrote
+    # back from the file for its checkpoints): each run's decisions are found after where
+    # the file ended before it. A full run writes a few GB there.
+    AUDIT_FROM=$(stat -c %s "$WORK/audit.jsonl" 2>/dev/null || echo 0)
     taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -z "${DURATION}s" -c "$conc" \
         --output-format json "$@" "$url" >"$WORK/results/$name.$i.json"
     python3 "$HERE/report.py" check "$WORK/results/$name.$i.json" || die "$name run $i"
@@ -130,7 +133,7 @@ if [ -n "$RG_BASELINE_BIN" ]; then BASE_TARGETS=(robotsgate_base robotsgate_base
 
 check_decisions() {
     local decisions
-    decisions=$(grep -c '"type":"decision"' "$WORK/audit.jsonl" || true)
+    decisions=$(tail -c +$((AUDIT_FROM + 1)) "$WORK/audit.jsonl" | grep -c '"type":"decision"' || true)
     [ "${decisions:-0}" -gt 0 ] || die "enforce mode wrote no decisions to the audit log"
 }
 # plain_rg_runs current|base I CONCURRENCY URL: run I of robotsgate (or robotsgate_base)

@@ -16,6 +16,24 @@ pub fn checkpoints_path(log: &Path) -> PathBuf {
     log.with_file_name(name)
 }
 
+/// Finishes a rotation the process did not finish: the active file `active` was renamed
+/// but its checkpoint file was not (the process stopped between the two renames). The
+/// checkpoint file goes beside the newest rotated file, if that one has none, so that the
+/// next active file continues the tree from its rotation checkpoint. Returns that file.
+pub(super) fn finish_rotation(active: &Path) -> io::Result<Option<PathBuf>> {
+    let sidecar = checkpoints_path(active);
+    if active.exists() || !sidecar.exists() {
+        return Ok(None);
+    }
+    let Some(last) = rotated_files(active)?.pop() else { return Ok(None) };
+    let target = checkpoints_path(&last);
+    if target.exists() {
+        return Ok(None);
+    }
+    std::fs::rename(&sidecar, &target)?;
+    Ok(Some(last))
+}
+
 /// `<stem>.` and `<.ext>` of the active file's name (`audit.jsonl`: `audit.`, `.jsonl`).
 fn name_parts(active: &Path) -> (String, String) {
     let name = active.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();

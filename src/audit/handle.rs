@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use super::commit::Core;
 use super::config::{AuditConfig, AuditError, AuditSetupError, Durability, MemoryLog, OnError, Target};
-use super::files::rotated_files;
+use super::files::{finish_rotation, rotated_files};
 use super::line::{decision_line, outcome_line};
 use super::open::{PreviousRun, open_log};
 use super::out::Out;
@@ -196,6 +196,13 @@ impl AuditLog {
 /// a tree starts with its `file-start` record (continuing the tree of the last file closed
 /// by rotation, if there is one), and every process's first record is its `open` record.
 fn open_file(path: &Path, config: &AuditConfig) -> std::io::Result<(std::fs::File, FileWork)> {
+    if let Some(rotated) = finish_rotation(path)? {
+        tracing::warn!(
+            log = %path.display(),
+            rotated = %rotated.display(),
+            "the last rotation of the audit log was not finished (its checkpoint file had not been renamed): finished it"
+        );
+    }
     let mut opened = open_log(path)?;
     let mut head = Vec::new();
     let new = opened.previous == PreviousRun::New;

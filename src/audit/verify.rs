@@ -27,8 +27,9 @@ pub struct LogFile {
 /// How to check.
 #[derive(Default)]
 pub struct Options<'a> {
-    /// The key checkpoints must be signed with (none: signatures are not checked).
-    pub key: Option<&'a Verifier>,
+    /// The keys checkpoints must be signed with, each by one of them (several: the
+    /// signing key was changed; none: signatures are not checked).
+    pub keys: &'a [Verifier],
     /// The files given may be a part of the log: earlier files (before the first given)
     /// and later ones (after a rotation at the end of the last) are not required.
     pub partial: bool,
@@ -292,10 +293,10 @@ pub fn verify(files: Vec<LogFile>, options: &Options<'_>, watch: &mut dyn Watch)
         walker.fail(last, None, "the log was rotated after this file, but no later file was given: the newest records are missing; pass --partial to check only these files".into());
     }
     walker.v.leaves = walker.frontier.size();
-    walker.v.signatures = match (walker.signed, walker.unsigned, options.key) {
+    walker.v.signatures = match (walker.signed, walker.unsigned, options.keys.is_empty()) {
         (0, 0, _) => Signatures::NoCheckpoints,
-        (_, _, Some(_)) => Signatures::Verified,
-        (_, 0, None) => Signatures::NotChecked,
+        (_, _, false) => Signatures::Verified,
+        (_, 0, true) => Signatures::NotChecked,
         _ => Signatures::Unsigned,
     };
     walker.v
@@ -373,23 +374,31 @@ impl Walker<'_> {
                 );
                 return Err(());
             }
-            match self.options.key {
-                Some(key) => {
-                    if let Err(e) = key.verify(&note) {
+            match self.options.keys {
+                [] if note.signatures.is_empty() => self.unsigned += 1,
+                [] => self.signed += 1,
+                keys => {
+                    // Valid when signed by one of the keys (a key change: the older
+                    // checkpoints by the old key).
+                    let mut first_error = None;
+                    let valid = keys.iter().any(|k| match k.verify(&note) {
+                        Ok(_) => true,
+                        Err(e) => {
+                            first_error.get_or_insert(e);
+                            false
+                        }
+                    });
+                    if let (false, Some(e)) = (valid, first_error) {
+                        let given = if keys.len() == 1 { "the key given" } else { "any of the keys given" };
                         self.fail(
                             &sidecar,
                             Some(*at),
-                            format!(
-                                "the checkpoint at record {} is not valid for the key given: {e}",
-                                cp.size
-                            ),
+                            format!("the checkpoint at record {} is not valid for {given}: {e}", cp.size),
                         );
                         return Err(());
                     }
                     self.signed += 1;
                 }
-                None if note.signatures.is_empty() => self.unsigned += 1,
-                None => self.signed += 1,
             }
             let index =
                 line.index().filter(|i| i.len() as u64 == line.tree_size.saturating_sub(line.leaves_from));

@@ -137,7 +137,12 @@ impl ActiveFile {
             let n = usize::try_from(end - self.bytes).map_or(READ_CHUNK, |n| n.min(READ_CHUNK));
             self.buf.resize(n, 0);
             if let Err(e) = file.read_exact_at(&mut self.buf, self.bytes) {
-                tracing::error!(log = %self.path.display(), error = %e, "cannot read the audit log back: no more checkpoints will be written");
+                let why = if e.kind() == io::ErrorKind::UnexpectedEof {
+                    "the audit log is shorter than what was written to it (emptied by another program, such as logrotate's copytruncate; use [audit] rotate_size or rotate_interval instead): no more checkpoints will be written"
+                } else {
+                    "cannot read the audit log back: no more checkpoints will be written"
+                };
+                tracing::error!(log = %self.path.display(), error = %e, "{why}");
                 self.tree = None;
                 self.bytes = end;
                 return;

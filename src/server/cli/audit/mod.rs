@@ -55,10 +55,12 @@ struct LogSet {
     /// one's checkpoints are read from FILE.checkpoints beside it.
     #[arg(required = true, value_name = "LOG")]
     logs: Vec<PathBuf>,
-    /// The public key checkpoints must be signed with (audit-signing.pub). Without it,
-    /// signatures are not checked, and the output says so.
-    #[arg(long, value_name = "PUB")]
-    key: Option<PathBuf>,
+    /// The public key checkpoints must be signed with (audit-signing.pub); give it again
+    /// for each key the log was signed with (after a key change, each checkpoint must be
+    /// signed by one of them). Without it, signatures are not checked, and the output says
+    /// so.
+    #[arg(long = "key", value_name = "PUB")]
+    keys: Vec<PathBuf>,
     /// Also read the files closed by rotation beside each LOG.
     #[arg(long)]
     with_rotated: bool,
@@ -86,6 +88,14 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
 fn read_key(path: &Path) -> anyhow::Result<Verifier> {
     let text = std::fs::read_to_string(path).with_context(|| format!("--key {}", path.display()))?;
     Verifier::parse(&text).with_context(|| format!("--key {}", path.display()))
+}
+
+/// Reads every `--key`, and names them for the output (`None` without any).
+fn read_keys(paths: &[PathBuf]) -> anyhow::Result<(Vec<Verifier>, Option<String>)> {
+    let keys = paths.iter().map(|p| read_key(p)).collect::<anyhow::Result<Vec<_>>>()?;
+    let names =
+        (!keys.is_empty()).then(|| keys.iter().map(Verifier::to_text).collect::<Vec<_>>().join(" or "));
+    Ok((keys, names))
 }
 
 /// The files to read: the ones named, and with `with_rotated`, the files closed by

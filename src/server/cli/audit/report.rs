@@ -12,7 +12,7 @@ use anyhow::Context;
 use clap::Args;
 use serde::Deserialize;
 
-use super::{LogSet, log_paths, open_log, progress_bar, read_key, total_bytes};
+use super::{LogSet, log_paths, open_log, progress_bar, read_keys, total_bytes};
 use crate::audit::lines::Lines;
 use crate::audit::verify::{Options, Signatures, Verification, Watch, verify};
 
@@ -29,12 +29,12 @@ pub struct ReportArgs {
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
-    let key = args.set.key.as_deref().map(read_key).transpose()?;
+    let (keys, key_text) = read_keys(&args.set.keys)?;
     let paths = log_paths(&args.set.logs, args.set.with_rotated)?;
     let files = paths.iter().map(|p| open_log(p)).collect::<anyhow::Result<Vec<_>>>()?;
     let bar = progress_bar(total_bytes(&paths), "reading");
     let mut stats = Stats::new(bar.clone());
-    let options = Options { key: key.as_ref(), partial: args.set.partial };
+    let options = Options { keys: &keys, partial: args.set.partial };
     let v = verify(files, &options, &mut stats);
     bar.finish_and_clear();
     if let Some(e) = &v.error {
@@ -60,7 +60,6 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         }
         bar.finish_and_clear();
     }
-    let key_text = key.as_ref().map(|k| k.to_text());
     let html = render(&stats, &v, key_text.as_deref(), &paths, args.top);
     std::fs::write(&args.out, html).with_context(|| format!("cannot write {}", args.out.display()))?;
     println!(
@@ -472,7 +471,7 @@ fn verification_section(h: &mut String, v: &Verification, key: Option<&str>) {
     let (class, head) = match (&v.problem, v.signatures) {
         (Some(_), _) => ("bad", "The log did NOT verify"),
         (None, Signatures::Verified) => {
-            ("ok", "The log verified, and every checkpoint is signed by the key given")
+            ("ok", "The log verified, and every checkpoint is signed by a key given")
         }
         (None, Signatures::NotChecked) => (
             "warn",

@@ -30,15 +30,15 @@ impl Watch for Progress {
 
 pub fn run_verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let args = args.set;
-    let key = args.key.as_deref().map(super::read_key).transpose()?;
+    let (keys, key_names) = super::read_keys(&args.keys)?;
     let paths = log_paths(&args.logs, args.with_rotated)?;
     let files = paths.iter().map(|p| open_log(p)).collect::<anyhow::Result<Vec<_>>>()?;
     let bar = progress_bar(total_bytes(&paths), "verifying");
-    let options = Options { key: key.as_ref(), partial: args.partial };
+    let options = Options { keys: &keys, partial: args.partial };
     let v = verify(files, &options, &mut Progress(bar.clone()));
     bar.finish_and_clear();
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(describe(&v, key.as_ref().map(|k| k.to_text())).as_bytes());
+    let _ = out.write_all(describe(&v, key_names).as_bytes());
     if let Some(e) = &v.error {
         bail!("{e}");
     }
