@@ -246,11 +246,22 @@ async fn a_torn_last_line_is_repaired_and_said_so() {
 
 /// A log with a tree and rotation, for the tamper-evidence tests.
 async fn tree_log(dir: &Path, rotate_size: u64, every: u64) -> (AuditLog, PathBuf) {
+    tree_log_with(dir, rotate_size, every, Durability::default()).await
+}
+
+/// [`tree_log`] with `durability`.
+async fn tree_log_with(
+    dir: &Path,
+    rotate_size: u64,
+    every: u64,
+    durability: Durability,
+) -> (AuditLog, PathBuf) {
     let path = dir.join("audit.jsonl");
     let config = AuditConfig {
         target: Target::File(path.clone()),
         checkpoint_every: every,
         rotate_size,
+        durability,
         ..AuditConfig::default()
     };
     (AuditLog::start(config).await.unwrap(), path)
@@ -274,11 +285,18 @@ fn log_files(path: &Path) -> Vec<verify::LogFile> {
 
 /// Rotation while eight tasks on four threads log at once (until the file has been
 /// rotated three times): every record is in exactly one file, whole; the files continue
-/// one tree and verify as one log, all of it covered.
+/// one tree and verify as one log, all of it covered. With each durability (what the
+/// audit thread may hash differs: with `synced`, only what is on disk).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rotation_under_concurrent_writers_loses_nothing() {
+    for durability in [Durability::Written, Durability::Synced, Durability::Buffered] {
+        rotation_under_concurrent_writers(durability).await;
+    }
+}
+
+async fn rotation_under_concurrent_writers(durability: Durability) {
     let dir = tempfile::tempdir().unwrap();
-    let (log, path) = tree_log(dir.path(), 16 * 1024, 7).await;
+    let (log, path) = tree_log_with(dir.path(), 16 * 1024, 7, durability).await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut tasks = Vec::new();
     for w in 0..8 {
@@ -311,7 +329,7 @@ async fn rotation_under_concurrent_writers_loses_nothing() {
             }
         }
     }
-    assert_eq!(urls.len() as u64, sent, "every record once");
+    assert_eq!(urls.len() as u64, sent, "{durability:?}: every record once");
     urls.sort();
     urls.dedup();
     assert_eq!(urls.len() as u64, sent, "no record twice");
@@ -331,7 +349,7 @@ async fn rotation_under_concurrent_writers_loses_nothing() {
             );
         }
     }
-    assert!(v.ok(), "{:?} {:?}", v.problem, v.error);
+    assert!(v.ok(), "{durability:?}: {:?} {:?}", v.problem, v.error);
     assert_eq!(v.files.len(), rotated.len() + 1);
     assert!(v.uncovered.is_empty(), "the shutdown checkpoint covers everything: {:?}", v.uncovered);
     assert_eq!(v.covered, v.leaves);
