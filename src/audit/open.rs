@@ -90,21 +90,9 @@ fn previous_run(file: &mut File) -> io::Result<PreviousRun> {
     Ok(if is_close_record(&line) { PreviousRun::Clean } else { PreviousRun::Unclean })
 }
 
-/// The offset just after the last newline before `end` (0 if there is none), read
-/// backwards in blocks.
+/// The offset just after the last newline before `end` (0 if there is none).
 fn line_start_before(file: &mut File, end: u64) -> io::Result<u64> {
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut at = end;
-    while at > 0 {
-        let n = buf.len().min(at as usize);
-        at -= n as u64;
-        file.seek(SeekFrom::Start(at))?;
-        file.read_exact(&mut buf[..n])?;
-        if let Some(i) = buf[..n].iter().rposition(|&b| b == b'\n') {
-            return Ok(at + i as u64 + 1);
-        }
-    }
-    Ok(0)
+    Ok(super::files::newline_before(file, end)?.map_or(0, |i| i + 1))
 }
 
 /// Whether `line` is the log's `close` record.
