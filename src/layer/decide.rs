@@ -112,19 +112,13 @@ impl Shared {
         if self.cluster_refusing() {
             // Refused before robots.txt is looked at (a fetch would be sent), and recorded
             // as a decision all the same: the request has an origin and a token.
-            let decision = Decision {
-                allowed: false,
-                origin: Arc::new(target.origin),
-                agent: token,
-                profile: self.policy.config().profile,
-                reason: Reason::ClusterUnavailable,
-                robots: None,
-                failure: None,
-                age: None,
-                stale: false,
-                usage: None,
-                notes: None,
-            };
+            let decision = Decision::without_robots(
+                Arc::new(target.origin),
+                token,
+                self.policy.config().profile,
+                Reason::ClusterUnavailable,
+                false,
+            );
             let how = Logged { report_only, elapsed: started.elapsed(), pace: None, cluster_refused: true };
             self.record(parts, &target.url, target.path_visible, &decision, how, logged).await?;
             return Err(self.cluster_refusal());
@@ -137,19 +131,13 @@ impl Shared {
             None => None,
         };
         let decision = match denied {
-            Some(cause) => Decision {
-                allowed: false,
-                origin: Arc::new(target.origin.clone()),
-                agent: token,
-                profile: self.policy.config().profile,
-                reason: Reason::DestinationDenied { cause },
-                robots: None,
-                failure: None,
-                age: None,
-                stale: false,
-                usage: None,
-                notes: None,
-            },
+            Some(cause) => Decision::without_robots(
+                Arc::new(target.origin.clone()),
+                token,
+                self.policy.config().profile,
+                Reason::DestinationDenied { cause },
+                false,
+            ),
             None if usage.purpose.is_empty() => self.policy.decide(&target.origin, &target.path, token).await,
             None => {
                 let profile = self.policy.config().profile;

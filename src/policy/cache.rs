@@ -223,18 +223,8 @@ impl RobotsPolicy {
         profile: Profile,
         usage: UsageCheck,
     ) -> Decision {
-        let base = |origin: Arc<Origin>, reason: Reason, allowed: bool| Decision {
-            allowed,
-            origin,
-            agent: agent.clone(),
-            profile,
-            reason,
-            robots: None,
-            failure: None,
-            age: None,
-            stale: false,
-            usage: None,
-            notes: None,
+        let base = |origin: Arc<Origin>, reason: Reason, allowed: bool| {
+            Decision::without_robots(origin, agent.clone(), profile, reason, allowed)
         };
         if is_robots_txt(path) {
             return base(Arc::new(origin.clone()), Reason::RobotsTxtPath, true);

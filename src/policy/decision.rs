@@ -128,6 +128,30 @@ pub struct VerdictNotes {
 }
 
 impl Decision {
+    /// A decision no robots.txt copy took part in (`/robots.txt` itself, an override, a
+    /// refused destination, fleet mode refusing): no copy, failure, age or usage.
+    pub fn without_robots(
+        origin: Arc<Origin>,
+        agent: Arc<str>,
+        profile: Profile,
+        reason: Reason,
+        allowed: bool,
+    ) -> Decision {
+        Decision {
+            allowed,
+            origin,
+            agent,
+            profile,
+            reason,
+            robots: None,
+            failure: None,
+            age: None,
+            stale: false,
+            usage: None,
+            notes: None,
+        }
+    }
+
     /// Whether robots.txt allows the path but the site's usage preferences refuse the
     /// request's purpose.
     pub fn usage_refused(&self) -> bool {
