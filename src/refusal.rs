@@ -9,16 +9,22 @@
 //! ```
 //! use robotsgate::{Refusal, RefusalKind};
 //!
-//! let res = http::Response::builder()
-//!     .status(403)
-//!     .header("x-robotsgate", "destination-denied")
-//!     .body(())
-//!     .unwrap();
+//! let res = Refusal::new(RefusalKind::DestinationDenied, "loopback").into_response(false);
 //! let refusal = Refusal::from_response(&res).expect("robotsgate's own answer");
 //! assert_eq!(refusal.kind(), RefusalKind::DestinationDenied);
-//! let origin = http::Response::builder().status(403).body(()).unwrap();
-//! assert!(Refusal::from_response(&origin).is_none()); // the site's own 403
+//! // A header anyone can send is not robotsgate's answer: an origin's 200 saying
+//! // `x-robotsgate: disallowed` is the origin's 200.
+//! let origin = http::Response::builder()
+//!     .status(200)
+//!     .header("x-robotsgate", "disallowed")
+//!     .body(())
+//!     .unwrap();
+//! assert!(Refusal::from_response(&origin).is_none());
 //! ```
+//!
+//! Responses that pass through robotsgate never carry an origin's own `x-robotsgate`
+//! header: the layer removes it (and the proxy is built on the layer), so a client of the
+//! proxy across the network may read the header ([`Refusal::from_proxy_response`]).
 
 use std::fmt;
 use std::sync::Arc;
@@ -172,8 +178,9 @@ impl fmt::Display for RefusalKind {
 /// destination, an unreachable robots.txt).
 ///
 /// A tower client finds it in the extensions of the response robotsgate made
-/// ([`Refusal::from_response`] also reads a bare `x-robotsgate` header, e.g. from the proxy
-/// across the network); the reqwest adapter returns it as the error's source.
+/// ([`Refusal::from_response`]); a client of the proxy across the network reads the
+/// `x-robotsgate` header ([`Refusal::from_proxy_response`]); the reqwest adapter returns it
+/// as the error's source.
 #[derive(Debug, Clone)]
 pub struct Refusal {
     kind: RefusalKind,
@@ -233,21 +240,42 @@ impl Refusal {
         self.decision.as_deref()
     }
 
-    /// The refusal a response carries: from its extensions when robotsgate made it in this
-    /// process, else from its `x-robotsgate` header (the message is then the header's kind;
-    /// read the body for the text). `None` for the origin's own answers.
+    /// The refusal a response carries, when robotsgate made the response in this process
+    /// (the refusal is in its extensions: nobody outside the process can put it there).
+    /// `None` for the origin's own answers, whatever headers they carry.
     pub fn from_response<B>(res: &Response<B>) -> Option<Refusal> {
-        if let Some(r) = res.extensions().get::<Refusal>() {
-            return Some(r.clone());
+        res.extensions().get::<Refusal>().cloned()
+    }
+
+    /// The refusal a response carries, for a client that received it **through a
+    /// robotsgate proxy** across the network: robotsgate's answers are recognised by their
+    /// `x-robotsgate` header, which the proxy removes from every origin response, so only
+    /// robotsgate's own answers reach such a client with it. The message is then the
+    /// header's kind (read the body for the text). Falls back to
+    /// [`Refusal::from_response`] when the response was made in this process.
+    ///
+    /// Do not use it on responses that did not come through robotsgate: there the header
+    /// is whatever the sender chose to write.
+    pub fn from_proxy_response<B>(res: &Response<B>) -> Option<Refusal> {
+        if let Some(r) = Refusal::from_response(res) {
+            return Some(r);
         }
         let kind = RefusalKind::from_header(res.headers().get(ROBOTSGATE_HEADER)?.as_bytes())?;
-        let decision = res.extensions().get::<Decision>().cloned().map(Arc::new);
         let retry_after = res
             .headers()
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok());
-        Some(Refusal { kind, message: kind.as_str().into(), decision, retry_after })
+        Some(Refusal { kind, message: kind.as_str().into(), decision: None, retry_after })
+    }
+
+    /// Removes an `x-robotsgate` header that robotsgate did not write (the response has no
+    /// [`Refusal`] in its extensions): an origin must not pass for robotsgate. Costs one
+    /// extension lookup and one header lookup.
+    pub(crate) fn disown<B>(res: &mut Response<B>) {
+        if res.extensions().get::<Refusal>().is_none() && res.headers().contains_key(ROBOTSGATE_HEADER) {
+            res.headers_mut().remove(ROBOTSGATE_HEADER);
+        }
     }
 
     /// robotsgate's answer for this refusal: the status of its kind, `text/plain`, the
@@ -345,11 +373,13 @@ mod tests {
             assert_eq!(RefusalKind::from_header(kind.as_str().as_bytes()), Some(kind));
             let res = Refusal::new(kind, "why").into_response(false);
             assert_eq!(res.status(), kind.status());
+            assert_eq!(Refusal::from_response(&res).map(|r| r.kind()), Some(kind));
             let bare = Response::builder()
                 .header(ROBOTSGATE_HEADER, res.headers()[ROBOTSGATE_HEADER].clone())
                 .body(())
                 .unwrap();
-            assert_eq!(Refusal::from_response(&bare).map(|r| r.kind()), Some(kind));
+            assert!(Refusal::from_response(&bare).is_none(), "a bare header is anyone's");
+            assert_eq!(Refusal::from_proxy_response(&bare).map(|r| r.kind()), Some(kind));
         }
         assert_eq!(RefusalKind::from_header(b"something-else"), None);
     }
@@ -379,10 +409,22 @@ mod tests {
             .header(RETRY_AFTER, "42")
             .body(())
             .unwrap();
-        assert_eq!(Refusal::from_response(&bare).and_then(|r| r.retry_after()), Some(42));
+        assert_eq!(Refusal::from_proxy_response(&bare).and_then(|r| r.retry_after()), Some(42));
         let raw = String::from_utf8(refusal.to_http1_bytes()).unwrap();
         assert!(raw.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{raw}");
         assert!(raw.contains("\r\nretry-after: 42\r\n"), "{raw}");
+    }
+
+    #[test]
+    fn an_origin_header_is_removed_and_robotsgates_own_kept() {
+        let mut origin =
+            Response::builder().status(200).header(ROBOTSGATE_HEADER, "disallowed").body(()).unwrap();
+        Refusal::disown(&mut origin);
+        assert!(origin.headers().get(ROBOTSGATE_HEADER).is_none());
+        assert!(Refusal::from_proxy_response(&origin).is_none());
+        let mut own = Refusal::new(RefusalKind::Disallowed, "no").into_response(false);
+        Refusal::disown(&mut own);
+        assert_eq!(own.headers()[ROBOTSGATE_HEADER], "disallowed");
     }
 
     #[test]

@@ -178,6 +178,9 @@ impl Middleware for RobotsMiddleware {
             let sent = req.url().clone();
             let again = req.try_clone();
             let mut res = next.clone().run(req, extensions).await?;
+            // robotsgate's answers are errors here; an origin's `x-robotsgate` header is
+            // removed all the same, as everywhere robotsgate passes a response on.
+            res.headers_mut().remove(crate::refusal::ROBOTSGATE_HEADER);
             if let Some(ticket) = ticket {
                 ticket.answered(res.status(), res.headers());
             }

@@ -289,8 +289,14 @@ where
     assert_eq!(got, Message::text(format!("echo: {text}")));
 }
 
-fn ws_origin_routes() -> [(&'static str, Reply); 3] {
-    [("/robots.txt", Reply::ok(ROBOTS)), ("/chat", Reply::websocket()), ("/private/chat", Reply::websocket())]
+fn ws_origin_routes() -> [(&'static str, Reply); 4] {
+    [
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/chat", Reply::websocket()),
+        ("/private/chat", Reply::websocket()),
+        // An origin that tries to pass its 101 for robotsgate's refusal.
+        ("/spoofed-chat", Reply::websocket().header("x-robotsgate", "disallowed")),
+    ]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -318,6 +324,13 @@ async fn websocket_through_the_proxy_in_absolute_form() {
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].headers["upgrade"], "websocket", "{:?}", seen[0].headers);
     assert!(seen[0].headers["via"].to_str().unwrap().contains("robotsgate"));
+
+    // The origin's own x-robotsgate on its 101 does not reach the client.
+    let mut tcp = bounded("connect", tokio::net::TcpStream::connect(proxy.addr)).await.unwrap();
+    let res = write_and_read_head(&mut tcp, &ws_handshake(&origin.url("/spoofed-chat"), &host)).await;
+    assert_eq!(res.status, 101, "{res:?}");
+    assert_eq!(res.header("x-robotsgate"), None, "{res:?}");
+    drop(tcp);
 
     // A disallowed path: 403, the origin never sees it.
     let mut tcp = bounded("connect", tokio::net::TcpStream::connect(proxy.addr)).await.unwrap();

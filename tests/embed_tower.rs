@@ -151,3 +151,24 @@ async fn an_unreachable_origin_is_an_error_before_and_after_its_robots_txt_is_ca
     let err = call(&mut fresh, get(&url)).await.expect_err("an error");
     assert!(err.downcast_ref::<Refusal>().is_none(), "the client's own error: {err}");
 }
+
+/// An origin cannot pass for robotsgate: a `200` carrying `x-robotsgate: disallowed` is the
+/// origin's `200` (no [`Refusal`], the header removed), and a `503` carrying it still
+/// tells pacing that the origin is busy.
+#[tokio::test]
+async fn an_origins_x_robotsgate_header_is_not_robotsgates_answer() {
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/spoof", Reply::ok("the origin's page").header("x-robotsgate", "disallowed")),
+    ])
+    .await;
+    let robots = robots();
+    let mut http = client(&robots);
+    let res = call(&mut http, get(&format!("{}/spoof", origin.base()))).await.expect("answer");
+    assert_eq!(res.status(), StatusCode::OK);
+    assert!(Refusal::from_response(&res).is_none(), "the origin's 200 passed for a refusal");
+    assert!(Refusal::from_proxy_response(&res).is_none(), "the header was passed on: {:?}", res.headers());
+    assert!(res.headers().get("x-robotsgate").is_none());
+    let body = res.into_body().collect().await.expect("body").to_bytes();
+    assert_eq!(&body[..], b"the origin's page");
+}

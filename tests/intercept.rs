@@ -234,6 +234,39 @@ async fn http2_inside_the_tunnel_is_checked_per_path_with_concurrent_streams() {
 // The minted leaf
 // ---------------------------------------------------------------------------------------
 
+/// An origin's own `x-robotsgate` header never reaches the client through interception
+/// (HTTP/1.1 and HTTP/2): otherwise an origin's `200` could pass for robotsgate's refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_origins_x_robotsgate_header_is_removed_inside_the_tunnel() {
+    let s = Setup::new();
+    let origin = tls_origin(
+        &s.origin_ca,
+        [
+            ("/robots.txt", Reply::ok(ROBOTS)),
+            ("/spoof", Reply::ok("the origin's page").header("x-robotsgate", "disallowed")),
+        ],
+    )
+    .await;
+    let proxy = RunningProxy::start(&s.config()).await;
+    let host = format!("localhost:{}", origin.port());
+
+    let tls = tunnel(proxy.addr, &host, &s.client(&[b"http/1.1"]), "localhost").await;
+    let mut conn = h1(tls).await;
+    let got = h1_get(&mut conn, &host, "/spoof").await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.describe());
+    assert!(got.headers.get("x-robotsgate").is_none(), "h1: {:?}", got.headers);
+    assert_eq!(got.text(), "the origin's page");
+
+    let tls = tunnel(proxy.addr, &host, &s.client(&[b"h2"]), "localhost").await;
+    let mut conn = h2(tls).await;
+    let (version, got) = h2_get(&mut conn, &format!("https://{host}/spoof")).await;
+    assert_eq!(version, Version::HTTP_2);
+    assert_eq!(got.status, StatusCode::OK, "{}", got.describe());
+    assert!(got.headers.get("x-robotsgate").is_none(), "h2: {:?}", got.headers);
+    assert_eq!(origin.hits("/spoof"), 2);
+    proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_leaf_is_for_the_connect_host_and_is_minted_once() {
     let s = Setup::new();

@@ -52,6 +52,35 @@ async fn allowed_requests_pass_with_bodies_intact() {
     proxy.stop().await;
 }
 
+/// An origin cannot pass for robotsgate: its own `x-robotsgate` header is removed, so a
+/// client that reads the header (curl, a crawler's refusal check) sees the origin's `200`
+/// as the origin's, and an origin's `503` saying `paced` still pauses its lane.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_origins_x_robotsgate_header_does_not_reach_the_client() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/spoof", Reply::ok("the origin's page").header("x-robotsgate", "disallowed")),
+        ("/head-only", Reply::status(204).header("X-Robotsgate", "upstream-timeout")),
+    ])
+    .await;
+    let proxy = proxy_for(&test_config(dir.path())).await;
+
+    let got = get(proxy.addr, &origin.url("/spoof")).await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.text());
+    assert!(got.headers.get("x-robotsgate").is_none(), "the origin's header passed: {:?}", got.headers);
+    assert_eq!(got.text(), "the origin's page");
+    let got = get(proxy.addr, &origin.url("/head-only")).await;
+    assert_eq!(got.status, StatusCode::NO_CONTENT);
+    assert!(got.headers.get("x-robotsgate").is_none(), "{:?}", got.headers);
+    assert_eq!(origin.hits("/spoof"), 1);
+
+    // robotsgate's own answers keep theirs.
+    let got = get(proxy.addr, &origin.url("/private/x")).await;
+    assert_eq!(got.header("x-robotsgate"), "disallowed");
+    proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disallowed_request_is_refused_and_never_reaches_the_origin() {
     let dir = temp_dir();

@@ -18,7 +18,7 @@ use crate::net::{ConnectError, Connector};
 use crate::origin::{Origin, Scheme, request_path};
 use crate::pacing::{PaceFacts, PaceTicket, Pacer};
 use crate::policy::{Decision, Reason, RobotsPolicy, UsageCheck};
-use crate::refusal::{ROBOTSGATE_HEADER, Refusal, RefusalKind};
+use crate::refusal::{Refusal, RefusalKind};
 
 pub(super) struct Shared {
     pub(super) policy: RobotsPolicy,
@@ -229,7 +229,8 @@ impl Shared {
 
     /// Tells pacing what the origin answered a request that went: a 429 or 503 pauses its
     /// lane, a success ends the lane's back-off. robotsgate's own answers (the forwarder's
-    /// 502 and 504) are not the origin's and tell it nothing. Costs a comparison when the
+    /// 502 and 504, known by the [`Refusal`] in their extensions) are not the origin's and
+    /// tell it nothing. Costs a comparison when the
     /// request was not paced and the answer is not a 429 or 503.
     #[inline]
     pub(super) fn answered<B>(
@@ -240,7 +241,7 @@ impl Shared {
         res: &Response<B>,
     ) {
         let status = res.status().as_u16();
-        let own = || res.headers().contains_key(ROBOTSGATE_HEADER);
+        let own = || res.extensions().get::<Refusal>().is_some();
         match ticket {
             Some(t) if !own() => t.answered(res.status(), res.headers()),
             Some(_) => {}

@@ -13,6 +13,8 @@
 //!   answer (`403`, `400` or `503`) with `x-robotsgate: <kind>`, a short `text/plain` body,
 //!   and the [`Refusal`] (with its [`Decision`]) in the response extensions; the inner
 //!   service is **not** called. [`Refusal::from_response`] tells it from the origin's.
+//!   An origin's own `x-robotsgate` header is removed from its responses, so it cannot
+//!   pass for robotsgate's answer.
 //! - **The origin cannot be reached** (DNS, refused connection, certificate, timeout):
 //!   `Err`, whether the robots.txt fetch found it out (the error is a [`Refusal`] of kind
 //!   `upstream-unreachable` or `upstream-timeout`, with its [`Decision`]: robots.txt

@@ -13,6 +13,7 @@ use tower::Service;
 use super::decide::{AuditRequestId, Shared};
 use super::outcome::{Outcome, counted};
 use super::{BoxError, Mode, RobotsBody};
+use crate::refusal::Refusal;
 
 /// Checks each request against robots.txt before passing it on. See the [layer
 /// module](crate::layer).
@@ -71,7 +72,9 @@ where
         if shared.settings.load().mode == Mode::Off {
             return ResponseFuture {
                 inner: Box::pin(async move {
-                    Ok(inner.call(req).await.map_err(Into::into)?.map(|b| RobotsBody::plain(Either::Left(b))))
+                    let mut res = inner.call(req).await.map_err(Into::into)?;
+                    Refusal::disown(&mut res);
+                    Ok(res.map(|b| RobotsBody::plain(Either::Left(b))))
                 }),
             };
         }
@@ -112,6 +115,8 @@ where
                                 return Err(e.into());
                             }
                         };
+                        // An origin's own `x-robotsgate` must not pass for robotsgate's.
+                        Refusal::disown(&mut res);
                         shared.answered(admitted.ticket, &admitted.decision, admitted.decided, &res);
                         if let Some((uri, id)) = usage {
                             let status = res.status().as_u16();

@@ -699,7 +699,8 @@ fn websocket(
         let _ = ws.close(None).await;
         state.ws_closed.fetch_add(1, Ordering::SeqCst);
     });
-    Response::builder()
+    // The route's own headers (the builder's), on the 101 too.
+    builder
         .status(StatusCode::SWITCHING_PROTOCOLS)
         .header("connection", "upgrade")
         .header("upgrade", "websocket")
