@@ -23,15 +23,13 @@ use http::header::{
     ACCEPT, ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING, LOCATION, RETRY_AFTER, USER_AGENT,
 };
 use http::{HeaderMap, Request, StatusCode};
-use http_body_util::{BodyDataStream, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use http_body_util::{BodyDataStream, BodyExt, Either, Empty};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::Instant;
 use tokio_util::io::StreamReader;
 
-use crate::net::{ConnectError, Connector};
+use crate::net::{ConnectError, Connector, Pool, PoolBody, PoolConfig, PoolError};
 use crate::origin::Origin;
 use crate::rep::MAX_ROBOTS_TXT_BYTES;
 
@@ -159,22 +157,29 @@ impl Unreachable {
     }
 }
 
-/// Fetches robots.txt files over a pooled HTTP/1.1 client.
+/// Fetches robots.txt files over keep-alive connections from a [`Pool`] (shared with the
+/// requests that follow, when the caller gives it one: [`Fetcher::with_pool`]).
 #[derive(Clone, Debug)]
 pub struct Fetcher {
-    client: Client<Connector, Empty<Bytes>>,
+    pool: Pool,
     config: FetchConfig,
 }
 
 impl Fetcher {
-    /// A fetcher connecting through `connector`.
+    /// A fetcher connecting through `connector`, with a pool of its own.
     pub fn new(connector: Connector, config: FetchConfig) -> Fetcher {
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .pool_max_idle_per_host(2)
-            .build(connector);
-        Fetcher { client, config }
+        Fetcher::with_pool(Pool::new(connector, PoolConfig::default()), config)
+    }
+
+    /// A fetcher sending through `pool`: the connection a fetch used goes back to it, for
+    /// the requests to that origin that follow.
+    pub fn with_pool(pool: Pool, config: FetchConfig) -> Fetcher {
+        Fetcher { pool, config }
+    }
+
+    /// The pool it fetches through.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
     }
 
     /// The configuration.
@@ -230,14 +235,12 @@ impl Fetcher {
                 .header(USER_AGENT, &self.config.user_agent)
                 .header(ACCEPT, "text/plain, */*;q=0.5")
                 .header(ACCEPT_ENCODING, "gzip, deflate, br")
-                .body(Empty::new());
+                .body(Either::Right(Empty::new()));
             let req = match req {
                 Ok(r) => r,
                 Err(e) => return FetchResult::Unreachable(Unreachable::Protocol(e.to_string())),
             };
-            let response = match tokio::time::timeout(self.config.header_timeout, self.client.request(req))
-                .await
-            {
+            let response = match tokio::time::timeout(self.config.header_timeout, self.pool.send(req)).await {
                 Err(_) => {
                     return FetchResult::Unreachable(Unreachable::HeaderTimeout(self.config.header_timeout));
                 }
@@ -256,6 +259,7 @@ impl Fetcher {
                 }
                 out.redirects += 1;
                 out.final_url = next;
+                self.drain(response);
                 continue;
             }
             let code = status.as_u16();
@@ -270,21 +274,43 @@ impl Fetcher {
                     Err(e) => FetchResult::Unreachable(e),
                 };
             }
-            if status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS {
-                return FetchResult::Unavailable { status: code };
-            }
             if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
                 out.retry_after = retry_after(response.headers());
+            }
+            self.drain(response);
+            if status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS {
+                return FetchResult::Unavailable { status: code };
             }
             return FetchResult::Unreachable(Unreachable::Status(code));
         }
     }
 
+    /// Reads a body that is not a robots.txt (a redirect's, a 404 page) to its end in the
+    /// background when it is short, so that its connection goes back to the pool for the
+    /// requests that follow; a longer or slower one (16 KiB, 1 s) is dropped, closing the
+    /// connection. The fetch does not wait for it.
+    fn drain(&self, response: http::Response<PoolBody>) {
+        const DRAINED: u64 = 16 * 1024;
+        let mut body = response.into_body();
+        if hyper::body::Body::is_end_stream(&body)
+            || hyper::body::Body::size_hint(&body).lower() > DRAINED
+            || tokio::runtime::Handle::try_current().is_err()
+        {
+            return;
+        }
+        tokio::spawn(tokio::time::timeout(Duration::from_secs(1), async move {
+            let mut read = 0u64;
+            while let Some(Ok(frame)) = body.frame().await {
+                read += frame.data_ref().map_or(0, |d| d.len() as u64);
+                if read > DRAINED {
+                    break;
+                }
+            }
+        }));
+    }
+
     /// Reads and decodes the body, at most `max_body_bytes` of it.
-    async fn read_body(
-        &self,
-        response: http::Response<hyper::body::Incoming>,
-    ) -> Result<(Bytes, bool), Unreachable> {
+    async fn read_body(&self, response: http::Response<PoolBody>) -> Result<(Bytes, bool), Unreachable> {
         let encoding = response
             .headers()
             .get(CONTENT_ENCODING)
@@ -358,16 +384,13 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     Some(when.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO))
 }
 
-/// Classifies an error of the HTTP client.
-fn client_error(e: &hyper_util::client::legacy::Error) -> Unreachable {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(c) = s.downcast_ref::<ConnectError>() {
-            return Unreachable::Connect(c.clone());
-        }
-        source = s.source();
+/// Classifies an error of the pool.
+fn client_error(e: &PoolError) -> Unreachable {
+    match e {
+        PoolError::Connect(c) => Unreachable::Connect(c.clone()),
+        PoolError::BadTarget { .. } => Unreachable::BadRedirect(e.to_string()),
+        _ => Unreachable::Protocol(error_chain(e)),
     }
-    Unreachable::Protocol(error_chain(e))
 }
 
 /// Classifies an error while reading the body: the transport (hyper) or the decoder.

@@ -6,7 +6,8 @@
 //! connection goes to an address that passed, so a name cannot be re-resolved to
 //! something else between check and connect (no DNS rebinding).
 //!
-//! [`Connector`] is a `tower::Service<Uri>` usable by hyper-util's pooled client;
+//! [`Pool`] keeps connections alive across requests and origins, within one bound on the
+//! idle ones; [`Connector`] is also a `tower::Service<Uri>` usable by hyper-util's client;
 //! its errors are typed ([`ConnectError`]) so callers can tell a DNS failure from a
 //! refused connection, a timeout, a certificate problem or a refused destination.
 
@@ -15,6 +16,7 @@ mod connector;
 mod dns;
 mod error;
 mod guard;
+mod pool;
 mod stream;
 mod tls;
 
@@ -23,5 +25,6 @@ pub use connector::Connector;
 pub use dns::{DnsConfig, Resolver};
 pub use error::ConnectError;
 pub use guard::Guard;
+pub use pool::{Pool, PoolBody, PoolConfig, PoolError, PoolRequestBody, origin_form};
 pub use stream::Stream;
 pub use tls::{TlsConfig, TlsSetupError, client_config, load_pem_certs};

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::audit::{AuditConfig, AuditLog, AuditSetupError, Durability, OnError, Target};
 use crate::fetch::{FetchConfig, Fetcher};
 use crate::layer::{Mode, RobotsLayer, Settings, TokenSelector, Transport};
-use crate::net::{self, Connector, DnsConfig, Guard, Resolver, TlsConfig, TlsSetupError};
+use crate::net::{self, Connector, DnsConfig, Guard, Pool, PoolConfig, Resolver, TlsConfig, TlsSetupError};
 use crate::pacing::{PaceObserver, Pacer};
 use crate::policy::{FetchObserver, PolicyConfig, RobotsPolicy};
 use crate::server::admin::{Admin, Readiness};
@@ -165,6 +165,11 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
             || o.tunnel_idle_timeout != n.tunnel_idle_timeout,
     );
     check("proxy.workers", o.workers != n.workers);
+    check(
+        "proxy.upstream_idle_max/upstream_idle_per_origin/upstream_idle_timeout",
+        (o.upstream_idle_max, o.upstream_idle_per_origin, o.upstream_idle_timeout)
+            != (n.upstream_idle_max, n.upstream_idle_per_origin, n.upstream_idle_timeout),
+    );
     check("agent.user_agent (robots.txt fetches)", old.user_agent() != new.user_agent());
     check(
         "policy.cache_max_entries/cache_max_bytes",
@@ -185,6 +190,7 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
 /// Cache and audit figures read when `/metrics` is scraped.
 struct AppSources {
     policy: RobotsPolicy,
+    pool: Pool,
     pacer: Pacer,
     audit: AuditLog,
     interceptor: Option<Interceptor>,
@@ -206,6 +212,10 @@ impl Sources for AppSources {
 
     fn pacing(&self) -> (u64, u64) {
         (self.pacer.held() as u64, self.pacer.lanes() as u64)
+    }
+
+    fn upstream_idle(&self) -> u64 {
+        self.pool.idle() as u64
     }
 }
 
@@ -244,11 +254,18 @@ impl App {
         for path in &config.tls.extra_roots {
             tls.extra_roots.extend(net::load_pem_certs(path)?);
         }
-        let fetch_tls = net::client_config(&tls, &[b"http/1.1"])?;
         let forward_tls = net::client_config(&tls, &[b"h2", b"http/1.1"])?;
-        let fetch_connector =
-            Connector::new(resolver.clone(), guard.clone(), fetch_tls, config.fetch.connect_timeout.0);
         let forward_connector = Connector::new(resolver, guard, forward_tls, config.fetch.connect_timeout.0);
+        // One pool for robots.txt fetches and forwarded requests: the connection a fetch
+        // opened serves the request it was made for, and one bound holds for both.
+        let pool = Pool::new(
+            forward_connector.clone(),
+            PoolConfig {
+                max_idle: config.proxy.upstream_idle_max,
+                max_idle_per_origin: config.proxy.upstream_idle_per_origin,
+                idle_timeout: config.proxy.upstream_idle_timeout.0,
+            },
+        );
 
         let audit = AuditLog::start(AuditConfig {
             target: if config.audit.path == "-" {
@@ -276,8 +293,8 @@ impl App {
         })
         .await?;
 
-        let fetcher = Fetcher::new(
-            fetch_connector,
+        let fetcher = Fetcher::with_pool(
+            pool.clone(),
             FetchConfig {
                 user_agent: config.user_agent(),
                 header_timeout: config.fetch.header_timeout.0,
@@ -344,7 +361,8 @@ impl App {
             tunnel_idle_timeout: px.tunnel_idle_timeout.0,
             ..ForwardConfig::default()
         };
-        let forwarder = Forwarder::new(forward_connector, &forward_config).with_metrics(metrics.clone());
+        let upstream_pool = pool.clone();
+        let forwarder = Forwarder::new(pool, &forward_config).with_metrics(metrics.clone());
         let clients = ClientNetworks::default();
         clients.set(px.allow_clients.iter().map(|c| c.0).collect());
         let ready = admin.as_ref().map_or_else(Readiness::default, Admin::readiness);
@@ -369,6 +387,7 @@ impl App {
         }
         metrics.set_sources(Arc::new(AppSources {
             policy: policy.clone(),
+            pool: upstream_pool,
             pacer: pacer.clone(),
             audit: audit.clone(),
             interceptor,

@@ -84,6 +84,8 @@ pub trait Sources: Send + Sync {
     fn leaves_minted(&self) -> Option<u64>;
     /// (requests held by pacing now, origins and tokens with pacing state)
     fn pacing(&self) -> (u64, u64);
+    /// Idle keep-alive connections to origins.
+    fn upstream_idle(&self) -> u64;
 }
 
 /// The metrics of one robotsgate process.
@@ -113,6 +115,7 @@ pub struct Metrics {
     pace_wait: Histogram,
     pace_held: Gauge,
     pace_lanes: Gauge,
+    upstream_idle: Gauge,
     pace_refused: Family<ReasonLabels, Counter>,
     pace_pauses: Family<StatusLabels, Counter>,
     cluster_up: Gauge,
@@ -160,6 +163,7 @@ impl Metrics {
             pace_wait: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
             pace_held: Gauge::default(),
             pace_lanes: Gauge::default(),
+            upstream_idle: Gauge::default(),
             pace_refused: Family::default(),
             pace_pauses: Family::default(),
             cluster_up: Gauge::default(),
@@ -232,6 +236,11 @@ impl Metrics {
             "pacing_lanes",
             "Origins (per product token) with pacing state kept",
             m.pace_lanes.clone(),
+        );
+        registry.register(
+            "upstream_idle_connections",
+            "Idle keep-alive connections to origins (proxy.upstream_idle_max bounds them)",
+            m.upstream_idle.clone(),
         );
         registry.register(
             "pacing_refused",
@@ -343,6 +352,7 @@ impl Metrics {
             let (held, lanes) = s.pacing();
             self.pace_held.set(held as i64);
             self.pace_lanes.set(lanes as i64);
+            self.upstream_idle.set(s.upstream_idle() as i64);
         }
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {

@@ -7,7 +7,8 @@
 //! - [`client`]: requests through the proxy, raw HTTP/1.1, CONNECT and TLS in tunnels;
 //! - [`fetch`]: the `Fetcher` built through the public API;
 //! - [`audit`]: audit log records read back and checked;
-//! - [`ca`], [`proxy`] (feature "proxy"): a test CA; the proxy in process, configurations.
+//! - [`ca`]: a test CA with a leaf for HTTPS origins;
+//! - [`proxy`] (feature "proxy"): the proxy in process, configurations.
 //! - [`redis`]: a real `redis-server` for the fleet-mode tests.
 //!
 //! Everything listens on loopback only, and every network await is bounded.
@@ -15,7 +16,6 @@
 
 pub mod audit;
 pub mod body;
-#[cfg(feature = "proxy")]
 pub mod ca;
 pub mod client;
 pub mod fetch;
@@ -26,8 +26,8 @@ pub mod redis;
 pub mod wait;
 
 // Each test crate uses a part: the rest of these names go unused there.
-#[allow(unused_imports)]
-pub use self::{audit::*, body::*, client::*, fetch::*, origin::*, redis::*, wait::*};
 #[cfg(feature = "proxy")]
 #[allow(unused_imports)]
-pub use self::{ca::*, proxy::*};
+pub use self::proxy::*;
+#[allow(unused_imports)]
+pub use self::{audit::*, body::*, ca::*, client::*, fetch::*, origin::*, redis::*, wait::*};

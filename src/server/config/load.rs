@@ -89,6 +89,12 @@ impl Config {
         if !(1..=65535).contains(&px.listen_backlog) {
             return Err(err("proxy.listen_backlog", "must be between 1 and 65535".into()));
         }
+        if px.upstream_idle_timeout.0.is_zero() && px.upstream_idle_max > 0 {
+            return Err(err(
+                "proxy.upstream_idle_timeout",
+                "must be more than 0 (to keep no idle connection, set upstream_idle_max = 0)".into(),
+            ));
+        }
         if px.workers > 1024 {
             return Err(err("proxy.workers", "must be at most 1024 (0: one per CPU)".into()));
         }

@@ -48,6 +48,9 @@ pub struct ProxySection {
     pub tunnel_idle_timeout: Dur,
     pub workers: usize,
     pub listen_backlog: u32,
+    pub upstream_idle_max: usize,
+    pub upstream_idle_per_origin: usize,
+    pub upstream_idle_timeout: Dur,
 }
 
 /// `[agent]`

@@ -5,41 +5,33 @@ use bytes::Bytes;
 use http::Response;
 use http_body_util::Full;
 
-use crate::net::ConnectError;
+use crate::net::{ConnectError, PoolError};
 use crate::refusal::{Refusal, RefusalKind};
 
 /// Why a forwarded request got no response.
 pub(super) enum UpstreamError {
     /// Through the pool.
-    Pool(hyper_util::client::legacy::Error),
+    Pool(PoolError),
     /// On a kept connection, after the request was sent.
     Kept(hyper::Error),
 }
 
 /// The metrics class of an upstream failure: the failed connection's class, else
 /// `protocol`.
-pub(super) fn upstream_error_class(e: &hyper_util::client::legacy::Error) -> &'static str {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(c) = s.downcast_ref::<ConnectError>() {
-            return c.class();
-        }
-        source = s.source();
+pub(super) fn upstream_error_class(e: &PoolError) -> &'static str {
+    match e {
+        PoolError::Connect(c) => c.class(),
+        _ => "protocol",
     }
-    "protocol"
 }
 
 /// The answer for an upstream failure: 403 for a refused destination, 504 for a
 /// timeout, 502 otherwise.
-pub(super) fn upstream_error(e: &hyper_util::client::legacy::Error) -> Refusal {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(c) = s.downcast_ref::<ConnectError>() {
-            return connect_refusal(c);
-        }
-        source = s.source();
+pub(super) fn upstream_error(e: PoolError) -> Refusal {
+    match e {
+        PoolError::Connect(c) => connect_refusal(&c),
+        e => Refusal::new(RefusalKind::UpstreamError, crate::fetch::error_chain(&e)),
     }
-    Refusal::new(RefusalKind::UpstreamError, format!("the origin failed: {}", crate::fetch::error_chain(e)))
 }
 
 /// The refusal for an outbound connection that failed: 403 for a refused destination, 504

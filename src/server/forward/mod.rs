@@ -25,15 +25,13 @@ use std::time::Duration;
 
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response};
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, Either};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::Service;
 
-use crate::net::Connector;
+use crate::net::{Connector, Pool};
 use crate::refusal::{Refusal, RefusalKind};
 use crate::server::metrics::Metrics;
 
@@ -55,16 +53,6 @@ pub use service::ProxyBody;
 pub(crate) use service::{ProxyService, boxed};
 pub(crate) use sticky::Sticky;
 pub(crate) use tunnel::PreConnected;
-
-/// Idle pooled connections kept per origin: a burst of concurrent requests opens as many
-/// upstream connections as it needs, and once it is over all but these are closed. They
-/// were all kept, for 90 s or more: 195 upstream connections (and descriptors) two seconds
-/// after a load run of 256 clients, when the clients' own kept connections had closed.
-pub(crate) const POOL_IDLE_PER_ORIGIN: usize = 32;
-
-/// How long an idle pooled connection is kept (the pool looks every this long, so one
-/// goes between one and two of these after its last use).
-pub(crate) const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// How requests are forwarded.
 #[derive(Debug, Clone)]
@@ -96,7 +84,8 @@ pub struct Forwarder {
 
 #[derive(Clone)]
 struct ForwarderInner {
-    client: Client<Connector, Incoming>,
+    /// Keep-alive connections to origins, shared with the robots.txt fetcher.
+    pool: Pool,
     connector: Connector,
     /// For the connections a client connection keeps ([`Sticky`]): HTTP/1.1 only.
     sticky_connector: Connector,
@@ -119,19 +108,14 @@ impl std::fmt::Debug for Forwarder {
 }
 
 impl Forwarder {
-    /// A forwarder connecting through `connector` (whose TLS config should offer h2 and
-    /// http/1.1).
-    pub fn new(connector: Connector, config: &ForwardConfig) -> Forwarder {
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .pool_max_idle_per_host(POOL_IDLE_PER_ORIGIN)
-            .timer(TokioTimer::new())
-            .build(connector.clone());
+    /// A forwarder sending through `pool` (whose connector's TLS config should offer h2
+    /// and http/1.1); tunnels and upgrades connect through the pool's connector.
+    pub fn new(pool: Pool, config: &ForwardConfig) -> Forwarder {
+        let connector = pool.connector().clone();
         let via = HeaderValue::from_str(&format!("1.1 {}", config.via))
             .unwrap_or(HeaderValue::from_static("1.1 robotsgate"));
         let inner = ForwarderInner {
-            client,
+            pool,
             sticky_connector: connector.http1_only(),
             opening: Arc::new(tokio::sync::Semaphore::new(KEPT_OPENING)),
             connector,
@@ -184,7 +168,7 @@ impl Forwarder {
         let sent = async {
             match &sticky {
                 Some(sticky) => self.send_sticky(sticky, upstream).await,
-                None => self.inner.client.request(upstream).await.map_err(UpstreamError::Pool),
+                None => self.send_pooled(upstream).await,
             }
         };
         match tokio::time::timeout(self.inner.upstream_timeout, sent).await {
@@ -195,7 +179,7 @@ impl Forwarder {
             }
             Ok(Err(UpstreamError::Pool(e))) => {
                 self.upstream_failed(upstream_error_class(&e));
-                boxed(upstream_error(&e).into_response(head))
+                boxed(upstream_error(e).into_response(head))
             }
             Ok(Err(UpstreamError::Kept(e))) => {
                 self.upstream_failed("protocol");
@@ -208,8 +192,16 @@ impl Forwarder {
                 append_via(&mut parts.headers, &self.inner.via);
                 // The proxy speaks HTTP/1.1 to its clients whatever the origin spoke.
                 parts.version = http::Version::HTTP_11;
-                Response::from_parts(parts, body.map_err(Into::into).boxed())
+                Response::from_parts(parts, body)
             }
+        }
+    }
+
+    /// Sends `req` through the pool.
+    async fn send_pooled(&self, req: Request<Incoming>) -> Result<Response<ProxyBody>, UpstreamError> {
+        match self.inner.pool.send(req.map(Either::Left)).await {
+            Ok(res) => Ok(res.map(|b| b.map_err(Into::into).boxed())),
+            Err(e) => Err(UpstreamError::Pool(e)),
         }
     }
 

@@ -5,11 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Request, Response};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
-use super::Forwarder;
 use super::errors::UpstreamError;
+use super::{Forwarder, ProxyBody};
 use crate::origin::Origin;
 
 impl Forwarder {
@@ -21,8 +22,8 @@ impl Forwarder {
         &self,
         sticky: &Sticky,
         req: Request<Incoming>,
-    ) -> Result<Response<Incoming>, UpstreamError> {
-        let pooled = |req| async { self.inner.client.request(req).await.map_err(UpstreamError::Pool) };
+    ) -> Result<Response<ProxyBody>, UpstreamError> {
+        let pooled = |req| self.send_pooled(req);
         let Some(key) = UpstreamKey::of(req.uri()) else { return pooled(req).await };
         let (kept, again) = {
             let Ok(mut slot) = sticky.0.lock() else { return pooled(req).await };
@@ -56,8 +57,8 @@ impl Forwarder {
             Ok(Ok(())) => {}
             _ => return pooled(req).await,
         }
-        // RFC 9112 §3.2.1: to an origin, the request target is in origin form (the pool's
-        // client does the same); the absolute form goes back if the pool must send it.
+        // RFC 9112 §3.2.1: to an origin, the request target is in origin form (the pool
+        // does the same); the absolute form goes back if the pool must send it.
         let mut req = req;
         let target = origin_form(req.uri());
         let absolute = std::mem::replace(req.uri_mut(), target);
@@ -66,7 +67,7 @@ impl Forwarder {
                 if let Ok(mut slot) = sticky.0.lock() {
                     slot.conn = Some((key, sender));
                 }
-                Ok(res)
+                Ok(res.map(|b| b.map_err(Into::into).boxed()))
             }
             // Not sent (the origin closed the idle connection): the pool sends it.
             Err(mut e) => match e.take_message() {
@@ -123,18 +124,7 @@ impl Forwarder {
     }
 }
 
-/// The origin-form request target (RFC 9112 §3.2.1) of an absolute URI: its path and
-/// query, `/` when the path is empty.
-pub(super) fn origin_form(uri: &http::Uri) -> http::Uri {
-    match uri.path_and_query() {
-        Some(pq) if pq.as_str().starts_with('/') => http::Uri::from(pq.clone()),
-        // `http://host?q`: the path is empty, the query stays.
-        Some(pq) if !pq.as_str().is_empty() => {
-            format!("/{}", pq.as_str()).parse().unwrap_or_else(|_| http::Uri::from_static("/"))
-        }
-        _ => http::Uri::from_static("/"),
-    }
-}
+pub(super) use crate::net::origin_form;
 
 /// How long a kept connection may take to become ready for the next request before the
 /// pool is used instead.

@@ -1,0 +1,229 @@
+//! The connection pool (`robotsgate::net::Pool`) against real origins on loopback: the one
+//! bound on idle connections across origins (least recently used closed first), the bound
+//! per origin, the idle timeout, a robots.txt fetch's connection serving the request that
+//! follows, and HTTP/2 connections shared by concurrent requests. Connections are counted
+//! at the origins (what a broad crawl leaves open is what the origins see open).
+
+mod support;
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Either, Empty};
+use robotsgate::fetch::{FetchResult, Fetcher};
+use robotsgate::net::{Connector, DnsConfig, Pool, PoolConfig, PoolRequestBody, Resolver, TlsConfig};
+use support::{Reply, TestCa, TestOrigin, bounded, connector, fetch_config, loopback_guard, until};
+use tokio::sync::Barrier;
+
+fn pool(config: PoolConfig) -> Pool {
+    Pool::new(connector(loopback_guard(), Duration::from_secs(5)), config)
+}
+
+fn get(url: &str) -> Request<PoolRequestBody> {
+    Request::get(url).body(Either::Right(Empty::<Bytes>::new())).unwrap()
+}
+
+/// Sends a GET through `pool` and reads the body to its end (the connection goes back).
+async fn fetch(pool: &Pool, url: &str) -> (StatusCode, Bytes) {
+    let res = bounded(url, pool.send(get(url))).await.unwrap_or_else(|e| panic!("{url}: {e}"));
+    let status = res.status();
+    let body = bounded("body", res.into_body().collect()).await.expect("body").to_bytes();
+    (status, body)
+}
+
+fn open(origins: &[TestOrigin]) -> usize {
+    origins.iter().map(TestOrigin::open_connections).sum()
+}
+
+#[tokio::test]
+async fn idle_connections_across_origins_stay_within_the_bound_least_recently_used_first() {
+    const ORIGINS: usize = 40;
+    const MAX_IDLE: usize = 8;
+    let mut origins = Vec::new();
+    for _ in 0..ORIGINS {
+        origins.push(TestOrigin::start([("/page", Reply::ok("hello"))]).await);
+    }
+    let pool = pool(PoolConfig { max_idle: MAX_IDLE, ..PoolConfig::default() });
+    for (i, origin) in origins.iter().enumerate() {
+        let (status, body) = fetch(&pool, &origin.url("/page")).await;
+        assert_eq!((status, &body[..]), (StatusCode::OK, &b"hello"[..]));
+        assert!(pool.idle() <= MAX_IDLE, "after {} origins: {} idle", i + 1, pool.idle());
+    }
+    assert_eq!(pool.idle(), MAX_IDLE);
+    // What the origins see: at most the bound left open, and those of the last origins.
+    until("the evicted connections are closed", || open(&origins) <= MAX_IDLE).await;
+    for (i, origin) in origins.iter().enumerate() {
+        let kept = i >= ORIGINS - MAX_IDLE;
+        if kept {
+            assert_eq!(origin.open_connections(), 1, "origin {i} (recent) keeps its connection");
+        } else {
+            until("an old origin's connection closes", || origin.open_connections() == 0).await;
+        }
+    }
+    // A recent origin's request goes on its kept connection.
+    let last = &origins[ORIGINS - 1];
+    fetch(&pool, &last.url("/page")).await;
+    assert_eq!(last.connections(), 1, "the kept connection was reused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_to_one_origin_leaves_at_most_the_per_origin_bound() {
+    const BURST: usize = 12;
+    let barrier = Arc::new(Barrier::new(BURST));
+    let origin = TestOrigin::start([("/together", Reply::ok("all at once").wait_together(&barrier))]).await;
+    let pool = pool(PoolConfig { max_idle_per_origin: 3, ..PoolConfig::default() });
+    let url = origin.url("/together");
+    let burst: Vec<_> = (0..BURST)
+        .map(|_| {
+            let (pool, url) = (pool.clone(), url.clone());
+            tokio::spawn(async move { fetch(&pool, &url).await })
+        })
+        .collect();
+    for task in burst {
+        assert_eq!(bounded("burst", task).await.unwrap().0, StatusCode::OK);
+    }
+    assert_eq!(origin.connections(), BURST, "the burst needed a connection per request");
+    until("all but the per-origin bound close", || origin.open_connections() <= 3).await;
+    until("three come back to the pool", || pool.idle() == 3).await;
+}
+
+#[tokio::test]
+async fn idle_connections_close_after_the_idle_timeout() {
+    let origin = TestOrigin::start([("/page", Reply::ok("hello"))]).await;
+    let pool = pool(PoolConfig { idle_timeout: Duration::from_millis(200), ..PoolConfig::default() });
+    fetch(&pool, &origin.url("/page")).await;
+    assert_eq!(pool.idle(), 1);
+    until("the idle connection closes", || origin.open_connections() == 0 && pool.idle() == 0).await;
+    // And the pool goes on: a new connection, then kept again.
+    fetch(&pool, &origin.url("/page")).await;
+    assert_eq!(origin.connections(), 2);
+    assert_eq!(pool.idle(), 1);
+}
+
+#[tokio::test]
+async fn a_pool_that_keeps_nothing_closes_every_connection() {
+    let origin = TestOrigin::start([("/page", Reply::ok("hello"))]).await;
+    let pool = pool(PoolConfig { max_idle: 0, ..PoolConfig::default() });
+    fetch(&pool, &origin.url("/page")).await;
+    fetch(&pool, &origin.url("/page")).await;
+    assert_eq!(pool.idle(), 0);
+    assert_eq!(origin.connections(), 2);
+    until("nothing stays open", || origin.open_connections() == 0).await;
+}
+
+#[tokio::test]
+async fn a_robots_txt_fetch_leaves_its_connection_to_the_request_that_follows() {
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: *\nDisallow: /private\n")),
+        ("/page", Reply::ok("hello")),
+    ])
+    .await;
+    let pool = pool(PoolConfig::default());
+    let fetcher = Fetcher::with_pool(pool.clone(), fetch_config());
+    let out = bounded("fetch", fetcher.fetch(&origin.origin("a.test"))).await;
+    assert_eq!(out.result, FetchResult::Success { status: 200 });
+    let (status, _) = fetch(&pool, &format!("{}/page", origin.base_as("a.test"))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(origin.connections(), 1, "one connection for the fetch and the request after it");
+    assert_eq!(pool.idle(), 1);
+}
+
+#[tokio::test]
+async fn a_short_error_page_is_read_so_its_connection_is_reused() {
+    // A 404 robots.txt (allow all) with a page of its own, chunked.
+    let origin = TestOrigin::start([("/page", Reply::ok("hello"))]).await;
+    let pool = pool(PoolConfig::default());
+    let fetcher = Fetcher::with_pool(pool.clone(), fetch_config());
+    let out = bounded("fetch", fetcher.fetch(&origin.origin("a.test"))).await;
+    assert_eq!(out.result, FetchResult::Unavailable { status: 404 });
+    until("the 404 page's connection comes back", || pool.idle() == 1).await;
+    fetch(&pool, &format!("{}/page", origin.base_as("a.test"))).await;
+    assert_eq!(origin.connections(), 1);
+}
+
+#[tokio::test]
+async fn an_unread_body_closes_its_connection_instead_of_returning_it() {
+    let origin = TestOrigin::start([("/big", Reply::pattern(4 * 1024 * 1024))]).await;
+    let pool = pool(PoolConfig::default());
+    let res = bounded("send", pool.send(get(&origin.url("/big")))).await.expect("response");
+    assert_eq!(res.status(), StatusCode::OK);
+    drop(res);
+    until("the connection closes", || origin.open_connections() == 0).await;
+    assert_eq!(pool.idle(), 0);
+    // The next request gets a new connection and its whole body.
+    let (_, body) = fetch(&pool, &origin.url("/big")).await;
+    assert_eq!(body.len(), 4 * 1024 * 1024);
+    assert_eq!(origin.connections(), 2);
+}
+
+#[tokio::test]
+async fn a_connection_the_origin_closed_is_not_handed_out() {
+    let origin = TestOrigin::start([("/bye", Reply::ok("bye").header("connection", "close"))]).await;
+    let pool = pool(PoolConfig::default());
+    for _ in 0..3 {
+        let (status, body) = fetch(&pool, &origin.url("/bye")).await;
+        assert_eq!((status, &body[..]), (StatusCode::OK, &b"bye"[..]));
+    }
+    assert_eq!(origin.connections(), 3);
+    assert_eq!(pool.idle(), 0);
+}
+
+#[tokio::test]
+async fn errors_say_what_failed() {
+    let pool = pool(PoolConfig::default());
+    let e = pool.send(get("/relative")).await.expect_err("no origin");
+    assert!(e.to_string().contains("/relative"), "{e}");
+    let e = bounded("send", pool.send(get(&format!("http://127.0.0.1:{}/", support::dead_port()))))
+        .await
+        .expect_err("nothing listens");
+    assert!(matches!(e, robotsgate::net::PoolError::Connect(_)), "{e:?}");
+}
+
+/// HTTP/2 (ALPN `h2`): one connection per origin, shared by concurrent requests, idle once
+/// none of its responses is open, and evicted like any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_connections_are_shared_and_bounded_like_the_others() {
+    const TOGETHER: usize = 6;
+    let ca = TestCa::localhost();
+    let barrier = Arc::new(Barrier::new(TOGETHER));
+    let h2_origin = TestOrigin::start_tls(
+        [("/page", Reply::ok("over h2")), ("/together", Reply::ok("at once").wait_together(&barrier))],
+        ca.server_config(&[b"h2"]),
+    )
+    .await;
+    let plain = TestOrigin::start([("/page", Reply::ok("hello"))]).await;
+    let tls = robotsgate::net::client_config(
+        &TlsConfig { webpki_roots: false, extra_roots: vec![ca.der.clone()] },
+        &[b"h2", b"http/1.1"],
+    )
+    .unwrap();
+    let overrides = [("localhost".to_owned(), vec![IpAddr::V4(Ipv4Addr::LOCALHOST)])].into_iter().collect();
+    let resolver = Resolver::new(&DnsConfig { overrides, ..DnsConfig::default() });
+    let connector = Connector::new(resolver, Arc::new(loopback_guard()), tls, Duration::from_secs(5));
+    let pool = Pool::new(connector, PoolConfig { max_idle: 1, ..PoolConfig::default() });
+    let base = format!("https://localhost:{}", h2_origin.port());
+
+    let res = bounded("h2", pool.send(get(&format!("{base}/page")))).await.expect("response");
+    assert_eq!(res.version(), http::Version::HTTP_2);
+    drop(res.into_body().collect().await);
+    assert_eq!(pool.idle(), 1, "idle once its response is over");
+    let together: Vec<_> = (0..TOGETHER)
+        .map(|_| {
+            let (pool, url) = (pool.clone(), format!("{base}/together"));
+            tokio::spawn(async move { fetch(&pool, &url).await })
+        })
+        .collect();
+    for task in together {
+        assert_eq!(bounded("together", task).await.unwrap().0, StatusCode::OK);
+    }
+    assert_eq!(h2_origin.connections(), 1, "concurrent requests shared the one connection");
+    assert_eq!(pool.idle(), 1);
+    // Another origin's connection comes back: the bound (1) closes the least recently used.
+    fetch(&pool, &plain.url("/page")).await;
+    assert_eq!(pool.idle(), 1);
+    until("the HTTP/2 connection is closed", || h2_origin.open_connections() == 0).await;
+    assert_eq!(plain.open_connections(), 1);
+}
