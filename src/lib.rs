@@ -44,7 +44,3 @@ pub mod reqwest;
 
 pub use refusal::{ROBOTSGATE_HEADER, Refusal, RefusalKind};
 pub use robots::{BuildError, Robots, RobotsBuilder};
-
-#[cfg(feature = "proxy")]
-#[doc(hidden)]
-pub mod server;

@@ -195,6 +195,15 @@ impl Refusal {
         Refusal { kind, message: message.into(), decision: None, retry_after: None }
     }
 
+    /// `502` for an origin that broke off the exchange (protocol error, reset, closed
+    /// early): "the origin failed: " and the error with its sources.
+    pub fn upstream_failed(e: &(dyn std::error::Error + 'static)) -> Refusal {
+        Refusal::new(
+            RefusalKind::UpstreamError,
+            format!("the origin failed: {}", crate::fetch::error_chain(e)),
+        )
+    }
+
     /// The same refusal, telling the client when to try again (`Retry-After`, in whole
     /// seconds, rounded up, at least 1).
     pub fn with_retry_after(mut self, wait: std::time::Duration) -> Refusal {

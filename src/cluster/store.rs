@@ -1,18 +1,14 @@
-//! [`RedisPaceStore`]: the pacer's store kept in Redis for a fleet. The slot arithmetic of
-//! `pacing::slot` in Lua, on Redis' clock (`TIME`, milliseconds), one script per step; the
-//! lane in the process mirrors what the scripts answered, for estimates, and is what the
-//! replica paces with on its own while Redis cannot be reached.
+//! [`RedisPaceStore`]: the pacer's [`SharedPaceStore`] kept in Redis for a fleet. The slot
+//! arithmetic of the pacer in Lua, on Redis' clock (`TIME`, milliseconds), one script per
+//! step; the pacer mirrors what the scripts answered in its own lanes.
 
 use std::sync::LazyLock;
 use std::time::Duration;
 
 use redis::Value;
-use tokio::time::Instant;
 
 use super::{Cluster, int, millis};
-use crate::pacing::PauseInfo;
-use crate::pacing::lane::Lane;
-use crate::pacing::store::{Answer, LocalStore, PaceStore, Slot, StoreFuture, Take};
+use crate::pacing::{Backoff, LaneId, PauseInfo, SharedFuture, SharedPaceStore, SharedPause, SharedSlot};
 
 /// Lua: a key that is not a hash (another program wrote it) is a miss: deleted.
 macro_rules! hash_or_nothing {
@@ -173,93 +169,79 @@ impl RedisPaceStore {
         }
     }
 
-    /// [`run`](Self::run), with the `retry_after` text as a string value at index 6 of a
-    /// TAKE answer.
-    async fn take_shared(&self, lane: &Lane, delay: Duration, limit: Duration) -> Option<Take> {
-        // Known down: alone at once (the watch notices Redis coming back), rather than each
-        // paced request waiting up to the command timeout for an unreachable Redis.
-        if !self.cluster.is_up() {
-            return None;
-        }
-        let key = self.cluster.key(&lane.key.origin, &lane.key.agent);
-        let mut conn = self.cluster.connection();
-        let mut invocation = TAKE_SCRIPT.key(&key);
-        invocation.arg(millis(delay)).arg(millis(limit));
-        let timeout = self.cluster.config().command_timeout;
-        let answer = tokio::time::timeout(timeout, invocation.invoke_async::<Value>(&mut conn)).await;
-        let values = match answer {
-            Ok(Ok(Value::Array(values))) if values.len() == 9 => {
-                self.cluster.note(true, None);
-                values
-            }
-            Ok(Ok(_)) => return None,
-            Ok(Err(e)) => {
-                self.cluster.note(false, Some(&e.to_string()));
-                return None;
-            }
-            Err(_) => {
-                self.cluster.note(false, Some("timed out"));
-                return None;
-            }
-        };
-        let int = |i: usize| int(&values[i]);
-        let (taken, wait, at, prev) = (int(0)?, int(1)?, int(2)?, int(3)?);
-        let wait = Duration::from_millis(u64::try_from(wait).ok()?);
-        let pause = (int(4)? == 1).then(|| PauseInfo {
-            status: u16::try_from(int(5).unwrap_or(0)).unwrap_or(0),
-            retry_after: text(&values[6]).filter(|t| !t.is_empty()).map(Into::into),
-            pause: Duration::from_millis(u64::try_from(int(7).unwrap_or(0)).unwrap_or(0)),
-            streak: u32::try_from(int(8).unwrap_or(0)).unwrap_or(0),
-        });
-        if taken != 1 {
-            return Some(Take::TooLate { wait, pause });
-        }
-        // Mirror the slot in the lane: estimates for the requests behind, and the state
-        // this replica paces with alone if Redis goes away.
-        let local_at = Instant::now() + wait;
-        {
-            let mut s = lane.lock();
-            s.last_start = Some(local_at);
-            s.last_delay = delay;
-        }
-        Some(Take::Go(Slot::shared(wait, pause, local_at, at, prev)))
+    fn key(&self, lane: LaneId<'_>) -> String {
+        self.cluster.key(lane.origin, lane.agent)
     }
 }
 
-impl PaceStore for RedisPaceStore {
-    fn take<'a>(&'a self, lane: &'a Lane, delay: Duration, limit: Duration) -> StoreFuture<'a, Take> {
+impl SharedPaceStore for RedisPaceStore {
+    fn is_up(&self) -> bool {
+        self.cluster.is_up()
+    }
+
+    fn take<'a>(
+        &'a self,
+        lane: LaneId<'a>,
+        delay: Duration,
+        limit: Duration,
+    ) -> SharedFuture<'a, Option<SharedSlot>> {
         Box::pin(async move {
-            match self.take_shared(lane, delay, limit).await {
-                Some(take) => take,
-                // Alone: this replica's own state.
-                None => LocalStore::take_now(lane, delay, limit),
-            }
+            let key = self.key(lane);
+            let mut conn = self.cluster.connection();
+            let mut invocation = TAKE_SCRIPT.key(&key);
+            invocation.arg(millis(delay)).arg(millis(limit));
+            let timeout = self.cluster.config().command_timeout;
+            let answer = tokio::time::timeout(timeout, invocation.invoke_async::<Value>(&mut conn)).await;
+            // The retry_after text is a string value at index 6.
+            let values = match answer {
+                Ok(Ok(Value::Array(values))) if values.len() == 9 => {
+                    self.cluster.note(true, None);
+                    values
+                }
+                Ok(Ok(_)) => return None,
+                Ok(Err(e)) => {
+                    self.cluster.note(false, Some(&e.to_string()));
+                    return None;
+                }
+                Err(_) => {
+                    self.cluster.note(false, Some("timed out"));
+                    return None;
+                }
+            };
+            let int = |i: usize| int(&values[i]);
+            let (taken, wait, at, prev) = (int(0)?, int(1)?, int(2)?, int(3)?);
+            let wait = Duration::from_millis(u64::try_from(wait).ok()?);
+            let pause = (int(4)? == 1).then(|| PauseInfo {
+                status: u16::try_from(int(5).unwrap_or(0)).unwrap_or(0),
+                retry_after: text(&values[6]).filter(|t| !t.is_empty()).map(Into::into),
+                pause: Duration::from_millis(u64::try_from(int(7).unwrap_or(0)).unwrap_or(0)),
+                streak: u32::try_from(int(8).unwrap_or(0)).unwrap_or(0),
+            });
+            Some(SharedSlot { taken: taken == 1, wait, at, prev, pause })
         })
     }
 
-    fn give_back(&self, lane: &Lane, slot: &Slot) {
-        LocalStore.give_back(lane, slot);
-        let Some((at, prev)) = slot.shared_at() else { return };
+    fn give_back(&self, lane: LaneId<'_>, at: i64, prev: i64) {
         let this = self.clone();
-        let key = self.cluster.key(&lane.key.origin, &lane.key.agent);
+        let key = self.key(lane);
         tokio::spawn(async move {
             this.run(&GIVE_BACK_SCRIPT, &key, &[at, prev], None).await;
         });
     }
 
-    fn pause<'a>(&'a self, lane: &'a Lane, answer: Answer) -> StoreFuture<'a, Option<PauseInfo>> {
+    fn pause<'a>(&'a self, lane: LaneId<'a>, answer: &'a Backoff) -> SharedFuture<'a, Option<SharedPause>> {
         Box::pin(async move {
-            // The lane's own state first: it paces this replica at once, and alone.
-            let local = LocalStore::pause_now(lane, &answer);
-            if !self.cluster.is_up() {
-                return local;
-            }
-            let key = self.cluster.key(&lane.key.origin, &lane.key.agent);
+            let key = self.key(lane);
             let ra = answer.retry_after.as_ref().map_or(-1, |(d, _)| millis(*d));
             let raw = answer.retry_after.as_ref().map_or(String::new(), |(_, t)| t.to_string());
-            let ago = millis(answer.sent.elapsed());
-            let args = [i64::from(answer.status), ra, ago, millis(answer.initial), millis(answer.max)];
             // ARGV: status, retry_after_ms, text, sent_ago, initial, max.
+            let args = [
+                i64::from(answer.status),
+                ra,
+                millis(answer.sent_ago),
+                millis(answer.initial),
+                millis(answer.max),
+            ];
             let mut invocation = PAUSE_SCRIPT.key(&key);
             invocation.arg(args[0]).arg(args[1]).arg(raw.as_str()).arg(args[2]).arg(args[3]).arg(args[4]);
             let mut conn = self.cluster.connection();
@@ -267,50 +249,31 @@ impl PaceStore for RedisPaceStore {
             match tokio::time::timeout(timeout, invocation.invoke_async::<Value>(&mut conn)).await {
                 Ok(Ok(v)) => {
                     self.cluster.note(true, None);
-                    // The fleet's pause (it may be longer than this replica's).
-                    if let Some([1, pause_ms, streak, left_ms]) = ints(&v).as_deref().map(|v| {
-                        let mut a = [0i64; 4];
-                        for (i, x) in v.iter().take(4).enumerate() {
-                            a[i] = *x;
-                        }
-                        a
-                    }) {
-                        let until =
-                            Instant::now() + Duration::from_millis(u64::try_from(left_ms).unwrap_or(0));
-                        let mut s = lane.lock();
-                        if s.pause_until.is_none_or(|p| p < until) {
-                            s.pause_until = Some(until);
-                        }
-                        let streak = u32::try_from(streak).unwrap_or(s.streak);
-                        s.streak = streak;
-                        if let Some(p) = s.pause.as_mut() {
-                            p.pause = Duration::from_millis(u64::try_from(pause_ms).unwrap_or(0));
-                            p.streak = streak;
-                        }
-                        s.start_backing_off(lane.counts());
-                        return s.pause.clone().or(local);
+                    let ms = |x: i64| Duration::from_millis(u64::try_from(x).unwrap_or(0));
+                    match ints(&v).as_deref() {
+                        Some([1, pause_ms, streak, left_ms, ..]) => Some(SharedPause {
+                            pause: ms(*pause_ms),
+                            streak: u32::try_from(*streak).ok(),
+                            left: ms(*left_ms),
+                        }),
+                        _ => None,
                     }
-                    local
                 }
                 Ok(Err(e)) => {
                     self.cluster.note(false, Some(&e.to_string()));
-                    local
+                    None
                 }
                 Err(_) => {
                     self.cluster.note(false, Some("timed out"));
-                    local
+                    None
                 }
             }
         })
     }
 
-    fn clear(&self, lane: &Lane) {
-        LocalStore.clear(lane);
-        if !self.cluster.is_up() {
-            return;
-        }
+    fn clear(&self, lane: LaneId<'_>) {
         let this = self.clone();
-        let key = self.cluster.key(&lane.key.origin, &lane.key.agent);
+        let key = self.key(lane);
         tokio::spawn(async move {
             this.run(&CLEAR_SCRIPT, &key, &[], None).await;
         });

@@ -293,7 +293,8 @@ impl RobotsLayer {
     /// Fleet mode (feature `cluster`): while `cluster`'s Redis cannot be reached, decisions
     /// are recorded as made alone (`"cluster": "alone"`), or, with
     /// `on_error = Refuse`, requests are answered `503` (`cluster-unavailable`). Give the
-    /// pacer the same cluster ([`Pacer::shared`]) for the fleet to share one pace.
+    /// pacer the same cluster's store ([`Pacer::shared`] with a
+    /// `cluster::RedisPaceStore`) for the fleet to share one pace.
     #[cfg(feature = "cluster")]
     pub fn with_cluster(self, cluster: crate::cluster::Cluster) -> RobotsLayer {
         self.edit(|s| s.cluster = Some(cluster))

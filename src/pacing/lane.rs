@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 
-use super::store::PauseInfo;
+use super::pause::PauseInfo;
 use crate::origin::Origin;
 
 /// One origin and one product token: what is paced together.

@@ -20,7 +20,8 @@
 //!
 //! The state is kept per lane in a bounded map; idle lanes (their delay passed, no pause,
 //! no request held) are dropped. The slots themselves are kept by a store behind a small
-//! interface: in the process, or (feature `cluster`) in Redis for a fleet of proxies.
+//! interface: in the process, or in a [`SharedPaceStore`] for a fleet of proxies (fleet
+//! mode keeps it in Redis).
 //! Times are `tokio::time::Instant`s, so tests run the pacer in virtual time.
 //!
 //! ```
@@ -44,14 +45,17 @@
 //! ```
 
 mod config;
-pub(crate) mod lane;
+mod lane;
 mod pacer;
+mod pause;
+mod shared;
 mod slot;
-pub(crate) mod store;
+mod store;
 
 pub use config::{DelaySource, HostRule, PacingConfig, Plan};
 pub use pacer::{PaceFacts, PaceObserver, PaceRefusal, PaceTicket, Pacer, Pass, Refused};
-pub use store::PauseInfo;
+pub use pause::PauseInfo;
+pub use shared::{Backoff, LaneId, SharedFuture, SharedPaceStore, SharedPause, SharedSlot};
 
 pub(crate) use slot::retry_after_secs;
 

@@ -12,8 +12,10 @@ use tokio::time::Instant;
 
 use super::config::{PacingConfig, Plan};
 use super::lane::{Lane, LaneKey, LaneUse, Lanes};
+use super::pause::PauseInfo;
+use super::shared::{FleetStore, SharedPaceStore};
 use super::slot::{next_slot, parse_retry_after};
-use super::store::{Answer, LocalStore, PaceStore, PauseInfo, Take};
+use super::store::{Answer, LocalStore, PaceStore, Take};
 use crate::origin::Origin;
 use crate::rep::PaceHint;
 
@@ -157,14 +159,14 @@ impl Pacer {
         Pacer::with_store(config, Box::new(LocalStore))
     }
 
-    /// A pacer whose slots and pauses are kept in the fleet's Redis (feature `cluster`),
-    /// shared by every replica; while Redis cannot be reached, each paces alone.
-    #[cfg(feature = "cluster")]
-    pub fn shared(config: PacingConfig, cluster: crate::cluster::Cluster) -> Pacer {
-        Pacer::with_store(config, Box::new(crate::cluster::RedisPaceStore::new(cluster)))
+    /// A pacer whose slots and pauses are kept in `store`, shared by every replica of a
+    /// fleet (fleet mode: `cluster::RedisPaceStore`); while the store cannot be reached,
+    /// each replica paces alone with the state it mirrored.
+    pub fn shared(config: PacingConfig, store: Arc<dyn SharedPaceStore>) -> Pacer {
+        Pacer::with_store(config, Box::new(FleetStore(store)))
     }
 
-    pub(crate) fn with_store(config: PacingConfig, store: Box<dyn PaceStore>) -> Pacer {
+    fn with_store(config: PacingConfig, store: Box<dyn PaceStore>) -> Pacer {
         let lanes = Lanes::new(config.max_origins);
         Pacer {
             inner: Arc::new(Inner {

@@ -1,0 +1,116 @@
+//! The admin listener: `GET /healthz` (the process runs), `GET /readyz` (the proxy
+//! accepts connections) and `GET /metrics` (Prometheus text format). Off unless
+//! configured; keep it on loopback or a private network.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::Metrics;
+
+/// Whether the proxy is accepting connections (for `/readyz`).
+#[derive(Debug, Clone, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    /// Marks the proxy ready or not.
+    pub fn set(&self, ready: bool) {
+        self.0.store(ready, Ordering::Release);
+    }
+
+    /// Whether it is ready.
+    pub fn get(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// A bound admin listener.
+#[derive(Debug)]
+pub struct Admin {
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    ready: Readiness,
+}
+
+impl Admin {
+    /// Binds `addr`.
+    pub async fn bind(addr: SocketAddr, metrics: Arc<Metrics>, ready: Readiness) -> std::io::Result<Admin> {
+        Ok(Admin { listener: TcpListener::bind(addr).await?, metrics, ready })
+    }
+
+    /// The metrics it serves.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// The readiness it reports.
+    pub fn readiness(&self) -> Readiness {
+        self.ready.clone()
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `stop` is cancelled.
+    pub async fn run(self, stop: CancellationToken) {
+        loop {
+            let (stream, _) = tokio::select! {
+                _ = stop.cancelled() => return,
+                a = self.listener.accept() => match a {
+                    Ok(a) => a,
+                    Err(_) => continue,
+                },
+            };
+            let (metrics, ready) = (self.metrics.clone(), self.ready.clone());
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let res = route(&req, &metrics, &ready);
+                    async move { Ok::<_, Infallible>(res) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(std::time::Duration::from_secs(10))
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    }
+}
+
+fn route(req: &Request<Incoming>, metrics: &Metrics, ready: &Readiness) -> Response<Full<Bytes>> {
+    let text = |status: StatusCode, body: String, ctype: &'static str| {
+        let mut res = Response::new(Full::new(Bytes::from(body)));
+        *res.status_mut() = status;
+        res.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(ctype));
+        res
+    };
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "GET only\n".into(), "text/plain; charset=utf-8");
+    }
+    match req.uri().path() {
+        "/healthz" => text(StatusCode::OK, "ok\n".into(), "text/plain; charset=utf-8"),
+        "/readyz" if ready.get() => text(StatusCode::OK, "ready\n".into(), "text/plain; charset=utf-8"),
+        "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n".into(), "text/plain; charset=utf-8"),
+        "/metrics" => text(
+            StatusCode::OK,
+            metrics.render(),
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "try /healthz, /readyz or /metrics\n".into(),
+            "text/plain; charset=utf-8",
+        ),
+    }
+}

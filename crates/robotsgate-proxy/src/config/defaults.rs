@@ -1,0 +1,173 @@
+//! The defaults of every key, kept equal to `config/robotsgate.toml` (built into the
+//! binary as [`DEFAULT_TOML`]) by a test.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use super::sections::{
+    AgentSection, AuditSection, AuthSection, ClusterOnErrorName, ClusterSection, DurabilityName,
+    FetchSection, LogFormat, LogLevel, LogSection, ModeName, OnErrorName, PacingSection, PolicySection,
+    ProxySection, Select, TlsSection,
+};
+use super::values::{Dur, HeaderNameValue, ProfileName, Size, Token};
+use robotsgate::pacing::PacingConfig;
+use robotsgate::policy::PolicyConfig;
+
+/// The documented default configuration, as built into the binary.
+pub const DEFAULT_TOML: &str = include_str!("../../config/robotsgate.toml");
+
+impl Default for ProxySection {
+    fn default() -> Self {
+        ProxySection {
+            listen: SocketAddr::from(([127, 0, 0, 1], 3128)),
+            upstream_timeout: Dur::secs(60),
+            header_read_timeout: Dur::secs(30),
+            shutdown_grace: Dur::secs(30),
+            allow_clients: Vec::new(),
+            max_connections: 10_000,
+            max_header_bytes: Size(64 * 1024),
+            tunnel_idle_timeout: Dur::secs(600),
+            workers: 0,
+            listen_backlog: 4096,
+            upstream_idle_max: 512,
+            upstream_idle_per_origin: 32,
+            upstream_idle_timeout: Dur::secs(15),
+        }
+    }
+}
+
+impl Default for AgentSection {
+    fn default() -> Self {
+        AgentSection {
+            token: Token("robotsgate".into()),
+            user_agent: String::new(),
+            select: Select::Fixed,
+            header: HeaderNameValue(http::HeaderName::from_static("x-robots-agent")),
+            users: BTreeMap::new(),
+            user_agent_map: Vec::new(),
+        }
+    }
+}
+
+impl Default for PolicySection {
+    /// The library's defaults ([`PolicyConfig::default`]), enforced.
+    fn default() -> Self {
+        let p = PolicyConfig::default();
+        PolicySection {
+            profile: ProfileName(p.profile),
+            mode: ModeName::Enforce,
+            default_ttl: Dur(p.default_ttl),
+            min_ttl: Dur(p.min_ttl),
+            max_ttl: Dur(p.max_ttl),
+            stale_if_error: Dur(p.stale_if_error),
+            retry_min: Dur(p.retry_min),
+            retry_max: Dur(p.retry_max),
+            retry_busy: Dur(p.retry_busy),
+            cache_max_entries: p.max_entries,
+            cache_max_bytes: Size(p.max_bytes),
+            overrides: Vec::new(),
+        }
+    }
+}
+
+impl Default for PacingSection {
+    /// The library's defaults ([`PacingConfig::default`]).
+    fn default() -> Self {
+        let p = PacingConfig::default();
+        PacingSection {
+            enabled: p.enabled,
+            min_delay: Dur(p.min_delay),
+            max_delay: Dur(p.max_delay),
+            max_wait: Dur(p.max_wait),
+            max_queue_per_origin: p.max_queue_per_origin,
+            initial_backoff: Dur(p.initial_backoff),
+            max_backoff: Dur(p.max_backoff),
+            max_origins: p.max_origins,
+            hosts: Vec::new(),
+        }
+    }
+}
+
+impl Default for ClusterSection {
+    fn default() -> Self {
+        ClusterSection {
+            redis: String::new(),
+            password_file: String::new(),
+            ca_file: String::new(),
+            key_prefix: "robotsgate:".into(),
+            connect_timeout: Dur::secs(2),
+            command_timeout: Dur(std::time::Duration::from_millis(500)),
+            on_error: ClusterOnErrorName::Continue,
+            snapshot_ttl: Dur::secs(30 * 24 * 3600),
+        }
+    }
+}
+
+impl Default for FetchSection {
+    fn default() -> Self {
+        FetchSection {
+            connect_timeout: Dur::secs(5),
+            header_timeout: Dur::secs(10),
+            body_timeout: Dur::secs(20),
+            total_timeout: Dur::secs(30),
+            max_redirects: 5,
+        }
+    }
+}
+
+impl Default for TlsSection {
+    fn default() -> Self {
+        TlsSection {
+            webpki_roots: true,
+            extra_roots: Vec::new(),
+            ca_dir: String::new(),
+            intercept_ports: vec![443],
+            bypass: Vec::new(),
+            handshake_timeout: Dur::secs(10),
+            leaf_cache: 10_000,
+        }
+    }
+}
+
+impl Default for AuditSection {
+    fn default() -> Self {
+        AuditSection {
+            path: "-".into(),
+            snapshots: "robotsgate-snapshots".into(),
+            durability: DurabilityName::Written,
+            queue: 4096,
+            on_error: OnErrorName::Refuse,
+            redact_query: false,
+            checkpoint_every: 1000,
+            checkpoint_interval: Dur::secs(10),
+            signing_key: String::new(),
+            rotate_size: Size(1 << 30),
+            rotate_interval: Dur::secs(0),
+        }
+    }
+}
+
+impl Default for LogSection {
+    fn default() -> Self {
+        LogSection { format: LogFormat::Text, level: LogLevel::Info }
+    }
+}
+
+impl Default for AuthSection {
+    fn default() -> Self {
+        AuthSection { realm: "robotsgate".into(), users: BTreeMap::new() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn documented_defaults_are_the_defaults() {
+        let parsed = Config::parse("config/robotsgate.toml", DEFAULT_TOML).unwrap();
+        assert_eq!(parsed, Config::default());
+        assert_eq!(Config::parse("empty.toml", "").unwrap(), Config::default());
+    }
+}

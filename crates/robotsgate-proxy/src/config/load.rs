@@ -1,0 +1,497 @@
+//! Reading a configuration: parsing, the checks that involve more than one value, and the
+//! values made from several keys.
+
+use super::error::{ConfigError, find_key, find_table, toml_error};
+use super::sections::{ActionName, Config, Select};
+use robotsgate::pacing::{HostRule, PacingConfig};
+use robotsgate::policy::{Override, OverrideAction};
+
+impl Config {
+    /// Parses and checks a configuration; `file` names it in errors.
+    pub fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| toml_error(file, text, &e))?;
+        config.check(file, text)?;
+        Ok(config)
+    }
+
+    /// Reads a configuration file.
+    pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: name.clone(),
+            line: None,
+            key: None,
+            message: format!("cannot read: {e}"),
+        })?;
+        Config::parse(&name, &text)
+    }
+
+    /// Checks that involve more than one value.
+    fn check(&self, file: &str, text: &str) -> Result<(), ConfigError> {
+        let err = |key: &str, message: String| ConfigError {
+            file: file.to_owned(),
+            line: find_key(text, key),
+            key: Some(key.to_owned()),
+            message,
+        };
+        let p = &self.policy;
+        if p.min_ttl.0 > p.max_ttl.0 {
+            return Err(err(
+                "policy.min_ttl",
+                format!("{:?} is more than max_ttl {:?}", p.min_ttl.0, p.max_ttl.0),
+            ));
+        }
+        if p.retry_min.0 > p.retry_max.0 {
+            return Err(err("policy.retry_min", "is more than retry_max".into()));
+        }
+        if p.cache_max_entries == 0 {
+            return Err(err("policy.cache_max_entries", "must be at least 1".into()));
+        }
+        let ua = &self.agent.user_agent;
+        if !ua.is_empty() && !ua.to_ascii_lowercase().contains(&self.agent.token.0.to_ascii_lowercase()) {
+            return Err(err(
+                "agent.user_agent",
+                format!(
+                    "{ua:?} does not contain the product token {:?} (RFC 9309 §2.2.1)",
+                    self.agent.token.0
+                ),
+            ));
+        }
+        if http::HeaderValue::from_str(&self.user_agent()).is_err() {
+            return Err(err("agent.user_agent", "is not a valid header value".into()));
+        }
+        let a = &self.audit;
+        if a.queue == 0 {
+            return Err(err("audit.queue", "must be at least 1".into()));
+        }
+        let interval = a.checkpoint_interval.0;
+        if !interval.is_zero() && interval < std::time::Duration::from_millis(100) {
+            return Err(err(
+                "audit.checkpoint_interval",
+                "must be at least 100ms (or \"0s\": not by time)".into(),
+            ));
+        }
+        if a.rotate_size.0 != 0 && a.rotate_size.0 < 4096 {
+            return Err(err("audit.rotate_size", "must be at least 4KiB (or 0: not by size)".into()));
+        }
+        let interval = a.rotate_interval.0;
+        if !interval.is_zero() && interval < std::time::Duration::from_secs(1) {
+            return Err(err("audit.rotate_interval", "must be at least 1s (or \"0s\": not by time)".into()));
+        }
+
+        if self.tls.leaf_cache == 0 {
+            return Err(err("tls.leaf_cache", "must be at least 1".into()));
+        }
+        let px = &self.proxy;
+        if px.max_connections == 0 {
+            return Err(err("proxy.max_connections", "must be at least 1".into()));
+        }
+        if !(1..=65535).contains(&px.listen_backlog) {
+            return Err(err("proxy.listen_backlog", "must be between 1 and 65535".into()));
+        }
+        if px.upstream_idle_timeout.0.is_zero() && px.upstream_idle_max > 0 {
+            return Err(err(
+                "proxy.upstream_idle_timeout",
+                "must be more than 0 (to keep no idle connection, set upstream_idle_max = 0)".into(),
+            ));
+        }
+        if px.workers > 1024 {
+            return Err(err("proxy.workers", "must be at most 1024 (0: one per CPU)".into()));
+        }
+        if !(1024..=1024 * 1024).contains(&px.max_header_bytes.0) {
+            return Err(err("proxy.max_header_bytes", "must be between 1KiB and 1MiB".into()));
+        }
+        if self.auth.realm.is_empty()
+            || self.auth.realm.contains(['"', '\\'])
+            || self.auth.realm.chars().any(char::is_control)
+        {
+            return Err(err(
+                "auth.realm",
+                "must be non-empty, without quotes, backslashes or control characters".into(),
+            ));
+        }
+        for user in self.auth.users.keys() {
+            if user.is_empty() || user.contains(':') || user.chars().any(char::is_control) {
+                return Err(err(
+                    "auth.users",
+                    format!("{user:?} is not a usable user name (no ':' or control characters)"),
+                ));
+            }
+        }
+        if self.agent.select == Select::ProxyUser && self.auth.users.is_empty() {
+            return Err(err("agent.select", "\"proxy-user\" needs users in [auth.users]".into()));
+        }
+        if let Some(user) = self.agent.users.keys().find(|u| !self.auth.users.contains_key(*u)) {
+            return Err(err("agent.users", format!("{user:?} is not a user in [auth.users]")));
+        }
+        if let Some(user) = self.purpose.users.keys().find(|u| !self.auth.users.contains_key(*u)) {
+            return Err(err("purpose.users", format!("{user:?} is not a user in [auth.users]")));
+        }
+        if let Some(h) = &self.purpose.header.0
+            && *h == self.agent.header.0
+            && self.agent.select == Select::Header
+        {
+            return Err(err(
+                "purpose.header",
+                format!("{h} is already agent.header, the product token's header"),
+            ));
+        }
+        for (key, d) in [
+            ("fetch.connect_timeout", self.fetch.connect_timeout),
+            ("fetch.header_timeout", self.fetch.header_timeout),
+            ("fetch.body_timeout", self.fetch.body_timeout),
+            ("fetch.total_timeout", self.fetch.total_timeout),
+        ] {
+            if d.0.is_zero() {
+                return Err(err(
+                    key,
+                    "must be more than 0 (a fetch with no time at all never succeeds)".into(),
+                ));
+            }
+        }
+        if self.fetch.max_redirects > 20 {
+            return Err(err("fetch.max_redirects", "must be at most 20".into()));
+        }
+        let pc = &self.pacing;
+        if pc.min_delay.0 > pc.max_delay.0 {
+            return Err(err(
+                "pacing.min_delay",
+                format!("{:?} is more than max_delay {:?}", pc.min_delay.0, pc.max_delay.0),
+            ));
+        }
+        if pc.initial_backoff.0 > pc.max_backoff.0 {
+            return Err(err("pacing.initial_backoff", "is more than max_backoff".into()));
+        }
+        if pc.max_queue_per_origin == 0 {
+            return Err(err("pacing.max_queue_per_origin", "must be at least 1".into()));
+        }
+        if pc.max_origins == 0 {
+            return Err(err("pacing.max_origins", "must be at least 1".into()));
+        }
+        let cl = &self.cluster;
+        if !cl.redis.is_empty() {
+            if !cfg!(feature = "cluster") {
+                return Err(err(
+                    "cluster.redis",
+                    "this robotsgate was built without the feature \"cluster\"".into(),
+                ));
+            }
+            let scheme = cl.redis.split(':').next().unwrap_or("");
+            if !matches!(scheme, "redis" | "rediss" | "redis+unix" | "unix") {
+                return Err(err(
+                    "cluster.redis",
+                    format!("{:?} is not a Redis URL (redis://host:6379/0 or rediss://...)", cl.redis),
+                ));
+            }
+            if url::Url::parse(&cl.redis).is_err() {
+                return Err(err("cluster.redis", format!("{:?} does not parse as a URL", cl.redis)));
+            }
+        }
+        if !cl.ca_file.is_empty() {
+            if url::Url::parse(&cl.redis).map_or(true, |u| u.scheme() != "rediss") {
+                return Err(err(
+                    "cluster.ca_file",
+                    format!("is for TLS, but cluster.redis {:?} is not a rediss:// URL", cl.redis),
+                ));
+            }
+            self.cluster_ca().map_err(|why| err("cluster.ca_file", why))?;
+        }
+        if cl.command_timeout.0.is_zero() {
+            return Err(err("cluster.command_timeout", "must be more than 0".into()));
+        }
+        for (i, h) in pc.hosts.iter().enumerate() {
+            let entry = |message: String| ConfigError {
+                file: file.to_owned(),
+                line: find_table(text, "pacing.hosts", i),
+                key: Some("pacing.hosts".to_owned()),
+                message: format!("entry {} ({}): {message}", i + 1, h.hosts.0),
+            };
+            if h.delay.is_none() && h.max_concurrency.is_none() {
+                return Err(entry("needs a delay or a max_concurrency".into()));
+            }
+            if h.max_concurrency == Some(0) {
+                return Err(entry("max_concurrency must be at least 1".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The PEM certificates of `[cluster] ca_file`, the roots a `rediss://` Redis is
+    /// verified with (`None` when it is not set: the webpki roots); `Err` says why the file
+    /// cannot be used (unreadable, no PEM certificate in it, one that is no CA
+    /// certificate rustls can use).
+    pub fn cluster_ca(&self) -> Result<Option<Vec<u8>>, String> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let path = &self.cluster.ca_file;
+        if path.is_empty() {
+            return Ok(None);
+        }
+        let pem = std::fs::read(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(&pem) {
+            let cert = cert.map_err(|e| format!("{path} is not PEM: {e}"))?;
+            roots.add(cert).map_err(|e| format!("{path}: a certificate that cannot be a root: {e}"))?;
+        }
+        if roots.is_empty() {
+            return Err(format!("{path} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"));
+        }
+        Ok(Some(pem))
+    }
+
+    /// Fleet mode's connection settings (`None` without `[cluster] redis`): the URL with
+    /// the password of `password_file` (its content replaces the URL's), the CA of
+    /// `ca_file`; `Err` says why a file cannot be used.
+    #[cfg(feature = "cluster")]
+    pub fn cluster_config(&self) -> Result<Option<robotsgate::cluster::ClusterConfig>, String> {
+        use super::sections::ClusterOnErrorName;
+        use robotsgate::cluster::{ClusterConfig, OnClusterError};
+        let c = &self.cluster;
+        if c.redis.is_empty() {
+            return Ok(None);
+        }
+        let mut url = c.redis.clone();
+        if !c.password_file.is_empty() {
+            let password = std::fs::read_to_string(&c.password_file)
+                .map_err(|e| format!("cannot read cluster.password_file {}: {e}", c.password_file))?;
+            let mut parsed = url::Url::parse(&url).map_err(|e| format!("cluster.redis: {e}"))?;
+            parsed
+                .set_password(Some(password.trim_end_matches(['\r', '\n'])))
+                .map_err(|()| "the Redis URL cannot carry a password".to_owned())?;
+            url = parsed.to_string();
+        }
+        let ca_pem = self.cluster_ca().map_err(|why| format!("cluster.ca_file: {why}"))?;
+        Ok(Some(ClusterConfig {
+            url,
+            ca_pem,
+            key_prefix: c.key_prefix.clone(),
+            connect_timeout: c.connect_timeout.0,
+            command_timeout: c.command_timeout.0,
+            on_error: match c.on_error {
+                ClusterOnErrorName::Continue => OnClusterError::Continue,
+                ClusterOnErrorName::Refuse => OnClusterError::Refuse,
+            },
+        }))
+    }
+
+    /// The User-Agent for robots.txt fetches.
+    pub fn user_agent(&self) -> String {
+        if self.agent.user_agent.is_empty() {
+            format!("{} robotsgate/{}", self.agent.token.0, env!("CARGO_PKG_VERSION"))
+        } else {
+            self.agent.user_agent.clone()
+        }
+    }
+
+    /// The pacing settings as the pacer takes them.
+    pub fn pacing_config(&self) -> PacingConfig {
+        let p = &self.pacing;
+        PacingConfig {
+            enabled: p.enabled,
+            min_delay: p.min_delay.0,
+            max_delay: p.max_delay.0,
+            max_wait: p.max_wait.0,
+            max_queue_per_origin: p.max_queue_per_origin,
+            initial_backoff: p.initial_backoff.0,
+            max_backoff: p.max_backoff.0,
+            max_origins: p.max_origins,
+            hosts: p
+                .hosts
+                .iter()
+                .map(|h| HostRule {
+                    hosts: h.hosts.0.clone(),
+                    delay: h.delay.map(|d| d.0),
+                    max_concurrency: h.max_concurrency,
+                    reason: if h.reason.is_empty() {
+                        "no reason given".into()
+                    } else {
+                        h.reason.as_str().into()
+                    },
+                    expires: h.expires.map(|e| e.0),
+                })
+                .collect(),
+        }
+    }
+
+    /// The `[purpose]` settings as the layer takes them.
+    pub fn purpose(&self) -> robotsgate::layer::PurposeSettings {
+        let p = &self.purpose;
+        let of = |v: &[super::values::CategoryValue]| robotsgate::policy::Purpose::of(v.iter().map(|c| c.0));
+        robotsgate::layer::PurposeSettings {
+            default: of(&p.default),
+            users: p.users.iter().map(|(u, v)| (u.clone(), of(v))).collect(),
+            header: p.header.0.clone(),
+            unknown: match p.unknown {
+                super::sections::UnknownName::Allow => robotsgate::policy::UnknownUsage::Allow,
+                super::sections::UnknownName::Refuse => robotsgate::policy::UnknownUsage::Refuse,
+            },
+            enforce_response: p.enforce_response,
+        }
+    }
+
+    /// The overrides as the policy takes them.
+    pub fn overrides(&self) -> Vec<Override> {
+        self.policy
+            .overrides
+            .iter()
+            .map(|o| Override {
+                hosts: o.hosts.0.clone(),
+                action: match o.action {
+                    ActionName::Allow => OverrideAction::Allow,
+                    ActionName::Deny => OverrideAction::Deny,
+                },
+                reason: o.reason.as_str().into(),
+                expires: o.expires.map(|e| e.0),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_file_line_and_key() {
+        let e =
+            Config::parse("a.toml", "[proxy]\nlisten = \"127.0.0.1:3128\"\nlisten_typo = 1\n").unwrap_err();
+        assert_eq!(e.line.map(|l| l.0), Some(3), "{e}");
+        assert!(e.to_string().contains("listen_typo"), "{e}");
+        let e = Config::parse("a.toml", "[policy]\nprofile = \"strict\"\n").unwrap_err();
+        assert_eq!((e.line.map(|l| l.0), e.key.as_deref()), (Some(2), Some("policy.profile")), "{e}");
+        assert!(e.message.contains("google, rfc or conservative"), "{e}");
+        let e = Config::parse("a.toml", "[agent]\ntoken = \"MJ12bot\"\n").unwrap_err();
+        assert!(e.to_string().starts_with("a.toml:2:"), "{e}");
+        let e = Config::parse("a.toml", "[policy]\nmin_ttl = \"2h\"\nmax_ttl = \"1h\"\n").unwrap_err();
+        assert_eq!((e.line.map(|l| l.0), e.key.as_deref()), (Some(2), Some("policy.min_ttl")), "{e}");
+        let e = Config::parse("a.toml", "[agent]\ntoken = \"FooBot\"\nuser_agent = \"BarBot/1.0\"\n")
+            .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("agent.user_agent"), "{e}");
+        let e = Config::parse("a.toml", "[fetch]\ntotal_timeout = \"0s\"\n").unwrap_err();
+        assert_eq!((e.line.map(|l| l.0), e.key.as_deref()), (Some(2), Some("fetch.total_timeout")), "{e}");
+        let c = Config::parse("a.toml", "[fetch]\ntotal_timeout = \"45s\"\n").unwrap();
+        assert_eq!(c.fetch.total_timeout.0, std::time::Duration::from_secs(45));
+        let e = Config::parse("a.toml", "[guard]\nallow = [\"10.0.0.0/33\"]\n").unwrap_err();
+        assert_eq!(e.line.map(|l| l.0), Some(2), "{e}");
+        let e = Config::parse("a.toml", "[nope]\n").unwrap_err();
+        assert_eq!(e.line.map(|l| l.0), Some(1), "{e}");
+        let e = Config::parse("a.toml", "[policy\n").unwrap_err();
+        assert!(e.line.is_some(), "{e}");
+        let e = Config::parse("a.toml", "[purpose]\ndefault = [\"ai-train\"]\n").unwrap_err();
+        assert_eq!(e.line.map(|l| l.0), Some(2), "{e}");
+        assert!(e.to_string().contains("train-ai"), "{e}");
+        let e = Config::parse("a.toml", "[purpose]\nunknown = \"deny\"\n").unwrap_err();
+        assert!(e.to_string().contains("purpose") || e.line.map(|l| l.0) == Some(2), "{e}");
+        let e = Config::parse("a.toml", "[purpose.users]\nbob = [\"search\"]\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("purpose.users"), "{e}");
+        let ok = Config::parse(
+            "a.toml",
+            "[purpose]\ndefault = [\"train-ai\", \"search\"]\nheader = \"x-robots-purpose\"\n",
+        )
+        .unwrap();
+        let p = ok.purpose();
+        assert_eq!(p.default.to_string(), "train-ai,search");
+        assert_eq!(p.header.map(|h| h.to_string()).as_deref(), Some("x-robots-purpose"));
+    }
+
+    #[test]
+    fn cluster_ca_file_is_read_at_load_and_only_for_rediss() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str, content: &[u8]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, content).unwrap();
+            p.display().to_string()
+        };
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = params.self_signed(&key).unwrap().pem();
+        let good = file("ca.pem", ca.as_bytes());
+        let config = |url: &str, ca: &str| format!("[cluster]\nredis = \"{url}\"\nca_file = \"{ca}\"\n");
+        let c = Config::parse("a.toml", &config("rediss://redis.test:6380/0", &good)).unwrap();
+        assert_eq!(c.cluster_ca().unwrap().as_deref(), Some(ca.as_bytes()));
+        assert_eq!(Config::parse("a.toml", "").unwrap().cluster_ca(), Ok(None));
+        for (url, ca, why) in [
+            ("redis://redis.test:6379/0", good.clone(), "rediss://"),
+            ("", good.clone(), "rediss://"),
+            (
+                "rediss://redis.test:6380/0",
+                dir.path().join("absent.pem").display().to_string(),
+                "cannot read",
+            ),
+            (
+                "rediss://redis.test:6380/0",
+                file("key.pem", key.serialize_pem().as_bytes()),
+                "no PEM certificate",
+            ),
+            ("rediss://redis.test:6380/0", file("text.pem", b"just text\n"), "no PEM certificate"),
+            (
+                "rediss://redis.test:6380/0",
+                file("bad.pem", b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"),
+                "cannot be a root",
+            ),
+        ] {
+            let e = Config::parse("a.toml", &config(url, &ca)).unwrap_err();
+            assert_eq!((e.key.as_deref(), e.line.map(|l| l.0)), (Some("cluster.ca_file"), Some(3)), "{e}");
+            assert!(e.message.contains(why), "{url} {ca}: {e}");
+        }
+    }
+
+    #[test]
+    fn cluster_snapshot_ttl_is_30_days_unless_set_and_0s_is_for_ever() {
+        let day = std::time::Duration::from_secs(86_400);
+        assert_eq!(Config::parse("a.toml", "").unwrap().cluster.snapshot_ttl.0, 30 * day);
+        let c = Config::parse("a.toml", "[cluster]\nsnapshot_ttl = \"0s\"\n").unwrap();
+        assert!(c.cluster.snapshot_ttl.0.is_zero());
+        let c = Config::parse("a.toml", "[cluster]\nsnapshot_ttl = \"365d\"\n").unwrap();
+        assert_eq!(c.cluster.snapshot_ttl.0, 365 * day);
+    }
+
+    #[test]
+    fn audit_tamper_evidence_settings_are_checked_and_name_their_key() {
+        let e = Config::parse("a.toml", "[audit]\ncheckpoint_interval = \"10ms\"\n").unwrap_err();
+        assert_eq!(
+            (e.line.map(|l| l.0), e.key.as_deref()),
+            (Some(2), Some("audit.checkpoint_interval")),
+            "{e}"
+        );
+        let e = Config::parse("a.toml", "[audit]\nrotate_size = \"1KiB\"\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("audit.rotate_size"), "{e}");
+        let e = Config::parse("a.toml", "[audit]\nrotate_interval = \"100ms\"\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("audit.rotate_interval"), "{e}");
+        let ok = Config::parse(
+            "a.toml",
+            "[audit]\ncheckpoint_every = 0\ncheckpoint_interval = \"0s\"\nrotate_size = \"0\"\n",
+        );
+        assert!(ok.is_ok(), "0 turns them off: {:?}", ok.err());
+    }
+
+    #[test]
+    fn pacing_settings_are_checked_and_name_their_key() {
+        let e = Config::parse("a.toml", "[pacing]\nmin_delay = \"1m\"\nmax_delay = \"30s\"\n").unwrap_err();
+        assert_eq!((e.line.map(|l| l.0), e.key.as_deref()), (Some(2), Some("pacing.min_delay")), "{e}");
+        let e = Config::parse("a.toml", "[pacing]\nmax_wait = \"soon\"\n").unwrap_err();
+        assert_eq!(e.line.map(|l| l.0), Some(2), "{e}");
+        let e = Config::parse("a.toml", "[pacing]\nmax_queue_per_origin = 0\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("pacing.max_queue_per_origin"), "{e}");
+        let text = "[[pacing.hosts]]\nhosts = \"a.example\"\ndelay = \"2s\"\n\n[[pacing.hosts]]\nhosts = \"*.b.example\"\nreason = \"r\"\n";
+        let e = Config::parse("a.toml", text).unwrap_err();
+        assert_eq!((e.line.map(|l| l.0), e.key.as_deref()), (Some(5), Some("pacing.hosts")), "{e}");
+        assert!(e.message.contains("entry 2 (*.b.example): needs a delay or a max_concurrency"), "{e}");
+        let e = Config::parse("a.toml", "[[pacing.hosts]]\nhosts = \"a.example\"\nmax_concurrency = 0\n")
+            .unwrap_err();
+        assert!(e.message.contains("at least 1"), "{e}");
+        let e =
+            Config::parse("a.toml", "[[pacing.hosts]]\nhosts = \"a.example\"\ndelai = \"2s\"\n").unwrap_err();
+        assert_eq!(e.line.map(|l| l.0), Some(3), "{e}");
+        let c = Config::parse(
+            "a.toml",
+            "[pacing]\nmin_delay = \"500ms\"\n[[pacing.hosts]]\nhosts = \"*.example.com\"\nmax_concurrency = 4\nreason = \"ops asked\"\nexpires = 2027-01-01\n",
+        )
+        .unwrap();
+        let p = c.pacing_config();
+        assert_eq!(p.min_delay, std::time::Duration::from_millis(500));
+        assert_eq!((p.hosts[0].max_concurrency, &*p.hosts[0].reason), (Some(4), "ops asked"));
+        assert!(p.hosts[0].expires.is_some() && p.hosts[0].delay.is_none());
+    }
+}

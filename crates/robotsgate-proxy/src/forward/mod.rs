@@ -1,0 +1,237 @@
+//! Forwarding, the service below [`RobotsLayer`]: what the proxy does with a request the
+//! layer let through, whether it came to the listener or inside an intercepted tunnel.
+//!
+//! - Absolute-form requests (`GET http://host/path`) are forwarded over pooled
+//!   keep-alive connections, bodies streamed both ways. A client connection that keeps
+//!   asking for the same origin (16 requests in a row, 256 for https) gets an upstream
+//!   connection of its own for it (see `Sticky`), closed with the client's. Hop-by-hop
+//!   headers (RFC 9110
+//!   §7.6.1: `Connection` and the headers it lists, `Keep-Alive`, `TE`, `Trailer`,
+//!   `Transfer-Encoding`, `Upgrade`, and every `Proxy-*`) are removed both ways and `Via`
+//!   is added.
+//! - `CONNECT host:port` is tunnelled after a host-level check (the layer decides `/`).
+//! - An origin that cannot be reached gives `502`, a timeout `504`, a destination the
+//!   guard refuses `403`, a request that is not a proxy request `400`; each with a
+//!   `text/plain` body saying why and the header `x-robotsgate`.
+//!
+//! [`RobotsLayer`]: robotsgate::layer::RobotsLayer
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::header::{self, HeaderValue};
+use http::{Method, Request, Response};
+use http_body_util::{BodyExt, Either};
+use hyper::body::Incoming;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::Service;
+
+use crate::metrics::Metrics;
+use robotsgate::net::{Connector, Pool};
+use robotsgate::{Refusal, RefusalKind};
+
+mod errors;
+mod headers;
+mod service;
+mod sticky;
+mod tunnel;
+mod upgrade;
+
+use errors::{UpstreamError, upstream_error, upstream_error_class};
+use headers::{append_via, host_header};
+use sticky::KEPT_OPENING;
+
+pub(crate) use errors::{connect_refusal, not_a_proxy_request};
+pub use headers::strip_hop_by_hop;
+pub(crate) use headers::{HeadLimit, own_via};
+pub use service::ProxyBody;
+pub(crate) use service::{ProxyService, boxed};
+pub(crate) use sticky::Sticky;
+pub(crate) use tunnel::PreConnected;
+
+/// How requests are forwarded.
+#[derive(Debug, Clone)]
+pub struct ForwardConfig {
+    /// From sending a request upstream to its response headers.
+    pub upstream_timeout: Duration,
+    /// The `Via` pseudonym.
+    pub via: String,
+    /// A tunnel with no bytes either way for this long is closed.
+    pub tunnel_idle_timeout: Duration,
+}
+
+impl Default for ForwardConfig {
+    fn default() -> Self {
+        ForwardConfig {
+            upstream_timeout: Duration::from_secs(60),
+            via: "robotsgate".into(),
+            tunnel_idle_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Forwards proxy requests to origins (the service below
+/// [`RobotsLayer`](robotsgate::layer::RobotsLayer)).
+#[derive(Clone)]
+pub struct Forwarder {
+    inner: Arc<ForwarderInner>,
+}
+
+#[derive(Clone)]
+struct ForwarderInner {
+    /// Keep-alive connections to origins, shared with the robots.txt fetcher.
+    pool: Pool,
+    connector: Connector,
+    /// For the connections a client connection keeps ([`Sticky`]): HTTP/1.1 only.
+    sticky_connector: Connector,
+    /// Permits to open kept connections ([`KEPT_OPENING`]).
+    opening: Arc<tokio::sync::Semaphore>,
+    upstream_timeout: Duration,
+    tunnel_idle_timeout: Duration,
+    metrics: Option<Arc<Metrics>>,
+    via: HeaderValue,
+    tunnels: TaskTracker,
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for Forwarder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forwarder")
+            .field("upstream_timeout", &self.inner.upstream_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Forwarder {
+    /// A forwarder sending through `pool` (whose connector's TLS config should offer h2
+    /// and http/1.1); tunnels and upgrades connect through the pool's connector.
+    pub fn new(pool: Pool, config: &ForwardConfig) -> Forwarder {
+        let connector = pool.connector().clone();
+        let via = HeaderValue::from_str(&format!("1.1 {}", config.via))
+            .unwrap_or(HeaderValue::from_static("1.1 robotsgate"));
+        let inner = ForwarderInner {
+            pool,
+            sticky_connector: connector.http1_only(),
+            opening: Arc::new(tokio::sync::Semaphore::new(KEPT_OPENING)),
+            connector,
+            upstream_timeout: config.upstream_timeout,
+            tunnel_idle_timeout: config.tunnel_idle_timeout,
+            metrics: None,
+            via,
+            tunnels: TaskTracker::new(),
+            shutdown: CancellationToken::new(),
+        };
+        Forwarder { inner: Arc::new(inner) }
+    }
+
+    /// Counts upstream errors in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Forwarder {
+        Arc::make_mut(&mut self.inner).metrics = Some(metrics);
+        self
+    }
+
+    fn upstream_failed(&self, class: &'static str) {
+        if let Some(m) = &self.inner.metrics {
+            m.upstream_error(class);
+        }
+    }
+
+    async fn forward(self, req: Request<Incoming>) -> Response<ProxyBody> {
+        if req.method() == Method::CONNECT {
+            return self.tunnel(req).await;
+        }
+        let head = req.method() == Method::HEAD;
+        if req.uri().scheme().is_none() {
+            return boxed(not_a_proxy_request(head));
+        }
+        if upgrade::wants_websocket(&req) {
+            return self.upgrade(req).await;
+        }
+        let (mut parts, body) = req.into_parts();
+        let sticky = parts.extensions.remove::<Sticky>();
+        strip_hop_by_hop(&mut parts.headers);
+        append_via(&mut parts.headers, &self.inner.via);
+        // RFC 9112 §3.2.2: the target's authority replaces the client's Host, so the
+        // origin serves the host whose robots.txt was checked (default port left out).
+        let default_port = if parts.uri.scheme_str() == Some("https") { 443 } else { 80 };
+        if let Some(host) = parts.uri.authority().and_then(|a| host_header(a, default_port)) {
+            parts.headers.insert(header::HOST, host);
+        }
+        parts.extensions = http::Extensions::new();
+        parts.version = http::Version::HTTP_11;
+        let upstream = Request::from_parts(parts, body);
+        let sent = async {
+            match &sticky {
+                Some(sticky) => self.send_sticky(sticky, upstream).await,
+                None => self.send_pooled(upstream).await,
+            }
+        };
+        match tokio::time::timeout(self.inner.upstream_timeout, sent).await {
+            Err(_) => {
+                self.upstream_failed("timeout");
+                let why = format!("the origin did not answer within {:?}", self.inner.upstream_timeout);
+                boxed(Refusal::new(RefusalKind::UpstreamTimeout, why).into_response(head))
+            }
+            Ok(Err(UpstreamError::Pool(e))) => {
+                self.upstream_failed(upstream_error_class(&e));
+                boxed(upstream_error(e).into_response(head))
+            }
+            Ok(Err(UpstreamError::Kept(e))) => {
+                self.upstream_failed("protocol");
+                boxed(Refusal::upstream_failed(&e).into_response(head))
+            }
+            Ok(Ok(res)) => {
+                let (mut parts, body) = res.into_parts();
+                strip_hop_by_hop(&mut parts.headers);
+                append_via(&mut parts.headers, &self.inner.via);
+                // The proxy speaks HTTP/1.1 to its clients whatever the origin spoke.
+                parts.version = http::Version::HTTP_11;
+                Response::from_parts(parts, body)
+            }
+        }
+    }
+
+    /// Sends `req` through the pool.
+    async fn send_pooled(&self, req: Request<Incoming>) -> Result<Response<ProxyBody>, UpstreamError> {
+        match self.inner.pool.send(req.map(Either::Left)).await {
+            Ok(res) => Ok(res.map(|b| b.map_err(Into::into).boxed())),
+            Err(e) => Err(UpstreamError::Pool(e)),
+        }
+    }
+
+    /// The tunnels this forwarder opened (CONNECT, and intercepted ones the listener
+    /// starts): the proxy waits for them on shutdown.
+    pub(crate) fn tunnels(&self) -> &TaskTracker {
+        &self.inner.tunnels
+    }
+
+    /// The `Via` header value this forwarder adds.
+    pub(crate) fn via(&self) -> &HeaderValue {
+        &self.inner.via
+    }
+
+    /// Closes the tunnels still open (the shutdown grace period is over).
+    pub(crate) fn close_tunnels(&self) {
+        self.inner.shutdown.cancel();
+    }
+}
+
+impl Service<Request<Incoming>> for Forwarder {
+    type Response = Response<ProxyBody>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<Incoming>) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move { Ok(this.forward(req).await) })
+    }
+}

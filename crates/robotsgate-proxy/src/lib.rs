@@ -1,0 +1,19 @@
+//! The robotsgate proxy process: everything only the `robotsgate` binary needs —
+//! configuration files, the listener and forwarder, CONNECT and TLS interception with the
+//! local CA, proxy users, metrics and the admin endpoints, and the command line.
+//!
+//! It stands on the `robotsgate` library like any embedder: the library decides (robots.txt,
+//! pacing, audit), this crate listens, forwards and wires. Its modules are public for the
+//! binary (`src/main.rs`) and this crate's integration tests; embedders use the library.
+
+pub mod admin;
+pub mod app;
+pub mod auth;
+pub mod ca;
+pub mod cli;
+pub mod config;
+pub mod forward;
+pub mod intercept;
+pub mod metrics;
+mod prefixed;
+pub mod proxy;

@@ -1,0 +1,137 @@
+//! One client connection: HTTP/1.1 served with hyper, and each request authenticated,
+//! then handed to interception (`CONNECT` to an intercepted origin) or to the robots layer
+//! over the forwarder.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{self};
+use http::{Method, Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tower::ServiceExt;
+
+use super::shared::Shared;
+use super::sniff;
+use crate::forward::{HeadLimit, ProxyBody, Sticky, boxed, not_a_proxy_request, own_via};
+use crate::intercept::{self};
+use crate::metrics::Arrival;
+use robotsgate::layer::{ClientAddr, ProxyUser, Transport};
+use robotsgate::origin::{Origin, Scheme};
+
+/// Serves one client connection.
+pub(super) async fn serve_connection(stream: tokio::net::TcpStream, client: SocketAddr, shared: Arc<Shared>) {
+    let stop = shared.stop.clone();
+    let config = shared.config.clone();
+    let sticky = Sticky::default();
+    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let shared = shared.clone();
+        let sticky = sticky.clone();
+        async move {
+            let started = tokio::time::Instant::now();
+            let version = req.version();
+            let mut res = handle(req, client, &shared, sticky).await;
+            own_via(&mut res, &shared.via);
+            if let Some(m) = &shared.metrics {
+                m.request(Arrival::Proxy, version, started.elapsed());
+            }
+            Ok::<_, Infallible>(res)
+        }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_read_timeout)
+        // The limit itself is robotsgate's check (HeadLimit), which says what was over it;
+        // hyper's buffer only bounds the heads it can read at all.
+        .max_buf_size(HeadLimit(config.max_header_bytes).buffer())
+        .keep_alive(true);
+    let conn = builder.serve_connection(TokioIo::new(stream), svc).with_upgrades();
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!(%client, error = %e, "connection ended with an error");
+            }
+        }
+        _ = stop.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
+/// Whether the `CONNECT` target is on the interception bypass list: known TLS hosts,
+/// checked before the `200` whatever the port.
+fn bypassed(shared: &Shared, req: &Request<Incoming>) -> bool {
+    let Some(interception) = &shared.interception else { return false };
+    req.uri()
+        .authority()
+        .and_then(|a| Origin::from_authority(Scheme::Https, a.as_str()).ok())
+        .is_some_and(|o| interception.bypasses(&o))
+}
+
+/// One request from a client: authentication, then interception or the robots service.
+async fn handle(
+    mut req: Request<Incoming>,
+    client: SocketAddr,
+    shared: &Arc<Shared>,
+    sticky: Sticky,
+) -> Response<ProxyBody> {
+    let head = req.method() == Method::HEAD;
+    if let Some(refusal) = HeadLimit(shared.config.max_header_bytes).check(&req) {
+        if let Some(m) = &shared.metrics {
+            m.refused("header-too-large");
+        }
+        return boxed(refusal.into_response(head));
+    }
+    // A request for the proxy itself, not through it: no robots decision.
+    if req.method() != Method::CONNECT && req.uri().scheme().is_none() {
+        return boxed(not_a_proxy_request(head));
+    }
+    let mut user = None;
+    if let Some(auth) = shared.auth.as_ref().filter(|a| a.enabled()) {
+        match auth.authenticate(req.headers()).await {
+            Ok(u) => user = Some(u),
+            Err(refusal) => {
+                if let Some(m) = &shared.metrics {
+                    m.refused("auth");
+                }
+                return boxed(auth.challenge(&refusal, head));
+            }
+        }
+    }
+    if let Some(u) = &user {
+        req.extensions_mut().insert(ProxyUser(u.clone()));
+    }
+    req.extensions_mut().insert(ClientAddr(client));
+    if req.method() == Method::CONNECT
+        && let Some(interception) = shared.interception.clone()
+        && let Some(origin) =
+            req.uri().authority().and_then(|a| Origin::from_authority(Scheme::Https, a.as_str()).ok())
+        && interception.applies(&origin)
+    {
+        let inside = shared.inside(client, user);
+        shared.tunnels.spawn(async move {
+            match hyper::upgrade::on(req).await {
+                Ok(upgraded) => intercept::serve(upgraded, origin, interception, inside).await,
+                Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+            }
+        });
+        let mut res = Response::new(Full::new(Bytes::new()).map_err(|never| match never {}).boxed());
+        res.headers_mut().insert(header::VIA, shared.via.clone());
+        return res;
+    }
+    if req.method() != Method::CONNECT {
+        // (Transport::Proxy is the layer's default: not inserted per request.)
+        req.extensions_mut().insert(sticky);
+    } else if sniff::sniffed_port(req.uri().port_u16()) && !bypassed(shared, &req) {
+        return sniff::connect_then_sniff(req, shared).await;
+    } else {
+        req.extensions_mut().insert(Transport::Connect);
+    }
+    shared.answer(req).await
+}

@@ -1,0 +1,326 @@
+//! The forward proxy's listener: an HTTP/1.1 listener whose requests go through
+//! [`RobotsLayer`] and then to the [`Forwarder`], or, for intercepted `CONNECT` tunnels,
+//! to [`intercept`](crate::intercept).
+//!
+//! - Clients from networks that are not allowed are answered `403` and closed; proxy
+//!   users authenticate with `Proxy-Authorization` when users are configured.
+//! - Connections are served on the caller's runtime, or with [`Proxy::with_workers`] on
+//!   worker threads, each with a single-threaded runtime of its own (one per CPU is what
+//!   `robotsgate run` does): a connection stays on one thread.
+//! - Shutdown: stop accepting, let connections finish for a grace period, then close.
+//!
+//! [`RobotsLayer`]: robotsgate::layer::RobotsLayer
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::admin::Readiness;
+use crate::auth::ProxyAuth;
+use crate::forward::{Forwarder, ProxyService};
+use crate::intercept::Interception;
+use crate::metrics::Metrics;
+use robotsgate::layer::RobotsLayer;
+
+mod clients;
+mod connection;
+mod shared;
+mod sniff;
+mod workers;
+
+pub use clients::ClientNetworks;
+use clients::refuse_client;
+use connection::serve_connection;
+use shared::Shared;
+use workers::Workers;
+
+/// Binds a listener on `addr` with room for `backlog` connections not yet accepted (the
+/// runtime's default is 1024, and the kernel may cap that further). The kernel holds at
+/// most `net.core.somaxconn`: when that is lower, the backlog is that, and a warning says
+/// so.
+pub fn listen(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
+    let socket =
+        if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    if let Some(max) = somaxconn()
+        && max < backlog
+    {
+        tracing::warn!(
+            requested = backlog,
+            somaxconn = max,
+            "proxy.listen_backlog is capped by the kernel's net.core.somaxconn; raise that (sysctl) for more"
+        );
+    }
+    socket.listen(backlog)
+}
+
+/// The kernel's cap on listen backlogs (Linux), if it can be read.
+fn somaxconn() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn").ok()?.trim().parse().ok()
+}
+
+/// How the proxy listens.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// How long in-flight requests may take to finish on shutdown.
+    pub shutdown_grace: Duration,
+    /// Time a client has to send a request's headers (also how long an idle keep-alive
+    /// connection is kept).
+    pub header_read_timeout: Duration,
+    /// Client connections served at once; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// Most bytes of request head (request line and headers) read.
+    pub max_header_bytes: usize,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        ProxyConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 3128)),
+            shutdown_grace: Duration::from_secs(30),
+            header_read_timeout: Duration::from_secs(30),
+            max_connections: 10_000,
+            max_header_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// A running forward proxy.
+pub struct Proxy {
+    listener: TcpListener,
+    layer: RobotsLayer,
+    forwarder: Forwarder,
+    config: ProxyConfig,
+    interception: Option<Interception>,
+    auth: Option<ProxyAuth>,
+    clients: ClientNetworks,
+    metrics: Option<Arc<Metrics>>,
+    ready: Readiness,
+    workers: Option<usize>,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy").field("listen", &self.listener.local_addr().ok()).finish_non_exhaustive()
+    }
+}
+
+impl Proxy {
+    /// Binds the listener.
+    pub async fn bind(config: ProxyConfig, layer: RobotsLayer, forwarder: Forwarder) -> io::Result<Proxy> {
+        let listener = listen(config.listen, 4096)?;
+        Ok(Self::from_listener(listener, config, layer, forwarder))
+    }
+
+    /// A proxy on a listener bound already.
+    pub fn from_listener(
+        listener: TcpListener,
+        config: ProxyConfig,
+        layer: RobotsLayer,
+        forwarder: Forwarder,
+    ) -> Proxy {
+        Proxy {
+            listener,
+            layer,
+            forwarder,
+            config,
+            interception: None,
+            auth: None,
+            clients: ClientNetworks::default(),
+            metrics: None,
+            ready: Readiness::default(),
+            workers: None,
+        }
+    }
+
+    /// Serves connections on `n` worker threads (0: one per CPU this process may use),
+    /// each running a single-threaded tokio runtime, instead of on the runtime that calls
+    /// [`Proxy::run`], which keeps accepting. Connections are handed out in turn, and a
+    /// connection with everything it starts stays on its worker: no work stealing and no
+    /// wake-ups across threads while a request is forwarded.
+    pub fn with_workers(mut self, n: usize) -> Proxy {
+        self.workers = Some(if n == 0 { workers::default_count() } else { n });
+        self
+    }
+
+    /// Intercepts CONNECT tunnels (TLS with leaves from the local CA) for per-path checks.
+    pub fn with_interception(mut self, interception: Interception) -> Proxy {
+        self.interception = Some(interception);
+        self
+    }
+
+    /// Requires `Proxy-Authorization` when `auth` has users; the user name goes into the
+    /// request extensions ([`robotsgate::layer::ProxyUser`]).
+    pub fn with_auth(mut self, auth: ProxyAuth) -> Proxy {
+        self.auth = Some(auth);
+        self
+    }
+
+    /// Only these client networks may connect.
+    pub fn with_client_networks(mut self, clients: ClientNetworks) -> Proxy {
+        self.clients = clients;
+        self
+    }
+
+    /// Counts connections, requests and refusals in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Proxy {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Reports whether the proxy accepts connections (for `/readyz`).
+    pub fn with_readiness(mut self, ready: Readiness) -> Proxy {
+        self.ready = ready;
+        self
+    }
+
+    /// The address it listens on (with the port the system chose for port 0).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `shutdown` completes, then drains: stops accepting, lets requests in
+    /// flight finish within the grace period, and returns.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
+        let workers = self.workers.map(Workers::start).transpose()?;
+        if let Some(w) = &workers {
+            tracing::debug!(workers = w.len(), "serving connections on worker threads");
+        }
+        let connections = TaskTracker::new();
+        let stop = CancellationToken::new();
+        let service = ProxyService::new(&self.layer, self.forwarder.clone());
+        let shared = Arc::new(Shared {
+            service,
+            forwarder: self.forwarder.clone(),
+            interception: self.interception.clone(),
+            auth: self.auth.clone(),
+            metrics: self.metrics.clone(),
+            tunnels: self.forwarder.tunnels().clone(),
+            stop: stop.clone(),
+            via: self.forwarder.via().clone(),
+            config: self.config.clone(),
+        });
+        let slots = Arc::new(tokio::sync::Semaphore::new(self.config.max_connections.max(1)));
+        self.ready.set(true);
+        tokio::pin!(shutdown);
+        loop {
+            let permit = tokio::select! {
+                _ = &mut shutdown => break,
+                p = slots.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+            };
+            let (stream, client) = tokio::select! {
+                _ = &mut shutdown => break,
+                accepted = self.listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off briefly, keep serving.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            if !self.clients.allows(client.ip()) {
+                if let Some(m) = &self.metrics {
+                    m.refused("client-network");
+                }
+                tracing::info!(%client, "connection from a client network that is not allowed");
+                connections.spawn(refuse_client(stream, shared.via.clone()));
+                continue;
+            }
+            let _ = stream.set_nodelay(true);
+            let shared = shared.clone();
+            let _open = shared.metrics.as_ref().map(|m| m.connection());
+            match &workers {
+                None => {
+                    connections.spawn(async move {
+                        let (_permit, _open) = (permit, _open);
+                        serve_connection(stream, client, shared).await;
+                    });
+                }
+                Some(workers) => {
+                    // Out of this runtime's reactor, into the worker's.
+                    let stream = match stream.into_std() {
+                        Ok(s) => s,
+                        Err(e) => {
+                            tracing::warn!(%client, error = %e, "cannot hand a connection to a worker");
+                            continue;
+                        }
+                    };
+                    connections.spawn_on(
+                        async move {
+                            let (_permit, _open) = (permit, _open);
+                            match tokio::net::TcpStream::from_std(stream) {
+                                Ok(stream) => serve_connection(stream, client, shared).await,
+                                Err(e) => {
+                                    tracing::warn!(%client, error = %e, "worker cannot take a connection")
+                                }
+                            }
+                        },
+                        workers.next(),
+                    );
+                }
+            }
+        }
+        // Drain.
+        self.ready.set(false);
+        drop(self.listener);
+        stop.cancel();
+        connections.close();
+        self.forwarder.tunnels().close();
+        let grace = self.config.shutdown_grace;
+        let drained = tokio::time::timeout(grace, async {
+            connections.wait().await;
+            self.forwarder.tunnels().wait().await;
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(?grace, "shutdown grace period over; closing the remaining connections");
+            self.forwarder.close_tunnels();
+        }
+        if let Some(workers) = workers {
+            // Whatever is still on a worker (connections past the grace period, idle
+            // upstream connections) ends with its runtime.
+            workers.stop().await;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel reports a listening socket's backlog as its send queue (`ss -ltn`).
+    fn reported_backlog(port: u16) -> Option<u32> {
+        let out =
+            std::process::Command::new("ss").args(["-ltnH", &format!("sport = :{port}")]).output().ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.split_whitespace().nth(2)?.parse().ok()
+    }
+
+    #[tokio::test]
+    async fn the_listen_backlog_is_the_configured_one_within_the_kernels_cap() {
+        let cap = somaxconn().unwrap_or(u32::MAX);
+        for backlog in [16, 4096] {
+            let listener = listen("127.0.0.1:0".parse().unwrap(), backlog).unwrap();
+            let port = listener.local_addr().unwrap().port();
+            match reported_backlog(port) {
+                Some(n) => assert_eq!(n, backlog.min(cap), "backlog {backlog}"),
+                None => eprintln!("ss is not available: the backlog is not checked"),
+            }
+        }
+    }
+}

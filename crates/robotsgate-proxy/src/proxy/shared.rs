@@ -1,0 +1,54 @@
+//! [`Shared`]: what every connection task of a listener needs, behind one `Arc`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::header::HeaderValue;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
+
+use super::ProxyConfig;
+use crate::auth::ProxyAuth;
+use crate::forward::{Forwarder, HeadLimit, ProxyBody, ProxyService};
+use crate::intercept::{Inside, Interception};
+use crate::metrics::Metrics;
+
+/// What every connection task needs (behind one `Arc`: requests clone it).
+pub(super) struct Shared {
+    pub(super) service: ProxyService,
+    pub(super) forwarder: Forwarder,
+    pub(super) interception: Option<Interception>,
+    pub(super) auth: Option<ProxyAuth>,
+    pub(super) metrics: Option<Arc<Metrics>>,
+    pub(super) tunnels: TaskTracker,
+    pub(super) stop: CancellationToken,
+    pub(super) via: HeaderValue,
+    pub(super) config: ProxyConfig,
+}
+
+impl Shared {
+    /// The answer of the robots layer over the forwarder.
+    pub(super) async fn answer(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+        match self.service.clone().oneshot(req).await {
+            Ok(res) => res,
+            Err(never) => match never {},
+        }
+    }
+
+    /// What serving HTTP inside a tunnel of `client` needs.
+    pub(super) fn inside(&self, client: SocketAddr, user: Option<Arc<str>>) -> Inside {
+        Inside {
+            service: self.service.clone(),
+            client,
+            user,
+            stop: self.stop.clone(),
+            via: self.via.clone(),
+            head_limit: HeadLimit(self.config.max_header_bytes),
+            header_read_timeout: self.config.header_read_timeout,
+            metrics: self.metrics.clone(),
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! `CONNECT` to a port that is not intercepted (and not 443, nor a host on the interception
+//! bypass list, which are known to be TLS and checked before the `200` as they always
+//! were): the proxy connects to the
+//! target, answers `200`, and then reads the client's first bytes to see what the tunnel
+//! carries, since the port does not say (`ws://host:8080` opened with `CONNECT`, HTTPS on
+//! 8443):
+//!
+//! - a TLS handshake: the host is checked (`/` on `https://host:port`) and the bytes are
+//!   tunnelled; when it is refused the client gets a TLS alert (`access_denied`, or
+//!   `internal_error` when robots.txt could not be had) instead of a handshake, since an
+//!   HTTP answer is no longer possible after the `200`;
+//! - plain HTTP: the tunnel is served as an HTTP connection to `http://host:port`, each
+//!   request checked on its path like one sent to the listener (better than the host);
+//! - anything else, or nothing within `proxy.header_read_timeout`: the host is checked as
+//!   before (`/` on `https://host:port`, `http://` for port 80) and the bytes are tunnelled.
+//!
+//! The audit record's `transport` says which (`connect-tls`, `connect-http`,
+//! `connect-opaque`). A destination the guard refuses, or that cannot be reached, is still
+//! answered before the `200` (`403`, `502`, `504`).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::shared::Shared;
+use crate::forward::{PreConnected, ProxyBody, boxed, connect_refusal};
+use crate::intercept;
+use crate::prefixed::Prefixed;
+use robotsgate::layer::Transport;
+use robotsgate::net::ConnectError;
+use robotsgate::origin::{Origin, Scheme};
+use robotsgate::{Refusal, RefusalKind};
+
+/// What the first bytes of a tunnel say it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Carries {
+    /// A TLS record (a ClientHello).
+    Tls,
+    /// An HTTP/1.x request line (or the HTTP/2 connection preface).
+    Http,
+    /// Neither.
+    Other,
+}
+
+/// The starts of what an HTTP client sends first.
+const HTTP_STARTS: &[&[u8]] =
+    &[b"GET ", b"HEAD ", b"POST ", b"PUT ", b"DELETE ", b"OPTIONS ", b"PATCH ", b"TRACE ", b"PRI * HTTP/2.0"];
+
+/// What `first` (the bytes read so far) says; `None` while more bytes could change it.
+pub(super) fn classify(first: &[u8]) -> Option<Carries> {
+    match first.first()? {
+        0x16 => return Some(Carries::Tls),
+        _ if HTTP_STARTS.iter().any(|s| first.starts_with(s)) => return Some(Carries::Http),
+        _ => {}
+    }
+    if HTTP_STARTS.iter().any(|s| s.starts_with(first)) { None } else { Some(Carries::Other) }
+}
+
+/// Handles a `CONNECT` decided after its `200` (see the module): connects first, then
+/// answers `200` and serves the tunnel in the background.
+pub(super) async fn connect_then_sniff(
+    mut req: Request<Incoming>,
+    shared: &Arc<Shared>,
+) -> Response<ProxyBody> {
+    let Some(origin) =
+        req.uri().authority().and_then(|a| Origin::from_authority(Scheme::Https, a.as_str()).ok())
+    else {
+        // The layer and the forwarder answer what cannot be read.
+        return shared.answer(req).await;
+    };
+    let upstream = match shared.forwarder.connect_tunnel(&origin).await {
+        Ok(s) => s,
+        // The layer makes (and audits) the guard's refusal as for any request.
+        Err(ConnectError::Denied { .. }) => return shared.answer(req).await,
+        Err(e) => return boxed(connect_refusal(&e).into_response(false)),
+    };
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    let shared2 = shared.clone();
+    shared.tunnels.spawn(async move {
+        let upgraded = match on_upgrade.await {
+            Ok(u) => u,
+            Err(e) => return tracing::debug!(error = %e, "CONNECT upgrade failed"),
+        };
+        serve_tunnel(TokioIo::new(upgraded), upstream, origin, req, &shared2).await;
+    });
+    boxed(Response::new(http_body_util::Full::new(Bytes::new())))
+}
+
+/// Reads the first bytes of the tunnel and serves it as what they say.
+async fn serve_tunnel(
+    mut client: TokioIo<hyper::upgrade::Upgraded>,
+    upstream: tokio::net::TcpStream,
+    origin: Origin,
+    mut req: Request<Incoming>,
+    shared: &Arc<Shared>,
+) {
+    let mut first = Vec::with_capacity(64);
+    let read = async {
+        let mut buf = [0u8; 64];
+        loop {
+            if let Some(c) = classify(&first) {
+                return c;
+            }
+            match client.read(&mut buf).await {
+                Ok(0) | Err(_) => return Carries::Other,
+                Ok(n) => first.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    let carries =
+        tokio::time::timeout(shared.config.header_read_timeout, read).await.unwrap_or(Carries::Other);
+    let client = Prefixed { prefix: Bytes::from(first), inner: client };
+    if carries == Carries::Http {
+        drop(upstream);
+        let user = req.extensions().get::<robotsgate::layer::ProxyUser>().map(|u| u.0.clone());
+        let client_addr = req.extensions().get::<robotsgate::layer::ClientAddr>().map(|c| c.0);
+        let Some(client_addr) = client_addr else { return };
+        let Ok(http_origin) = Origin::from_authority(Scheme::Http, &origin.authority()) else { return };
+        let inside = shared.inside(client_addr, user);
+        intercept::serve_http(client, &http_origin, Transport::ConnectHttp, inside).await;
+        return;
+    }
+    let transport = if carries == Carries::Tls { Transport::ConnectTls } else { Transport::ConnectOpaque };
+    req.extensions_mut().insert(transport);
+    req.extensions_mut().insert(PreConnected::new(client, upstream));
+    let pre = req.extensions().get::<PreConnected>().cloned();
+    let res = shared.answer(req).await;
+    if let Some(refusal) = res.extensions().get::<Refusal>() {
+        // Refused after the 200: the tunnel was not handed over; tell a TLS client why in
+        // its own terms, and close.
+        let Some((mut client, _upstream)) = pre.and_then(|p| p.take()) else { return };
+        if transport == Transport::ConnectTls {
+            let _ = tokio::time::timeout(
+                shared.config.header_read_timeout,
+                client.write_all(&tls_alert(refusal)),
+            )
+            .await;
+        }
+        let _ = client.shutdown().await;
+    }
+}
+
+/// A fatal TLS alert record for a refusal: `access_denied` (49) when robots.txt or the guard
+/// said no, `internal_error` (80) when it could not be decided.
+fn tls_alert(refusal: &Refusal) -> [u8; 7] {
+    let description = match refusal.kind() {
+        RefusalKind::Disallowed | RefusalKind::DestinationDenied | RefusalKind::ClientDenied => 49,
+        _ => 80,
+    };
+    [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, description]
+}
+
+/// Whether a `CONNECT` to `addr`'s port is decided after its `200` by what the tunnel
+/// carries: every port but 443, where TLS is assumed and the host is checked before the
+/// `200` (so that a refusal is a readable `403`).
+pub(super) fn sniffed_port(port: Option<u16>) -> bool {
+    port.is_some_and(|p| p != 443)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_bytes_tell_tls_http_and_other() {
+        assert_eq!(classify(b""), None);
+        assert_eq!(classify(&[0x16, 0x03, 0x01]), Some(Carries::Tls));
+        assert_eq!(classify(b"GET / HTTP/1.1\r\n"), Some(Carries::Http));
+        assert_eq!(classify(b"GE"), None, "could still be GET");
+        assert_eq!(classify(b"OPTIONS * HTTP/1.1"), Some(Carries::Http));
+        assert_eq!(classify(b"PRI * HTTP/2.0\r\n"), Some(Carries::Http));
+        assert_eq!(classify(b"ping through"), Some(Carries::Other));
+        assert_eq!(classify(b"SSH-2.0-OpenSSH"), Some(Carries::Other));
+        assert_eq!(classify(b"get / HTTP/1.1"), Some(Carries::Other), "methods are case-sensitive");
+        assert_eq!(classify(b"GETX"), Some(Carries::Other));
+        // Every proper prefix of a start is undecided; a start and more is HTTP.
+        for s in HTTP_STARTS {
+            assert_eq!(classify(&[s, &b"/x"[..]].concat()), Some(Carries::Http));
+            for n in 1..s.len() {
+                assert_eq!(classify(&s[..n]), None, "{:?}", &s[..n]);
+            }
+        }
+    }
+}

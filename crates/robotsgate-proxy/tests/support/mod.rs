@@ -1,0 +1,10 @@
+//! The proxy tests' support: the workspace's test kit (`crates/robotsgate-testkit`) and the
+//! proxy in process ([`proxy`]), included by each test crate with `mod support;`.
+#![allow(dead_code)]
+
+pub mod proxy;
+
+#[allow(unused_imports)]
+pub use proxy::*;
+#[allow(unused_imports)]
+pub use robotsgate_testkit::*;

@@ -1,0 +1,24 @@
+//! Test support of the robotsgate workspace (not published): what the integration tests of
+//! the library and of the proxy share, each using a part of it.
+//!
+//! - [`wait`]: the one bound ([`BOUND`]) and the bounded waits;
+//! - [`origin`]: the scripted origin ([`TestOrigin`], answering with [`Reply`]s);
+//! - [`body`]: the byte pattern, checksums, encoded and sized bodies;
+//! - [`client`]: requests through a proxy, raw HTTP/1.1, CONNECT and TLS in tunnels;
+//! - [`fetch`]: the `Fetcher` built through the public API;
+//! - [`audit`]: audit log records read back and checked;
+//! - [`ca`]: a test CA with a leaf for HTTPS origins;
+//! - [`redis`]: a real `redis-server` for the fleet-mode tests.
+//!
+//! Everything listens on loopback only, and every network await is bounded.
+
+pub mod audit;
+pub mod body;
+pub mod ca;
+pub mod client;
+pub mod fetch;
+pub mod origin;
+pub mod redis;
+pub mod wait;
+
+pub use self::{audit::*, body::*, ca::*, client::*, fetch::*, origin::*, redis::*, wait::*};
