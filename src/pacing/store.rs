@@ -28,11 +28,9 @@ pub(crate) struct Slot {
     at: Instant,
     prev: Option<Instant>,
     /// The same in a shared store's clock (milliseconds; `-1`: none), when it gave it.
-    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     shared: Option<(i64, i64)>,
 }
 
-#[cfg(feature = "cluster")]
 impl Slot {
     /// A slot a shared store gave: `wait` from now, at `at` (and after `prev`) in its
     /// clock, mirrored at `local` in the lane.

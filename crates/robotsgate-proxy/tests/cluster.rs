@@ -5,7 +5,7 @@
 //! back they share again; a value another program wrote is a miss.
 //!
 //! These tests need `redis-server` (Debian package `redis-server`), so they are ignored by
-//! default: `cargo test --test cluster -- --ignored` runs them (`.ci/run` does).
+//! default: `cargo test -p robotsgate-proxy --test cluster -- --ignored` runs them (`.ci/run` does).
 
 mod support;
 
@@ -34,7 +34,7 @@ fn gaps(origin: &TestOrigin, prefix: &str) -> Vec<Duration> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
 async fn replicas_keep_an_origins_crawl_delay_together() {
     let dir = temp_dir();
     let redis = RedisServer::start().await;
@@ -74,7 +74,7 @@ async fn replicas_keep_an_origins_crawl_delay_together() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
 async fn without_redis_replicas_go_on_alone_or_refuse_and_share_again_when_it_is_back() {
     let dir = temp_dir();
     let mut redis = RedisServer::start().await;
@@ -174,7 +174,7 @@ async fn without_redis_replicas_go_on_alone_or_refuse_and_share_again_when_it_is
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
 async fn a_value_another_program_wrote_is_a_miss() {
     let dir = temp_dir();
     let redis = RedisServer::start().await;
@@ -203,7 +203,7 @@ async fn a_value_another_program_wrote_is_a_miss() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
 async fn a_cold_origin_hit_through_every_replica_at_once_is_fetched_once() {
     let dir = temp_dir();
     let redis = RedisServer::start().await;
@@ -270,7 +270,7 @@ async fn a_cold_origin_hit_through_every_replica_at_once_is_fetched_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
 async fn a_lease_left_by_a_replica_that_died_blocks_no_one_past_it() {
     let dir = temp_dir();
     let redis = RedisServer::start().await;
@@ -298,7 +298,7 @@ async fn a_lease_left_by_a_replica_that_died_blocks_no_one_past_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
 async fn a_stored_copy_that_does_not_read_is_a_miss() {
     let dir = temp_dir();
     let redis = RedisServer::start().await;
@@ -344,7 +344,7 @@ async fn a_stored_copy_that_does_not_read_is_a_miss() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
 async fn the_password_comes_from_its_file_and_a_wrong_one_means_alone() {
     let dir = temp_dir();
     let redis = RedisServer::start_with_password("s3cret pass").await;
@@ -376,7 +376,7 @@ async fn the_password_comes_from_its_file_and_a_wrong_one_means_alone() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
 async fn over_rediss_with_the_operators_ca_replicas_share_copies_and_pacing() {
     let dir = temp_dir();
     // Redis speaks TLS only, with a certificate from a CA no webpki root knows.
@@ -446,7 +446,7 @@ fn hget_u64(redis: &RedisServer, key: &str, field: &str) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
 async fn a_cold_replica_decides_by_the_fleets_stale_copy_while_one_refreshes_it() {
     let dir = temp_dir();
     let redis = RedisServer::start().await;
@@ -553,7 +553,7 @@ fn explain(args: &[&str]) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
 async fn explain_finds_the_snapshot_in_redis_whichever_replica_decided() {
     let dir = temp_dir();
     let redis = RedisServer::start().await;
@@ -638,7 +638,7 @@ async fn explain_finds_the_snapshot_in_redis_whichever_replica_decided() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs redis-server (apt-get install redis-server): cargo test --test cluster -- --ignored"]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
 async fn a_stale_copy_past_this_replicas_own_limit_is_refreshed_not_used() {
     let dir = temp_dir();
     let redis = RedisServer::start().await;

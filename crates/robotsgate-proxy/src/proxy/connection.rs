@@ -12,7 +12,6 @@ use http::{Method, Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tower::ServiceExt;
 
 use super::shared::Shared;
 use super::sniff;
