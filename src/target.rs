@@ -150,6 +150,60 @@ mod tests {
         }
     }
 
+    /// The engine's split and the `url` crate read the same structure: over URLs built
+    /// from awkward pieces (slashes and backslashes, user information, ports, white space,
+    /// tabs, non-ASCII, stray `%`, dot segments, queries, fragments), every URL the `url`
+    /// crate parses as http(s) is split, and its path as written names the parsed path
+    /// (the fallback in [`Target::parse`] is never needed).
+    #[test]
+    fn the_split_and_the_url_crate_agree() {
+        let starts =
+            ["http://", "HTTPS://", "http:", "http:/", "http:\\", "http:/\\/", " http://", "http:\t//"];
+        let authorities =
+            ["example.com", "u:p@example.com:81", "a@b@example.com", "[::1]:8080", "ex\tample.com", ""];
+        let paths = [
+            "",
+            "/",
+            "/a/b",
+            "\\a\\b",
+            "/a/../b/./c",
+            "/%2e%2E/x",
+            "/\u{30c4}",
+            "/%%41",
+            "/a%4",
+            "/a b",
+            "/a\tb",
+            "//a",
+            "/a;b",
+            "/\"<>`{}|^",
+            "/a/..",
+        ];
+        let queries = ["", "?", "?q=\u{e9}", "?a b'c\\d", "?%", "?x#y"];
+        let ends = ["", "#f", "#\\a?b", " ", "\n"];
+        let mut parsed = 0;
+        for start in starts {
+            for authority in authorities {
+                for path in paths {
+                    for query in queries {
+                        for end in ends {
+                            let raw = format!("{start}{authority}{path}{query}{end}");
+                            let Ok(url) = url::Url::parse(&raw) else { continue };
+                            parsed += 1;
+                            let split = robotsgate_rep::split_http_url(&raw);
+                            let split = split.unwrap_or_else(|| panic!("{raw:?} parses but is not split"));
+                            assert!(
+                                names_the_same(&url, &split.path),
+                                "{raw:?}: {:?} is not {url}",
+                                split.path
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        assert!(parsed > 5000, "{parsed}");
+    }
+
     /// The path as written always names the resource the parsed URL names; where it would
     /// not, the parsed path is taken.
     #[test]
