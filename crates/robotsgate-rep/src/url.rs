@@ -71,7 +71,10 @@ impl HttpUrl<'_> {
 /// The host of an authority as written: after the last `@`, up to the first `:` outside
 /// `[...]`.
 fn host_of(authority: &str) -> &str {
-    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let hostport = match memchr::memrchr(b'@', authority.as_bytes()) {
+        Some(at) => &authority[at + 1..],
+        None => authority,
+    };
     let mut in_brackets = false;
     for (i, b) in hostport.bytes().enumerate() {
         match b {
@@ -133,9 +136,12 @@ pub fn split_http_url(url: &str) -> Option<HttpUrl<'_>> {
     })
 }
 
-/// [`split_http_url`] for a URL without white space to remove.
+/// [`split_http_url`] for a URL without white space to remove. (Byte searches throughout:
+/// this is no hot path, and sharing `str` pattern code with the check's could change how
+/// the check is inlined.)
 fn split_whole(url: &str) -> Option<HttpUrl<'_>> {
-    let (scheme, rest) = url.split_once(':')?;
+    let colon = memchr::memchr(b':', url.as_bytes())?;
+    let scheme = &url[..colon];
     let scheme = if scheme.eq_ignore_ascii_case("http") {
         "http"
     } else if scheme.eq_ignore_ascii_case("https") {
@@ -143,24 +149,26 @@ fn split_whole(url: &str) -> Option<HttpUrl<'_>> {
     } else {
         return None;
     };
-    let rest = rest.trim_start_matches(['/', '\\']);
-    let end = rest.find(['/', '\\', '?', '#']).unwrap_or(rest.len());
+    let rest = url[colon + 1..].trim_start_matches(['/', '\\']);
+    let end = rest.bytes().position(|b| matches!(b, b'/' | b'\\' | b'?' | b'#')).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(end);
     if host_of(authority).is_empty() {
         return None;
     }
-    let tail = tail.split_once('#').map_or(tail, |(before, _)| before);
-    let query_at = tail.find('?').unwrap_or(tail.len());
-    let path = if tail.starts_with(['/', '\\']) && !tail[..query_at].contains('\\') {
+    let tail = &tail[..memchr::memchr(b'#', tail.as_bytes()).unwrap_or(tail.len())];
+    let query_at = memchr::memchr(b'?', tail.as_bytes()).unwrap_or(tail.len());
+    let (path, query) = tail.split_at(query_at);
+    let slash_first = matches!(path.bytes().next(), Some(b'/' | b'\\'));
+    let path = if slash_first && memchr::memchr(b'\\', path.as_bytes()).is_none() {
         Cow::Borrowed(tail)
     } else {
-        let mut path = String::with_capacity(tail.len() + 1);
-        if !tail.starts_with(['/', '\\']) {
-            path.push('/');
+        let mut out = String::with_capacity(tail.len() + 1);
+        if !slash_first {
+            out.push('/');
         }
-        path.extend(tail[..query_at].chars().map(|c| if c == '\\' { '/' } else { c }));
-        path.push_str(&tail[query_at..]);
-        Cow::Owned(path)
+        out.extend(path.chars().map(|c| if c == '\\' { '/' } else { c }));
+        out.push_str(query);
+        Cow::Owned(out)
     };
     Some(HttpUrl { scheme, authority: Cow::Borrowed(authority), path })
 }
