@@ -7,6 +7,8 @@
 //! - [`rep`]: the robots.txt engine (parsing and matching; pure, no I/O), the
 //!   `robotsgate-rep` crate.
 //! - [`origin`]: the origin (scheme, host, port) a robots.txt file belongs to.
+//! - [`target`]: the origin and path a URL given as text names (every URL a browser
+//!   accepts).
 //! - [`net`]: outbound connections (DNS, destination guard, TCP, TLS).
 //! - [`fetch`]: getting an origin's robots.txt (status classes, redirects, limits).
 //! - [`policy`]: the per-origin cache and the decision for a request.
@@ -38,6 +40,7 @@ pub mod policy;
 mod refusal;
 pub use robotsgate_rep as rep;
 mod robots;
+pub mod target;
 
 #[cfg(feature = "reqwest")]
 pub mod reqwest;

@@ -165,6 +165,9 @@ pub struct Origin {
 /// Why a URL has no origin robotsgate can work with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OriginError {
+    /// Not an absolute URL: no `scheme:` (`example.com/a`, `//example.com/a`, `/a`).
+    #[error("no scheme: not an absolute URL (an http:// or https:// URL is needed)")]
+    NoScheme,
     /// Not an `http` or `https` URL.
     #[error("unsupported scheme {0:?}: only http and https URLs have robots.txt files here")]
     UnsupportedScheme(String),
@@ -193,9 +196,15 @@ impl Origin {
         Origin { scheme, host, port: port.unwrap_or(scheme.default_port()) }
     }
 
-    /// The origin of an absolute `http`/`https` URL (IDNs allowed).
+    /// The origin of an absolute `http`/`https` URL (IDNs allowed), read as the WHATWG URL
+    /// standard (and every browser) reads it.
     pub fn parse(url: &str) -> Result<Origin, OriginError> {
-        let url = url::Url::parse(url).map_err(|e| OriginError::BadUrl(e.to_string()))?;
+        let parsed = url::Url::parse(url).map_err(|e| OriginError::of_url(e, url))?;
+        Origin::of_parsed(&parsed)
+    }
+
+    /// The origin of a URL the `url` crate parsed.
+    pub(crate) fn of_parsed(url: &url::Url) -> Result<Origin, OriginError> {
         let scheme = match url.scheme() {
             "http" => Scheme::Http,
             "https" => Scheme::Https,
@@ -309,6 +318,29 @@ fn split_host_port(hostport: &str) -> Result<(&str, Option<u16>), OriginError> {
         Some(p) => Some(p.parse::<u16>().map_err(|_| OriginError::BadPort(p.to_owned()))?),
     };
     Ok((host, port))
+}
+
+impl OriginError {
+    /// Why the `url` crate refused `raw`, naming the host or port as written when they are
+    /// what is wrong.
+    pub(crate) fn of_url(e: url::ParseError, raw: &str) -> OriginError {
+        let split = robotsgate_rep::split_http_url(raw);
+        let host = split.as_ref().map_or("", |u| u.host()).to_owned();
+        match e {
+            url::ParseError::RelativeUrlWithoutBase => OriginError::NoScheme,
+            url::ParseError::EmptyHost => OriginError::NoHost,
+            url::ParseError::InvalidPort => {
+                let authority = split.as_ref().map_or("", |u| &u.authority);
+                let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+                OriginError::BadPort(hostport.get(host.len() + 1..).unwrap_or_default().to_owned())
+            }
+            url::ParseError::IdnaError
+            | url::ParseError::InvalidDomainCharacter
+            | url::ParseError::InvalidIpv4Address
+            | url::ParseError::InvalidIpv6Address => OriginError::BadHost { host, reason: e.to_string() },
+            e => OriginError::BadUrl(e.to_string()),
+        }
+    }
 }
 
 /// Hosts an override applies to.

@@ -156,6 +156,37 @@ async fn groups_and_profiles_come_from_the_one_copy() {
     assert_eq!(server.hits(ROBOTS), 1);
 }
 
+/// Issue 31.1: a URL given as text with raw non-ASCII or a stray `%` (a scraped link) is
+/// read with `Target::parse` and decided by the live robots.txt in each profile as that
+/// profile reads it; what is no URL is refused with the reason, before any fetch.
+#[tokio::test]
+async fn urls_as_text_are_decided_as_each_profile_reads_them() {
+    use robotsgate::target::Target;
+    let robots = "User-agent: *\nDisallow: /\nAllow: /foo/bar/\u{30c4}\nAllow: /a%4\n";
+    let server = TestOrigin::robots(robots).await;
+    let p = policy(PolicyConfig::default());
+    let base = server.base_as("a.test");
+    for (url, google, rfc) in [
+        (format!("{base}/foo/bar/\u{30c4}"), false, true),
+        (format!("{base}/foo/bar/%E3%83%84?q=\u{e9}#top"), true, true),
+        (format!("{base}/a%4"), true, true),
+        (format!("{base}/%%41"), false, false),
+    ] {
+        let target = Target::parse(&url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert_eq!(target.origin(), &server.origin("a.test"), "{url}");
+        for (profile, expect) in
+            [(Profile::Google, google), (Profile::Rfc, rfc), (Profile::Conservative, google && rfc)]
+        {
+            let d = p.decide_with(target.origin(), target.path(), AGENT.into(), profile);
+            let d = bounded(&format!("{profile} {url}"), d).await;
+            assert_eq!(d.allowed, expect, "{profile} {url}: {d}");
+        }
+    }
+    assert_eq!(server.hits(ROBOTS), 1);
+    let refused = Target::parse(&format!("{}/x", base.replace("http://", "//"))).unwrap_err();
+    assert_eq!(refused.to_string(), "no scheme: not an absolute URL (an http:// or https:// URL is needed)");
+}
+
 #[tokio::test]
 async fn unavailable_robots_txt_allows_all_and_is_cached() {
     for status in [401, 403, 404, 410] {

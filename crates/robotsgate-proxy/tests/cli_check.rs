@@ -1,7 +1,8 @@
 //! `robotsgate check`, the real binary: every valid URL is answered when some are invalid
 //! (issue 22), in text and `--json`, with `--robots` and live against a loopback origin;
-//! the exit status (0 all allowed, 1 some disallowed, 2 some invalid, which wins); URLs
-//! that are not valid under RFC 3986 are refused with a reason; `//` paths are paths.
+//! the exit status (0 all allowed, 1 some disallowed, 2 some invalid, which wins); what is
+//! no http(s) URL at all is refused with a reason, every URL a browser accepts is answered
+//! (issue 31.1); `//` paths are paths.
 
 mod support;
 
@@ -37,16 +38,16 @@ fn code(out: &Output) -> i32 {
     out.status.code().expect("exit code")
 }
 
-/// The issue's invalid URLs, and others RFC 3986 refuses, each with the reason given.
+/// What is no http(s) URL at all (issue 22's invalid URLs among them), each with the
+/// reason given.
 const INVALID: &[(&str, &str)] = &[
-    ("http://exa mple.com/a", "' ' in the host"),
-    ("http://[::1];p", "\";p\" after the host"),
+    ("http://exa mple.com/a", "invalid host \"exa mple.com\""),
+    ("http://[::1];p", "invalid host \"[::1];p\""),
     ("http://example.com:8080;p", "invalid port \"8080;p\""),
-    ("http://example.com/a b", "' ' in the path"),
-    ("http://example.com/caf\u{e9}", "'\u{e9}' in the path"),
-    ("http://example.com/%zz", "'%' not followed by two hex digits in the path"),
-    ("http:\\\\example.com\\a", "no authority"),
-    ("http:///a", "no host"),
+    ("example.com/a", "no scheme"),
+    ("//example.com/a", "no scheme"),
+    ("http://", "no host"),
+    ("http://user@/a", "no host"),
     ("ftp://example.com/a", "unsupported scheme"),
 ];
 
@@ -84,11 +85,47 @@ fn json_has_one_object_per_url_with_an_error_for_the_invalid_ones() {
     assert_eq!(objects[0]["allowed"], false);
     assert!(objects[0].get("error").is_none());
     assert!(objects[1]["allowed"].is_null());
-    assert!(objects[1]["error"].as_str().is_some_and(|e| e.contains("' ' in the host")), "{}", objects[1]);
+    assert!(
+        objects[1]["error"].as_str().is_some_and(|e| e.contains("invalid host \"exa mple.com\"")),
+        "{}",
+        objects[1]
+    );
     // The path of http://example.com//a/b is //a/b, which Disallow: //a matches.
     assert_eq!(objects[2]["allowed"], false, "{}", objects[2]);
     assert_eq!(objects[2]["rule"]["pattern"], "//a");
     assert_eq!(code(&out), 2);
+}
+
+/// Issue 31.1: URLs browsers, crawlers and Google's library accept are answered, in each
+/// profile as that profile reads them: `google` compares the path as written with the rules
+/// as Google's parser escapes them (a raw `ツ` does not match `Allow: /foo/bar/ツ`), `rfc`
+/// percent-encodes both, `conservative` needs both. A stray `%` is no error either.
+#[test]
+fn urls_browsers_accept_are_answered_in_each_profile() {
+    let robots = "User-agent: *\nDisallow: /\nAllow: /foo/bar/\u{30c4}\nAllow: /%%41\nAllow: /a%4\n";
+    let raw = "http://example.com/foo/bar/\u{30c4}";
+    let encoded = "http://example.com/foo/bar/%E3%83%84";
+    let backslashes = "http:\\\\example.com\\foo\\bar\\%E3%83%84";
+    let stray = ["http://example.com/%%41", "http://example.com/a%4", "http://example.com/%zz"];
+    for (profile, raw_allowed) in [("google", false), ("rfc", true), ("conservative", false)] {
+        let mut args = vec!["--profile", profile, raw, encoded, backslashes];
+        args.extend(stray);
+        let out = check_with_robots(robots, &args);
+        let lines = stdout_lines(&out);
+        assert_eq!(lines.len(), 6, "{profile}: {lines:#?}\n{}", String::from_utf8_lossy(&out.stderr));
+        let word = |allowed| if allowed { "allowed" } else { "disallowed" };
+        assert!(lines[0].starts_with(&format!("{} {raw} ", word(raw_allowed))), "{profile}: {}", lines[0]);
+        assert!(lines[1].starts_with(&format!("allowed {encoded} line 3: allow: /foo/bar/")), "{}", lines[1]);
+        assert!(lines[2].starts_with(&format!("allowed {backslashes} line 3")), "{profile}: {}", lines[2]);
+        assert!(lines[3].starts_with(&format!("allowed {} line 4: allow: /%%41", stray[0])), "{}", lines[3]);
+        assert!(lines[4].starts_with(&format!("allowed {} line 5: allow: /a%4", stray[1])), "{}", lines[4]);
+        assert!(
+            lines[5].starts_with(&format!("disallowed {} line 2: disallow: /", stray[2])),
+            "{}",
+            lines[5]
+        );
+        assert_eq!(code(&out), 1, "{profile}: answered, some disallowed");
+    }
 }
 
 #[test]

@@ -12,7 +12,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
-use robotsgate_proxy::config::{Config, Dur, ModeName};
+use robotsgate::rep::Profile;
+use robotsgate_proxy::config::{Config, Dur, ModeName, ProfileName};
 use support::*;
 use tokio::sync::{Notify, mpsc};
 
@@ -808,6 +809,60 @@ async fn spelled_differently_disallowed_paths_are_still_refused() {
     }
     assert_eq!(origin.total_hits(), 1, "only robots.txt: {:?}", origin.seen());
     proxy.stop().await;
+}
+
+/// Issue 31.1: request targets with raw non-ASCII (UTF-8) or a `%` that starts no escape,
+/// which hyper lets through as they are, get a verdict in each profile as that profile
+/// reads them: `google` compares the raw `ツ` with the rule as Google's parser escapes it
+/// (no match: `Disallow: /` decides), `rfc` percent-encodes it first (the allow matches),
+/// `conservative` needs both. The origin gets the target as it was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_non_ascii_and_stray_percent_targets_are_decided_in_each_profile() {
+    const RULES: &str = "User-agent: *\nDisallow: /\nAllow: /foo/bar/\u{30c4}\nAllow: /%%41\nAllow: /a%4\n";
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(RULES))]).await;
+    let encoded = "/foo/bar/%E3%83%84";
+    for path in [encoded, "/foo/bar/\u{30c4}", "/%%41", "/a%4", "/%zz"] {
+        origin.route(path, Reply::ok("page"));
+    }
+    for (profile, raw_allowed) in
+        [(Profile::Google, false), (Profile::Rfc, true), (Profile::Conservative, false)]
+    {
+        let dir = temp_dir();
+        let mut config = test_config(dir.path());
+        config.policy.profile = ProfileName(profile);
+        let proxy = proxy_for(&config).await;
+        for (path, allowed) in [
+            ("/foo/bar/\u{30c4}", raw_allowed),
+            (encoded, true),
+            ("/%%41", true),
+            ("/a%4", true),
+            ("/%zz", false),
+        ] {
+            let request = format!(
+                "GET {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+                origin.url(path),
+                origin.authority()
+            );
+            let res = parse_response(&raw_exchange(proxy.addr, request.as_bytes()).await);
+            let expect = if allowed { 200 } else { 403 };
+            assert_eq!(res.status, expect, "{profile} {path}: {}", res.text());
+        }
+        let records = proxy.records().await;
+        let urls: Vec<_> = of_type(&records, "decision")
+            .iter()
+            .map(|d| d["url"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        assert!(
+            urls.contains(&origin.url("/foo/bar/\u{30c4}")),
+            "{profile}: the raw target is recorded: {urls:?}"
+        );
+        proxy.stop().await;
+    }
+    // What the origin got: each allowed target as it was sent, never a disallowed one.
+    let raw = origin.seen_for("/foo/bar/\u{30c4}").len();
+    assert_eq!(raw, 1, "only rfc lets the raw target through: {:?}", origin.seen());
+    assert_eq!(origin.hits("/%zz"), 0);
+    assert_eq!(origin.hits("/%%41"), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -52,7 +52,7 @@ use std::str::FromStr;
 
 pub use pace::{IgnoredValue, PaceHint, PaceSource, TimeWindow};
 pub use parser::MAX_ROBOTS_TXT_BYTES;
-pub use url::{ServerPath, path_of_url, server_path};
+pub use url::{HttpUrl, ServerPath, path_of_url, server_path, split_http_url};
 
 use precedence::Hit;
 use reading::{Applied, NO_SET, Parsed, ReadingData};
@@ -202,15 +202,25 @@ impl RobotsTxt {
     /// `#fragment`): `//a/b`, the path of `http://example.com//a/b`, is matched as `//a/b`.
     /// Anything else is not a path and is read as a URL, as Google's library reads one
     /// ([`path_of_url`]): `http://example.com/a?q` is checked as `/a?q`, `?q` as `/?q`, the
-    /// empty string as `/`. To check a URL that you have, pass [`path_of_url`]'s result.
+    /// empty string as `/`. To check a URL that you have, pass the path [`split_http_url`]
+    /// finds in it: the path of the request a browser makes for that URL, its characters as
+    /// written (so each profile reads them its way).
     ///
     /// ```
-    /// use robotsgate_rep::{Profile, RobotsTxt, path_of_url};
+    /// use robotsgate_rep::{Profile, RobotsTxt, split_http_url};
     ///
     /// let robots = RobotsTxt::parse(b"User-agent: *\nDisallow: //a\n");
-    /// let path = path_of_url("http://example.com//a/b");
-    /// assert_eq!(path, "//a/b");
-    /// assert!(!robots.check_with(Profile::Google, "FooBot", &path).allowed());
+    /// let url = split_http_url("http://example.com//a/b").unwrap();
+    /// assert_eq!(url.path, "//a/b");
+    /// assert!(!robots.check_with(Profile::Google, "FooBot", &url.path).allowed());
+    ///
+    /// // Raw non-ASCII: Google's library compares it with the rule as written, which its
+    /// // parser percent-encodes, so the google profile does not match; rfc encodes both.
+    /// let robots = RobotsTxt::parse("User-agent: *\nDisallow: /\nAllow: /foo/bar/\u{30c4}\n".as_bytes());
+    /// let url = split_http_url("http://example.com/foo/bar/\u{30c4}").unwrap();
+    /// assert!(!robots.check_with(Profile::Google, "FooBot", &url.path).allowed());
+    /// assert!(robots.check_with(Profile::Rfc, "FooBot", &url.path).allowed());
+    /// assert!(!robots.check("FooBot", &url.path).allowed()); // conservative: both must allow
     /// ```
     pub fn check(&self, agent: &str, path: &str) -> Verdict<'_> {
         self.check_with(Profile::default(), agent, path)

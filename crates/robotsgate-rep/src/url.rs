@@ -46,6 +46,133 @@ pub fn path_of_url(url: &str) -> Cow<'_, str> {
     if bytes[path_start] != b'/' { Cow::Owned(format!("/{path}")) } else { Cow::Borrowed(path) }
 }
 
+/// An absolute `http` or `https` URL split the way the WHATWG URL standard splits one
+/// (every browser does, and so does the `url` crate), its text kept as written. Made by
+/// [`split_http_url`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpUrl<'a> {
+    /// `"http"` or `"https"`.
+    pub scheme: &'static str,
+    /// The authority as written, `user:password@host:port`: only checked to name a host.
+    pub authority: Cow<'a, str>,
+    /// The path and query that robots.txt rules are matched against: no fragment, `/` when
+    /// the URL has no path (a bare `?query` gets a `/` before it).
+    pub path: Cow<'a, str>,
+}
+
+impl HttpUrl<'_> {
+    /// The host as written: the authority without user information and port (an IPv6
+    /// literal keeps its brackets).
+    pub fn host(&self) -> &str {
+        host_of(&self.authority)
+    }
+}
+
+/// The host of an authority as written: after the last `@`, up to the first `:` outside
+/// `[...]`.
+fn host_of(authority: &str) -> &str {
+    let hostport = match memchr::memrchr(b'@', authority.as_bytes()) {
+        Some(at) => &authority[at + 1..],
+        None => authority,
+    };
+    let mut in_brackets = false;
+    for (i, b) in hostport.bytes().enumerate() {
+        match b {
+            b'[' => in_brackets = true,
+            b']' => in_brackets = false,
+            b':' if !in_brackets => return &hostport[..i],
+            _ => {}
+        }
+    }
+    hostport
+}
+
+/// `url` split as the WHATWG URL standard splits an `http` or `https` URL, or `None` when
+/// it is not one (no scheme, another scheme, no host). Where the standard only *spells*
+/// the URL differently from how it was written, the text is kept as written; where it
+/// reads a different *structure* than a plain look at the text, its reading is followed,
+/// because that is the request a browser or crawler makes:
+///
+/// - kept as written: characters a browser would percent-encode before sending (non-ASCII,
+///   space, `"`, `<`, `>`, ...), a `%` that starts no escape, escapes in either case, and
+///   dot segments (`/a/../b`). Each profile then reads the path its way: `google` as
+///   given, as Google's library does (a raw `ツ` does not match the `%E3%83%84` its parser
+///   makes of a rule), `rfc` percent-encoded and normalised first (RFC 9309 §2.2.2);
+/// - read as the standard reads it: white space and control characters at either end and
+///   tabs and line breaks anywhere are no part of the URL; any number of `/` or `\`
+///   may come between `http:` and the host; the host ends at `/`, `\`, `?` or `#`, and the
+///   host is what follows the last `@`; a `\` in the path is a `/`.
+///
+/// Whether the host is a valid host (IDNA, IPv4 and IPv6 forms) and the port a port is not
+/// checked here: that takes a full URL parser, which the engine does without (the
+/// `robotsgate` library checks both with the `url` crate).
+///
+/// For the URLs a crawler usually meets (`scheme://host/path?query#fragment`) the path is
+/// the one [`path_of_url`] (Google's reading) gives.
+///
+/// ```
+/// use robotsgate_rep::split_http_url;
+///
+/// let url = split_http_url("https://example.com/foo/bar/\u{30c4}?q=%%41#top").unwrap();
+/// assert_eq!((url.scheme, url.host()), ("https", "example.com"));
+/// assert_eq!(url.path, "/foo/bar/\u{30c4}?q=%%41");
+/// assert_eq!(split_http_url("HTTP:\\\\user@example.com:8080\\a\\b").unwrap().path, "/a/b");
+/// assert_eq!(split_http_url(" http://example.com?q ").unwrap().path, "/?q");
+/// assert!(split_http_url("//example.com/a").is_none()); // no scheme
+/// assert!(split_http_url("ftp://example.com/a").is_none());
+/// assert!(split_http_url("http://user@/a").is_none()); // no host
+/// ```
+pub fn split_http_url(url: &str) -> Option<HttpUrl<'_>> {
+    let url = url.trim_matches(|c: char| c <= ' ');
+    if !url.bytes().any(|b| matches!(b, b'\t' | b'\n' | b'\r')) {
+        return split_whole(url);
+    }
+    let kept: String = url.chars().filter(|c| !matches!(c, '\t' | '\n' | '\r')).collect();
+    let parts = split_whole(&kept)?;
+    Some(HttpUrl {
+        scheme: parts.scheme,
+        authority: Cow::Owned(parts.authority.into_owned()),
+        path: Cow::Owned(parts.path.into_owned()),
+    })
+}
+
+/// [`split_http_url`] for a URL without white space to remove. (Byte searches throughout:
+/// this is no hot path, and sharing `str` pattern code with the check's could change how
+/// the check is inlined.)
+fn split_whole(url: &str) -> Option<HttpUrl<'_>> {
+    let colon = memchr::memchr(b':', url.as_bytes())?;
+    let scheme = &url[..colon];
+    let scheme = if scheme.eq_ignore_ascii_case("http") {
+        "http"
+    } else if scheme.eq_ignore_ascii_case("https") {
+        "https"
+    } else {
+        return None;
+    };
+    let rest = url[colon + 1..].trim_start_matches(['/', '\\']);
+    let end = rest.bytes().position(|b| matches!(b, b'/' | b'\\' | b'?' | b'#')).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    if host_of(authority).is_empty() {
+        return None;
+    }
+    let tail = &tail[..memchr::memchr(b'#', tail.as_bytes()).unwrap_or(tail.len())];
+    let query_at = memchr::memchr(b'?', tail.as_bytes()).unwrap_or(tail.len());
+    let (path, query) = tail.split_at(query_at);
+    let slash_first = matches!(path.bytes().next(), Some(b'/' | b'\\'));
+    let path = if slash_first && memchr::memchr(b'\\', path.as_bytes()).is_none() {
+        Cow::Borrowed(tail)
+    } else {
+        let mut out = String::with_capacity(tail.len() + 1);
+        if !slash_first {
+            out.push('/');
+        }
+        out.extend(path.chars().map(|c| if c == '\\' { '/' } else { c }));
+        out.push_str(query);
+        Cow::Owned(out)
+    };
+    Some(HttpUrl { scheme, authority: Cow::Borrowed(authority), path })
+}
+
 /// The path a check matches, from what [`crate::RobotsTxt::check`] was given.
 ///
 /// - A path (anything that starts with `/`) is taken as it is, without its fragment. This
@@ -258,6 +385,92 @@ mod tests {
             ("//a#b/c", "//a"),
         ] {
             assert_eq!(normalize_request_path(path), expect, "{path:?}");
+        }
+    }
+
+    fn split(url: &str) -> Option<(&'static str, String, String)> {
+        split_http_url(url).map(|u| (u.scheme, u.host().to_owned(), u.path.into_owned()))
+    }
+
+    /// Issue 31.1: what browsers and Google's library accept is split, its text as written.
+    #[test]
+    fn http_urls_split_as_browsers_split_them() {
+        for (url, host, path) in [
+            ("http://example.com/foo/bar/\u{30c4}", "example.com", "/foo/bar/\u{30c4}"),
+            ("http://example.com/a/b/index.html\u{e9}", "example.com", "/a/b/index.html\u{e9}"),
+            ("http://example.com/\u{e9}%E3%83%84%4", "example.com", "/\u{e9}%E3%83%84%4"),
+            ("http://example.com//%41~%%41index.htm", "example.com", "//%41~%%41index.htm"),
+            ("http://example.com/%", "example.com", "/%"),
+            ("http://example.com/a b\"<>`{}|^[]", "example.com", "/a b\"<>`{}|^[]"),
+            ("http://example.com/a/../b/./c", "example.com", "/a/../b/./c"),
+            ("http://example.com/a?b\\c d#e", "example.com", "/a?b\\c d"),
+            ("https://user:pw@[::1]:8443/x;y?z", "[::1]", "/x;y?z"),
+            ("HTTPS://Example.COM", "Example.COM", "/"),
+            ("http://example.com?q=1", "example.com", "/?q=1"),
+            ("http://example.com#a/b", "example.com", "/"),
+            ("http://example.com:/", "example.com", "/"),
+            ("http://a@b@c/d", "c", "/d"),
+            ("http://us;er@example.com/a", "example.com", "/a"),
+            ("http://example.com;a/b", "example.com;a", "/b"),
+            ("http://exa mple.com/a", "exa mple.com", "/a"),
+            ("http://[::1];p:80/a", "[::1];p", "/a"),
+            ("http://[::1/a", "[::1", "/a"),
+            // The structure the standard reads: slashes and backslashes before the host, a
+            // backslash in the path, white space at the ends, tabs and line breaks.
+            ("http:\\\\example.com\\a\\b?c\\d", "example.com", "/a/b?c\\d"),
+            ("http:example.com/a", "example.com", "/a"),
+            ("http:/example.com/a", "example.com", "/a"),
+            ("http:///a", "a", "/"),
+            ("http://example.com\\a", "example.com", "/a"),
+            (" \u{1}http://example.com/a \n", "example.com", "/a"),
+            ("http://exa\tmple.com/pri\nvate/x\r", "example.com", "/private/x"),
+        ] {
+            let (_, h, p) = split(url).unwrap_or_else(|| panic!("{url:?} not split"));
+            assert_eq!((h.as_str(), p.as_str()), (host, path), "{url:?}");
+        }
+        assert_eq!(split("HTTPS://Example.COM").map(|s| s.0), Some("https"));
+        assert_eq!(split("hTTp://example.com").map(|s| s.0), Some("http"));
+        // Borrowed when nothing is rewritten.
+        assert!(matches!(
+            split_http_url("http://example.com/a?b").map(|u| u.path),
+            Some(Cow::Borrowed("/a?b"))
+        ));
+        for not_http in [
+            "",
+            "example.com/a",
+            "//example.com/a",
+            "/a",
+            "ftp://example.com/a",
+            "mailto:a@example.com",
+            "1http://example.com/",
+            "http",
+            "http:",
+            "http://",
+            "http:///",
+            "http://user@/a",
+            "http://:80/a",
+            "http://?q",
+        ] {
+            assert_eq!(split(not_http), None, "{not_http:?}");
+        }
+    }
+
+    /// The URLs of Google's GetPathParamsQuery test that are http URLs: both readings give
+    /// the same path.
+    #[test]
+    fn split_agrees_with_googles_reading_on_plain_urls() {
+        for url in [
+            "http://www.example.com",
+            "http://www.example.com/",
+            "http://www.example.com/a",
+            "http://www.example.com/a/",
+            "http://www.example.com/a/b?c=http://d.e/",
+            "http://www.example.com/a/b?c=d&e=f#fragment",
+            "http://example.com//a/b",
+            "https://example.com:8080///x",
+            "http://example.com/caf\u{e9}?q=%",
+        ] {
+            assert_eq!(split_http_url(url).map(|u| u.path), Some(path_of_url(url)), "{url:?}");
         }
     }
 

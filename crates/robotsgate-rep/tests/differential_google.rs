@@ -67,6 +67,20 @@
 //! 12. The empty product token matches nothing (Google's library would match it against
 //!     every user-agent line whose token is empty). The generator never checks it.
 //!
+//! URLs are read as `robotsgate check` and the library read them (issue 31.1):
+//! [`split_http_url`], the path of an http(s) URL as browsers split the URL, its characters
+//! as written. Raw non-ASCII and a `%` that starts no escape are answered (strict RFC 3986
+//! refused them); only what is no http(s) URL is refused (here the network-path references
+//! `//host/path`, which have no scheme). Its path is the one Google's library reads
+//! ([`path_of_url`]) but for one kind of URL:
+//!
+//! 13. White space at the end of a URL (a generated path may end in a space when no
+//!     fragment follows) is no part of the URL for the WHATWG standard, which browsers and
+//!     robotsgate follow: the request is for the path without it, and that is the path
+//!     checked. Google's library keeps the space in the path, so where a rule tells the two
+//!     apart (`Disallow: /a$` and `http://example.com/a `) the verdicts differ. Counted as
+//!     `other_path` and `disagree`, never excluded.
+//!
 //! Unicode case folding of keys (the port lower-cases keys with `str::to_lowercase`) makes
 //! no difference for the known keys, which have no letter that a non-ASCII character
 //! lower-cases to; no rule is needed.
@@ -81,7 +95,7 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::TestRunner;
 use robotsgate_rep::parser::GOOGLE_MAX_LINE_BYTES;
-use robotsgate_rep::{MAX_ROBOTS_TXT_BYTES, Profile, RobotsTxt, path_of_url};
+use robotsgate_rep::{MAX_ROBOTS_TXT_BYTES, Profile, RobotsTxt, path_of_url, split_http_url};
 use robotstxt::DefaultMatcher;
 use robotstxt::matcher::{LongestMatchRobotsMatchStrategy, RobotsMatchStrategy};
 
@@ -267,25 +281,65 @@ fn diff_body() -> impl Strategy<Value = Vec<u8>> {
         })
 }
 
+/// The end of a generated path now and then: raw non-ASCII and a `%` that starts no escape,
+/// in the path or the query, as URLs scraped from pages have them (issue 31.1).
+const PATH_ENDS: &[&str] = &[
+    "",
+    "",
+    "",
+    "",
+    "",
+    "",
+    "\u{30c4}",
+    "/\u{30c4}",
+    "%E3%83%84",
+    "%4",
+    "%%41",
+    "%",
+    "\u{e9}",
+    "?\u{30c4}",
+    "?%4",
+    "?q=%%41",
+];
+
+/// The generated URLs issue 31.1 quotes among those `robotsgate check` refused.
+const ISSUE_URLS: &[&str] = &[
+    "http://example.com/a/b/index.html\u{e9}",
+    "http://example.com/\u{e9}%E3%83%84%4",
+    "http://example.com//%41~%%41index.htm",
+];
+
 /// A URL around a generated path: scheme, host (with a port or user info), the path
-/// (`//` paths included), a fragment now and then; and a few that are only a path, a
-/// query, or a network-path reference.
+/// (`//` paths included, raw non-ASCII and stray `%` often), a fragment now and then; a
+/// few that are only a path, a query, or a network-path reference; and issue 31.1's.
 fn url() -> impl Strategy<Value = String> {
     (
         select(&["http://", "https://", "HTTP://"][..]),
         select(&["example.com", "example.com", "www.example.com:8080", "user@example.com", "[::1]:81"][..]),
         request_path(),
+        select(PATH_ENDS),
         select(&["", "", "", "#frag", "#/a/b", "#"][..]),
     )
-        .prop_flat_map(|(scheme, host, path, fragment)| {
-            let full = format!("{scheme}{host}{path}{fragment}");
+        .prop_flat_map(|(scheme, host, path, end, fragment)| {
+            let full = format!("{scheme}{host}{path}{end}{fragment}");
             prop_oneof![
-                12 => Just(full),
-                1 => Just(format!("{scheme}{host}?{}", path.trim_start_matches('/'))),
-                1 => Just(format!("{scheme}{host}")),
-                1 => Just(format!("//{host}{path}")),
+                24 => Just(full),
+                2 => Just(format!("{scheme}{host}?{}", path.trim_start_matches('/'))),
+                2 => Just(format!("{scheme}{host}")),
+                2 => Just(format!("//{host}{path}")),
+                1 => select(ISSUE_URLS).prop_map(str::to_owned),
             ]
         })
+}
+
+/// Whether `url` keeps to RFC 3986's characters (what `robotsgate check` asked for before
+/// issue 31.1): no non-ASCII, no character outside the URI grammar, `%` only in escapes.
+fn strict_rfc3986_chars(url: &str) -> bool {
+    let b = url.as_bytes();
+    (0..b.len()).all(|i| match b[i] {
+        b'%' => b.get(i + 1..i + 3).is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)),
+        c => c.is_ascii_alphanumeric() || b"-._~:/?#[]@!$&'()*+,;=".contains(&c),
+    })
 }
 
 #[derive(Debug, Default)]
@@ -293,6 +347,16 @@ struct Tally {
     compared: usize,
     disallowed: usize,
     excluded: BTreeMap<Exclusion, usize>,
+    /// Every generated URL, and those [`split_http_url`] refuses (no http(s) URL).
+    urls: usize,
+    refused: usize,
+    /// Answered URLs that strict RFC 3986 refused (non-ASCII, a stray `%`, a space, ...).
+    not_rfc3986: usize,
+    /// Answered URLs whose path is not Google's reading of the URL (difference 13).
+    other_path: usize,
+    /// Answered URLs: robotsgate's verdict (google profile) is Google's library's, or not.
+    agree: usize,
+    disagree: usize,
 }
 
 /// One case: every URL checked by the engine (google profile) and by the port, or by the
@@ -309,11 +373,12 @@ fn differential_case(
         prop_assert_eq!(&*path, &*robotstxt::get_path_params_query(url), "path of {:?}", url);
         let v = robots.check_with(Profile::Google, agent, &path);
         let ctx = || format!("agent {agent:?} url {url:?} body \"{}\" -> {v}", body.escape_ascii());
-        match exclusion(body, &path) {
+        let google = match exclusion(body, &path) {
             Some(e) => {
                 *tally.borrow_mut().excluded.entry(e).or_default() += 1;
                 let google = reference::google_allowed(body, agent, &path);
                 prop_assert_eq!(v.allowed(), google, "[{:?}: against the reference] {}", e, ctx());
+                google
             }
             None => {
                 let text = std::str::from_utf8(body).unwrap_or_default();
@@ -322,7 +387,30 @@ fn differential_case(
                 let mut t = tally.borrow_mut();
                 t.compared += 1;
                 t.disallowed += usize::from(!port);
+                port
             }
+        };
+        // The URL as robotsgate check and the library read it.
+        let mut t = tally.borrow_mut();
+        t.urls += 1;
+        let Some(split) = split_http_url(url) else {
+            prop_assert!(url.starts_with("//"), "refused {:?}", url);
+            t.refused += 1;
+            continue;
+        };
+        t.not_rfc3986 += usize::from(!strict_rfc3986_chars(url));
+        if split.path != path {
+            // Difference 13: only white space at the end sets the two readings apart.
+            let trimmed = url.trim_end_matches(|c: char| c <= ' ');
+            prop_assert_eq!(&*split.path, &*path_of_url(trimmed), "split {:?}", url);
+            t.other_path += 1;
+        }
+        let answered = robots.check_with(Profile::Google, agent, &split.path).allowed();
+        if answered == google {
+            t.agree += 1;
+        } else {
+            prop_assert!(split.path != path, "{}", ctx());
+            t.disagree += 1;
         }
     }
     Ok(())
@@ -342,12 +430,26 @@ fn google_profile_agrees_with_the_robotstxt_port() {
     let t = tally.into_inner();
     let excluded: usize = t.excluded.values().sum();
     let stats = format!(
-        "compared {}, of which disallowed {}; excluded {excluded}: {:?}",
-        t.compared, t.disallowed, t.excluded
+        "compared {}, of which disallowed {}; excluded {excluded}: {:?}\n\
+         URLs {}: refused {} (no scheme: //host/path); answered {}, of which {} not RFC 3986, \
+         {} with another path than Google's reading (white space at the end); verdicts on \
+         the answered: {} agree with Google's library, {} disagree",
+        t.compared,
+        t.disallowed,
+        t.excluded,
+        t.urls,
+        t.refused,
+        t.urls - t.refused,
+        t.not_rfc3986,
+        t.other_path,
+        t.agree,
+        t.disagree,
     );
     println!("{stats}");
     assert!(t.compared > 2 * excluded, "{stats}");
     assert!(t.disallowed > t.compared / 10, "{stats}");
+    // Raw non-ASCII and stray `%` are generated often, and answered.
+    assert!(t.not_rfc3986 > (t.urls - t.refused) / 5, "{stats}");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -463,6 +565,54 @@ fn only_robotsgate_stops_at_500_kib() {
     assert!(!port_allowed(text, "FooBot", "http://example.com/a"));
     assert!(RobotsTxt::parse(&body).check_with(Profile::Google, "FooBot", "/a").allowed());
     assert_eq!(exclusion(&body, "/a"), Some(Exclusion::Over500KiB));
+}
+
+/// Difference 13: white space at the end of a URL is no part of it for browsers and for
+/// robotsgate; Google's library keeps it in the path.
+#[test]
+fn white_space_at_the_end_is_no_part_of_the_url() {
+    let body = "User-agent: *\nDisallow: /a$\n";
+    let url = "http://example.com/a ";
+    assert!(port_allowed(body, "FooBot", url), "Google's library checks /a%20");
+    assert!(reference::google_allowed(body.as_bytes(), "FooBot", &path_of_url(url)));
+    let split = split_http_url(url).unwrap();
+    assert_eq!(split.path, "/a");
+    assert!(!RobotsTxt::parse(body.as_bytes()).check_with(Profile::Google, "FooBot", &split.path).allowed());
+}
+
+/// The `google` verdicts of the conformance vectors about URLs and encoding
+/// (`tests/data/conformance`: the project's own, issue 31.1's raw non-ASCII and stray `%`
+/// among them, and the reference set's `url` and `encoding` groups) are Google's library's:
+/// the port's on the URL, or the reference's where the port differs from Google's library
+/// (a rule above). (Not the `limits` and `pathological` groups: the port's matcher takes
+/// minutes on some of them.)
+#[test]
+fn conformance_vectors_google_verdicts_are_googles() {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/conformance");
+    let mut checked = 0;
+    for (name, groups) in [("cases.jsonl", &["url", "encoding"][..]), ("ours.jsonl", &[][..])] {
+        let text = std::fs::read_to_string(dir.join(name)).expect("conformance vectors");
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let case: serde_json::Value = serde_json::from_str(line).expect("a JSON object");
+            let group = case["group"].as_str().unwrap_or_default();
+            if !groups.is_empty() && !groups.contains(&group) {
+                continue;
+            }
+            let Some(expect) = case["expect"]["google"].as_bool() else { continue };
+            let Some(robots) = case["robots"].as_str() else { continue }; // bytes: not for the port
+            let (id, agent, url) =
+                (&case["id"], case["agent"].as_str().unwrap(), case["url"].as_str().unwrap());
+            let path = split_http_url(url).expect("an http(s) URL").path;
+            assert_eq!(path, path_of_url(url), "{id}: the path is Google's reading");
+            let google = match exclusion(robots.as_bytes(), &path) {
+                Some(_) => reference::google_allowed(robots.as_bytes(), agent, &path),
+                None => port_allowed(robots, agent, url),
+            };
+            assert_eq!(google, expect, "{id}: Google's library says {google}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 40, "{checked}");
 }
 
 /// The issue's examples, through the port too: `//a/b` is the path of

@@ -21,6 +21,7 @@ use robotsgate::policy::{
     UsageCheck, UsageDecision,
 };
 use robotsgate::rep::{self, IgnoredValue, PaceHint, Profile, Reason, RobotsTxt, Verdict};
+use robotsgate::target::Target;
 use serde_json::json;
 
 /// The exit statuses, for `robotsgate check --help`.
@@ -34,10 +35,12 @@ Exit status:
      `invalid` line (with --json an object with \"allowed\": null and \"error\") in its
      place.
 
-A URL must be an absolute http or https URL that is valid under RFC 3986: characters
-outside it (spaces, non-ASCII, `\\`, `|`, ...) must be percent-encoded, so that the path
-checked is the path as written. A robots.txt that fails to fetch is a decision
-(disallow all), not an error.";
+A URL is read as browsers read it (the WHATWG URL standard): raw non-ASCII, spaces or a
+`%` that starts no escape are fine, and the path is checked as written (the google
+profile compares it with the rules as Google's library does; rfc percent-encodes it
+first). A URL is invalid only when it is no http or https URL at all: no scheme,
+another scheme, no host, an invalid host or port. A robots.txt that fails to fetch is a
+decision (disallow all), not an error.";
 
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_STATUS_HELP)]
@@ -87,7 +90,7 @@ pub struct CheckArgs {
     #[arg(long)]
     json: bool,
 
-    /// The URLs to check (absolute http or https URLs, RFC 3986).
+    /// The URLs to check (absolute http or https URLs, as a browser takes them).
     #[arg(required = true, value_name = "URL")]
     urls: Vec<String>,
 }
@@ -182,9 +185,8 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 outcome.invalid += 1;
                 write_invalid(&mut out, &args, url, &why)
             }
-            Ok(_) => {
-                let path = rep::path_of_url(url);
-                let usage = robots.usage_with(args.profile, &args.agent, &path);
+            Ok(target) => {
+                let usage = robots.usage_with(args.profile, &args.agent, target.path());
                 let verdict = usage.verdict();
                 let decided = (!args.purpose.is_empty() && verdict.allowed()).then(|| {
                     let prefs =
@@ -279,8 +281,8 @@ fn live(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         let mut out = io::BufWriter::new(io::stdout().lock());
         let mut outcome = Outcome::default();
         for url in &args.urls {
-            let origin = match check_url(url) {
-                Ok(origin) => origin,
+            let (origin, path) = match check_url(url) {
+                Ok(target) => target.into_parts(),
                 Err(why) => {
                     outcome.invalid += 1;
                     if let Err(e) = write_invalid(&mut out, args, url, &why) {
@@ -289,7 +291,6 @@ fn live(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                     continue;
                 }
             };
-            let path = rep::path_of_url(url);
             let check = UsageCheck { purpose: args.purpose, unknown: args.unknown };
             let d = policy.decide_for(&origin, &path, agent.clone(), args.profile, check).await;
             let word = word(d.allowed, d.usage.as_deref());
@@ -451,107 +452,10 @@ fn stdout_error(e: io::Error) -> anyhow::Result<ExitCode> {
     Err(e).context("cannot write to standard output")
 }
 
-/// A URL to check: valid under RFC 3986 (so that the path checked is the path as
-/// written), an http or https URL with a host, and one whose origin robotsgate can fetch
-/// from. The error says why not.
-fn check_url(raw: &str) -> Result<Origin, String> {
-    rfc3986(raw).map_err(|why| format!("not a valid URI (RFC 3986): {why}"))?;
-    Origin::parse(raw).map_err(|e| e.to_string())
-}
-
-/// `unreserved` (RFC 3986 §2.3) or `sub-delims` (§2.2).
-fn is_unreserved_or_sub_delim(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&b)
-}
-
-/// Checks that `part` (the `what` of a URI) holds only unreserved characters,
-/// sub-delims, the bytes of `extra` and `%` escapes of two hex digits.
-fn uri_chars(part: &str, extra: &[u8], what: &str) -> Result<(), String> {
-    let bytes = part.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        if b == b'%' {
-            if !bytes.get(i + 1..i + 3).is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
-                return Err(format!("'%' not followed by two hex digits in the {what}"));
-            }
-            i += 3;
-            continue;
-        }
-        if !(is_unreserved_or_sub_delim(b) || extra.contains(&b)) {
-            let c = part.get(i..).and_then(|rest| rest.chars().next()).unwrap_or('?');
-            let how = if what == "host" && !c.is_ascii() {
-                "write the name in punycode"
-            } else {
-                "percent-encode it"
-            };
-            return Err(format!("{c:?} in the {what} ({how})"));
-        }
-        i += 1;
-    }
-    Ok(())
-}
-
-/// RFC 3986 `scheme "://" authority path-abempty [ "?" query ] [ "#" fragment ]` (§3),
-/// the form of an http or https URL. An IP literal's address is left to the WHATWG parser.
-fn rfc3986(raw: &str) -> Result<(), String> {
-    let (scheme, rest) = raw.split_once(':').ok_or("no scheme")?;
-    let sb = scheme.as_bytes();
-    if !sb.first().is_some_and(u8::is_ascii_alphabetic)
-        || !sb.iter().all(|&b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
-    {
-        return Err(format!("invalid scheme {scheme:?}"));
-    }
-    let rest = rest.strip_prefix("//").ok_or("no authority (expected scheme://host)")?;
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let hostport = match authority.split_once('@') {
-        Some((userinfo, hostport)) => {
-            uri_chars(userinfo, b":", "user information")?;
-            hostport
-        }
-        None => authority,
-    };
-    let port = if let Some(literal) = hostport.strip_prefix('[') {
-        let (address, port) = literal.split_once(']').ok_or("'[' without ']' in the host")?;
-        if address.is_empty() || !address.bytes().all(|b| b.is_ascii_hexdigit() || b":.vV".contains(&b)) {
-            return Err(format!("invalid IP literal [{address}]"));
-        }
-        port
-    } else {
-        let (host, port) = match hostport.find(':') {
-            Some(c) => hostport.split_at(c),
-            None => (hostport, ""),
-        };
-        if host.is_empty() {
-            // RFC 9110 §4.2.1: an http(s) URI with an empty host is invalid.
-            return Err("no host".into());
-        }
-        uri_chars(host, b"", "host")?;
-        port
-    };
-    if !port.is_empty() {
-        let digits = port.strip_prefix(':').ok_or_else(|| format!("{port:?} after the host"))?;
-        if !digits.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(format!("invalid port {digits:?}"));
-        }
-    }
-    let (tail, fragment) = match tail.split_once('#') {
-        Some((t, f)) => (t, Some(f)),
-        None => (tail, None),
-    };
-    let (path, query) = match tail.split_once('?') {
-        Some((p, q)) => (p, Some(q)),
-        None => (tail, None),
-    };
-    uri_chars(path, b":@/", "path")?;
-    if let Some(q) = query {
-        uri_chars(q, b":@/?", "query")?;
-    }
-    if let Some(f) = fragment {
-        uri_chars(f, b":@/?", "fragment")?;
-    }
-    Ok(())
+/// A URL to check: an http or https URL as browsers read it ([`Target`]). The error
+/// says why not.
+fn check_url(raw: &str) -> Result<Target, String> {
+    Target::parse(raw).map_err(|e| e.to_string())
 }
 
 fn read_robots(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
@@ -611,43 +515,4 @@ fn json_line(url: &str, agent: &str, v: &Verdict<'_>) -> serde_json::Value {
         "groups": groups,
         "explanation": v.to_string(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rfc3986_urls() {
-        for ok in [
-            "http://example.com",
-            "http://example.com:/",
-            "https://user:p%40ss@[2001:db8::1]:8443/a;b,c=d/e:f@g?h=i/j?k#l/m?n",
-            "http://ex%41mple.com/%7Euser/",
-            "http://example.com//a//b?c//d",
-            "http://a_b.example/~x!$&'()*+,;=",
-        ] {
-            assert_eq!(rfc3986(ok), Ok(()), "{ok}");
-        }
-        for (bad, why) in [
-            ("example.com/a", "no scheme"),
-            ("1http://example.com/", "invalid scheme"),
-            ("http:/example.com/", "no authority"),
-            ("http://", "no host"),
-            ("http://user@/a", "no host"),
-            ("http://[::1/a", "'[' without ']'"),
-            ("http://[]/", "invalid IP literal"),
-            ("http://ex ample.com/", "' ' in the host"),
-            ("http://\u{4f8b}.jp/", "punycode"),
-            ("http://example.com:80a/", "invalid port"),
-            ("http://example.com/a\"b", "'\"' in the path"),
-            ("http://example.com/?a b", "' ' in the query"),
-            ("http://example.com/#a#b", "'#' in the fragment"),
-            ("http://example.com/%4", "'%' not followed by two hex digits"),
-            ("http://us er@example.com/", "user information"),
-        ] {
-            let got = rfc3986(bad);
-            assert!(got.as_ref().is_err_and(|e| e.contains(why)), "{bad}: {got:?}, expected {why:?}");
-        }
-    }
 }

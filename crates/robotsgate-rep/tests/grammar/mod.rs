@@ -58,6 +58,8 @@ pub const PATTERN_ATOMS: &[&[u8]] = &[
     b"%c3%a9",
     "\u{e9}".as_bytes(),
     b"\xE9",
+    "\u{30c4}".as_bytes(),
+    b"%E3%83%84",
     b"/.",
     b"/..",
     b"index.htm",
@@ -87,7 +89,8 @@ pub const PATTERN_ATOMS: &[&[u8]] = &[
     b"[",
 ];
 
-/// Pieces of request paths (valid UTF-8, no `#`).
+/// Pieces of request paths (valid UTF-8, no `#`): raw non-ASCII and `%` that starts no
+/// escape among them, as URLs scraped from pages have them (issue 31.1).
 pub const PATH_ATOMS: &[&str] = &[
     "/",
     "/",
@@ -115,6 +118,10 @@ pub const PATH_ATOMS: &[&str] = &[
     "%7E",
     "%C3%A9",
     "\u{e9}",
+    "\u{30c4}",
+    "%E3%83%84",
+    "%%41",
+    "%4",
     "/.",
     "/..",
     "index.htm",
