@@ -574,16 +574,24 @@ async fn concurrent_requests_share_one_fetch() {
 }
 
 #[tokio::test]
-async fn a_slow_directory_leaves_the_request_pending_and_the_fetch_goes_on() {
+async fn a_slow_directory_leaves_the_request_pending_and_fetches_are_bounded() {
     let s = Setup::new().await;
     let k = key();
     let gate = Gate::new();
     let request = http::Request::get(s.directory("a.test")).body(()).unwrap().into_parts().0;
     let response = directory_response(&[&k], &request, now(), Duration::from_secs(3600)).unwrap();
     s.origin.route(WELL_KNOWN_PATH, reply_of(response, "max-age=600").wait_gate(&gate));
-    let verifier = s.verifier_with(VerifyConfig { max_wait: Duration::from_millis(50), ..config() });
+    let one_at_a_time = VerifyConfig {
+        max_wait: Duration::from_millis(50),
+        directory: DirectoryConfig { max_concurrent_fetches: 1, ..DirectoryConfig::default() },
+        ..config()
+    };
+    let verifier = s.verifier_with(one_at_a_time);
     let v = verifier.verify(&signed(&k, &s.agent("a.test"), now()), now()).await;
     assert!(matches!(v, Verdict::Unverified(Unverified::Pending { .. })), "{v:?}");
+    // Meanwhile another directory is not fetched: as many fetches as allowed are under way.
+    let v = verifier.verify(&signed(&k, &s.agent("b.test"), now()), now()).await;
+    assert!(unavailable(&v).contains("fetches under way"), "{v:?}");
     gate.open();
     until("the directory cached", || !verifier.directories().is_empty()).await;
     verified(&verifier.verify(&signed(&k, &s.agent("a.test"), now()), now()).await);

@@ -1078,15 +1078,26 @@ pub fn write_list(out: &mut String, list: &List<'_>) {
     }
 }
 
-/// Each key once, at its first place, with its last value (linear time).
+/// Each key once, at its first place, with its last value. Linear time: a few keys (the
+/// usual parameters) are compared directly, more go through a hash index.
 fn dedup<'a, V>(entries: impl Iterator<Item = (&'a str, V)>) -> Vec<(&'a str, V)> {
+    const DIRECT: usize = 16;
     let mut out: Vec<(&'a str, V)> = Vec::new();
-    let mut index: foldhash::HashMap<&'a str, usize> = foldhash::HashMap::default();
+    let mut index: Option<foldhash::HashMap<&'a str, usize>> = None;
     for (key, value) in entries {
-        match index.get(key) {
-            Some(&at) => out[at].1 = value,
+        if index.is_none() && out.len() >= DIRECT {
+            index = Some(out.iter().enumerate().map(|(n, (k, _))| (*k, n)).collect());
+        }
+        let at = match &index {
+            Some(index) => index.get(key).copied(),
+            None => out.iter().position(|(k, _)| *k == key),
+        };
+        match at {
+            Some(at) => out[at].1 = value,
             None => {
-                index.insert(key, out.len());
+                if let Some(index) = &mut index {
+                    index.insert(key, out.len());
+                }
                 out.push((key, value));
             }
         }

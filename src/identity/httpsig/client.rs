@@ -46,6 +46,9 @@ pub enum DirectoryError {
     /// The document was refused.
     #[error("{0}")]
     Document(#[from] DocumentError),
+    /// Not fetched: as many fetches as allowed are under way.
+    #[error("not fetched: {0} directory fetches under way")]
+    Busy(usize),
 }
 
 impl DirectoryError {
@@ -60,6 +63,7 @@ impl DirectoryError {
             DirectoryError::Document(DocumentError::TooLarge(_)) => "too_large",
             DirectoryError::Document(DocumentError::TooManyKeys(_)) => "too_many_keys",
             DirectoryError::Document(DocumentError::Malformed(_)) => "malformed",
+            DirectoryError::Busy(_) => "busy",
         }
     }
 }
@@ -314,7 +318,14 @@ impl DirectoryCache {
                 _ => {}
             }
         }
-        let mut flight = self.join_or_start(url, key, known.clone(), now);
+        let Some(mut flight) = self.join_or_start(url, key, known.clone(), now) else {
+            return match known.as_ref().and_then(|e| e.directory.clone()) {
+                Some(dir) => Lookup::Directory(dir),
+                None => {
+                    Lookup::Unavailable(DirectoryError::Busy(self.config.directory.max_concurrent_fetches))
+                }
+            };
+        };
         let landed = match tokio::time::timeout(wait, flight.wait_for(Option::is_some)).await {
             Ok(Ok(r)) => r.clone(),
             _ => None,
@@ -331,20 +342,24 @@ impl DirectoryCache {
     }
 
     /// The fetch of `url` under way, or a new one (run on its own task: a request that stops
-    /// waiting does not cancel it).
+    /// waiting does not cancel it); `None` when as many as allowed are under way.
     fn join_or_start(
         &self,
         url: &DirectoryUrl,
         key: Arc<str>,
         prior: Option<Arc<Entry>>,
         now: i64,
-    ) -> Flight {
+    ) -> Option<Flight> {
         let mut flights = self.flights.lock().unwrap_or_else(|e| e.into_inner());
         // A flight whose task is gone (it cannot be, short of a panic) is not joined.
         if let Some(flight) = flights.get(&key)
             && flight.has_changed().is_ok()
         {
-            return flight.clone();
+            return Some(flight.clone());
+        }
+        flights.retain(|_, f| f.has_changed().is_ok());
+        if flights.len() >= self.config.directory.max_concurrent_fetches {
+            return None;
         }
         let (tx, rx) = watch::channel(None);
         flights.insert(key.clone(), rx.clone());
@@ -373,7 +388,20 @@ impl DirectoryCache {
             flights.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
             let _ = tx.send(Some(entry));
         });
-        rx
+        Some(rx)
+    }
+
+    /// Keys had otherwise (configuration, or key material verified elsewhere) stand as the
+    /// directory at `url` from `now` for `ttl`; then the directory is fetched as any other.
+    pub fn insert(&self, url: &DirectoryUrl, directory: Directory, now: i64, ttl: Duration) {
+        let entry = Entry {
+            directory: Some(Arc::new(directory)),
+            fetched_at: now,
+            fresh_until: now.saturating_add(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX)),
+            error: None,
+            validators: Validators::default(),
+        };
+        self.entries.insert(url.as_str().into(), Arc::new(entry));
     }
 
     /// How many directories are cached (for metrics and tests).

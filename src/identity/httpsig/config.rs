@@ -94,6 +94,10 @@ pub struct DirectoryConfig {
     pub refetch_for_unknown_key: Duration,
     /// Most directories cached. Default 4096.
     pub max_directories: u64,
+    /// Most directory fetches under way at once (requests name the directories: a flood of
+    /// made-up ones must not become a flood of fetches). Past it, a request whose directory
+    /// is not cached is unverified. Default 32.
+    pub max_concurrent_fetches: usize,
     /// Response signatures.
     pub response_signatures: ResponseSignatures,
     /// The `User-Agent` of directory fetches.
@@ -112,6 +116,7 @@ impl Default for DirectoryConfig {
             failure_ttl: Duration::from_secs(300),
             refetch_for_unknown_key: Duration::from_secs(60),
             max_directories: 4096,
+            max_concurrent_fetches: 32,
             response_signatures: ResponseSignatures::default(),
             user_agent: concat!("robotsgate/", env!("CARGO_PKG_VERSION")).into(),
         }
