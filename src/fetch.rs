@@ -311,32 +311,41 @@ impl Fetcher {
 
     /// Reads and decodes the body, at most `max_body_bytes` of it.
     async fn read_body(&self, response: http::Response<PoolBody>) -> Result<(Bytes, bool), Unreachable> {
-        let encoding = response
-            .headers()
-            .get(CONTENT_ENCODING)
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_ascii_lowercase())
-            .unwrap_or_default();
-        let stream = BodyDataStream::new(response.into_body()).map_err(io::Error::other);
-        let raw = StreamReader::new(stream);
-        let mut reader: Box<dyn AsyncRead + Unpin + Send> = match encoding.as_str() {
-            "" | "identity" => Box::new(raw),
-            "gzip" | "x-gzip" => Box::new(GzipDecoder::new(raw)),
-            "deflate" => Box::new(ZlibDecoder::new(raw)),
-            "br" => Box::new(BrotliDecoder::new(raw)),
-            other => return Err(Unreachable::Decode(format!("unsupported content-encoding {other:?}"))),
-        };
-        let limit = self.config.max_body_bytes;
-        let mut buf = Vec::with_capacity(limit.min(64 * 1024));
-        let mut limited = (&mut reader).take(limit as u64 + 1);
-        match tokio::time::timeout(self.config.body_timeout, limited.read_to_end(&mut buf)).await {
-            Err(_) => return Err(Unreachable::BodyTimeout(self.config.body_timeout)),
-            Ok(Err(e)) => return Err(body_error(e)),
-            Ok(Ok(_)) => {}
-        }
-        let truncated = buf.len() > limit;
-        buf.truncate(limit);
-        Ok((Bytes::from(buf), truncated))
+        read_decoded_body(response, self.config.max_body_bytes, self.config.body_timeout).await
     }
+}
+
+/// Reads a response body, decoded (`gzip`, `deflate`, `br`), at most `limit` bytes of it
+/// (the flag says it went on past them), within `timeout`.
+pub(crate) async fn read_decoded_body(
+    response: http::Response<PoolBody>,
+    limit: usize,
+    timeout: Duration,
+) -> Result<(Bytes, bool), Unreachable> {
+    let encoding = response
+        .headers()
+        .get(CONTENT_ENCODING)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_ascii_lowercase())
+        .unwrap_or_default();
+    let stream = BodyDataStream::new(response.into_body()).map_err(io::Error::other);
+    let raw = StreamReader::new(stream);
+    let mut reader: Box<dyn AsyncRead + Unpin + Send> = match encoding.as_str() {
+        "" | "identity" => Box::new(raw),
+        "gzip" | "x-gzip" => Box::new(GzipDecoder::new(raw)),
+        "deflate" => Box::new(ZlibDecoder::new(raw)),
+        "br" => Box::new(BrotliDecoder::new(raw)),
+        other => return Err(Unreachable::Decode(format!("unsupported content-encoding {other:?}"))),
+    };
+    let mut buf = Vec::with_capacity(limit.min(64 * 1024));
+    let mut limited = (&mut reader).take(limit as u64 + 1);
+    match tokio::time::timeout(timeout, limited.read_to_end(&mut buf)).await {
+        Err(_) => return Err(Unreachable::BodyTimeout(timeout)),
+        Ok(Err(e)) => return Err(body_error(e)),
+        Ok(Ok(_)) => {}
+    }
+    let truncated = buf.len() > limit;
+    buf.truncate(limit);
+    Ok((Bytes::from(buf), truncated))
 }
 
 /// The next URL of a redirect: `Location` resolved against the current URL, http(s) only.
@@ -351,7 +360,7 @@ fn redirect_target(current: &str, headers: &HeaderMap, status: StatusCode) -> Op
 
 /// `max-age` (or `s-maxage`, which a shared cache like this one prefers) of a
 /// `Cache-Control` header; `no-cache` and `no-store` count as zero.
-fn max_age(headers: &HeaderMap) -> Option<Duration> {
+pub(crate) fn max_age(headers: &HeaderMap) -> Option<Duration> {
     let mut max_age = None;
     let mut shared = None;
     for value in headers.get_all(CACHE_CONTROL) {
@@ -385,7 +394,7 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 }
 
 /// Classifies an error of the pool.
-fn client_error(e: &PoolError) -> Unreachable {
+pub(crate) fn client_error(e: &PoolError) -> Unreachable {
     match e {
         PoolError::Connect(c) => Unreachable::Connect(c.clone()),
         PoolError::BadTarget { .. } => Unreachable::BadRedirect(e.to_string()),

@@ -14,6 +14,7 @@
 //! - [`policy`]: the per-origin cache and the decision for a request.
 //! - [`pacing`]: when a request may go: crawl-delay, request-rate, back-off after 429/503,
 //!   requests held in order and refused past a limit.
+//! - [`identity`]: who a bot is: Web Bot Auth signatures verified and made.
 //! - [`audit`]: the decision log (JSON Lines) and robots.txt snapshots.
 //! - [`layer`]: `RobotsLayer`, the tower middleware that enforces the decisions.
 //!
@@ -32,6 +33,7 @@ pub mod audit;
 #[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod fetch;
+pub mod identity;
 pub mod layer;
 pub mod net;
 pub mod origin;

@@ -44,6 +44,7 @@ pub mod parser;
 mod pattern;
 mod precedence;
 mod reading;
+pub mod sf;
 mod url;
 pub mod usage;
 

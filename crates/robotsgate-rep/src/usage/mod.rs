@@ -51,8 +51,6 @@
 //! specification makes them rules). Under the conservative profile, where the two readings
 //! group a file differently, the more restrictive answer counts, as for verdicts.
 
-mod sf;
-
 use std::fmt;
 use std::str::FromStr;
 
@@ -291,20 +289,20 @@ impl fmt::Display for Statement {
 /// ```
 pub fn parse_content_usage(value: &[u8]) -> Statement {
     let mut s = Statement::default();
-    let parsed = sf::parse_dictionary(value, |key, member| {
+    let Ok(dict) = crate::sf::Dictionary::parse(value) else {
+        return Statement { malformed: true, ..Statement::default() };
+    };
+    for (key, member) in dict.iter() {
         let slot = match key {
-            b"train-ai" => Category::TrainAi,
-            b"search" => Category::Search,
-            _ => return,
+            "train-ai" => Category::TrainAi,
+            "search" => Category::Search,
+            _ => continue,
         };
-        s.prefs[slot.index()] = match member {
-            sf::Member::Token(b"y") => Preference::Allowed,
-            sf::Member::Token(b"n") => Preference::Disallowed,
+        s.prefs[slot.index()] = match member.as_token() {
+            Some("y") => Preference::Allowed,
+            Some("n") => Preference::Disallowed,
             _ => Preference::Unknown,
         };
-    });
-    if parsed.is_err() {
-        return Statement { malformed: true, ..Statement::default() };
     }
     s
 }

@@ -83,75 +83,7 @@ fn combine_is_most_restrictive() {
     assert!("ai-train".parse::<Category>().unwrap_err().to_string().contains("train-ai"));
 }
 
-/// Members as `(key, token value)`.
-type Members = Vec<(String, Option<String>)>;
-
-/// The RFC 9651 test suite (httpwg/structured-field-tests, BSD-3-Clause; `tests/data/sf/`):
-/// every test's outcome (fails or parses), and for dictionaries, which members are Tokens.
-#[test]
-fn structured_field_test_suite() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sf");
-    let mut ran = 0;
-    let mut names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    names.sort();
-    for path in names.into_iter().filter(|p| p.extension().is_some_and(|e| e == "json")) {
-        let tests: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-        for t in tests.as_array().unwrap() {
-            let name = format!("{}: {}", path.display(), t["name"]);
-            let raw: Vec<&str> = t["raw"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-            let input = raw.join(", ");
-            let must_fail = t["must_fail"].as_bool().unwrap_or(false);
-            let can_fail = t["can_fail"].as_bool().unwrap_or(false);
-            let (ok, tokens): (bool, Option<Members>) = match t["header_type"].as_str() {
-                Some("dictionary") => {
-                    let mut got = Vec::new();
-                    let r = sf::parse_dictionary(input.as_bytes(), |k, m| {
-                        let v = match m {
-                            sf::Member::Token(t) => Some(String::from_utf8(t.to_vec()).unwrap()),
-                            sf::Member::Other => None,
-                        };
-                        let k = String::from_utf8(k.to_vec()).unwrap();
-                        got.retain(|(g, _)| *g != k);
-                        got.push((k, v));
-                    });
-                    (r.is_ok(), Some(got))
-                }
-                Some("list") => (sf::parse_other(input.as_bytes(), true).is_ok(), None),
-                Some("item") => (sf::parse_other(input.as_bytes(), false).is_ok(), None),
-                other => panic!("{name}: {other:?}"),
-            };
-            ran += 1;
-            if must_fail {
-                assert!(!ok, "{name}: must fail: {input:?}");
-                continue;
-            }
-            if !ok {
-                assert!(can_fail, "{name}: must parse: {input:?}");
-                continue;
-            }
-            if let (Some(got), Some(expected)) = (tokens, t["expected"].as_array()) {
-                // The expected members in order (the last of a duplicate key kept at its
-                // first place by RFC 9651, which does not matter here).
-                let want: Members = expected
-                    .iter()
-                    .map(|m| {
-                        let k = m[0].as_str().unwrap().to_owned();
-                        let v = &m[1][0];
-                        let tok = (v.get("__type").and_then(|t| t.as_str()) == Some("token"))
-                            .then(|| v["value"].as_str().unwrap().to_owned());
-                        (k, tok)
-                    })
-                    .collect();
-                let mut got = got;
-                let mut want = want;
-                got.sort();
-                want.sort();
-                assert_eq!(got, want, "{name}");
-            }
-        }
-    }
-    assert!(ran > 1000, "only {ran} vectors found in {}", dir.display());
-}
+// The RFC 9651 test suite runs against the shared parser in `src/sf/tests.rs`.
 
 #[test]
 fn large_dictionaries_parse_in_linear_time() {
