@@ -20,7 +20,7 @@ mod tls;
 
 pub use address::{DenyReason, classify};
 pub use connector::Connector;
-pub use dns::{DnsConfig, Resolver};
+pub use dns::{BadNameServer, DNS_PORT, DnsConfig, NameServer, Resolver};
 pub use error::ConnectError;
 pub use guard::Guard;
 pub use stream::Stream;
