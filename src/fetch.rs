@@ -13,24 +13,17 @@
 //! read; the rest is ignored and the fetch does not fail, so a compressed bomb stays small.
 //! `gzip`, `deflate` and `br` are decoded.
 
-use std::io;
 use std::time::{Duration, SystemTime};
 
-use async_compression::tokio::bufread::{BrotliDecoder, GzipDecoder, ZlibDecoder};
 use bytes::Bytes;
-use futures_util::TryStreamExt;
-use http::header::{
-    ACCEPT, ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING, LOCATION, RETRY_AFTER, USER_AGENT,
-};
+use http::header::{ACCEPT, ACCEPT_ENCODING, CACHE_CONTROL, LOCATION, RETRY_AFTER, USER_AGENT};
 use http::{HeaderMap, Request, StatusCode};
-use http_body_util::{BodyDataStream, Empty};
+use http_body_util::Empty;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::Instant;
-use tokio_util::io::StreamReader;
 
+use crate::net::http::{self as client, BodyError};
 use crate::net::{ConnectError, Connector};
 use crate::origin::Origin;
 use crate::rep::MAX_ROBOTS_TXT_BYTES;
@@ -169,12 +162,7 @@ pub struct Fetcher {
 impl Fetcher {
     /// A fetcher connecting through `connector`.
     pub fn new(connector: Connector, config: FetchConfig) -> Fetcher {
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .pool_max_idle_per_host(2)
-            .build(connector);
-        Fetcher { client, config }
+        Fetcher { client: client::client(connector), config }
     }
 
     /// The configuration.
@@ -229,7 +217,7 @@ impl Fetcher {
             let req = Request::get(uri)
                 .header(USER_AGENT, &self.config.user_agent)
                 .header(ACCEPT, "text/plain, */*;q=0.5")
-                .header(ACCEPT_ENCODING, "gzip, deflate, br")
+                .header(ACCEPT_ENCODING, client::ACCEPT_ENCODING)
                 .body(Empty::new());
             let req = match req {
                 Ok(r) => r,
@@ -285,36 +273,18 @@ impl Fetcher {
         &self,
         response: http::Response<hyper::body::Incoming>,
     ) -> Result<(Bytes, bool), Unreachable> {
-        let encoding = response
-            .headers()
-            .get(CONTENT_ENCODING)
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_ascii_lowercase())
-            .unwrap_or_default();
-        let stream = BodyDataStream::new(response.into_body()).map_err(io::Error::other);
-        let raw = StreamReader::new(stream);
-        let mut reader: Box<dyn AsyncRead + Unpin + Send> = match encoding.as_str() {
-            "" | "identity" => Box::new(raw),
-            "gzip" | "x-gzip" => Box::new(GzipDecoder::new(raw)),
-            "deflate" => Box::new(ZlibDecoder::new(raw)),
-            "br" => Box::new(BrotliDecoder::new(raw)),
-            other => return Err(Unreachable::Decode(format!("unsupported content-encoding {other:?}"))),
-        };
-        let limit = self.config.max_body_bytes;
-        let mut buf = Vec::with_capacity(limit.min(64 * 1024));
-        let mut limited = (&mut reader).take(limit as u64 + 1);
-        match tokio::time::timeout(self.config.body_timeout, limited.read_to_end(&mut buf)).await {
-            Err(_) => return Err(Unreachable::BodyTimeout(self.config.body_timeout)),
-            Ok(Err(e)) => return Err(body_error(e)),
-            Ok(Ok(_)) => {}
-        }
-        let truncated = buf.len() > limit;
-        buf.truncate(limit);
-        Ok((Bytes::from(buf), truncated))
+        client::read_body(response, self.config.max_body_bytes, self.config.body_timeout).await.map_err(|e| {
+            match e {
+                BodyError::Timeout => Unreachable::BodyTimeout(self.config.body_timeout),
+                BodyError::Transport(why) => Unreachable::Protocol(why),
+                BodyError::Decode(why) => Unreachable::Decode(why),
+            }
+        })
     }
 }
 
 /// The next URL of a redirect: `Location` resolved against the current URL, http(s) only.
-fn redirect_target(current: &str, headers: &HeaderMap, status: StatusCode) -> Option<String> {
+pub(crate) fn redirect_target(current: &str, headers: &HeaderMap, status: StatusCode) -> Option<String> {
     if !matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308) {
         return None;
     }
@@ -360,23 +330,9 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 
 /// Classifies an error of the HTTP client.
 fn client_error(e: &hyper_util::client::legacy::Error) -> Unreachable {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(c) = s.downcast_ref::<ConnectError>() {
-            return Unreachable::Connect(c.clone());
-        }
-        source = s.source();
-    }
-    Unreachable::Protocol(error_chain(e))
-}
-
-/// Classifies an error while reading the body: the transport (hyper) or the decoder.
-fn body_error(e: io::Error) -> Unreachable {
-    let transport = e.get_ref().is_some_and(|inner| inner.downcast_ref::<hyper::Error>().is_some());
-    if transport || e.kind() == io::ErrorKind::UnexpectedEof && e.get_ref().is_none() {
-        Unreachable::Protocol(error_chain(&e))
-    } else {
-        Unreachable::Decode(error_chain(&e))
+    match client::connect_error(e) {
+        Some(c) => Unreachable::Connect(c),
+        None => Unreachable::Protocol(error_chain(e)),
     }
 }
 

@@ -15,6 +15,7 @@ mod connector;
 mod dns;
 mod error;
 mod guard;
+pub(crate) mod http;
 mod stream;
 mod tls;
 
