@@ -9,6 +9,7 @@
 //! - [`origin`]: the origin (scheme, host, port) a robots.txt file belongs to.
 //! - [`net`]: outbound connections (DNS, destination guard, TCP, TLS).
 //! - [`fetch`]: getting an origin's robots.txt (status classes, redirects, limits).
+//! - [`identity`]: who the bot is: published IP ranges and forward-confirmed reverse DNS.
 //! - [`policy`]: the per-origin cache and the decision for a request.
 //! - [`pacing`]: when a request may go: crawl-delay, request-rate, back-off after 429/503,
 //!   requests held in order and refused past a limit.
@@ -30,6 +31,7 @@ pub mod audit;
 #[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod fetch;
+pub mod identity;
 pub mod layer;
 pub mod net;
 pub mod origin;
