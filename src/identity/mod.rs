@@ -7,6 +7,11 @@
 //!
 //! - [`ranges`]: the operators' published IP range lists (a bundled, dated snapshot;
 //!   refreshed from their URLs; overridable by files), looked up by longest-prefix match.
+//! - [`rdns`]: forward-confirmed reverse DNS, cached, one lookup per address, a bounded
+//!   wait.
+//! - [`Operator`]: an operator's tokens, lists and reverse DNS suffixes (plain data;
+//!   [`Operator::defaults`] for the large crawlers).
+//! - [`Verifier`]: (client address, claimed token) → [`Verdict`], the call a layer makes.
 //!
 //! ```
 //! use robotsgate::identity::ranges::{ListLimits, RangeList, RangeTable};
@@ -26,7 +31,12 @@
 //! # Ok::<(), robotsgate::identity::ranges::ListError>(())
 //! ```
 
+mod operator;
 pub mod ranges;
+pub mod rdns;
 mod verdict;
+mod verifier;
 
+pub use operator::Operator;
 pub use verdict::{Method, Verdict, Why};
+pub use verifier::Verifier;
