@@ -13,22 +13,16 @@
 //! read; the rest is ignored and the fetch does not fail, so a compressed bomb stays small.
 //! `gzip`, `deflate` and `br` are decoded.
 
-use std::io;
 use std::time::{Duration, SystemTime};
 
-use async_compression::tokio::bufread::{BrotliDecoder, GzipDecoder, ZlibDecoder};
 use bytes::Bytes;
-use futures_util::TryStreamExt;
-use http::header::{
-    ACCEPT, ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING, LOCATION, RETRY_AFTER, USER_AGENT,
-};
+use http::header::{ACCEPT, ACCEPT_ENCODING, CACHE_CONTROL, LOCATION, RETRY_AFTER, USER_AGENT};
 use http::{HeaderMap, Request, StatusCode};
-use http_body_util::{BodyDataStream, BodyExt, Either, Empty};
+use http_body_util::{BodyExt, Either, Empty};
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::Instant;
-use tokio_util::io::StreamReader;
 
+use crate::net::http::{self as client, BodyError};
 use crate::net::{ConnectError, Connector, Pool, PoolBody, PoolConfig, PoolError};
 use crate::origin::Origin;
 use crate::rep::MAX_ROBOTS_TXT_BYTES;
@@ -234,7 +228,7 @@ impl Fetcher {
             let req = Request::get(uri)
                 .header(USER_AGENT, &self.config.user_agent)
                 .header(ACCEPT, "text/plain, */*;q=0.5")
-                .header(ACCEPT_ENCODING, "gzip, deflate, br")
+                .header(ACCEPT_ENCODING, client::ACCEPT_ENCODING)
                 .body(Either::Right(Empty::new()));
             let req = match req {
                 Ok(r) => r,
@@ -322,34 +316,15 @@ pub(crate) async fn read_decoded_body(
     limit: usize,
     timeout: Duration,
 ) -> Result<(Bytes, bool), Unreachable> {
-    let encoding = response
-        .headers()
-        .get(CONTENT_ENCODING)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_ascii_lowercase())
-        .unwrap_or_default();
-    let stream = BodyDataStream::new(response.into_body()).map_err(io::Error::other);
-    let raw = StreamReader::new(stream);
-    let mut reader: Box<dyn AsyncRead + Unpin + Send> = match encoding.as_str() {
-        "" | "identity" => Box::new(raw),
-        "gzip" | "x-gzip" => Box::new(GzipDecoder::new(raw)),
-        "deflate" => Box::new(ZlibDecoder::new(raw)),
-        "br" => Box::new(BrotliDecoder::new(raw)),
-        other => return Err(Unreachable::Decode(format!("unsupported content-encoding {other:?}"))),
-    };
-    let mut buf = Vec::with_capacity(limit.min(64 * 1024));
-    let mut limited = (&mut reader).take(limit as u64 + 1);
-    match tokio::time::timeout(timeout, limited.read_to_end(&mut buf)).await {
-        Err(_) => return Err(Unreachable::BodyTimeout(timeout)),
-        Ok(Err(e)) => return Err(body_error(e)),
-        Ok(Ok(_)) => {}
-    }
-    let truncated = buf.len() > limit;
-    buf.truncate(limit);
-    Ok((Bytes::from(buf), truncated))
+    client::read_body(response, limit, timeout).await.map_err(|e| match e {
+        BodyError::Timeout => Unreachable::BodyTimeout(timeout),
+        BodyError::Transport(why) => Unreachable::Protocol(why),
+        BodyError::Decode(why) => Unreachable::Decode(why),
+    })
 }
 
 /// The next URL of a redirect: `Location` resolved against the current URL, http(s) only.
-fn redirect_target(current: &str, headers: &HeaderMap, status: StatusCode) -> Option<String> {
+pub(crate) fn redirect_target(current: &str, headers: &HeaderMap, status: StatusCode) -> Option<String> {
     if !matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308) {
         return None;
     }
@@ -399,16 +374,6 @@ pub(crate) fn client_error(e: &PoolError) -> Unreachable {
         PoolError::Connect(c) => Unreachable::Connect(c.clone()),
         PoolError::BadTarget { .. } => Unreachable::BadRedirect(e.to_string()),
         _ => Unreachable::Protocol(error_chain(e)),
-    }
-}
-
-/// Classifies an error while reading the body: the transport (hyper) or the decoder.
-fn body_error(e: io::Error) -> Unreachable {
-    let transport = e.get_ref().is_some_and(|inner| inner.downcast_ref::<hyper::Error>().is_some());
-    if transport || e.kind() == io::ErrorKind::UnexpectedEof && e.get_ref().is_none() {
-        Unreachable::Protocol(error_chain(&e))
-    } else {
-        Unreachable::Decode(error_chain(&e))
     }
 }
 

@@ -11,6 +11,7 @@
 //!   accepts).
 //! - [`net`]: outbound connections (DNS, destination guard, TCP, TLS).
 //! - [`fetch`]: getting an origin's robots.txt (status classes, redirects, limits).
+//! - [`identity`]: who the bot is: published IP ranges and forward-confirmed reverse DNS.
 //! - [`policy`]: the per-origin cache and the decision for a request.
 //! - [`pacing`]: when a request may go: crawl-delay, request-rate, back-off after 429/503,
 //!   requests held in order and refused past a limit.

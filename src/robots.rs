@@ -240,9 +240,13 @@ impl RobotsBuilder {
         self
     }
 
-    /// Name servers to ask instead of the system configuration.
-    pub fn dns_servers(mut self, servers: impl IntoIterator<Item = std::net::IpAddr>) -> Self {
-        self.dns.servers = servers.into_iter().collect();
+    /// Name servers to ask instead of the system configuration: addresses (port 53) or
+    /// socket addresses (e.g. a local resolver on `127.0.0.1:5353`).
+    pub fn dns_servers<S: Into<crate::net::NameServer>>(
+        mut self,
+        servers: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.dns.servers = servers.into_iter().map(Into::into).collect();
         self.dns_set = true;
         self
     }

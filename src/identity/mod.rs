@@ -1,9 +1,47 @@
-//! Who a bot is: checking the identity a request claims (ingress) and proving robotsgate's
-//! own (egress).
+//! Who a bot is: checking that a request claiming an operator's product token (say
+//! `GPTBot`) comes from that operator (ingress), and proving robotsgate's own (egress).
 //!
+//! A check gives a three-valued [`Verdict`]: verified (by which [`Method`]), unverified
+//! (nothing to check it with, or not yet), or failed (it claims an operator and the check
+//! says no: an impersonator).
+//!
+//! - [`ranges`]: the operators' published IP range lists (a bundled, dated snapshot;
+//!   refreshed from their URLs; overridable by files), looked up by longest-prefix match.
+//! - [`rdns`]: forward-confirmed reverse DNS, cached, one lookup per address, a bounded
+//!   wait.
+//! - [`Operator`]: an operator's tokens, lists and reverse DNS suffixes (plain data;
+//!   [`Operator::defaults`] for the large crawlers).
+//! - [`Verifier`]: (client address, claimed token) → [`Verdict`], the call a layer makes.
 //! - [`httpsig`]: Web Bot Auth (HTTP Message Signatures, RFC 9421, as
 //!   draft-ietf-webbotauth-httpsig-protocol profiles them): verifying a request's
 //!   signatures against the key directory its `Signature-Agent` names, signing requests,
 //!   and signing the key directory robotsgate serves.
+//!
+//! ```
+//! use robotsgate::identity::ranges::{ListLimits, RangeList, RangeTable};
+//! let list = RangeList::parse(
+//!     br#"{"creationTime": "2026-08-20T14:46:45.000000",
+//!          "prefixes": [{"ipv4Prefix": "66.249.64.0/27"}, {"ipv6Prefix": "2001:4860:4801:10::/64"}]}"#,
+//!     &ListLimits::default(),
+//! )?;
+//! let mut builder = RangeTable::builder();
+//! builder.add("https://developers.google.com/static/crawling/ipranges/common-crawlers.json", "Google", &list);
+//! let table = builder.build();
+//! let operator = |ip: &str| table.lookup(ip.parse().unwrap()).next().map(|l| l.operator().to_string());
+//! assert_eq!(operator("66.249.64.7").as_deref(), Some("Google"));
+//! assert_eq!(operator("::ffff:66.249.64.7").as_deref(), Some("Google"));
+//! assert_eq!(operator("2001:4860:4801:10::1").as_deref(), Some("Google"));
+//! assert_eq!(operator("66.249.64.32"), None);
+//! # Ok::<(), robotsgate::identity::ranges::ListError>(())
+//! ```
 
 pub mod httpsig;
+mod operator;
+pub mod ranges;
+pub mod rdns;
+mod verdict;
+mod verifier;
+
+pub use operator::Operator;
+pub use verdict::{Method, Verdict, Why};
+pub use verifier::Verifier;

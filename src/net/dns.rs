@@ -3,12 +3,13 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_resolver::TokioResolver;
-use hickory_resolver::config::{NameServerConfig, ResolverConfig};
+use hickory_resolver::config::{NameServerConfig, ResolverConfig, ResolverOpts};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 
 use super::error::ConnectError;
@@ -17,10 +18,112 @@ use crate::origin::Host;
 /// How names are resolved.
 #[derive(Debug, Clone, Default)]
 pub struct DnsConfig {
-    /// Name servers to ask; empty means the system configuration (`/etc/resolv.conf`).
-    pub servers: Vec<IpAddr>,
+    /// Name servers to ask (UDP, and TCP for long answers); empty means the system
+    /// configuration (`/etc/resolv.conf`).
+    pub servers: Vec<NameServer>,
     /// Fixed answers, consulted first: lower-case host name → addresses.
     pub overrides: HashMap<String, Vec<IpAddr>>,
+}
+
+/// A name server: an address and a port, 53 unless given.
+///
+/// Parsed from `192.0.2.53`, `192.0.2.53:5353`, `2001:db8::53` or `[2001:db8::53]:5353`
+/// (and read so from configuration files).
+///
+/// ```
+/// use robotsgate::net::NameServer;
+/// let plain: NameServer = "192.0.2.53".parse().unwrap();
+/// assert_eq!(plain.addr().port(), 53);
+/// let local: NameServer = "127.0.0.1:5353".parse().unwrap();
+/// assert_eq!(local.addr(), "127.0.0.1:5353".parse().unwrap());
+/// let v6: NameServer = "[::1]:5353".parse().unwrap();
+/// assert_eq!(v6.to_string(), "[::1]:5353");
+/// assert_eq!(NameServer::from("::1".parse::<std::net::IpAddr>().unwrap()).addr().port(), 53);
+/// assert!("ns.example:53".parse::<NameServer>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NameServer(SocketAddr);
+
+/// The port of a name server given without one.
+pub const DNS_PORT: u16 = 53;
+
+impl NameServer {
+    /// The server's address and port.
+    pub fn addr(&self) -> SocketAddr {
+        self.0
+    }
+}
+
+impl From<IpAddr> for NameServer {
+    /// The server at `ip`, port 53.
+    fn from(ip: IpAddr) -> NameServer {
+        NameServer(SocketAddr::new(ip, DNS_PORT))
+    }
+}
+
+impl From<SocketAddr> for NameServer {
+    fn from(addr: SocketAddr) -> NameServer {
+        NameServer(addr)
+    }
+}
+
+/// A name server that is neither an IP address nor an `address:port`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a name server address (an IP address or address:port): {0:?}")]
+pub struct BadNameServer(pub String);
+
+impl FromStr for NameServer {
+    type Err = BadNameServer;
+
+    fn from_str(s: &str) -> Result<NameServer, BadNameServer> {
+        let s = s.trim();
+        if let Ok(ip) = s.parse::<IpAddr>() {
+            return Ok(ip.into());
+        }
+        s.parse::<SocketAddr>().map(NameServer).map_err(|_| BadNameServer(s.to_owned()))
+    }
+}
+
+impl fmt::Display for NameServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for NameServer {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<NameServer, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A hickory resolver for `servers` (empty: the system configuration), its options
+/// adjusted by `tune` (over the system's own when that is used): the one place the library
+/// builds one. An error says why the system configuration could not be read.
+pub(crate) fn hickory(
+    servers: &[NameServer],
+    tune: impl FnOnce(&mut ResolverOpts),
+) -> Result<TokioResolver, String> {
+    let mut builder = if servers.is_empty() {
+        TokioResolver::builder_tokio().map_err(|e| e.to_string())?
+    } else {
+        let servers = servers
+            .iter()
+            .map(|s| {
+                let mut config = NameServerConfig::udp_and_tcp(s.addr().ip());
+                for connection in &mut config.connections {
+                    connection.port = s.addr().port();
+                }
+                config
+            })
+            .collect();
+        TokioResolver::builder_with_config(
+            ResolverConfig::from_name_servers(servers),
+            TokioRuntimeProvider::default(),
+        )
+    };
+    tune(builder.options_mut());
+    builder.build().map_err(|e| e.to_string())
 }
 
 /// Resolves host names: static overrides first, then DNS.
@@ -65,19 +168,9 @@ impl Resolver {
             .iter()
             .map(|(k, v)| (k.trim_end_matches('.').to_ascii_lowercase(), v.clone()))
             .collect();
-        let built = if config.servers.is_empty() {
-            TokioResolver::builder_tokio().and_then(|b| b.build())
-        } else {
-            let servers = config.servers.iter().map(|ip| NameServerConfig::udp_and_tcp(*ip)).collect();
-            TokioResolver::builder_with_config(
-                ResolverConfig::from_name_servers(servers),
-                TokioRuntimeProvider::default(),
-            )
-            .build()
-        };
-        let (dns, dns_error) = match built {
+        let (dns, dns_error) = match hickory(&config.servers, |_| ()) {
             Ok(r) => (Some(r), None),
-            Err(e) => (None, Some(e.to_string())),
+            Err(e) => (None, Some(e)),
         };
         let answers = moka::sync::Cache::builder()
             .max_capacity(MAX_ANSWERS)

@@ -16,13 +16,15 @@ mod connector;
 mod dns;
 mod error;
 mod guard;
+pub(crate) mod http;
 mod pool;
 mod stream;
 mod tls;
 
 pub use address::{DenyReason, classify};
 pub use connector::Connector;
-pub use dns::{DnsConfig, Resolver};
+pub(crate) use dns::hickory;
+pub use dns::{BadNameServer, DNS_PORT, DnsConfig, NameServer, Resolver};
 pub use error::ConnectError;
 pub use guard::Guard;
 pub use pool::{Pool, PoolBody, PoolConfig, PoolError, PoolRequestBody, origin_form};

@@ -248,7 +248,7 @@ impl App {
         let guard_handle = guard.clone();
         let guard = Arc::new(guard);
         let dns = DnsConfig {
-            servers: config.dns.servers.clone(),
+            servers: config.dns.servers.iter().map(|&ip| ip.into()).collect(),
             overrides: config.dns.static_hosts.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         };
         let resolver = Resolver::new(&dns);

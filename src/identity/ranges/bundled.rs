@@ -1,0 +1,105 @@
+//! The bundled snapshot of the operators' published lists (see `data/README.md` for each
+//! file's source and date), so a machine without Internet access verifies from the start.
+
+/// A bundled copy of a published list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bundled {
+    /// The URL the operator publishes the list at.
+    pub url: &'static str,
+    /// The day the copy was taken (from the mirror it came through).
+    pub taken: &'static str,
+    /// The document.
+    pub json: &'static str,
+}
+
+/// Every bundled list.
+pub const BUNDLED: &[Bundled] = &[
+    Bundled {
+        url: GOOGLE_COMMON,
+        taken: "2026-08-21",
+        json: include_str!("data/google-common-crawlers.json"),
+    },
+    Bundled {
+        url: GOOGLE_SPECIAL,
+        taken: "2026-08-21",
+        json: include_str!("data/google-special-crawlers.json"),
+    },
+    Bundled {
+        url: GOOGLE_USER_TRIGGERED,
+        taken: "2026-08-21",
+        json: include_str!("data/google-user-triggered-fetchers.json"),
+    },
+    Bundled { url: BING, taken: "2026-07-02", json: include_str!("data/bing-bingbot.json") },
+    Bundled { url: OPENAI_GPTBOT, taken: "2026-08-14", json: include_str!("data/openai-gptbot.json") },
+    Bundled { url: OPENAI_SEARCHBOT, taken: "2026-08-14", json: include_str!("data/openai-searchbot.json") },
+    Bundled {
+        url: OPENAI_CHATGPT_USER,
+        taken: "2026-08-14",
+        json: include_str!("data/openai-chatgpt-user.json"),
+    },
+    Bundled {
+        url: PERPLEXITY_BOT,
+        taken: "2026-07-02",
+        json: include_str!("data/perplexity-perplexitybot.json"),
+    },
+    Bundled {
+        url: PERPLEXITY_USER,
+        taken: "2026-07-02",
+        json: include_str!("data/perplexity-perplexity-user.json"),
+    },
+    Bundled { url: APPLEBOT, taken: "2026-09-15", json: include_str!("data/apple-applebot.json") },
+    Bundled { url: ANTHROPIC, taken: "2026-10-07", json: include_str!("data/anthropic-bots.json") },
+];
+
+/// The bundled copy of the list published at `url`, if there is one.
+pub fn bundled(url: &str) -> Option<&'static Bundled> {
+    BUNDLED.iter().find(|b| b.url == url)
+}
+
+/// Google's common crawlers (Googlebot).
+pub const GOOGLE_COMMON: &str = "https://developers.google.com/static/crawling/ipranges/common-crawlers.json";
+/// Google's special-case crawlers (AdsBot, ...).
+pub const GOOGLE_SPECIAL: &str =
+    "https://developers.google.com/static/crawling/ipranges/special-crawlers.json";
+/// Google's user-triggered fetchers.
+pub const GOOGLE_USER_TRIGGERED: &str =
+    "https://developers.google.com/static/crawling/ipranges/user-triggered-fetchers.json";
+/// Google's user-triggered fetchers on Google's own addresses (not bundled: no copy was
+/// at hand; fetched by the refresher).
+pub const GOOGLE_USER_TRIGGERED_GOOGLE: &str =
+    "https://developers.google.com/static/crawling/ipranges/user-triggered-fetchers-google.json";
+/// Bingbot.
+pub const BING: &str = "https://www.bing.com/toolbox/bingbot.json";
+/// OpenAI's GPTBot.
+pub const OPENAI_GPTBOT: &str = "https://openai.com/gptbot.json";
+/// OpenAI's OAI-SearchBot.
+pub const OPENAI_SEARCHBOT: &str = "https://openai.com/searchbot.json";
+/// OpenAI's ChatGPT-User.
+pub const OPENAI_CHATGPT_USER: &str = "https://openai.com/chatgpt-user.json";
+/// PerplexityBot.
+pub const PERPLEXITY_BOT: &str = "https://www.perplexity.ai/perplexitybot.json";
+/// Perplexity-User.
+pub const PERPLEXITY_USER: &str = "https://www.perplexity.ai/perplexity-user.json";
+/// Applebot.
+pub const APPLEBOT: &str = "https://search.developer.apple.com/applebot.json";
+/// Anthropic's bots (ClaudeBot, Claude-User, Claude-SearchBot).
+pub const ANTHROPIC: &str = "https://claude.com/crawling/bots.json";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::ranges::{ListLimits, RangeList};
+
+    /// Every bundled copy parses within the default limits, and is not empty.
+    #[test]
+    fn every_bundled_list_parses() {
+        for b in BUNDLED {
+            let list = RangeList::parse(b.json.as_bytes(), &ListLimits::default())
+                .unwrap_or_else(|e| panic!("{}: {e}", b.url));
+            assert!(!list.is_empty(), "{}", b.url);
+        }
+        let urls: std::collections::HashSet<_> = BUNDLED.iter().map(|b| b.url).collect();
+        assert_eq!(urls.len(), BUNDLED.len(), "one copy per URL");
+        assert!(bundled(GOOGLE_USER_TRIGGERED_GOOGLE).is_none());
+    }
+}

@@ -1,0 +1,74 @@
+//! What the library's own fetches (robots.txt files, crawler IP lists, key directories)
+//! share once their request went through a [`Pool`](super::Pool): a body read decoded
+//! within a size and a time.
+
+use std::io;
+use std::time::Duration;
+
+use async_compression::tokio::bufread::{BrotliDecoder, GzipDecoder, ZlibDecoder};
+use bytes::Bytes;
+use futures_util::TryStreamExt;
+use http::header::CONTENT_ENCODING;
+use http_body_util::BodyDataStream;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio_util::io::StreamReader;
+
+use super::PoolBody;
+use crate::fetch::error_chain;
+
+/// The `Accept-Encoding` of requests whose bodies go through [`read_body`].
+pub(crate) const ACCEPT_ENCODING: &str = "gzip, deflate, br";
+
+/// Why a body could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BodyError {
+    /// Not all of it within the time.
+    Timeout,
+    /// The connection broke or the framing was invalid.
+    Transport(String),
+    /// The content coding could not be decoded (or is not one we decode).
+    Decode(String),
+}
+
+/// Reads `response`'s body decoded (`gzip`, `deflate`, `br`), at most `limit` bytes of it
+/// within `timeout`; the flag says the body went on past `limit` (the rest is not read).
+pub(crate) async fn read_body(
+    response: http::Response<PoolBody>,
+    limit: usize,
+    timeout: Duration,
+) -> Result<(Bytes, bool), BodyError> {
+    let encoding = response
+        .headers()
+        .get(CONTENT_ENCODING)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_ascii_lowercase())
+        .unwrap_or_default();
+    let stream = BodyDataStream::new(response.into_body()).map_err(io::Error::other);
+    let raw = StreamReader::new(stream);
+    let mut reader: Box<dyn AsyncRead + Unpin + Send> = match encoding.as_str() {
+        "" | "identity" => Box::new(raw),
+        "gzip" | "x-gzip" => Box::new(GzipDecoder::new(raw)),
+        "deflate" => Box::new(ZlibDecoder::new(raw)),
+        "br" => Box::new(BrotliDecoder::new(raw)),
+        other => return Err(BodyError::Decode(format!("unsupported content-encoding {other:?}"))),
+    };
+    let mut buf = Vec::with_capacity(limit.min(64 * 1024));
+    let mut limited = (&mut reader).take(limit as u64 + 1);
+    match tokio::time::timeout(timeout, limited.read_to_end(&mut buf)).await {
+        Err(_) => return Err(BodyError::Timeout),
+        Ok(Err(e)) => return Err(body_error(e)),
+        Ok(Ok(_)) => {}
+    }
+    let truncated = buf.len() > limit;
+    buf.truncate(limit);
+    Ok((Bytes::from(buf), truncated))
+}
+
+/// Classifies an error while reading the body: the transport (hyper) or the decoder.
+fn body_error(e: io::Error) -> BodyError {
+    let transport = e.get_ref().is_some_and(|inner| inner.downcast_ref::<hyper::Error>().is_some());
+    if transport || e.kind() == io::ErrorKind::UnexpectedEof && e.get_ref().is_none() {
+        BodyError::Transport(error_chain(&e))
+    } else {
+        BodyError::Decode(error_chain(&e))
+    }
+}
