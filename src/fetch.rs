@@ -22,6 +22,7 @@ use http_body_util::{BodyExt, Either, Empty};
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
+use crate::net::error_chain;
 use crate::net::http::{self as client, BodyError};
 use crate::net::{ConnectError, Connector, Pool, PoolBody, PoolConfig, PoolError};
 use crate::origin::Origin;
@@ -375,21 +376,6 @@ pub(crate) fn client_error(e: &PoolError) -> Unreachable {
         PoolError::BadTarget { .. } => Unreachable::BadRedirect(e.to_string()),
         _ => Unreachable::Protocol(error_chain(e)),
     }
-}
-
-/// An error and its sources, joined with ": ".
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(inner) = source {
-        let text = inner.to_string();
-        if !s.contains(&text) {
-            s.push_str(": ");
-            s.push_str(&text);
-        }
-        source = inner.source();
-    }
-    s
 }
 
 #[cfg(test)]

@@ -200,7 +200,7 @@ impl Refusal {
     pub fn upstream_failed(e: &(dyn std::error::Error + 'static)) -> Refusal {
         Refusal::new(
             RefusalKind::UpstreamError,
-            format!("the origin failed: {}", crate::fetch::error_chain(e)),
+            format!("the origin failed: {}", crate::net::error_chain(e)),
         )
     }
 

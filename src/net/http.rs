@@ -14,7 +14,6 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::io::StreamReader;
 
 use super::PoolBody;
-use crate::fetch::error_chain;
 
 /// The `Accept-Encoding` of requests whose bodies go through [`read_body`].
 pub(crate) const ACCEPT_ENCODING: &str = "gzip, deflate, br";
@@ -71,4 +70,19 @@ fn body_error(e: io::Error) -> BodyError {
     } else {
         BodyError::Decode(error_chain(&e))
     }
+}
+
+/// An error and its sources, joined with ": ".
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        let text = inner.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        source = inner.source();
+    }
+    s
 }

@@ -27,6 +27,7 @@ pub(crate) use dns::hickory;
 pub use dns::{BadNameServer, DNS_PORT, DnsConfig, NameServer, Resolver};
 pub use error::ConnectError;
 pub use guard::Guard;
+pub(crate) use http::error_chain;
 pub use pool::{Pool, PoolBody, PoolConfig, PoolError, PoolRequestBody, origin_form};
 pub use stream::Stream;
 pub use tls::{TlsConfig, TlsSetupError, client_config, load_pem_certs};

@@ -30,7 +30,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{ListError, Location, Provenance, RangeList, Ranges};
-use crate::fetch::{error_chain, redirect_target};
+use crate::fetch::redirect_target;
+use crate::net::error_chain;
 use crate::net::http::{self as client, BodyError};
 use crate::net::{ConnectError, Connector, Pool, PoolConfig, PoolError};
 
