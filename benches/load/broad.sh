@@ -5,13 +5,16 @@
 #   bash benches/load/broad.sh                   # N = 10000 and 100000
 #   NS="20000" bash benches/load/broad.sh        # one size
 #   RG_EXTRA='upstream_idle_max = 0' bash benches/load/broad.sh   # more [proxy] lines
+#   RG_BIN=/path/to/robotsgate bash benches/load/broad.sh   # another binary, not built here
 #
 # The origins are http://127.A.B.C:18081/ — distinct loopback addresses, all served by one
 # nginx (listening on 0.0.0.0:18081: every 127/8 address reaches it; nothing else is served).
 # robotsgate runs with its default configuration but for the listen address, the guard
-# opened to loopback, the audit log in the work folder and the admin listener; wrk (one
-# thread, CONNS keep-alive connections, pinned to GEN_CPU) sends absolute-form requests
-# through it, each origin once per pass, and stops after N answers.
+# opened to loopback, the audit log in the work folder and the admin listener; oha (CONNS
+# keep-alive connections, pinned to GEN_CPU) sends N absolute-form requests through it per
+# pass, each to an origin drawn at random from the N (so a pass touches about 63% of them,
+# the second pass partly new ones: the count of origins robotsgate fetched robots.txt for is
+# reported).
 #
 # Reported per N: requests/s of the cold pass (robots.txt fetched per origin) and of the
 # cached pass; robotsgate's peak RSS (VmHWM), RSS and open descriptors right after the
@@ -30,10 +33,10 @@ ORIGIN=18081
 RG_PORT=13140
 ADMIN=19140
 
-command -v wrk >/dev/null || { log "installing wrk"; apt_install wrk; }
+command -v oha >/dev/null || { log "installing oha"; cargo install oha --version 1.16.0 --locked; }
 command -v nginx >/dev/null || { log "installing nginx-light"; apt_install nginx-light; }
 command -v ss >/dev/null || apt_install iproute2
-build_robotsgate
+if [ -n "${RG_BIN:-}" ]; then RG=$RG_BIN; else build_robotsgate; fi
 
 mkdir -p "$WORK"/{www,logs}
 chmod 755 "$WORK" "$WORK/www"
@@ -56,27 +59,14 @@ ulimit -n 1048576 2>/dev/null || ulimit -n 65536 || true
 taskset -c "$SRV_CPU" nginx -p "$WORK" -c "$WORK/nginx.conf" -g 'daemon off;' &
 PIDS+=($!)
 
-cat >"$WORK/crawl.lua" <<'EOF'
--- One request per origin, origins 127.A.B.C (C in 1..254), N of them, then stop.
-local n = tonumber(os.getenv("N"))
-local sent, answered, bad = 0, 0, 0
-request = function()
-    local i = sent % n
-    sent = sent + 1
-    local a = 1 + math.floor(i / (254 * 256))
-    local b = math.floor(i / 254) % 256
-    local c = 1 + i % 254
-    return wrk.format("GET", string.format("http://127.%d.%d.%d:%s/1k", a, b, c, os.getenv("ORIGIN")))
-end
-response = function(status, headers, body)
-    answered = answered + 1
-    if status ~= 200 then bad = bad + 1 end
-    if answered >= n then
-        io.stderr:write(string.format("answers %d, not 200: %d\n", answered, bad))
-        wrk.thread:stop()
-    end
-end
-EOF
+urls() { # N -> the file of N origins' URLs, 127.A.B.C with C in 1..254
+    python3 - "$1" "$ORIGIN" >"$WORK/urls-$1.txt" <<'PY'
+import sys
+n, port = int(sys.argv[1]), sys.argv[2]
+for i in range(n):
+    print(f"http://127.{1 + i // (254 * 256)}.{(i // 254) % 256}.{1 + i % 254}:{port}/1k")
+PY
+}
 
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
@@ -85,14 +75,22 @@ upstream() { ss -Htn state established "( dport = :$ORIGIN )" | wc -l; }
 idle_metric() { curl -s "http://127.0.0.1:$ADMIN/metrics" | awk '/^robotsgate_upstream_idle_connections / {print $2}'; }
 pass() { # N -> requests/s
     local out
-    out=$(N=$1 ORIGIN=$ORIGIN taskset -c "$GEN_CPU" wrk -t1 -c"$CONNS" -d600s -s "$WORK/crawl.lua" \
-        "http://127.0.0.1:$RG_PORT/" 2>&1)
-    echo "$out" >>"$WORK/logs/wrk.log"
-    echo "$out" | grep -q 'not 200: 0' || { echo "$out" >&2; die "answers other than 200"; }
-    echo "$out" | awk '/^Requests\/sec/ {print $2}'
+    out=$(taskset -c "$GEN_CPU" oha -n "$1" -c "$CONNS" --no-tui --output-format json \
+        -x "http://127.0.0.1:$RG_PORT" --urls-from-file "$WORK/urls-$1.txt")
+    echo "$out" >>"$WORK/logs/oha.log"
+    echo "$out" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+codes = r.get("statusCodeDistribution", {})
+bad = sum(v for k, v in codes.items() if k != "200") + sum(r.get("errorDistribution", {}).values())
+if bad:
+    sys.exit("answers other than 200: %s %s" % (codes, r.get("errorDistribution")))
+print(round(r["summary"]["requestsPerSec"]))
+'
 }
+origins_metric() { curl -s "http://127.0.0.1:$ADMIN/metrics" | awk '/^robotsgate_robots_fetches_total/ {s += $2} END {print s + 0}'; }
 
-printf '%-7s %-9s %-9s %-9s %-9s %-6s %-9s %-9s %-6s %-9s %-5s\n' N cold/s cached/s peakMB runMB runFD runConns settledMB setFD setConns idle
+printf '%-7s %-8s %-9s %-9s %-7s %-6s %-6s %-9s %-10s %-6s %-9s %-5s\n' N origins pass1/s pass2/s peakMB runMB runFD runConns settledMB setFD setConns idle
 for n in $NS; do
     cat >"$WORK/rg.toml" <<EOF
 [proxy]
@@ -114,11 +112,13 @@ EOF
     taskset -c "$SRV_CPU" "$RG" run --config "$WORK/rg.toml" 2>>"$WORK/logs/robotsgate.log" &
     RG_PID=$!
     wait_http "http://127.0.0.1:$ADMIN/healthz"
+    urls "$n"
     cold=$(pass "$n")
     cached=$(pass "$n")
+    origins=$(origins_metric)
     run_rss=$(rss_kb "$RG_PID") run_fd=$(fds "$RG_PID") run_conns=$(upstream)
     sleep "$SETTLE" # the measurement: what is left once the idle timeout has passed
-    printf '%-7s %-9s %-9s %-9s %-9s %-6s %-9s %-9s %-6s %-9s %-5s\n' "$n" "$cold" "$cached" \
+    printf '%-7s %-8s %-9s %-9s %-7s %-6s %-6s %-9s %-10s %-6s %-9s %-5s\n' "$n" "$origins" "$cold" "$cached" \
         "$(( $(hwm_kb "$RG_PID") / 1024 ))" "$(( run_rss / 1024 ))" "$run_fd" "$run_conns" \
         "$(( $(rss_kb "$RG_PID") / 1024 ))" "$(fds "$RG_PID")" "$(upstream)" "$(idle_metric)"
     kill "$RG_PID"
