@@ -198,10 +198,7 @@ impl Refusal {
     /// `502` for an origin that broke off the exchange (protocol error, reset, closed
     /// early): "the origin failed: " and the error with its sources.
     pub fn upstream_failed(e: &(dyn std::error::Error + 'static)) -> Refusal {
-        Refusal::new(
-            RefusalKind::UpstreamError,
-            format!("the origin failed: {}", crate::net::error_chain(e)),
-        )
+        Refusal::new(RefusalKind::UpstreamError, format!("the origin failed: {}", crate::net::error_chain(e)))
     }
 
     /// The same refusal, telling the client when to try again (`Retry-After`, in whole

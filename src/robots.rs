@@ -10,11 +10,15 @@ use rustls::pki_types::CertificateDer;
 
 use crate::audit::AuditLog;
 use crate::fetch::{FetchConfig, Fetcher};
-use crate::layer::{DecisionObserver, Mode, PurposeSettings, RobotsLayer, SelectToken, TokenError};
-use crate::net::{Connector, DnsConfig, Guard, Resolver, TlsConfig, TlsSetupError, client_config};
+use crate::layer::{
+    DecisionObserver, Mode, PurposeSettings, RobotsLayer, SelectToken, TokenError, Transport,
+};
+use crate::net::{
+    Connector, DnsConfig, Guard, Pool, PoolConfig, Resolver, TlsConfig, TlsSetupError, client_config,
+};
 use crate::origin::HostPattern;
-use crate::pacing::{HostRule, PaceObserver, Pacer, PacingConfig};
-use crate::policy::{PolicyConfig, Purpose, RobotsPolicy};
+use crate::pacing::{HostRule, PaceObserver, Pacer, PacingConfig, SharedPaceStore};
+use crate::policy::{CopyShare, FetchObserver, PolicyConfig, Purpose, RobotsPolicy};
 use crate::rep::{Profile, is_valid_product_token};
 
 /// robots.txt enforcement for an embedding client: build one with [`Robots::builder`],
@@ -57,6 +61,7 @@ pub struct Robots {
     policy: RobotsPolicy,
     pacer: Pacer,
     connector: Connector,
+    pool: Pool,
     agent: Arc<str>,
     user_agent: HeaderValue,
 }
@@ -99,6 +104,13 @@ impl Robots {
     /// hyper-util client built on it is held to the same guard.
     pub fn connector(&self) -> &Connector {
         &self.connector
+    }
+
+    /// The connection pool the robots.txt fetches go through (bounded by
+    /// [`RobotsBuilder::pool`]): send the requests that follow through it too, and the
+    /// connection a fetch opened serves the request it was made for.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
     }
 
     /// The product token requests are checked for.
@@ -180,7 +192,16 @@ pub struct RobotsBuilder {
     selector: Option<Arc<dyn SelectToken>>,
     pacing: PacingConfig,
     pace_observer: Option<Arc<dyn PaceObserver>>,
+    pace_store: Option<Arc<dyn SharedPaceStore>>,
+    copy_share: Option<Arc<dyn CopyShare>>,
+    #[cfg(feature = "cluster")]
+    cluster: Option<crate::cluster::Cluster>,
+    fetch_observers: Vec<Arc<dyn FetchObserver>>,
+    pool: PoolConfig,
     purpose: PurposeSettings,
+    answer_outages: bool,
+    transport: Option<Transport>,
+    leave_user_agent: bool,
 }
 
 impl fmt::Debug for RobotsBuilder {
@@ -448,6 +469,97 @@ impl RobotsBuilder {
         self
     }
 
+    /// The destination guard as a whole (instead of
+    /// [`allow_destination`](RobotsBuilder::allow_destination) one by one). A
+    /// [`Guard`] is shared by its clones: keep one to change its rules while running
+    /// ([`Guard::replace_rules`]).
+    pub fn guard(mut self, guard: Guard) -> Self {
+        self.guard = guard;
+        self.guard_set = true;
+        self
+    }
+
+    /// The DNS settings as a whole: name servers and fixed answers.
+    pub fn dns(mut self, dns: DnsConfig) -> Self {
+        self.dns = dns;
+        self.dns_set = true;
+        self
+    }
+
+    /// The TLS roots as a whole (webpki roots or not, extra roots).
+    pub fn tls(mut self, tls: TlsConfig) -> Self {
+        self.tls = tls;
+        self.tls_set = true;
+        self
+    }
+
+    /// The robots.txt fetch settings as a whole (timeouts, redirects, size); its
+    /// `user_agent` is replaced by this builder's.
+    pub fn fetch_config(mut self, config: FetchConfig) -> Self {
+        self.fetch = config;
+        self
+    }
+
+    /// Bounds the idle connections kept for robots.txt fetches, and for the requests sent
+    /// through [`Robots::pool`] (default: [`PoolConfig::default`]).
+    pub fn pool(mut self, config: PoolConfig) -> Self {
+        self.pool = config;
+        self
+    }
+
+    /// Tells `observer` about every robots.txt fetch (besides the audit log, if any); may
+    /// be called more than once.
+    pub fn fetch_observer(mut self, observer: Arc<dyn FetchObserver>) -> Self {
+        self.fetch_observers.push(observer);
+        self
+    }
+
+    /// Paces through a store shared by several processes (fleet mode: a `Pacer::shared`
+    /// on it), instead of each process alone.
+    pub fn pace_store(mut self, store: Arc<dyn SharedPaceStore>) -> Self {
+        self.pace_store = Some(store);
+        self
+    }
+
+    /// Shares fetched robots.txt copies with other processes (see
+    /// [`RobotsPolicy::share_copies`]).
+    pub fn copy_share(mut self, share: Arc<dyn CopyShare>) -> Self {
+        self.copy_share = Some(share);
+        self
+    }
+
+    /// Fleet mode (feature `cluster`): the layer records or refuses (per the cluster's
+    /// `on_error`) while Redis cannot be reached, robots.txt copies are shared through it
+    /// (unless [`copy_share`](RobotsBuilder::copy_share) gives another share) and so is
+    /// pacing (unless [`pace_store`](RobotsBuilder::pace_store) gives another store).
+    #[cfg(feature = "cluster")]
+    pub fn cluster(mut self, cluster: crate::cluster::Cluster) -> Self {
+        self.cluster = Some(cluster);
+        self
+    }
+
+    /// Answers an origin that cannot be reached with robotsgate's own `502`/`504` instead
+    /// of the inner service's error (see [`RobotsLayer::answer_outages`]): what a proxy
+    /// sends its client.
+    pub fn answer_outages(mut self) -> Self {
+        self.answer_outages = true;
+        self
+    }
+
+    /// How requests arrive, when they carry no [`Transport`] of their own.
+    pub fn transport(mut self, transport: Transport) -> Self {
+        self.transport = Some(transport);
+        self
+    }
+
+    /// Requests without a `User-Agent` go without one (by default they get the
+    /// crawler's, [`user_agent`](RobotsBuilder::user_agent)): for a proxy that passes its
+    /// clients' requests on as they are.
+    pub fn leave_user_agent(mut self) -> Self {
+        self.leave_user_agent = true;
+        self
+    }
+
     /// Checks the settings and makes the [`Robots`]. Needs no runtime; the first request
     /// does (tokio).
     pub fn build(self) -> Result<Robots, BuildError> {
@@ -485,11 +597,39 @@ impl RobotsBuilder {
             }
         };
         let fetch = FetchConfig { user_agent: user_agent.clone(), ..self.fetch };
-        let fetch_log = self.audit.clone().map(|a| Arc::new(a) as Arc<dyn crate::policy::FetchObserver>);
-        let policy =
-            RobotsPolicy::with_observer(Fetcher::new(connector.clone(), fetch), self.policy, fetch_log);
+        let pool = Pool::new(connector.clone(), self.pool);
+        let mut fetch_observers = Vec::with_capacity(self.fetch_observers.len() + 1);
+        if let Some(audit) = &self.audit {
+            fetch_observers.push(Arc::new(audit.clone()) as Arc<dyn FetchObserver>);
+        }
+        fetch_observers.extend(self.fetch_observers);
+        let policy = RobotsPolicy::with_observers(
+            Fetcher::with_pool(pool.clone(), fetch),
+            self.policy,
+            fetch_observers,
+        );
+        #[cfg(feature = "cluster")]
+        let (copy_share, pace_store) = match &self.cluster {
+            Some(c) => (
+                self.copy_share.or_else(|| {
+                    Some(Arc::new(crate::cluster::RedisCopyShare::new(c.clone())) as Arc<dyn CopyShare>)
+                }),
+                self.pace_store.or_else(|| {
+                    Some(Arc::new(crate::cluster::RedisPaceStore::new(c.clone())) as Arc<dyn SharedPaceStore>)
+                }),
+            ),
+            None => (self.copy_share, self.pace_store),
+        };
+        #[cfg(not(feature = "cluster"))]
+        let (copy_share, pace_store) = (self.copy_share, self.pace_store);
+        if let Some(share) = copy_share {
+            policy.share_copies(share);
+        }
         let agent: Arc<str> = agent.into();
-        let pacer = Pacer::new(self.pacing);
+        let pacer = match pace_store {
+            Some(store) => Pacer::shared(self.pacing, store),
+            None => Pacer::new(self.pacing),
+        };
         if let Some(o) = self.pace_observer {
             pacer.observe(o);
         }
@@ -497,8 +637,20 @@ impl RobotsBuilder {
             .with_mode(self.mode)
             .with_purpose(self.purpose)
             .with_admission(connector.clone())
-            .with_user_agent(header.clone())
             .with_pacer(pacer.clone());
+        if !self.leave_user_agent {
+            layer = layer.with_user_agent(header.clone());
+        }
+        if self.answer_outages {
+            layer = layer.answer_outages();
+        }
+        if let Some(transport) = self.transport {
+            layer = layer.with_transport(transport);
+        }
+        #[cfg(feature = "cluster")]
+        if let Some(c) = self.cluster {
+            layer = layer.with_cluster(c);
+        }
         if let Some(audit) = self.audit {
             layer = layer.with_audit(audit);
         }
@@ -508,7 +660,7 @@ impl RobotsBuilder {
         if let Some(selector) = self.selector {
             layer = layer.with_selector(SharedSelector(selector));
         }
-        Ok(Robots { layer, policy, pacer, connector, agent, user_agent: header })
+        Ok(Robots { layer, policy, pacer, connector, pool, agent, user_agent: header })
     }
 }
 

@@ -19,13 +19,12 @@ use crate::intercept::Interception;
 use crate::metrics::{Metrics, Sources};
 use crate::proxy::{ClientNetworks, Proxy, ProxyConfig, listen};
 use robotsgate::audit::{AuditConfig, AuditLog, AuditSetupError, Durability, OnError, Target};
-use robotsgate::fetch::{FetchConfig, Fetcher};
+use robotsgate::fetch::FetchConfig;
 use robotsgate::layer::{Mode, RobotsLayer, Settings, TokenSelector, Transport};
-use robotsgate::net::{
-    self, Connector, DnsConfig, Guard, Pool, PoolConfig, Resolver, TlsConfig, TlsSetupError,
-};
+use robotsgate::net::{self, DnsConfig, Guard, Pool, PoolConfig, TlsConfig, TlsSetupError};
 use robotsgate::pacing::{PaceObserver, Pacer};
 use robotsgate::policy::{FetchObserver, PolicyConfig, RobotsPolicy};
+use robotsgate::{BuildError, Robots};
 
 /// Why robotsgate could not start.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +40,9 @@ pub enum StartError {
     /// A TLS setting is unusable.
     #[error(transparent)]
     Tls(#[from] TlsSetupError),
+    /// The library refused the settings (e.g. a `User-Agent` without the product token).
+    #[error(transparent)]
+    Build(#[from] BuildError),
     /// The audit log could not be opened.
     #[error(transparent)]
     Audit(#[from] AuditSetupError),
@@ -246,28 +248,14 @@ impl App {
         };
         let guard = self::guard(config, addr);
         let guard_handle = guard.clone();
-        let guard = Arc::new(guard);
         let dns = DnsConfig {
             servers: config.dns.servers.iter().map(|&ip| ip.into()).collect(),
             overrides: config.dns.static_hosts.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         };
-        let resolver = Resolver::new(&dns);
         let mut tls = TlsConfig { webpki_roots: config.tls.webpki_roots, extra_roots: Vec::new() };
         for path in &config.tls.extra_roots {
             tls.extra_roots.extend(net::load_pem_certs(path)?);
         }
-        let forward_tls = net::client_config(&tls, &[b"h2", b"http/1.1"])?;
-        let forward_connector = Connector::new(resolver, guard, forward_tls, config.fetch.connect_timeout.0);
-        // One pool for robots.txt fetches and forwarded requests: the connection a fetch
-        // opened serves the request it was made for, and one bound holds for both.
-        let pool = Pool::new(
-            forward_connector.clone(),
-            PoolConfig {
-                max_idle: config.proxy.upstream_idle_max,
-                max_idle_per_origin: config.proxy.upstream_idle_per_origin,
-                idle_timeout: config.proxy.upstream_idle_timeout.0,
-            },
-        );
 
         let audit = AuditLog::start(AuditConfig {
             target: if config.audit.path == "-" {
@@ -295,29 +283,45 @@ impl App {
         })
         .await?;
 
-        let fetcher = Fetcher::with_pool(
-            pool.clone(),
-            FetchConfig {
-                user_agent: config.user_agent(),
+        let metrics = admin.as_ref().map_or_else(|| Arc::new(Metrics::default()), Admin::metrics);
+        // The proxy is built as any embedder builds its layer: through the library's
+        // builder. One pool serves robots.txt fetches and forwarded requests: the
+        // connection a fetch opened serves the request it was made for, and one bound
+        // holds for both.
+        let builder = Robots::builder()
+            .agent(config.agent.token.0.to_string())
+            .user_agent(config.user_agent())
+            .leave_user_agent()
+            .guard(guard)
+            .dns(dns)
+            .tls(tls)
+            .connect_timeout(config.fetch.connect_timeout.0)
+            .fetch_config(FetchConfig {
                 header_timeout: config.fetch.header_timeout.0,
                 body_timeout: config.fetch.body_timeout.0,
                 total_timeout: config.fetch.total_timeout.0,
                 max_redirects: config.fetch.max_redirects,
                 ..FetchConfig::default()
-            },
-        );
-        let metrics = admin.as_ref().map_or_else(|| Arc::new(Metrics::default()), Admin::metrics);
-        let policy = RobotsPolicy::with_observers(
-            fetcher,
-            policy_config(config),
-            vec![
-                Arc::new(audit.clone()) as Arc<dyn FetchObserver>,
-                metrics.clone() as Arc<dyn FetchObserver>,
-            ],
-        );
+            })
+            .pool(PoolConfig {
+                max_idle: config.proxy.upstream_idle_max,
+                max_idle_per_origin: config.proxy.upstream_idle_per_origin,
+                idle_timeout: config.proxy.upstream_idle_timeout.0,
+            })
+            .policy_config(policy_config(config))
+            .pacing_config(config.pacing_config())
+            .audit(audit.clone())
+            .fetch_observer(metrics.clone() as Arc<dyn FetchObserver>)
+            .pace_observer(metrics.clone() as Arc<dyn PaceObserver>)
+            .observer(metrics.clone())
+            .select_token(selector(config))
+            .purpose_settings(config.purpose())
+            .mode(mode(config))
+            .answer_outages()
+            .transport(Transport::Proxy);
         let cluster = cluster(config)?;
-        let pacer = match &cluster {
-            #[cfg(feature = "cluster")]
+        #[cfg(feature = "cluster")]
+        let builder = match &cluster {
             Some(c) => {
                 c.observe(metrics.clone() as Arc<dyn robotsgate::cluster::ClusterObserver>);
                 let mut share = robotsgate::cluster::RedisCopyShare::new(c.clone());
@@ -325,30 +329,13 @@ impl App {
                     // Whichever replica decides, `audit explain` finds the file there.
                     share = share.with_snapshots(config.cluster.snapshot_ttl.0);
                 }
-                policy.share_copies(Arc::new(share));
-                Pacer::shared(
-                    config.pacing_config(),
-                    Arc::new(robotsgate::cluster::RedisPaceStore::new(c.clone())),
-                )
+                builder.cluster(c.clone()).copy_share(Arc::new(share))
             }
-            _ => Pacer::new(config.pacing_config()),
+            None => builder,
         };
-        pacer.observe(metrics.clone() as Arc<dyn PaceObserver>);
-        let layer = RobotsLayer::new(policy.clone(), config.agent.token.0.clone())
-            .with_selector(selector(config))
-            .with_purpose(config.purpose())
-            .with_mode(mode(config))
-            .with_audit(audit.clone())
-            .with_admission(forward_connector.clone())
-            .with_observer(metrics.clone())
-            .answer_outages()
-            .with_transport(Transport::Proxy)
-            .with_pacer(pacer.clone());
-        #[cfg(feature = "cluster")]
-        let layer = match &cluster {
-            Some(c) => layer.with_cluster(c.clone()),
-            None => layer,
-        };
+        let robots = builder.build()?;
+        let (policy, pacer, layer, pool) =
+            (robots.policy().clone(), robots.pacer().clone(), robots.layer(), robots.pool().clone());
         #[cfg(feature = "cluster")]
         let cluster_watch = cluster.as_ref().map(|c| c.watch(std::time::Duration::from_secs(1)));
         #[cfg(not(feature = "cluster"))]

@@ -12,13 +12,13 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use robotsgate::fetch::{FetchConfig, Fetcher};
-use robotsgate::net::{self, Connector, DnsConfig, Guard, Resolver, TlsConfig};
+use robotsgate::Robots;
+use robotsgate::net::{self, DnsConfig, Guard, TlsConfig};
 use robotsgate::origin::Origin;
 use robotsgate::pacing::{DelaySource, PacingConfig, Plan};
 use robotsgate::policy::{
-    CategoryPreference, Decision, PolicyConfig, Purpose, Reason as PolicyReason, RobotsPolicy, UnknownUsage,
-    UsageCheck, UsageDecision,
+    CategoryPreference, Decision, PolicyConfig, Purpose, Reason as PolicyReason, UnknownUsage, UsageCheck,
+    UsageDecision,
 };
 use robotsgate::rep::{self, IgnoredValue, PaceHint, Profile, Reason, RobotsTxt, Verdict};
 use robotsgate::target::Target;
@@ -266,17 +266,19 @@ fn live(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start tokio")?;
     runtime.block_on(async {
-        let resolver = Resolver::new(&DnsConfig { servers: Vec::new(), overrides });
-        let tls = net::client_config(&tls, &[b"http/1.1"])?;
         // The operator runs this by hand: no destination guard.
-        let connector = Connector::new(resolver, Arc::new(Guard::permissive()), tls, timeout);
-        let config = FetchConfig {
-            user_agent,
-            header_timeout: timeout,
-            body_timeout: timeout,
-            ..FetchConfig::default()
-        };
-        let policy = RobotsPolicy::new(Fetcher::new(connector, config), PolicyConfig::default());
+        let robots = Robots::builder()
+            .agent(args.agent.as_str())
+            .user_agent(user_agent)
+            .guard(Guard::permissive())
+            .dns(DnsConfig { servers: Vec::new(), overrides })
+            .tls(tls)
+            .connect_timeout(timeout)
+            .fetch_header_timeout(timeout)
+            .fetch_body_timeout(timeout)
+            .policy_config(PolicyConfig::default())
+            .build()?;
+        let policy = robots.policy();
         let agent: Arc<str> = args.agent.as_str().into();
         let mut out = io::BufWriter::new(io::stdout().lock());
         let mut outcome = Outcome::default();
