@@ -37,6 +37,13 @@ struct Entry {
     failure: Option<Arc<Failure>>,
 }
 
+impl Entry {
+    /// Whether its copy is fresh at `now`: the one place freshness is decided.
+    fn is_fresh(&self, now: Instant) -> bool {
+        self.fresh_until.is_some_and(|t| now < t)
+    }
+}
+
 /// One origin's cache slot: its entry, and the lock one refresh at a time holds.
 #[derive(Debug)]
 struct Cell {
@@ -238,7 +245,7 @@ impl RobotsPolicy {
         let (entry, fresh_at) = self.current(&cell).await;
         let was_fresh = fresh_at.is_some();
         let now = fresh_at.unwrap_or_else(Instant::now);
-        let fresh = entry.fresh_until.is_some_and(|t| now < t);
+        let fresh = entry.is_fresh(now);
         let mut d = base(cell.origin.clone(), Reason::NoRuleMatched, true);
         match &entry.copy {
             Some(copy) if fresh || self.stale_usable(&entry, now) => {
@@ -313,7 +320,7 @@ impl RobotsPolicy {
     async fn current(&self, cell: &Arc<Cell>) -> (Arc<Entry>, Option<Instant>) {
         let now = Instant::now();
         let entry = cell.entry();
-        if entry.fresh_until.is_some_and(|t| now < t) {
+        if entry.is_fresh(now) {
             return (entry, Some(now));
         }
         (Box::pin(self.current_slow(cell, entry, now)).await, None)
@@ -335,7 +342,7 @@ impl RobotsPolicy {
         let _guard = cell.refresh.lock().await;
         let entry = cell.entry();
         let now = Instant::now();
-        let fresh = entry.fresh_until.is_some_and(|t| now < t);
+        let fresh = entry.is_fresh(now);
         let retry_due = entry.failure.as_ref().is_none_or(|f| now >= f.retry_at);
         let settled_meanwhile =
             fresh || !retry_due || (entry.copy.is_some() && self.stale_usable(&entry, now));
@@ -359,7 +366,7 @@ impl RobotsPolicy {
             let guard = cell.refresh.lock().await;
             let entry = cell.entry();
             let now = Instant::now();
-            let fresh = entry.fresh_until.is_some_and(|t| now < t);
+            let fresh = entry.is_fresh(now);
             let retry_due = entry.failure.as_ref().is_none_or(|f| now >= f.retry_at);
             if !fresh && retry_due {
                 this.refresh(&cell).await;

@@ -12,7 +12,7 @@ use memchr::memchr;
 
 use crate::RuleKind;
 use crate::matcher::glob_match;
-use crate::parser::{self, Dialect, GOOGLE_MAX_LINE_BYTES, Key};
+use crate::parser::{self, GOOGLE_MAX_LINE_BYTES, Key, Reading};
 use crate::pattern::{self, Pat};
 
 /// Google reads a key that starts with any of these as `disallow` (its typos), and one
@@ -56,16 +56,16 @@ impl CutLine {
     /// `kept`: the dropped line `line`'s part before the limit; `groups`: how many groups
     /// each reading has (google, rfc).
     pub fn new(line: u32, kept: &[u8], groups: (usize, usize), arena: &mut Vec<u8>) -> CutLine {
-        let rule = |dialect: Dialect, groups: usize, arena: &mut Vec<u8>| {
+        let rule = |reading: Reading, groups: usize, arena: &mut Vec<u8>| {
             let group = u32::try_from(groups.checked_sub(1)?).ok()?;
-            let (may_allow, may_disallow, value) = read(kept, dialect)?;
-            let covers = covers(value, dialect, may_allow, arena);
+            let (may_allow, may_disallow, value) = read(kept, reading)?;
+            let covers = covers(value, reading, may_allow, arena);
             Some(CutRule { group, may_allow, may_disallow, covers })
         };
         CutLine {
             line,
-            google: rule(Dialect::Google, groups.0, arena),
-            rfc: rule(Dialect::Rfc, groups.1, arena),
+            google: rule(Reading::Google, groups.0, arena),
+            rfc: rule(Reading::Rfc, groups.1, arena),
         }
     }
 
@@ -79,11 +79,11 @@ impl CutLine {
         std::mem::size_of::<CutLine>() + pats(&self.google) + pats(&self.rfc)
     }
 
-    /// The rule the line may be in `dialect`'s reading.
-    pub fn rule(&self, dialect: Dialect) -> Option<&CutRule> {
-        match dialect {
-            Dialect::Google => self.google.as_ref(),
-            Dialect::Rfc => self.rfc.as_ref(),
+    /// The rule the line may be in `reading`'s reading.
+    pub fn rule(&self, reading: Reading) -> Option<&CutRule> {
+        match reading {
+            Reading::Google => self.google.as_ref(),
+            Reading::Rfc => self.rfc.as_ref(),
         }
     }
 }
@@ -115,12 +115,12 @@ fn rule_kind(key: Key<'_>) -> Option<RuleKind> {
     }
 }
 
-/// Which kinds of rule `kept` may begin in `dialect` (may allow, may disallow), and its
+/// Which kinds of rule `kept` may begin in `reading` (may allow, may disallow), and its
 /// value so far; `None` when it cannot be a rule line.
-fn read(kept: &[u8], dialect: Dialect) -> Option<(bool, bool, Value<'_>)> {
+fn read(kept: &[u8], reading: Reading) -> Option<(bool, bool, Value<'_>)> {
     let mut line = kept;
     let mut whole = false;
-    if dialect == Dialect::Google {
+    if reading == Reading::Google {
         // Google reads a line up to its first NUL and at most this many bytes.
         if line.len() > GOOGLE_MAX_LINE_BYTES {
             line = &line[..GOOGLE_MAX_LINE_BYTES];
@@ -136,8 +136,8 @@ fn read(kept: &[u8], dialect: Dialect) -> Option<(bool, bool, Value<'_>)> {
     }
     let kinds = |kind: RuleKind| (kind == RuleKind::Allow, kind == RuleKind::Disallow);
     if whole {
-        let (key, value) = parser::split_key_value(line, dialect).ok()??;
-        let (a, d) = kinds(rule_kind(parser::classify(key, dialect))?);
+        let (key, value) = parser::split_key_value(line, reading).ok()??;
+        let (a, d) = kinds(rule_kind(parser::classify(key, reading))?);
         return Some((a, d, Value::Exact(value)));
     }
     if let Some(colon) = memchr(b':', line) {
@@ -146,18 +146,18 @@ fn read(kept: &[u8], dialect: Dialect) -> Option<(bool, bool, Value<'_>)> {
         if key.is_empty() {
             return None;
         }
-        let (a, d) = kinds(rule_kind(parser::classify(key, dialect))?);
+        let (a, d) = kinds(rule_kind(parser::classify(key, reading))?);
         return Some((a, d, Value::Prefix(parser::trim_start(&line[colon + 1..]))));
     }
     // No ':' yet: the key may still become a rule's. Google matches keys by prefix and
     // takes whitespace for the ':' of a two-word line, so its value is unknown.
-    let (may_allow, may_disallow) = match dialect {
-        Dialect::Google => {
+    let (may_allow, may_disallow) = match reading {
+        Reading::Google => {
             let t = parser::trim_start(line);
             let could = |name: &&[u8]| starts_with_ignore_case(name, t) || starts_with_ignore_case(t, name);
             ([b"allow".as_slice()].iter().any(could), GOOGLE_DISALLOW_KEYS.iter().any(could))
         }
-        Dialect::Rfc => {
+        Reading::Rfc => {
             let t = parser::trim(line);
             (starts_with_ignore_case(b"allow", t), starts_with_ignore_case(b"disallow", t))
         }
@@ -166,10 +166,10 @@ fn read(kept: &[u8], dialect: Dialect) -> Option<(bool, bool, Value<'_>)> {
 }
 
 /// Patterns that cover every rule with `value` (see [`CutRule::covers`]).
-fn covers(value: Value<'_>, dialect: Dialect, may_allow: bool, arena: &mut Vec<u8>) -> Option<Vec<Pat>> {
-    let compile = |v: &[u8], arena: &mut Vec<u8>| match dialect {
-        Dialect::Google => pattern::compile_google(v, arena),
-        Dialect::Rfc => pattern::compile_rfc(v, arena),
+fn covers(value: Value<'_>, reading: Reading, may_allow: bool, arena: &mut Vec<u8>) -> Option<Vec<Pat>> {
+    let compile = |v: &[u8], arena: &mut Vec<u8>| match reading {
+        Reading::Google => pattern::compile_google(v, arena),
+        Reading::Rfc => pattern::compile_rfc(v, arena),
     };
     let mut pats = Vec::new();
     let index_html = |v: &[u8], whole: bool| {
@@ -177,7 +177,7 @@ fn covers(value: Value<'_>, dialect: Dialect, may_allow: bool, arena: &mut Vec<u
         let slash = v.iter().rposition(|&b| b == b'/')?;
         let tail = &v[slash + 1..];
         let may = tail.starts_with(b"index.htm") || (!whole && b"index.htm".starts_with(tail));
-        (dialect == Dialect::Google && may_allow && may).then(|| [&v[..=slash], b"$"].concat())
+        (reading == Reading::Google && may_allow && may).then(|| [&v[..=slash], b"$"].concat())
     };
     match value {
         Value::Any => return None,
@@ -199,7 +199,7 @@ fn covers(value: Value<'_>, dialect: Dialect, may_allow: bool, arena: &mut Vec<u
                 }
             }
             // The RFC reading resolves dot segments, which the rest of the line may make.
-            if dialect == Dialect::Rfc && memchr::memmem::find(v, b"/.").is_some() {
+            if reading == Reading::Rfc && memchr::memmem::find(v, b"/.").is_some() {
                 return None;
             }
             // The value may end here (the rest is whitespace) or go on: `v*` covers that.
@@ -219,13 +219,13 @@ fn covers(value: Value<'_>, dialect: Dialect, may_allow: bool, arena: &mut Vec<u
 mod tests {
     use super::*;
 
-    fn kinds(kept: &str, dialect: Dialect) -> Option<(bool, bool)> {
-        read(kept.as_bytes(), dialect).map(|(a, d, _)| (a, d))
+    fn kinds(kept: &str, reading: Reading) -> Option<(bool, bool)> {
+        read(kept.as_bytes(), reading).map(|(a, d, _)| (a, d))
     }
 
     #[test]
     fn what_a_cut_line_may_be() {
-        use Dialect::{Google, Rfc};
+        use Reading::{Google, Rfc};
         for (kept, google, rfc) in [
             ("Allow: /p", Some((true, false)), Some((true, false))),
             ("disallow: ", Some((false, true)), Some((false, true))),
@@ -249,18 +249,18 @@ mod tests {
         }
     }
 
-    fn covered(kept: &str, dialect: Dialect, path: &str) -> bool {
+    fn covered(kept: &str, reading: Reading, path: &str) -> bool {
         let mut arena = Vec::new();
-        let Some((may_allow, may_disallow, value)) = read(kept.as_bytes(), dialect) else { return false };
+        let Some((may_allow, may_disallow, value)) = read(kept.as_bytes(), reading) else { return false };
         let rule = CutRule {
             group: 0,
             may_allow,
             may_disallow,
-            covers: covers(value, dialect, may_allow, &mut arena),
+            covers: covers(value, reading, may_allow, &mut arena),
         };
-        let path = match dialect {
-            Dialect::Google => path.as_bytes().to_vec(),
-            Dialect::Rfc => pattern::canonical_path(path.as_bytes()).into_owned(),
+        let path = match reading {
+            Reading::Google => path.as_bytes().to_vec(),
+            Reading::Rfc => pattern::canonical_path(path.as_bytes()).into_owned(),
         };
         let allowed = !may_allow;
         rule.may_matter(&[0], allowed, &arena, &path)
@@ -268,25 +268,25 @@ mod tests {
 
     #[test]
     fn what_a_cut_rule_may_match() {
-        use Dialect::{Google, Rfc};
-        for dialect in [Google, Rfc] {
+        use Reading::{Google, Rfc};
+        for reading in [Google, Rfc] {
             // `Allow: /p` may be `Allow: /public` or `Allow: /private`.
-            assert!(covered("Allow: /p", dialect, "/private"));
-            assert!(covered("Allow: /p", dialect, "/p"));
-            assert!(!covered("Allow: /p", dialect, "/q"));
+            assert!(covered("Allow: /p", reading, "/private"));
+            assert!(covered("Allow: /p", reading, "/p"));
+            assert!(!covered("Allow: /p", reading, "/q"));
             // `$` may end the value (the rest is whitespace) or be literal.
-            assert!(covered("Allow: /a$", dialect, "/a"));
-            assert!(!covered("Allow: /a$", dialect, "/ab"));
+            assert!(covered("Allow: /a$", reading, "/a"));
+            assert!(!covered("Allow: /a$", reading, "/ab"));
             // A comment ends the value.
-            assert!(!covered("Allow: /a$ # x", dialect, "/ab"));
-            assert!(covered("Allow: /a # x", dialect, "/ab"));
+            assert!(!covered("Allow: /a$ # x", reading, "/ab"));
+            assert!(covered("Allow: /a # x", reading, "/ab"));
             // An escape the limit may have cut.
-            assert!(covered("Allow: /a%2", dialect, "/a%2Fb"));
+            assert!(covered("Allow: /a%2", reading, "/a%2Fb"));
             // No value yet, or no key yet: anything.
-            assert!(covered("Allow:", dialect, "/anything"));
-            assert!(covered("Al", dialect, "/anything"));
+            assert!(covered("Allow:", reading, "/anything"));
+            assert!(covered("Al", reading, "/anything"));
             // Wildcards.
-            assert!(covered("Allow: /*.ph", dialect, "/x.php"));
+            assert!(covered("Allow: /*.ph", reading, "/x.php"));
         }
         // Google's index.html rule: `allow: /d/index.h...` also allows `/d/`.
         assert!(covered("Allow: /d/index.h", Google, "/d/"));

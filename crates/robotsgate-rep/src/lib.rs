@@ -52,7 +52,7 @@ use std::fmt;
 use std::str::FromStr;
 
 pub use pace::{IgnoredValue, PaceHint, PaceSource, TimeWindow};
-pub use parser::MAX_ROBOTS_TXT_BYTES;
+pub use parser::{MAX_ROBOTS_TXT_BYTES, Reading};
 pub use url::{HttpUrl, ServerPath, path_of_url, server_path, split_http_url};
 
 use precedence::Hit;
@@ -111,25 +111,6 @@ impl FromStr for Profile {
             "rfc" => Ok(Profile::Rfc),
             "conservative" => Ok(Profile::Conservative),
             _ => Err(UnknownProfile(s.to_owned())),
-        }
-    }
-}
-
-/// Which reading of the file a verdict comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Reading {
-    /// Google's interpretation.
-    Google,
-    /// The strict RFC 9309 reading.
-    Rfc,
-}
-
-impl Reading {
-    /// `"google"` or `"rfc"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reading::Google => "google",
-            Reading::Rfc => "rfc",
         }
     }
 }
@@ -334,11 +315,7 @@ impl RobotsTxt {
         arena: &[u8],
         path: &[u8],
     ) -> Option<Box<Notes>> {
-        let dialect = match reading {
-            Reading::Google => parser::Dialect::Google,
-            Reading::Rfc => parser::Dialect::Rfc,
-        };
-        let rule = cut.rule(dialect)?;
+        let rule = cut.rule(reading)?;
         rule.may_matter(applied, allowed, arena, path)
             .then(|| Box::new(Notes { server: None, cut: Some(cut.line) }))
     }

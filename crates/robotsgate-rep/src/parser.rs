@@ -2,11 +2,11 @@
 //! value, and reports what it found to a [`Handler`], in the style of Google's
 //! `ParseRobotsTxt`. No allocation, no I/O; the caller decides what to keep.
 //!
-//! Two [`Dialect`]s read the same bytes:
-//! - [`Dialect::Google`] mirrors Google's open-source parser: keys are matched by prefix
+//! Two [`Reading`]s read the same bytes:
+//! - [`Reading::Google`] mirrors Google's open-source parser: keys are matched by prefix
 //!   and with a few common typos, a missing `:` is accepted when the line has exactly two
 //!   words, a line is cut at the first NUL byte and after 16,663 bytes.
-//! - [`Dialect::Rfc`] is a strict RFC 9309 reading: the key must be exactly one of the
+//! - [`Reading::Rfc`] is a strict RFC 9309 reading: the key must be exactly one of the
 //!   known names (case-insensitive) followed by `:`; nothing is cut.
 //!
 //! Both skip a leading UTF-8 byte order mark, split lines at CR, LF or CRLF, drop `#`
@@ -28,16 +28,26 @@ pub const MAX_ROBOTS_TXT_BYTES: usize = 500 * 1024;
 /// Google's parser keeps at most this many bytes of a line (`2083 * 8 - 1`).
 pub const GOOGLE_MAX_LINE_BYTES: usize = 2083 * 8 - 1;
 
-/// Which reading of the robots.txt syntax to apply.
+/// Which reading of the robots.txt syntax applies, and which one a verdict comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Dialect {
-    /// Google's open-source parser, typos and all.
+pub enum Reading {
+    /// Google's interpretation.
     Google,
-    /// A strict RFC 9309 reading.
+    /// The strict RFC 9309 reading.
     Rfc,
 }
 
-/// The directive a line carries, as classified by a [`Dialect`].
+impl Reading {
+    /// `"google"` or `"rfc"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reading::Google => "google",
+            Reading::Rfc => "rfc",
+        }
+    }
+}
+
+/// The directive a line carries, as classified by a [`Reading`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Key<'a> {
     /// `user-agent`: starts or continues a group.
@@ -55,10 +65,10 @@ pub enum Key<'a> {
     /// request per ten seconds, optionally for a time of day: `1/10s 0600-1800`).
     RequestRate,
     /// `content-usage`: an AI-usage preference (draft-ietf-aipref-attach-05), exactly this
-    /// key (without case) in both dialects.
+    /// key (without case) in both readings.
     ContentUsage,
     /// `content-signal`: Cloudflare's Content Signals, exactly this key (without case) in
-    /// both dialects.
+    /// both readings.
     ContentSignal,
     /// Any other key, as written (trimmed).
     Other(&'a [u8]),
@@ -130,10 +140,10 @@ pub(crate) fn split_at_limit(body: &[u8]) -> (&[u8], Option<&[u8]>) {
     (&body[..start], Some(&body[start..cut]))
 }
 
-/// Parses `body` in `dialect`, reporting to `handler`.
+/// Parses `body` in `reading`, reporting to `handler`.
 ///
 /// ```
-/// use robotsgate_rep::parser::{parse, Dialect, Handler, Key};
+/// use robotsgate_rep::parser::{parse, Reading, Handler, Key};
 ///
 /// struct Count(usize);
 /// impl Handler for Count {
@@ -142,11 +152,11 @@ pub(crate) fn split_at_limit(body: &[u8]) -> (&[u8], Option<&[u8]>) {
 ///     }
 /// }
 /// let mut c = Count(0);
-/// parse(b"User-agent: *\nDisallow: /a\ndisalow: /b\n", Dialect::Google, &mut c);
+/// parse(b"User-agent: *\nDisallow: /a\ndisalow: /b\n", Reading::Google, &mut c);
 /// assert_eq!(c.0, 2); // Google accepts the typo
 /// ```
-pub fn parse<H: Handler>(body: &[u8], dialect: Dialect, handler: &mut H) -> BodyFacts {
-    let (facts, kept) = read_limited(body, |number, line| parse_line(number, line, dialect, handler));
+pub fn parse<H: Handler>(body: &[u8], reading: Reading, handler: &mut H) -> BodyFacts {
+    let (facts, kept) = read_limited(body, |number, line| parse_line(number, line, reading, handler));
     if let (Some(number), Some(kept)) = (facts.cut_line, kept) {
         handler.cut_by_limit(number, kept);
     }
@@ -251,13 +261,13 @@ pub(crate) fn trim(mut s: &[u8]) -> &[u8] {
     s
 }
 
-fn parse_line<H: Handler>(number: u32, line: &[u8], dialect: Dialect, handler: &mut H) {
-    let line = match dialect {
-        Dialect::Google => google_cut(number, line, handler),
-        Dialect::Rfc => line,
+fn parse_line<H: Handler>(number: u32, line: &[u8], reading: Reading, handler: &mut H) {
+    let line = match reading {
+        Reading::Google => google_cut(number, line, handler),
+        Reading::Rfc => line,
     };
-    match split_key_value(line, dialect) {
-        Ok(Some((key, value))) => handler.line(number, classify(key, dialect), value),
+    match split_key_value(line, reading) {
+        Ok(Some((key, value))) => handler.line(number, classify(key, reading), value),
         Ok(None) => {}
         Err((content, why)) => handler.malformed(number, content, why),
     }
@@ -283,7 +293,7 @@ fn google_cut<'a, H: Handler>(number: u32, mut line: &'a [u8], handler: &mut H) 
 #[inline]
 pub(crate) fn split_key_value(
     mut line: &[u8],
-    dialect: Dialect,
+    reading: Reading,
 ) -> Result<Option<(&[u8], &[u8])>, (&[u8], Malformed)> {
     // One pass for the comment and the first ':' (short lines are the rule: no memchr).
     let mut colon = None;
@@ -310,10 +320,10 @@ pub(crate) fn split_key_value(
     }
     let (key, value) = match colon.map(|c| c - start) {
         Some(colon) => (trim(&line[..colon]), trim(&line[colon + 1..])),
-        None => match dialect {
-            Dialect::Rfc => return Err((line, Malformed::NoSeparator)),
+        None => match reading {
+            Reading::Rfc => return Err((line, Malformed::NoSeparator)),
             // Google accepts whitespace instead of ':' when the line has exactly two words.
-            Dialect::Google => match split_two_words(line) {
+            Reading::Google => match split_two_words(line) {
                 Some(kv) => kv,
                 None => return Err((line, Malformed::NoSeparator)),
             },
@@ -341,19 +351,19 @@ pub(crate) fn parse_dual<'a>(
         fn line(&mut self, _: u32, _: Key<'_>, _: &[u8]) {}
     }
     read_limited(body, |number, line| {
-        let rfc = split_key_value(line, Dialect::Rfc);
+        let rfc = split_key_value(line, Reading::Rfc);
         let gline = google_cut(number, line, &mut Quiet);
         let google = if gline.len() == line.len() {
             match rfc {
                 Ok(kv) => Ok(kv),
-                Err((_, Malformed::NoSeparator)) => split_key_value(line, Dialect::Google),
+                Err((_, Malformed::NoSeparator)) => split_key_value(line, Reading::Google),
                 Err(e) => Err(e),
             }
         } else {
-            split_key_value(gline, Dialect::Google)
+            split_key_value(gline, Reading::Google)
         };
-        let g = google.ok().flatten().map(|(k, v)| (classify(k, Dialect::Google), v));
-        let r = rfc.ok().flatten().map(|(k, v)| (classify(k, Dialect::Rfc), v));
+        let g = google.ok().flatten().map(|(k, v)| (classify(k, Reading::Google), v));
+        let r = rfc.ok().flatten().map(|(k, v)| (classify(k, Reading::Rfc), v));
         if g.is_some() || r.is_some() {
             f(number, g, r);
         }
@@ -374,9 +384,9 @@ fn starts_with_ignore_case(s: &[u8], prefix: &[u8]) -> bool {
 }
 
 /// Classifies a (trimmed, non-empty) key.
-pub fn classify(key: &[u8], dialect: Dialect) -> Key<'_> {
-    match dialect {
-        Dialect::Google => {
+pub fn classify(key: &[u8], reading: Reading) -> Key<'_> {
+    match reading {
+        Reading::Google => {
             let p = |prefix: &[u8]| starts_with_ignore_case(key, prefix);
             if p(b"user-agent") || p(b"useragent") || p(b"user agent") {
                 Key::UserAgent
@@ -400,7 +410,7 @@ pub fn classify(key: &[u8], dialect: Dialect) -> Key<'_> {
                 usage_key(key)
             }
         }
-        Dialect::Rfc => {
+        Reading::Rfc => {
             let is = |name: &[u8]| key.eq_ignore_ascii_case(name);
             if is(b"user-agent") {
                 Key::UserAgent
@@ -453,7 +463,7 @@ mod tests {
         }
     }
 
-    fn rec(body: &[u8], d: Dialect) -> Rec {
+    fn rec(body: &[u8], d: Reading) -> Rec {
         let mut r = Rec::default();
         parse(body, d, &mut r);
         r
@@ -461,60 +471,60 @@ mod tests {
 
     #[test]
     fn line_breaks_cr_lf_crlf_count_once() {
-        let r = rec(b"a: 1\rb: 2\r\nc: 3\nd: 4", Dialect::Rfc);
+        let r = rec(b"a: 1\rb: 2\r\nc: 3\nd: 4", Reading::Rfc);
         let nums: Vec<u32> = r.0.iter().map(|l| l.0).collect();
         assert_eq!(nums, vec![1, 2, 3, 4]);
-        let r = rec(b"a: 1\r\r\nb: 2", Dialect::Rfc);
+        let r = rec(b"a: 1\r\r\nb: 2", Reading::Rfc);
         assert_eq!(r.0[1].0, 3, "CR then CRLF is two breaks");
     }
 
     #[test]
     fn bom_and_partial_bom_skipped_at_start_only() {
-        let r = rec(b"\xEF\xBB\xBFuser-agent: a", Dialect::Google);
+        let r = rec(b"\xEF\xBB\xBFuser-agent: a", Reading::Google);
         assert_eq!(r.0[0].1, "UserAgent");
-        let r = rec(b"\xEF\xBBuser-agent: a", Dialect::Google);
+        let r = rec(b"\xEF\xBBuser-agent: a", Reading::Google);
         assert_eq!(r.0[0].1, "UserAgent");
-        let r = rec(b"x: 1\n\xEF\xBB\xBFuser-agent: a", Dialect::Google);
+        let r = rec(b"x: 1\n\xEF\xBB\xBFuser-agent: a", Reading::Google);
         assert!(r.0[1].1.starts_with("other:"));
     }
 
     #[test]
     fn comments_and_whitespace() {
-        let r = rec(b"  Disallow :  /a b  # c\n# only\n\n", Dialect::Rfc);
+        let r = rec(b"  Disallow :  /a b  # c\n# only\n\n", Reading::Rfc);
         assert_eq!(r.0, vec![(1, "Disallow".into(), "/a b".into())]);
     }
 
     #[test]
     fn missing_colon_google_only_two_words() {
-        assert_eq!(rec(b"disallow /a", Dialect::Google).0[0].2, "/a");
-        assert_eq!(rec(b"disallow /a /b", Dialect::Google).1, vec![1]);
-        assert_eq!(rec(b"disallow /a", Dialect::Rfc).1, vec![1]);
-        assert_eq!(rec(b"disallow", Dialect::Google).1, vec![1]);
+        assert_eq!(rec(b"disallow /a", Reading::Google).0[0].2, "/a");
+        assert_eq!(rec(b"disallow /a /b", Reading::Google).1, vec![1]);
+        assert_eq!(rec(b"disallow /a", Reading::Rfc).1, vec![1]);
+        assert_eq!(rec(b"disallow", Reading::Google).1, vec![1]);
     }
 
     #[test]
     fn google_typos_and_prefixes() {
         for k in ["useragent", "user agent", "User-Agents"] {
-            assert_eq!(classify(k.as_bytes(), Dialect::Google), Key::UserAgent, "{k}");
-            assert!(matches!(classify(k.as_bytes(), Dialect::Rfc), Key::Other(_)));
+            assert_eq!(classify(k.as_bytes(), Reading::Google), Key::UserAgent, "{k}");
+            assert!(matches!(classify(k.as_bytes(), Reading::Rfc), Key::Other(_)));
         }
         for k in ["dissallow", "dissalow", "disalow", "diasllow", "disallaw", "Disallowed"] {
-            assert_eq!(classify(k.as_bytes(), Dialect::Google), Key::Disallow, "{k}");
+            assert_eq!(classify(k.as_bytes(), Reading::Google), Key::Disallow, "{k}");
         }
-        assert_eq!(classify(b"site-map", Dialect::Google), Key::Sitemap);
-        assert_eq!(classify(b"ALLOW", Dialect::Rfc), Key::Allow);
+        assert_eq!(classify(b"site-map", Reading::Google), Key::Sitemap);
+        assert_eq!(classify(b"ALLOW", Reading::Rfc), Key::Allow);
     }
 
     #[test]
     fn google_cuts_at_nul_and_long_lines() {
-        let r = rec(b"disallow: /a\0/b", Dialect::Google);
+        let r = rec(b"disallow: /a\0/b", Reading::Google);
         assert_eq!(r.0[0].2, "/a");
-        let r = rec(b"disallow: /a\0/b", Dialect::Rfc);
+        let r = rec(b"disallow: /a\0/b", Reading::Rfc);
         assert_eq!(r.0[0].2, "/a\0/b");
         let mut long = b"disallow: /".to_vec();
         long.resize(GOOGLE_MAX_LINE_BYTES + 10, b'x');
-        assert_eq!(rec(&long, Dialect::Google).0[0].2.len(), GOOGLE_MAX_LINE_BYTES - 10);
-        assert_eq!(rec(&long, Dialect::Rfc).0[0].2.len(), GOOGLE_MAX_LINE_BYTES);
+        assert_eq!(rec(&long, Reading::Google).0[0].2.len(), GOOGLE_MAX_LINE_BYTES - 10);
+        assert_eq!(rec(&long, Reading::Rfc).0[0].2.len(), GOOGLE_MAX_LINE_BYTES);
     }
 
     /// Issue 22.3: a line the limit cuts is dropped, not read in part.
@@ -539,7 +549,7 @@ mod tests {
         // "allow: /public" cut after "allow: /p": dropped.
         let body = body_with(b"allow: /public\n");
         let mut c = Cut::default();
-        let facts = parse(&body, Dialect::Rfc, &mut c);
+        let facts = parse(&body, Reading::Rfc, &mut c);
         assert_eq!(c.0, vec!["*", "/"]);
         let line = (MAX_ROBOTS_TXT_BYTES - 9 - 26 + 3) as u32;
         assert_eq!(c.1, Some((line, b"allow: /p".to_vec())));
@@ -549,19 +559,19 @@ mod tests {
         // Its line break right after the limit: whole.
         for tail in [&b"allow: /p\n"[..], b"allow: /p\r\n", b"allow: /p\rx"] {
             let mut c = Cut::default();
-            let facts = parse(&body_with(tail), Dialect::Google, &mut c);
+            let facts = parse(&body_with(tail), Reading::Google, &mut c);
             assert_eq!(c.0.last().map(String::as_str), Some("/p"), "{tail:?}");
             assert_eq!((c.1, facts.cut_line), (None, None));
         }
         // A break as the last byte read: nothing cut.
         let mut c = Cut::default();
-        let facts = parse(&body_with(b"allow: /\nx"), Dialect::Google, &mut c);
+        let facts = parse(&body_with(b"allow: /\nx"), Reading::Google, &mut c);
         assert_eq!((c.0.last().map(String::as_str), facts.cut_line), (Some("/"), None));
         // One line longer than the limit, BOM first: the line is dropped, BOM and all.
         let mut body = b"\xEF\xBB\xBFdisallow: /".to_vec();
         body.resize(MAX_ROBOTS_TXT_BYTES + 1, b'a');
         let mut c = Cut::default();
-        let facts = parse(&body, Dialect::Google, &mut c);
+        let facts = parse(&body, Reading::Google, &mut c);
         assert!(c.0.is_empty() && facts.bom);
         assert_eq!(
             c.1.map(|(n, k)| (n, k.len(), k.starts_with(b"disallow"))),
@@ -574,8 +584,8 @@ mod tests {
         let mut body = b"user-agent: *\n".to_vec();
         body.resize(MAX_ROBOTS_TXT_BYTES, b'\n');
         body.extend_from_slice(b"disallow: /\n");
-        let r = rec(&body, Dialect::Rfc);
+        let r = rec(&body, Reading::Rfc);
         assert_eq!(r.0.len(), 1);
-        assert_eq!(parse(&body, Dialect::Rfc, &mut Rec::default()).ignored_bytes, 12);
+        assert_eq!(parse(&body, Reading::Rfc, &mut Rec::default()).ignored_bytes, 12);
     }
 }
