@@ -52,7 +52,7 @@ use std::fmt;
 use std::str::FromStr;
 
 pub use pace::{IgnoredValue, PaceHint, PaceSource, TimeWindow};
-pub use parser::{MAX_ROBOTS_TXT_BYTES, Reading};
+pub use parser::{MAX_ROBOTS_TXT_BYTES, Reading, product_token};
 pub use url::{HttpUrl, ServerPath, path_of_url, server_path, split_http_url};
 
 use precedence::Hit;
@@ -179,6 +179,8 @@ impl RobotsTxt {
 
     /// Checks `path` (path and query of the URL, e.g. `/a/b?c`) for the crawler whose
     /// product token is `agent`, under the default ([`Profile::Conservative`]) profile.
+    /// A `User-Agent` given as `agent` is checked for the token it starts with
+    /// ([`product_token`]: `ExampleBot/1.0` as `ExampleBot`).
     ///
     /// `path` is a path when it starts with `/`, and is then matched as it is (without a
     /// `#fragment`): `//a/b`, the path of `http://example.com//a/b`, is matched as `//a/b`.

@@ -28,6 +28,27 @@ pub const MAX_ROBOTS_TXT_BYTES: usize = 500 * 1024;
 /// Google's parser keeps at most this many bytes of a line (`2083 * 8 - 1`).
 pub const GOOGLE_MAX_LINE_BYTES: usize = 2083 * 8 - 1;
 
+/// The product token of `agent` given as a `User-Agent` product: its leading letters, `-`
+/// and `_` (RFC 9309 §2.2.1) when a version (`/`) or a comment (space) follows them, so
+/// that `ExampleBot/1.0 (+https://example.com/bot)` is checked as `ExampleBot` and not
+/// silently as an agent no group names. Anything else is taken as it is: a token, or an
+/// agent that is none (`MJ12bot`, which Google's library matches with no group).
+///
+/// ```
+/// use robotsgate_rep::product_token;
+/// assert_eq!(product_token("ExampleBot/1.0 (+https://example.com/bot)"), "ExampleBot");
+/// assert_eq!(product_token("Googlebot-Image"), "Googlebot-Image");
+/// assert_eq!(product_token("MJ12bot"), "MJ12bot");
+/// ```
+pub fn product_token(agent: &str) -> &str {
+    let bytes = agent.as_bytes();
+    match bytes.iter().position(|&b| !(b.is_ascii_alphabetic() || b == b'-' || b == b'_')) {
+        // The bytes before `end` are ASCII: a char boundary.
+        Some(end) if end > 0 && matches!(bytes[end], b'/' | b' ') => agent.get(..end).unwrap_or(agent),
+        _ => agent,
+    }
+}
+
 /// Which reading of the robots.txt syntax applies, and which one a verdict comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reading {

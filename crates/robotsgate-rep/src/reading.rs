@@ -255,8 +255,10 @@ impl Parsed {
 
 impl ReadingData {
     /// The groups that apply to `agent`: every group naming it, else every `*` group.
+    /// Only the product token `agent` starts with counts ([`parser::product_token`]:
+    /// `ExampleBot/1.0` is checked as `ExampleBot`).
     pub fn applied(&self, agent: &str) -> Applied<'_> {
-        let agent = agent.as_bytes();
+        let agent = parser::product_token(agent).as_bytes();
         let found = self.agents.binary_search_by(|e| {
             e.token.get(&self.tokens).iter().copied().cmp(agent.iter().map(|b| b.to_ascii_lowercase()))
         });

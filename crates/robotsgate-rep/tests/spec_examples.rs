@@ -992,3 +992,17 @@ fn rep_overview_common_mistakes_most_specific_directive() {
     allowed(body, "Googlebot", &["/", "/anything", "/Content_For_Google/page"]);
     disallowed(body, "Otherbot", &["/", "/Content_For_Google/page"]);
 }
+
+/// Issue 31.5: an agent given with a version (a User-Agent) is checked for its token, not
+/// silently as an agent no group names.
+#[test]
+fn an_agent_with_a_version_is_checked_for_its_token() {
+    let robots =
+        RobotsTxt::parse(b"User-agent: ExampleBot\nDisallow: /private\n\nUser-agent: *\nDisallow:\n");
+    for profile in [Profile::Google, Profile::Rfc, Profile::Conservative] {
+        for agent in ["ExampleBot", "ExampleBot/1.0", "examplebot/2 (+https://example.com/bot)"] {
+            assert!(!robots.check_with(profile, agent, "/private/x").allowed(), "{profile:?} {agent}");
+        }
+        assert!(robots.check_with(profile, "OtherBot/1.0", "/private/x").allowed(), "{profile:?}");
+    }
+}
