@@ -360,8 +360,15 @@ impl fmt::Display for Refusal {
                 let usage = d.usage.as_deref().map(|u| u.to_string()).unwrap_or_default();
                 write!(f, "robotsgate: usage refused by {}: {usage}", d.origin.robots_url())
             }
-            Some(d) => write!(f, "robotsgate: {}: {d}", self.kind),
-            None => write!(f, "robotsgate: {}: {}", self.kind, self.message.lines().next().unwrap_or("")),
+            // Pacing, not robots.txt, refused it: the decision (allowed) is not the why.
+            Some(d) if self.kind != RefusalKind::Paced => write!(f, "robotsgate: {}: {d}", self.kind),
+            _ => {
+                write!(f, "robotsgate: {}: {}", self.kind, self.message.lines().next().unwrap_or(""))?;
+                match self.retry_after {
+                    Some(secs) => write!(f, " (retry after {secs} s)"),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }
@@ -419,6 +426,25 @@ mod tests {
         let raw = String::from_utf8(refusal.to_http1_bytes()).unwrap();
         assert!(raw.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{raw}");
         assert!(raw.contains("\r\nretry-after: 42\r\n"), "{raw}");
+    }
+
+    /// Issue 31.5: a paced refusal says pacing refused it, not the allowed decision's
+    /// "no rule matched".
+    #[test]
+    fn a_paced_refusal_reads_as_paced() {
+        let decision = crate::policy::Decision::without_robots(
+            Arc::new(crate::origin::Origin::parse("https://example.com/").unwrap()),
+            "ExampleBot".into(),
+            crate::rep::Profile::Google,
+            crate::policy::Reason::NoRuleMatched,
+            true,
+        );
+        let refusal = Refusal::new(RefusalKind::Paced, "request not sent: it would wait too long\nURL: x")
+            .with_retry_after(std::time::Duration::from_secs(9))
+            .with_decision(decision);
+        let text = refusal.to_string();
+        assert_eq!(text, "robotsgate: paced: request not sent: it would wait too long (retry after 9 s)");
+        assert!(!text.contains("no rule matched"), "{text}");
     }
 
     #[test]

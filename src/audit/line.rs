@@ -157,18 +157,18 @@ fn decision_fields(o: &mut Vec<u8>, d: &Decision, report_only: bool, refused: Op
     o.extend_from_slice(b",\"reason\":");
     json_str(o, d.reason.class());
     o.extend_from_slice(b",\"rule\":");
-    match d.rule_fields() {
-        Some((kind, pattern, line, reading, implied)) => {
+    match d.rule() {
+        Some(rule) => {
             o.extend_from_slice(b"{\"kind\":");
-            json_str(o, kind);
+            json_str(o, rule.kind.as_str());
             o.extend_from_slice(b",\"pattern\":");
-            json_str(o, pattern);
+            json_str(o, rule.pattern);
             o.extend_from_slice(b",\"line\":");
-            json_num(o, line);
+            json_num(o, rule.line);
             o.extend_from_slice(b",\"reading\":");
-            json_str(o, reading);
+            json_str(o, rule.reading.as_str());
             o.extend_from_slice(b",\"implied_by_index_html\":");
-            json_bool(o, implied);
+            json_bool(o, rule.implied_by_index_html);
             o.push(b'}');
         }
         None => o.extend_from_slice(b"null"),

@@ -548,12 +548,12 @@ impl DecisionRecord {
         now: SystemTime,
         redact: bool,
     ) -> DecisionRecord {
-        let rule = d.rule_fields().map(|(kind, pattern, line, reading, implied)| RuleRecord {
-            kind,
-            pattern: pattern.to_owned(),
-            line,
-            reading,
-            implied_by_index_html: implied,
+        let rule = d.rule().map(|r| RuleRecord {
+            kind: r.kind.as_str(),
+            pattern: r.pattern.to_owned(),
+            line: r.line,
+            reading: r.reading.as_str(),
+            implied_by_index_html: r.implied_by_index_html,
         });
         let robots = d.fetch_facts().map(|f| RobotsRecord {
             url: f.url.clone(),

@@ -434,7 +434,10 @@ fn paced_text(url: &str, d: &Decision, facts: &PaceFacts, retry_after: std::time
     let why = match facts.refused {
         Some(crate::pacing::PaceRefusal::QueueFull) => "too many requests are held for this origin already",
         Some(crate::pacing::PaceRefusal::TableFull) => "too many origins are being paced already",
-        _ => "its wait would be longer than pacing allows (pacing.max_wait)",
+        _ => {
+            "its wait would be longer than a request may be held (the proxy's pacing.max_wait, \
+             the builder's .max_wait())"
+        }
     };
     let _ = writeln!(text, "Why: {why}");
     if let Some(source) = &facts.plan.source {

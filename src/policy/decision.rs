@@ -13,6 +13,21 @@ use crate::fetch::Unreachable;
 use crate::origin::Origin;
 use crate::rep::{PaceHint, Profile, Reading, Reason as RepReason, RuleId, RuleKind, ServerPath};
 
+/// The robots.txt rule that decided a request ([`Decision::rule`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecidingRule<'a> {
+    /// `allow` or `disallow`.
+    pub kind: RuleKind,
+    /// The rule's path pattern as written (empty when the copy kept no text).
+    pub pattern: &'a str,
+    /// Its line in the file (1-based).
+    pub line: u32,
+    /// The reading that found it.
+    pub reading: Reading,
+    /// Google's reading added it: a rule ending in `/index.html` also covers its folder.
+    pub implied_by_index_html: bool,
+}
+
 /// Why a request was allowed or not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reason {
@@ -179,17 +194,17 @@ impl Decision {
         r.pace_with(self.profile, &self.agent, (day_secs / 60) as u16)
     }
 
-    /// The deciding rule as the audit log names it: kind, pattern, line, reading and
-    /// whether Google's index.html rule implied it.
-    pub fn rule_fields(&self) -> Option<(&'static str, &str, u32, &'static str, bool)> {
+    /// The deciding rule, when a rule decided: its kind, text, line, reading and whether
+    /// Google's index.html rule implied it.
+    pub fn rule(&self) -> Option<DecidingRule<'_>> {
         match &self.reason {
-            Reason::Rule { kind, line, reading, implied_by_index_html, .. } => Some((
-                kind.as_str(),
-                self.rule_pattern().unwrap_or(""),
-                *line,
-                reading.as_str(),
-                *implied_by_index_html,
-            )),
+            Reason::Rule { kind, line, reading, implied_by_index_html, .. } => Some(DecidingRule {
+                kind: *kind,
+                pattern: self.rule_pattern().unwrap_or(""),
+                line: *line,
+                reading: *reading,
+                implied_by_index_html: *implied_by_index_html,
+            }),
             _ => None,
         }
     }

@@ -37,7 +37,7 @@ pub use config::{Override, OverrideAction, PolicyConfig};
 #[cfg(test)]
 pub(crate) use copy::copy_of;
 pub use copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
-pub use decision::{Decision, Reason, VerdictNotes};
+pub use decision::{DecidingRule, Decision, Reason, VerdictNotes};
 #[cfg(test)]
 pub(crate) use decision::{decision_for_on, decision_on};
 pub use share::{CopyShare, Keep, Lifetime, ShareFuture, Shared};
