@@ -22,9 +22,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .user_agent("ExampleBot/1.0 (+https://example.com/bot)")
         .allow_destination("127.0.0.0/8".parse()?) // the demo origin is on loopback
         .build()?;
-    // robotsgate follows redirects itself, checking each hop: the client must not.
-    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build()?;
-    let http = reqwest_middleware::ClientBuilder::new(client).with(robots.reqwest_middleware()).build();
+    // The middleware follows redirects itself and checks each hop: reqwest_client builds
+    // the client so (redirect::Policy::none()) from any reqwest::ClientBuilder.
+    let http = robots.reqwest_client(reqwest::Client::builder())?;
 
     for path in ["/", "/private/report.pdf", "/moved"] {
         let url = format!("http://{origin}{path}");

@@ -8,10 +8,9 @@
 //!     .agent("ExampleBot")
 //!     .user_agent("ExampleBot/1.0 (+https://example.com/bot)")
 //!     .build()?;
-//! // Redirects are followed by the middleware, so that each hop is checked: the client
-//! // underneath must not follow them itself.
-//! let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build()?;
-//! let http = reqwest_middleware::ClientBuilder::new(client).with(robots.reqwest_middleware()).build();
+//! // The client with the middleware, its redirects followed (and each hop checked) by the
+//! // middleware, not by reqwest: set up the reqwest::ClientBuilder as you like.
+//! let http = robots.reqwest_client(reqwest::Client::builder())?;
 //!
 //! match http.get("https://example.com/private/x").send().await {
 //!     Ok(res) => println!("{}", res.status()),
@@ -39,7 +38,8 @@
 //!   the layer; one that would wait too long is refused with
 //!   [`RefusalKind::Paced`] and
 //!   [`Refusal::retry_after`]. A 429 or 503 answer pauses the origin.
-//! - **Redirects**: with the client built with `redirect::Policy::none()`, the middleware
+//! - **Redirects**: with the client built by [`Robots::reqwest_client`] (or with
+//!   `redirect::Policy::none()` by hand), the middleware
 //!   follows `301`, `302`, `303`, `307` and `308` itself, up to
 //!   [`RobotsMiddleware::max_redirects`] hops, checking each hop before it is sent (a hop
 //!   into a disallowed path is refused like any request). It changes the method and drops
@@ -73,6 +73,22 @@ impl Robots {
     /// [`reqwest`](crate::reqwest) module for how to set up the client.
     pub fn reqwest_middleware(&self) -> RobotsMiddleware {
         RobotsMiddleware { robots: self.clone(), max_redirects: DEFAULT_MAX_REDIRECTS }
+    }
+}
+
+impl Robots {
+    /// A reqwest client with this value's middleware, built from `builder` (your timeouts,
+    /// proxies, TLS, `.resolve()`...) with its redirect policy set to
+    /// `redirect::Policy::none()`: the middleware follows redirects itself and checks each
+    /// hop before it is fetched, which it cannot do when reqwest follows them. The safe
+    /// setup in one call; the middleware alone ([`Robots::reqwest_middleware`]) is for
+    /// adding other middleware too.
+    pub fn reqwest_client(
+        &self,
+        builder: reqwest::ClientBuilder,
+    ) -> Result<reqwest_middleware::ClientWithMiddleware, reqwest::Error> {
+        let client = builder.redirect(reqwest::redirect::Policy::none()).build()?;
+        Ok(reqwest_middleware::ClientBuilder::new(client).with(self.reqwest_middleware()).build())
     }
 }
 

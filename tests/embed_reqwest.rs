@@ -91,6 +91,18 @@ async fn every_redirect_hop_is_checked_before_it_is_sent() {
     assert_eq!(res.text().await.unwrap(), "landed");
 }
 
+/// Issue 31.5: the client made by `reqwest_client` from a default `reqwest::Client::builder()`
+/// (which follows redirects itself) never fetches a disallowed hop.
+#[tokio::test]
+async fn the_client_made_from_a_default_builder_checks_every_hop() {
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS))]).await;
+    origin.route("/moved", Reply::redirect(302, "/private/old"));
+    let http = robots().reqwest_client(reqwest::Client::builder()).expect("client");
+    let err = send(&http, &format!("{}/moved", origin.base())).await.expect_err("the hop is refused");
+    assert_eq!(refusal(&err).kind(), RefusalKind::Disallowed);
+    assert_eq!(origin.hits("/private/old"), 0, "the disallowed hop was never fetched");
+}
+
 #[tokio::test]
 async fn a_cross_origin_hop_is_checked_against_its_own_robots_txt_and_loses_credentials() {
     let a = TestOrigin::start([("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n"))]).await;

@@ -88,9 +88,10 @@ if bad:
 print(round(r["summary"]["requestsPerSec"]))
 '
 }
+metric() { curl -s "http://127.0.0.1:$ADMIN/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 origins_metric() { curl -s "http://127.0.0.1:$ADMIN/metrics" | awk '/^robotsgate_robots_fetches_total/ {s += $2} END {print s + 0}'; }
 
-printf '%-7s %-8s %-9s %-9s %-7s %-6s %-6s %-9s %-10s %-6s %-9s %-5s\n' N origins pass1/s pass2/s peakMB runMB runFD runConns settledMB setFD setConns idle
+printf '%-7s %-8s %-8s %-8s %-7s %-6s %-6s %-9s %-10s %-6s %-9s %-5s %-8s %-8s %-7s\n' N origins pass1/s pass2/s peakMB runMB runFD runConns settledMB setFD setConns idle cached cacheMB lanes
 for n in $NS; do
     cat >"$WORK/rg.toml" <<EOF
 [proxy]
@@ -118,9 +119,11 @@ EOF
     origins=$(origins_metric)
     run_rss=$(rss_kb "$RG_PID") run_fd=$(fds "$RG_PID") run_conns=$(upstream)
     sleep "$SETTLE" # the measurement: what is left once the idle timeout has passed
-    printf '%-7s %-8s %-9s %-9s %-7s %-6s %-6s %-9s %-10s %-6s %-9s %-5s\n' "$n" "$origins" "$cold" "$cached" \
+    printf '%-7s %-8s %-8s %-8s %-7s %-6s %-6s %-9s %-10s %-6s %-9s %-5s %-8s %-8s %-7s\n' "$n" "$origins" "$cold" "$cached" \
         "$(( $(hwm_kb "$RG_PID") / 1024 ))" "$(( run_rss / 1024 ))" "$run_fd" "$run_conns" \
-        "$(( $(rss_kb "$RG_PID") / 1024 ))" "$(fds "$RG_PID")" "$(upstream)" "$(idle_metric)"
+        "$(( $(rss_kb "$RG_PID") / 1024 ))" "$(fds "$RG_PID")" "$(upstream)" "$(idle_metric)" \
+        "$(metric robotsgate_robots_cache_entries)" "$(( $(metric robotsgate_robots_cache_bytes) / 1048576 ))" \
+        "$(metric robotsgate_pacing_lanes)"
     kill "$RG_PID"
     wait "$RG_PID" 2>/dev/null || true
     RG_PID=
