@@ -77,7 +77,14 @@ pub(super) async fn connect_then_sniff(
         Ok(s) => s,
         // The layer makes (and audits) the guard's refusal as for any request.
         Err(ConnectError::Denied { .. }) => return shared.answer(req).await,
-        Err(e) => return boxed(connect_refusal(&e).into_response(false)),
+        Err(e) => {
+            // Answered before any decision: recorded as robotsgate's own answer.
+            let refusal = connect_refusal(&e);
+            if let Some(client) = req.extensions().get::<robotsgate::layer::ClientAddr>().map(|c| c.0) {
+                shared.log_own_answer(&refusal, client, Some(&req));
+            }
+            return boxed(refusal.into_response(false));
+        }
     };
     let on_upgrade = hyper::upgrade::on(&mut req);
     let shared2 = shared.clone();
