@@ -83,7 +83,7 @@ impl AuditLog {
     }
 
     /// The log writing to `out`, with its audit thread started.
-    fn spawn(config: AuditConfig, out: Out, work: Option<FileWork>) -> std::io::Result<AuditLog> {
+    pub(super) fn spawn(config: AuditConfig, out: Out, work: Option<FileWork>) -> std::io::Result<AuditLog> {
         let sync = out.sync_handle();
         let mut core = Core::new(out, config.durability, config.on_error, config.queue);
         if let Some(w) = &work {
@@ -263,6 +263,14 @@ impl AuditLog {
         );
         // Err only once the log is closed: the answer outlived the log.
         let _ = self.inner.core.append(&line, false);
+    }
+}
+
+impl AuditLog {
+    /// Appends a record written with the next batch, not waited for (`Err` only once the
+    /// log is closed: dropped then).
+    pub(super) fn append_unwaited(&self, line: &[u8]) {
+        let _ = self.inner.core.append(line, false);
     }
 }
 

@@ -22,6 +22,7 @@
 //! # }
 //! ```
 
+mod answer;
 mod commit;
 mod config;
 mod files;
@@ -44,6 +45,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
+pub use answer::{RefusalFacts, RefusalRecord};
 pub use config::{AuditConfig, AuditError, AuditSetupError, Durability, MemoryLog, OnError, Target};
 pub use files::{checkpoints_path, rotated_files};
 pub use handle::AuditLog;

@@ -18,8 +18,9 @@ use crate::policy::{Decision, Reason};
 /// Version of the record schema (`schema_version` in every record). 3: decision records
 /// have `pace_wait_ms` and `pace`, and the outcome `paced`; 4: and `cluster` (fleet mode).
 /// 5: the log records `file-start` and `rotate` of a tamper-evident, rotated log. 6: the
-/// decision outcome and reason `cluster-unavailable` (fleet mode's `503`, recorded).
-pub const SCHEMA_VERSION: u32 = 6;
+/// decision outcome and reason `cluster-unavailable` (fleet mode's `503`, recorded). 7: the
+/// `refusal` record (an answer robotsgate gave without a decision record).
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// One decision, as logged.
 #[derive(Debug, Clone, Serialize)]

@@ -429,3 +429,58 @@ async fn rotation_by_interval_continues_the_tree() {
         assert!(lines(p).len() > 2, "{}: a file with no records is not rotated by time", p.display());
     }
 }
+
+/// The record of an answer given without a decision is taken while the log refuses (the
+/// answer, a `503`, is a refusal already), and when it cannot be written it is counted
+/// with the records lost, which the `write-error` record reports once writing works.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_refusal_while_the_log_is_broken_is_taken_and_counted_as_lost() {
+    use super::out::Out;
+    use crate::refusal::{Refusal, RefusalKind};
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let config = AuditConfig { on_error: OnError::Refuse, ..AuditConfig::default() };
+    let log = AuditLog::spawn(config, Out::File(full), None).unwrap();
+    assert!(log.log_decision(&decision("/x"), get("https://example.com/x", false)).await.is_err());
+    assert!(log.accepting().is_err(), "the log refuses");
+    assert_eq!(log.lost(), 1);
+    let refusal = Refusal::new(RefusalKind::AuditUnavailable, "the audit log cannot be written");
+    let facts = RefusalFacts {
+        request_id: "r-2",
+        method: Some("GET"),
+        target: Some("https://example.com/y"),
+        ..RefusalFacts::default()
+    };
+    log.log_refusal(&refusal, facts);
+    log.flush().await;
+    assert_eq!(log.lost(), 2, "the refusal's record was tried, and counted when it failed");
+}
+
+/// A refusal record's fields (and the query redacted when the log redacts).
+#[test]
+fn a_refusal_record_says_what_was_answered_and_why() {
+    use crate::refusal::{Refusal, RefusalKind};
+    let refusal =
+        Refusal::new(RefusalKind::NoToken, "no product token for this request: no x-robots-agent header\n");
+    let facts = RefusalFacts {
+        request_id: "r-1",
+        client: Some("127.0.0.1:4000".parse().unwrap()),
+        user: Some("alice"),
+        method: Some("GET"),
+        target: Some("http://example.com/a?secret=1"),
+        transport: Some("proxy"),
+    };
+    let r = RefusalRecord::of(&refusal, facts, std::time::SystemTime::UNIX_EPOCH, true);
+    let v: serde_json::Value = serde_json::from_slice(&super::record::to_line(&r)).unwrap();
+    assert_eq!(v["schema_version"], SCHEMA_VERSION);
+    assert_eq!(v["type"], "refusal");
+    assert_eq!(v["time"], "1970-01-01T00:00:00.000Z");
+    assert_eq!(v["request_id"], "r-1");
+    assert_eq!(v["client"], "127.0.0.1:4000");
+    assert_eq!(v["user"], "alice");
+    assert_eq!(v["method"], "GET");
+    assert!(!v["target"].as_str().unwrap().contains("secret=1"), "{v}");
+    assert_eq!(v["status"], 400);
+    assert_eq!(v["refusal"], "no-token");
+    assert_eq!(v["reason"], "no product token for this request: no x-robots-agent header");
+}

@@ -181,7 +181,7 @@ impl RedisCopyShare {
                 Some(v)
             }
             Ok(Err(e)) => {
-                self.cluster.note(false, Some(&e.to_string()));
+                self.cluster.failed(&e);
                 None
             }
             Err(_) => {
@@ -263,7 +263,7 @@ impl RedisCopyShare {
                 {
                     tracing::warn!(error = %e, key, "cluster: cannot keep a robots.txt snapshot in Redis");
                 }
-                Ok(Err(e)) => self.cluster.note(false, Some(&e.to_string())),
+                Ok(Err(e)) => self.cluster.failed(&e),
                 Err(_) => self.cluster.note(false, Some("timed out")),
             }
         }

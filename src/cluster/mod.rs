@@ -172,9 +172,20 @@ impl Cluster {
             redis::cmd("PING").query_async::<String>(&mut conn),
         )
         .await;
-        let ok = matches!(answered, Ok(Ok(_)));
-        self.note(ok, if ok { None } else { Some("PING failed") });
-        ok
+        match answered {
+            Ok(Ok(_)) => {
+                self.note(true, None);
+                true
+            }
+            Ok(Err(e)) => {
+                self.failed(&e);
+                false
+            }
+            Err(_) => {
+                self.note(false, Some("PING timed out"));
+                false
+            }
+        }
     }
 
     /// Notes the outcome of a command: a warning line when the state changes.
@@ -195,6 +206,12 @@ impl Cluster {
         if let Some(o) = self.inner.observer.get() {
             o.cluster_up(ok);
         }
+    }
+
+    /// Notes a command that failed with `e` (the cluster down), saying why (see
+    /// [`explain`]).
+    pub(crate) fn failed(&self, e: &redis::RedisError) {
+        self.note(false, Some(&explain(self.inner.config.ca_pem.is_some(), e)));
     }
 
     /// Checks Redis every `every` while it is down, so that it is noticed when it comes
@@ -235,6 +252,49 @@ fn client(config: &ClusterConfig) -> Result<redis::Client, ClusterError> {
     }
 }
 
+/// What is added to a certificate error of a Redis with `cluster.ca_file` (the webpki
+/// roots are then not used).
+const CA_FILE_ONLY: &str = "cluster.ca_file is set, so Redis' certificate is verified against its \
+     certificates only, not the webpki roots: for a Redis whose certificate a public CA issued, leave \
+     ca_file out or add that CA to it";
+
+/// The text of a Redis error: its own, and when it is a certificate that did not verify
+/// while `with_ca_file`, that `cluster.ca_file` replaced the webpki roots.
+fn explain(with_ca_file: bool, e: &redis::RedisError) -> String {
+    if with_ca_file && certificate_failed(e) { format!("{e} ({CA_FILE_ONLY})") } else { e.to_string() }
+}
+
+/// Whether `e` is a server certificate that did not verify (rustls' `InvalidCertificate`,
+/// found down the error's causes, or by its text where the redis crate wrapped it).
+fn certificate_failed(e: &redis::RedisError) -> bool {
+    use std::error::Error;
+    type Boxed = Arc<dyn Error + Send + Sync>;
+    let is_invalid = |e: &(dyn Error + 'static)| {
+        let rustls = e
+            .downcast_ref::<rustls::Error>()
+            .or_else(|| e.downcast_ref::<std::io::Error>()?.get_ref()?.downcast_ref::<rustls::Error>())
+            .or_else(|| {
+                let inner: &(dyn Error + 'static) = &**e.downcast_ref::<Boxed>()?;
+                inner.downcast_ref::<rustls::Error>().or_else(|| {
+                    inner.downcast_ref::<std::io::Error>()?.get_ref()?.downcast_ref::<rustls::Error>()
+                })
+            });
+        matches!(rustls, Some(rustls::Error::InvalidCertificate(_)))
+    };
+    let mut cause: Option<&(dyn Error + 'static)> = e.source();
+    let mut depth = 0;
+    while let Some(c) = cause
+        && depth < 8
+    {
+        if is_invalid(c) {
+            return true;
+        }
+        cause = c.source();
+        depth += 1;
+    }
+    e.to_string().contains("invalid peer certificate")
+}
+
 /// The key of the robots.txt body with this SHA-256 (hex).
 pub fn snapshot_key(key_prefix: &str, sha256_hex: &str) -> String {
     format!("{key_prefix}snapshot:{sha256_hex}")
@@ -249,13 +309,23 @@ pub enum SnapshotError {
     /// Redis did not answer, or refused.
     #[error("Redis: {0}")]
     Redis(#[from] redis::RedisError),
+    /// Redis' certificate did not verify against `cluster.ca_file`, which replaces the
+    /// webpki roots (a Redis whose certificate a public CA issued fails this way).
+    #[error("Redis: {0} ({CA_FILE_ONLY})")]
+    CertificateNotInCaFile(redis::RedisError),
 }
 
 /// Reads the robots.txt body kept under `sha256_hex` in the fleet's Redis (blocking: for
 /// the command line, e.g. `robotsgate audit explain`); `None` when Redis has none. The
 /// caller checks that its hash is the one asked for (another program may write the key).
 pub fn read_snapshot(config: &ClusterConfig, sha256_hex: &str) -> Result<Option<Vec<u8>>, SnapshotError> {
-    let mut conn = client(config)?.get_connection_with_timeout(config.connect_timeout)?;
+    let connected = client(config)?.get_connection_with_timeout(config.connect_timeout);
+    let mut conn = match connected {
+        Err(e) if config.ca_pem.is_some() && certificate_failed(&e) => {
+            return Err(SnapshotError::CertificateNotInCaFile(e));
+        }
+        c => c?,
+    };
     conn.set_read_timeout(Some(config.command_timeout))?;
     conn.set_write_timeout(Some(config.command_timeout))?;
     let key = snapshot_key(&config.key_prefix, sha256_hex);
@@ -274,5 +344,33 @@ fn int(v: &redis::Value) -> Option<i64> {
         redis::Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
         redis::Value::SimpleString(s) => s.parse().ok(),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tls_error(e: rustls::Error) -> redis::RedisError {
+        redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    }
+
+    #[test]
+    fn a_certificate_error_under_ca_file_says_the_webpki_roots_are_not_used() {
+        use rustls::CertificateError::{BadSignature, UnknownIssuer};
+        for cert in [UnknownIssuer, BadSignature] {
+            let e = tls_error(rustls::Error::InvalidCertificate(cert));
+            assert!(certificate_failed(&e), "{e}");
+            let text = explain(true, &e);
+            assert!(text.starts_with(&e.to_string()), "{text}");
+            assert!(text.contains("cluster.ca_file") && text.contains("not the webpki roots"), "{text}");
+            assert_eq!(explain(false, &e), e.to_string(), "without ca_file the webpki roots were used");
+        }
+        // Other failures are said as they are.
+        let e = tls_error(rustls::Error::HandshakeNotComplete);
+        assert!(!certificate_failed(&e));
+        assert_eq!(explain(true, &e), e.to_string());
+        let refused = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(explain(true, &refused), refused.to_string());
     }
 }

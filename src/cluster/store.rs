@@ -159,7 +159,7 @@ impl RedisPaceStore {
                 ints(&value)
             }
             Ok(Err(e)) => {
-                self.cluster.note(false, Some(&e.to_string()));
+                self.cluster.failed(&e);
                 None
             }
             Err(_) => {
@@ -200,7 +200,7 @@ impl SharedPaceStore for RedisPaceStore {
                 }
                 Ok(Ok(_)) => return None,
                 Ok(Err(e)) => {
-                    self.cluster.note(false, Some(&e.to_string()));
+                    self.cluster.failed(&e);
                     return None;
                 }
                 Err(_) => {
@@ -260,7 +260,7 @@ impl SharedPaceStore for RedisPaceStore {
                     }
                 }
                 Ok(Err(e)) => {
-                    self.cluster.note(false, Some(&e.to_string()));
+                    self.cluster.failed(&e);
                     None
                 }
                 Err(_) => {

@@ -385,6 +385,27 @@ impl Shared {
         Ok(())
     }
 
+    /// Writes the record of an answer given without a decision record (no product token,
+    /// a request that cannot be read, the audit log failing closed), with an audit log.
+    pub(super) fn log_refusal(&self, parts: &http::request::Parts, refusal: &Refusal) {
+        let Some(audit) = &self.audit else { return };
+        if self.settings.load().mode == Mode::Off {
+            return;
+        }
+        let id = self.ids.next();
+        let user = parts.extensions.get::<ProxyUser>().map(|u| u.0.clone());
+        let target = parts.uri.to_string();
+        let facts = crate::audit::RefusalFacts {
+            request_id: id.as_str(),
+            client: parts.extensions.get::<ClientAddr>().map(|c| c.0),
+            user: user.as_deref(),
+            method: Some(parts.method.as_str()),
+            target: Some(&target),
+            transport: parts.extensions.get::<Transport>().copied().or(self.transport).map(Transport::as_str),
+        };
+        audit.log_refusal(refusal, facts);
+    }
+
     /// Sets the crawler's `User-Agent` on a request that has none.
     pub(super) fn identify(&self, parts: &mut http::request::Parts) {
         if let Some(ua) = &self.user_agent

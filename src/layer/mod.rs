@@ -28,7 +28,9 @@
 //! - Report-only ([`RobotsLayer::report_only`]): decide and log, never block (pacing
 //!   reports the wait it would have imposed).
 //!
-//! Every decision goes to the audit log, if one is set.
+//! Every decision goes to the audit log, if one is set; so does every refusal made
+//! without a decision (no product token, a request it cannot read, the audit log failing
+//! closed), as a `refusal` record ([`AuditLog::log_refusal`]).
 //!
 //! # Example
 //! ```no_run
@@ -338,6 +340,21 @@ impl RobotsLayer {
     /// default.
     pub fn with_scheme(self, scheme: Scheme) -> RobotsLayer {
         self.edit(|s| s.scheme = scheme)
+    }
+
+    /// Writes the record of an answer its user gave itself before the layer saw the
+    /// request (a proxy's `400` for a request it cannot read, `407`, `431`, ...), to the
+    /// layer's audit log, with a request id from the layer's series (see
+    /// [`AuditLog::log_refusal`]); nothing without an audit log (or with [`Mode::Off`]).
+    pub fn log_refusal(&self, refusal: &Refusal, facts: crate::audit::RefusalFacts<'_>) {
+        let Some(audit) = &self.shared.audit else { return };
+        if self.shared.settings.load().mode == Mode::Off {
+            return;
+        }
+        let id = self.shared.ids.next();
+        let transport = facts.transport.or(self.shared.transport.map(Transport::as_str));
+        audit
+            .log_refusal(refusal, crate::audit::RefusalFacts { request_id: id.as_str(), transport, ..facts });
     }
 
     /// Writes every decision to `audit`.

@@ -85,6 +85,10 @@ where
                 let head = parts.method == Method::HEAD;
                 let mut logged = None;
                 let checked = shared.check(&mut parts, &mut logged).await;
+                // An answer without a decision record gets a record of its own.
+                if let (Err(refusal), None) = (&checked, &logged) {
+                    shared.log_refusal(&parts, refusal);
+                }
                 // The record id the response-usage record refers to (requests with a purpose).
                 let usage_id = match (&checked, &logged) {
                     (Ok(a), Some(id)) if a.decision.usage.is_some() => {

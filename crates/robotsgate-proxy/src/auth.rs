@@ -189,19 +189,23 @@ impl ProxyAuth {
         }
     }
 
+    /// The refusal of a request whose credentials failed (`407`).
+    pub fn refusal(failure: &AuthFailure) -> robotsgate::Refusal {
+        let why = match failure {
+            AuthFailure::Missing => "proxy authentication required",
+            AuthFailure::Malformed => "Proxy-Authorization must be Basic with user:password",
+            AuthFailure::Wrong => "unknown user or wrong password",
+        };
+        robotsgate::Refusal::new(robotsgate::RefusalKind::AuthRequired, why)
+    }
+
     /// The `407` answer asking for credentials.
     pub fn challenge(
         &self,
         failure: &AuthFailure,
         head: bool,
     ) -> http::Response<http_body_util::Full<bytes::Bytes>> {
-        let why = match failure {
-            AuthFailure::Missing => "proxy authentication required",
-            AuthFailure::Malformed => "Proxy-Authorization must be Basic with user:password",
-            AuthFailure::Wrong => "unknown user or wrong password",
-        };
-        let mut res =
-            robotsgate::Refusal::new(robotsgate::RefusalKind::AuthRequired, why).into_response(head);
+        let mut res = Self::refusal(failure).into_response(head);
         res.headers_mut().insert(PROXY_AUTHENTICATE, self.inner.realm.clone());
         res
     }

@@ -215,7 +215,9 @@ impl Ca {
 }
 
 /// Answers intercepted handshakes: a rustls server configuration per host, with a leaf
-/// from the CA, cached (bounded) and minted once per host.
+/// from the CA, cached (bounded) and minted once per host. The handshake presents the
+/// chain as intercepting proxies do, the leaf then the CA certificate (Chromium's
+/// `--ignore-certificate-errors-spki-list` matches the keys of the chain presented).
 #[derive(Clone)]
 pub struct Interceptor {
     ca: Arc<Ca>,
@@ -252,7 +254,7 @@ impl Interceptor {
                     .with_safe_default_protocol_versions()
                     .map_err(|e| invalid("TLS versions", e))?
                     .with_no_client_auth()
-                    .with_single_cert(vec![cert], key)
+                    .with_single_cert(vec![cert, self.ca.certificate().clone()], key)
                     .map_err(|e| invalid(format!("leaf for {host}"), e))?;
                 config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
                 Ok::<_, CaError>(Arc::new(config))

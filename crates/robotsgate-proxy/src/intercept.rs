@@ -76,6 +76,8 @@ pub(crate) struct Inside {
     pub(crate) header_read_timeout: Duration,
     /// Requests are counted here.
     pub(crate) metrics: Option<Arc<Metrics>>,
+    /// The robots layer: for the records of the answers given before it sees a request.
+    pub(crate) layer: robotsgate::layer::RobotsLayer,
 }
 
 /// Serves one intercepted tunnel after the CONNECT was answered with 200.
@@ -101,8 +103,18 @@ pub(crate) async fn serve(
              or ask the operator to add the host to the bypass list"
         );
         let head = first[..n].starts_with(b"HEAD ");
-        let answer =
-            Refusal::new(RefusalKind::TlsExpected, why).to_http1_bytes_with(head, &[("via", &inside.via)]);
+        let refusal = Refusal::new(RefusalKind::TlsExpected, why);
+        let answer = refusal.to_http1_bytes_with(head, &[("via", &inside.via)]);
+        let target = format!("{origin}");
+        let facts = robotsgate::audit::RefusalFacts {
+            client: Some(client),
+            user: inside.user.as_deref(),
+            method: Some("CONNECT"),
+            target: Some(&target),
+            transport: Some(Transport::Intercepted.as_str()),
+            ..Default::default()
+        };
+        inside.layer.log_refusal(&refusal, facts);
         let _ = tokio::time::timeout(interception.handshake_timeout, io.write_all(&answer)).await;
         let _ = io.shutdown().await;
         return;

@@ -682,3 +682,45 @@ async fn a_stale_copy_past_this_replicas_own_limit_is_refreshed_not_used() {
     a.stop().await;
     d.stop().await;
 }
+
+/// With `ca_file` the webpki roots are not used: when Redis' certificate was issued by
+/// another CA (here a second test CA; for a user, a public CA), the error says that
+/// `ca_file` replaced the webpki roots (issue 31.8b).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
+async fn a_certificate_failing_under_ca_file_says_the_webpki_roots_are_not_used() {
+    let dir = temp_dir();
+    let ca = TestCa::localhost();
+    let (cert, key) = ca.write_leaf(dir.path());
+    let redis_ca = ca.write_pem(&dir.path().join("redis-ca.pem"));
+    let redis = RedisServer::start_tls(RedisTls { cert, key, ca: redis_ca.clone() }).await;
+    let other = TestCa::localhost().write_pem(&dir.path().join("other-ca.pem"));
+    let config = |ca_pem: Option<Vec<u8>>| robotsgate::cluster::ClusterConfig {
+        url: redis.url(),
+        ca_pem,
+        ..Default::default()
+    };
+    let sha = "00".repeat(32);
+    let read = |c: robotsgate::cluster::ClusterConfig| {
+        let sha = sha.clone();
+        tokio::task::spawn_blocking(move || robotsgate::cluster::read_snapshot(&c, &sha))
+    };
+    // With the right CA: read (nothing there).
+    let ok = bounded("read_snapshot", read(config(Some(std::fs::read(&redis_ca).unwrap())))).await.unwrap();
+    assert!(matches!(ok, Ok(None)), "{ok:?}");
+    // With another CA in ca_file: the error names ca_file and the webpki roots.
+    let err = bounded("read_snapshot", read(config(Some(std::fs::read(&other).unwrap()))))
+        .await
+        .unwrap()
+        .expect_err("the certificate does not verify");
+    let text = err.to_string();
+    println!("{text}");
+    assert!(text.contains("certificate"), "{text}");
+    assert!(text.contains("cluster.ca_file") && text.contains("webpki roots"), "{text}");
+    // Without ca_file (the webpki roots), the error does not blame ca_file.
+    let err =
+        bounded("read_snapshot", read(config(None))).await.unwrap().expect_err("no webpki root knows it");
+    let text = err.to_string();
+    println!("{text}");
+    assert!(!text.contains("cluster.ca_file"), "{text}");
+}

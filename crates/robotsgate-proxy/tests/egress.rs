@@ -399,7 +399,9 @@ async fn clients_outside_the_allowed_networks_get_403_and_nothing_is_forwarded()
     }
     assert_eq!(origin.connections(), 0, "the origin saw nothing");
     let records = proxy.records().await;
-    assert!(records.is_empty(), "refused before any decision: {records:?}");
+    // Refused before any decision: each answer has its refusal record (issue 31.2).
+    assert_eq!(records.len(), 10, "{records:?}");
+    assert!(records.iter().all(|r| r["type"] == "refusal" && r["refusal"] == "client-denied"), "{records:?}");
     let text = proxy.metrics.render();
     assert!(text.contains("robotsgate_refused_total{class=\"client-network\"} 10\n"), "{text}");
     assert!(text.contains("robotsgate_connections_total 0\n"), "{text}");
@@ -574,7 +576,12 @@ listen = "127.0.0.1:0"
     let got = exchange(&mut a, get_as("http://10.0.0.1/", login)).await;
     assert_eq!(got.header("x-robotsgate"), "destination-denied", "{}", got.text());
     let records = proxy.records().await; // flushed: the audit gauges are exact
-    assert_eq!(records.len(), 7, "three decisions, their outcomes and a fetch: {records:?}");
+    assert_eq!(
+        records.len(),
+        8,
+        "the 407's refusal, three decisions, their outcomes and a fetch: {records:?}"
+    );
+    assert_eq!(of_type(&records, "refusal").len(), 1, "{records:?}");
 
     let res = admin_get(admin, "/metrics").await;
     assert_eq!(res.status, StatusCode::OK);
@@ -596,7 +603,7 @@ listen = "127.0.0.1:0"
             (r#"robotsgate_robots_cache_lookups_total{class="stale"}"#, 0.0),
             ("robotsgate_connections_total", 1.0),
             ("robotsgate_open_connections", 1.0),
-            ("robotsgate_audit_records_written", 7.0),
+            ("robotsgate_audit_records_written", 8.0),
             ("robotsgate_audit_records_lost", 0.0),
         ],
     );

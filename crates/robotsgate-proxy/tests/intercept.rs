@@ -90,6 +90,25 @@ fn decision_for<'a>(records: &'a [serde_json::Value], url: &str) -> &'a serde_js
 // HTTP/1.1 and HTTP/2 inside intercepted tunnels
 // ---------------------------------------------------------------------------------------
 
+/// An intercepted handshake presents the chain as intercepting proxies do: the minted leaf,
+/// then robotsgate's CA certificate (what Chromium's `--ignore-certificate-errors-spki-list`
+/// matches, issue 31.6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_handshake_presents_the_leaf_then_the_ca() {
+    let s = Setup::new();
+    let origin = tls_origin(&s.origin_ca, [("/robots.txt", Reply::ok(ROBOTS))]).await;
+    let proxy = RunningProxy::start(&s.config()).await;
+    let host = format!("localhost:{}", origin.port());
+    let tls = tunnel(proxy.addr, &host, &s.client(&[b"http/1.1"]), "localhost").await;
+    let chain = tls.get_ref().1.peer_certificates().expect("the server's certificates").to_vec();
+    assert_eq!(chain.len(), 2, "leaf and CA");
+    let ca = robotsgate::net::load_pem_certs(&s.ca_dir.join(robotsgate_proxy::ca::CA_CERT)).unwrap();
+    assert_eq!(chain[1], ca[0], "the second is robotsgate's CA certificate");
+    assert_ne!(chain[0], ca[0], "the first is the leaf");
+    drop(tls);
+    proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http1_inside_the_tunnel_is_checked_per_path() {
     let s = Setup::new();

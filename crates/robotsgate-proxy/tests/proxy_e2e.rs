@@ -268,6 +268,73 @@ async fn connect_to_a_disallowed_host_is_refused() {
     proxy.stop().await;
 }
 
+/// Every refusal of a sniffed TLS tunnel is the alert `access_denied` the README promises,
+/// also when robots.txt could not be had (here: the origin's certificate is not trusted by
+/// the proxy, so robots.txt is unreachable and the failure rule disallows all), in the
+/// ClientHello's record version; seen by rustls and by curl (OpenSSL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_tls_tunnel_gets_access_denied_whatever_the_reason() {
+    let dir = temp_dir();
+    let ca = TestCa::localhost();
+    let origin = TestOrigin::start_tls(
+        [("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n")), ("/", Reply::ok("nope"))],
+        ca.server_config(&[b"http/1.1"]),
+    )
+    .await;
+    // The proxy trusts the webpki roots only: the origin's certificate fails.
+    let proxy = proxy_for(&test_config(dir.path())).await;
+
+    let (answer, tcp) = connect(proxy.addr, &origin.authority()).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let err = handshake(&client_config(ca.roots(), &[]), "localhost", tcp).await.expect_err("refused");
+    assert!(err.to_string().contains("AccessDenied"), "a TLS access_denied alert: {err}");
+
+    // The raw record, in the ClientHello's record version.
+    let (answer, mut tcp) = connect(proxy.addr, &origin.authority()).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let hello = [0x16, 0x03, 0x01, 0x00, 0x04, 0x01, 0x00, 0x00, 0x00];
+    bounded("write hello", tcp.write_all(&hello)).await.unwrap();
+    let mut got = Vec::new();
+    bounded("read alert", tcp.read_to_end(&mut got)).await.unwrap();
+    assert_eq!(got, [21, 3, 1, 0, 2, 2, 49], "fatal access_denied in record version 3.1");
+
+    if std::process::Command::new("curl").arg("--version").output().is_ok() {
+        let cacert = ca.write_pem(&dir.path().join("test-ca.pem"));
+        let out = bounded(
+            "curl",
+            tokio::process::Command::new("curl")
+                .env_remove("https_proxy")
+                .env_remove("HTTPS_PROXY")
+                .env_remove("NO_PROXY")
+                .env_remove("no_proxy")
+                .args(["-q", "-sS", "--max-time", "15", "-p", "--cacert"])
+                .arg(&cacert)
+                .args(["-x", &format!("http://{}", proxy.addr)])
+                .arg(format!("https://localhost:{}/", origin.port()))
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .expect("run curl");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(stderr.contains("alert access denied"), "curl: {stderr}");
+    } else {
+        println!("NOTE: curl is not installed; its part of this test skipped");
+    }
+    assert_eq!(origin.hits("/"), 0);
+
+    let records = proxy.records().await;
+    let decisions = of_type(&records, "decision");
+    assert!(decisions.len() >= 2, "{records:?}");
+    for d in decisions {
+        assert_eq!(d["outcome"], "disallowed", "{d}");
+        assert_eq!(d["transport"], "connect-tls");
+    }
+    proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_bodies_stream_through_intact() {
     const LEN: u64 = 64 * 1024 * 1024;

@@ -1,10 +1,6 @@
 //! Forwarding failures as robotsgate's answers: upstream errors (`502`, `504`, `403` for a
 //! refused destination) and requests that are not proxy requests (`400`).
 
-use bytes::Bytes;
-use http::Response;
-use http_body_util::Full;
-
 use robotsgate::net::{ConnectError, PoolError};
 use robotsgate::{Refusal, RefusalKind};
 
@@ -41,8 +37,8 @@ pub(crate) fn connect_refusal(e: &ConnectError) -> Refusal {
     Refusal::new(RefusalKind::of_connect_error(e), e.to_string())
 }
 
-/// The answer to an origin-form request: this is a proxy, not a web server.
-pub(crate) fn not_a_proxy_request(head: bool) -> Response<Full<Bytes>> {
+/// The refusal of an origin-form request: this is a proxy, not a web server.
+pub(crate) fn not_a_proxy_request() -> Refusal {
     let why = "this is a forward proxy: send requests in absolute form (e.g. set HTTP_PROXY)";
-    Refusal::new(RefusalKind::NotAProxyRequest, why).into_response(head)
+    Refusal::new(RefusalKind::NotAProxyRequest, why)
 }

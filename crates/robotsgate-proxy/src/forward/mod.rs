@@ -147,7 +147,7 @@ impl Forwarder {
         }
         let head = req.method() == Method::HEAD;
         if req.uri().scheme().is_none() {
-            return boxed(not_a_proxy_request(head));
+            return boxed(not_a_proxy_request().into_response(head));
         }
         if upgrade::wants_websocket(&req) {
             return self.upgrade(req).await;

@@ -32,7 +32,11 @@ impl ClientNetworks {
 /// Tells a client from a network that is not allowed so, and closes. The request head is
 /// read first (up to 16 KiB, within 5 s): an answer sent before the request is an
 /// unsolicited response, which clients such as hyper's discard as an error.
-pub(super) async fn refuse_client(mut stream: tokio::net::TcpStream, via: http::HeaderValue) {
+pub(super) async fn refuse_client(
+    mut stream: tokio::net::TcpStream,
+    client: std::net::SocketAddr,
+    shared: std::sync::Arc<super::shared::Shared>,
+) {
     let mut head = Vec::with_capacity(1024);
     let read_head = async {
         let mut chunk = [0u8; 1024];
@@ -44,8 +48,16 @@ pub(super) async fn refuse_client(mut stream: tokio::net::TcpStream, via: http::
         }
     };
     let _ = tokio::time::timeout(Duration::from_secs(5), read_head).await;
-    let answer = Refusal::new(RefusalKind::ClientDenied, "your network may not use this proxy")
-        .to_http1_bytes_with(head.starts_with(b"HEAD "), &[("via", &via)]);
+    let refusal = Refusal::new(RefusalKind::ClientDenied, "your network may not use this proxy");
+    let answer = refusal.to_http1_bytes_with(head.starts_with(b"HEAD "), &[("via", &shared.via)]);
+    // The record says what could be read of the request line.
+    let line = head.split(|&b| b == b'\r' || b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(&line[..line.len().min(2048)]);
+    let mut words = line.split(' ');
+    let (method, target) = (words.next().filter(|m| !m.is_empty()), words.next());
+    let facts =
+        robotsgate::audit::RefusalFacts { client: Some(client), method, target, ..Default::default() };
+    shared.layer.log_refusal(&refusal, facts);
     let _ = tokio::time::timeout(Duration::from_secs(5), stream.write_all(&answer)).await;
     let _ = stream.shutdown().await;
 }

@@ -15,17 +15,20 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 
 use super::shared::Shared;
 use super::sniff;
+use crate::auth::ProxyAuth;
 use crate::forward::{HeadLimit, ProxyBody, Sticky, boxed, not_a_proxy_request, own_via};
 use crate::intercept::{self};
 use crate::metrics::Arrival;
 use robotsgate::layer::{ClientAddr, ProxyUser, Transport};
 use robotsgate::origin::{Origin, Scheme};
+use robotsgate::{Refusal, RefusalKind};
 
 /// Serves one client connection.
 pub(super) async fn serve_connection(stream: tokio::net::TcpStream, client: SocketAddr, shared: Arc<Shared>) {
     let stop = shared.stop.clone();
     let config = shared.config.clone();
     let sticky = Sticky::default();
+    let records = shared.clone();
     let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
         let shared = shared.clone();
         let sticky = sticky.clone();
@@ -54,6 +57,12 @@ pub(super) async fn serve_connection(stream: tokio::net::TcpStream, client: Sock
         r = conn.as_mut() => {
             if let Err(e) = r {
                 tracing::debug!(%client, error = %e, "connection ended with an error");
+                // hyper answered a request it could not read (400, 431, ...) itself.
+                if e.is_parse() || e.is_parse_too_large() {
+                    let kind = if e.is_parse_too_large() { RefusalKind::HeaderTooLarge } else { RefusalKind::BadRequest };
+                    let refusal = Refusal::new(kind, format!("malformed request: {e}"));
+                    records.log_own_answer(&refusal, client, None);
+                }
             }
         }
         _ = stop.cancelled() => {
@@ -85,11 +94,14 @@ async fn handle(
         if let Some(m) = &shared.metrics {
             m.refused("header-too-large");
         }
+        shared.log_own_answer(&refusal, client, Some(&req));
         return boxed(refusal.into_response(head));
     }
     // A request for the proxy itself, not through it: no robots decision.
     if req.method() != Method::CONNECT && req.uri().scheme().is_none() {
-        return boxed(not_a_proxy_request(head));
+        let refusal = not_a_proxy_request();
+        shared.log_own_answer(&refusal, client, Some(&req));
+        return boxed(refusal.into_response(head));
     }
     let mut user = None;
     if let Some(auth) = shared.auth.as_ref().filter(|a| a.enabled()) {
@@ -99,6 +111,7 @@ async fn handle(
                 if let Some(m) = &shared.metrics {
                     m.refused("auth");
                 }
+                shared.log_own_answer(&ProxyAuth::refusal(&refusal), client, Some(&req));
                 return boxed(auth.challenge(&refusal, head));
             }
         }

@@ -200,6 +200,7 @@ impl Proxy {
         let service = ProxyService::new(&self.layer, self.forwarder.clone());
         let shared = Arc::new(Shared {
             service,
+            layer: self.layer.clone(),
             forwarder: self.forwarder.clone(),
             interception: self.interception.clone(),
             auth: self.auth.clone(),
@@ -237,7 +238,7 @@ impl Proxy {
                     m.refused("client-network");
                 }
                 tracing::info!(%client, "connection from a client network that is not allowed");
-                connections.spawn(refuse_client(stream, shared.via.clone()));
+                connections.spawn(refuse_client(stream, client, shared.clone()));
                 continue;
             }
             let _ = stream.set_nodelay(true);

@@ -19,6 +19,8 @@ use crate::metrics::Metrics;
 /// What every connection task needs (behind one `Arc`: requests clone it).
 pub(super) struct Shared {
     pub(super) service: ProxyService,
+    /// The robots layer: for the records of the answers given before it sees a request.
+    pub(super) layer: robotsgate::layer::RobotsLayer,
     pub(super) forwarder: Forwarder,
     pub(super) interception: Option<Interception>,
     pub(super) auth: Option<ProxyAuth>,
@@ -38,6 +40,24 @@ impl Shared {
         }
     }
 
+    /// Records an answer the listener gave itself, before the robots layer saw the
+    /// request (`431`, `400`, `407`, a request hyper could not read).
+    pub(super) fn log_own_answer(
+        &self,
+        refusal: &robotsgate::Refusal,
+        client: SocketAddr,
+        req: Option<&Request<Incoming>>,
+    ) {
+        let target = req.map(|r| r.uri().to_string());
+        let facts = robotsgate::audit::RefusalFacts {
+            client: Some(client),
+            method: req.map(|r| r.method().as_str()),
+            target: target.as_deref(),
+            ..Default::default()
+        };
+        self.layer.log_refusal(refusal, facts);
+    }
+
     /// What serving HTTP inside a tunnel of `client` needs.
     pub(super) fn inside(&self, client: SocketAddr, user: Option<Arc<str>>) -> Inside {
         Inside {
@@ -49,6 +69,7 @@ impl Shared {
             head_limit: HeadLimit(self.config.max_header_bytes),
             header_read_timeout: self.config.header_read_timeout,
             metrics: self.metrics.clone(),
+            layer: self.layer.clone(),
         }
     }
 }

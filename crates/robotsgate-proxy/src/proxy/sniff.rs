@@ -6,9 +6,10 @@
 //! 8443):
 //!
 //! - a TLS handshake: the host is checked (`/` on `https://host:port`) and the bytes are
-//!   tunnelled; when it is refused the client gets a TLS alert (`access_denied`, or
-//!   `internal_error` when robots.txt could not be had) instead of a handshake, since an
-//!   HTTP answer is no longer possible after the `200`;
+//!   tunnelled; when it is refused (whatever the reason: robots.txt, the guard, robots.txt
+//!   unreachable, pacing, the audit log) the client gets the fatal TLS alert
+//!   `access_denied` instead of a handshake, since an HTTP answer is no longer possible
+//!   after the `200`; the audit record says why;
 //! - plain HTTP: the tunnel is served as an HTTP connection to `http://host:port`, each
 //!   request checked on its path like one sent to the listener (better than the host);
 //! - anything else, or nothing within `proxy.header_read_timeout`: the host is checked as
@@ -30,10 +31,10 @@ use super::shared::Shared;
 use crate::forward::{PreConnected, ProxyBody, boxed, connect_refusal};
 use crate::intercept;
 use crate::prefixed::Prefixed;
+use robotsgate::Refusal;
 use robotsgate::layer::Transport;
 use robotsgate::net::ConnectError;
 use robotsgate::origin::{Origin, Scheme};
-use robotsgate::{Refusal, RefusalKind};
 
 /// What the first bytes of a tunnel say it carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +77,14 @@ pub(super) async fn connect_then_sniff(
         Ok(s) => s,
         // The layer makes (and audits) the guard's refusal as for any request.
         Err(ConnectError::Denied { .. }) => return shared.answer(req).await,
-        Err(e) => return boxed(connect_refusal(&e).into_response(false)),
+        Err(e) => {
+            // Answered before any decision: recorded as robotsgate's own answer.
+            let refusal = connect_refusal(&e);
+            if let Some(client) = req.extensions().get::<robotsgate::layer::ClientAddr>().map(|c| c.0) {
+                shared.log_own_answer(&refusal, client, Some(&req));
+            }
+            return boxed(refusal.into_response(false));
+        }
     };
     let on_upgrade = hyper::upgrade::on(&mut req);
     let shared2 = shared.clone();
@@ -113,6 +121,7 @@ async fn serve_tunnel(
     };
     let carries =
         tokio::time::timeout(shared.config.header_read_timeout, read).await.unwrap_or(Carries::Other);
+    let record_version = hello_record_version(&first);
     let client = Prefixed { prefix: Bytes::from(first), inner: client };
     if carries == Carries::Http {
         drop(upstream);
@@ -129,14 +138,14 @@ async fn serve_tunnel(
     req.extensions_mut().insert(PreConnected::new(client, upstream));
     let pre = req.extensions().get::<PreConnected>().cloned();
     let res = shared.answer(req).await;
-    if let Some(refusal) = res.extensions().get::<Refusal>() {
+    if res.extensions().get::<Refusal>().is_some() {
         // Refused after the 200: the tunnel was not handed over; tell a TLS client why in
         // its own terms, and close.
         let Some((mut client, _upstream)) = pre.and_then(|p| p.take()) else { return };
         if transport == Transport::ConnectTls {
             let _ = tokio::time::timeout(
                 shared.config.header_read_timeout,
-                client.write_all(&tls_alert(refusal)),
+                client.write_all(&access_denied_alert(record_version)),
             )
             .await;
         }
@@ -144,14 +153,21 @@ async fn serve_tunnel(
     }
 }
 
-/// A fatal TLS alert record for a refusal: `access_denied` (49) when robots.txt or the guard
-/// said no, `internal_error` (80) when it could not be decided.
-fn tls_alert(refusal: &Refusal) -> [u8; 7] {
-    let description = match refusal.kind() {
-        RefusalKind::Disallowed | RefusalKind::DestinationDenied | RefusalKind::ClientDenied => 49,
-        _ => 80,
-    };
-    [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, description]
+/// The record-layer version of the client's first TLS record (`first` starts with it),
+/// which the alert answering it repeats; TLS 1.2's when it is not a `3.x` version.
+fn hello_record_version(first: &[u8]) -> [u8; 2] {
+    match first.get(1..3) {
+        Some(&[3, minor]) if minor <= 4 => [3, minor],
+        _ => [3, 3],
+    }
+}
+
+/// The fatal TLS alert record `access_denied` (RFC 8446 §6.2: content type 21, the
+/// record version, length 2, level fatal, description 49): how a refused tunnel is told
+/// no once the `200` has gone. Every refusal gets it (the README promises it); the audit
+/// record says why.
+fn access_denied_alert(version: [u8; 2]) -> [u8; 7] {
+    [21, version[0], version[1], 0x00, 0x02, 2, 49]
 }
 
 /// Whether a `CONNECT` to `addr`'s port is decided after its `200` by what the tunnel
@@ -184,5 +200,14 @@ mod tests {
                 assert_eq!(classify(&s[..n]), None, "{:?}", &s[..n]);
             }
         }
+    }
+
+    #[test]
+    fn the_alert_repeats_the_hellos_record_version() {
+        assert_eq!(hello_record_version(&[0x16, 3, 1, 0, 5]), [3, 1]);
+        assert_eq!(hello_record_version(&[0x16, 3, 3]), [3, 3]);
+        assert_eq!(hello_record_version(&[0x16, 9, 9]), [3, 3], "not TLS 1.x: TLS 1.2's");
+        assert_eq!(hello_record_version(&[0x16]), [3, 3]);
+        assert_eq!(access_denied_alert([3, 1]), [21, 3, 1, 0, 2, 2, 49]);
     }
 }
