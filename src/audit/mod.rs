@@ -26,6 +26,7 @@ mod commit;
 mod config;
 mod files;
 mod handle;
+mod ingress;
 mod line;
 pub mod lines;
 pub mod merkle;
@@ -47,6 +48,7 @@ mod tests;
 pub use config::{AuditConfig, AuditError, AuditSetupError, Durability, MemoryLog, OnError, Target};
 pub use files::{checkpoints_path, rotated_files};
 pub use handle::AuditLog;
+pub use ingress::{IngressRecord, IngressRule};
 pub use record::{
     BackoffRecord, DecisionRecord, FetchRecord, LineRecord, LogEvent, LogRecord, OutcomeFacts, OutcomeRecord,
     PaceRecord, PreferenceRecord, RequestFacts, ResponseUsageRecord, RobotsRecord, RuleRecord,
