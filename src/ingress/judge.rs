@@ -20,7 +20,7 @@ pub(crate) const STAR_AGENT: &str = "unknown agent";
 #[derive(Debug)]
 pub enum SiteContent {
     /// A file that was read.
-    Parsed(RobotsTxt),
+    Parsed(Box<RobotsTxt>),
     /// The fetch answered 4xx: everything allowed (RFC 9309 §2.3.1.3).
     AllowAll {
         /// The status.
@@ -52,7 +52,7 @@ impl SiteRobots {
         let names = site_group_names(&body);
         let tokens = TokenSet::new(names.iter().map(String::as_str), known);
         let sha256 = Some(hex::encode(ring::digest::digest(&ring::digest::SHA256, &body)).into());
-        SiteRobots { content: SiteContent::Parsed(robots), body, sha256, tokens }
+        SiteRobots { content: SiteContent::Parsed(Box::new(robots)), body, sha256, tokens }
     }
 
     /// No file (4xx): allow all. Only known agents count as bots.

@@ -48,9 +48,11 @@ impl<S> IngressService<S> {
     }
 }
 
+type Answer<ResB, E> = Result<Response<IngressBody<ResB>>, E>;
+
 /// The response future of [`IngressService`].
 pub struct ResponseFuture<ResB, E> {
-    inner: Pin<Box<dyn Future<Output = Result<Response<IngressBody<ResB>>, E>> + Send>>,
+    inner: Pin<Box<dyn Future<Output = Answer<ResB, E>> + Send>>,
 }
 
 impl<ResB, E> std::fmt::Debug for ResponseFuture<ResB, E> {
