@@ -160,19 +160,6 @@ impl Default for AuthSection {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::Config;
-
-    #[test]
-    fn documented_defaults_are_the_defaults() {
-        let parsed = Config::parse("config/robotsgate.toml", DEFAULT_TOML).unwrap();
-        assert_eq!(parsed, Config::default());
-        assert_eq!(Config::parse("empty.toml", "").unwrap(), Config::default());
-    }
-}
-
 impl Default for IngressSection {
     fn default() -> Self {
         IngressSection {
@@ -190,5 +177,18 @@ impl Default for IngressSection {
             max_connections: 10_000,
             max_header_bytes: Size(64 * 1024),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn documented_defaults_are_the_defaults() {
+        let parsed = Config::parse("config/robotsgate.toml", DEFAULT_TOML).unwrap();
+        assert_eq!(parsed, Config::default());
+        assert_eq!(Config::parse("empty.toml", "").unwrap(), Config::default());
     }
 }
