@@ -353,3 +353,61 @@ async fn hostile_user_agents() {
     assert!(String::from_utf8_lossy(&raw).starts_with("HTTP/1.1 403"));
     assert_eq!(site.hits(), 3);
 }
+
+#[tokio::test]
+async fn identity_hook_refuses_impersonators_and_believes_verified_bots() {
+    use robotsgate::identity::ranges::{ListLimits, ListSource, Ranges, bundled};
+    use robotsgate::identity::{Operator, Verifier};
+    use robotsgate::ingress::Impersonators;
+    let verifier = || {
+        let ops = [Operator::new("OpenAI").tokens(["GPTBot"]).ip_lists([bundled::OPENAI_GPTBOT])];
+        let ranges =
+            Ranges::new(vec![ListSource::new(bundled::OPENAI_GPTBOT, "OpenAI")], ListLimits::default());
+        Some(Arc::new(Verifier::new(&ops, Some(ranges), None)))
+    };
+    // From 127.0.0.1, not in OpenAI's published ranges: an impersonator.
+    let site = Site::new(200, ROBOTS);
+    let (seen, b) = records();
+    let addr = serve(b.verifier(verifier()).build(), site.clone()).await;
+    let (status, headers, _) = get(addr, "/articles/1", GPTBOT).await;
+    assert_eq!(
+        (status, &headers["x-robotsgate"]),
+        (StatusCode::FORBIDDEN, &"identity-failed".parse::<http::HeaderValue>().unwrap())
+    );
+    assert_eq!(site.hits(), 0);
+    assert_eq!(seen.lock().unwrap()[0].identity, Some("failed"));
+    // Bots the verifier knows nothing of, and browsers, are not checked.
+    assert_eq!(get(addr, "/articles/1", GOOGLEBOT).await.0, StatusCode::OK);
+    assert_eq!(get(addr, "/articles/1", BROWSER).await.0, StatusCode::OK);
+
+    // impersonators = star: held to `*` (which disallows /admin, not GPTBot's group).
+    let addr = serve(
+        IngressLayer::builder().verifier(verifier()).impersonators(Impersonators::Star).build(),
+        site.clone(),
+    )
+    .await;
+    assert_eq!(get(addr, "/admin/x", GPTBOT).await.0, StatusCode::FORBIDDEN);
+    // impersonators = allow: judged as GPTBot, whose group allows /admin.
+    let addr = serve(
+        IngressLayer::builder().verifier(verifier()).impersonators(Impersonators::Allow).build(),
+        site.clone(),
+    )
+    .await;
+    assert_eq!(get(addr, "/admin/x", GPTBOT).await.0, StatusCode::OK);
+
+    // Behind a trusted proxy that says the client is in OpenAI's ranges: verified.
+    let (seen, b) = records();
+    let addr =
+        serve(b.verifier(verifier()).trusted_proxies(["127.0.0.0/8".parse().unwrap()]).build(), site.clone())
+            .await;
+    let client = reqwest::Client::builder().user_agent(GPTBOT).build().unwrap();
+    let res = client
+        .get(format!("http://{addr}/articles/1"))
+        .header("x-forwarded-for", "20.171.206.10")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    let r = seen.lock().unwrap()[0].clone();
+    assert_eq!((r.identity, r.client.as_deref()), (Some("verified"), Some("20.171.206.10")));
+}
