@@ -25,7 +25,7 @@
 //!   its operator's published ranges and reverse DNS; an impersonator is refused
 //!   (`x-robotsgate: identity-failed`), held to `*`, or let through ([`Impersonators`]).
 //! - [`Mode::ReportOnly`] decides and records but passes everything.
-//! - **Evidence**: one [`IngressRecord`](crate::audit::IngressRecord) per bot request,
+//! - **Evidence**: one [`crate::audit::IngressRecord`] per bot request,
 //!   written to the [`AuditLog`] and/or handed to an observer.
 //!
 //! The client's address is the `SocketAddr` in the request's extensions (hyper servers and

@@ -1,6 +1,6 @@
 //! `robotsgate ingress`: a reverse proxy in front of a site that enforces the site's own
 //! robots.txt on the bots that visit it. The enforcement is the library's
-//! [`IngressLayer`](robotsgate::ingress::IngressLayer); this module is the listener (a
+//! [`IngressLayer`]; this module is the listener (a
 //! bound on connections, header read timeout and size, graceful shutdown) and the
 //! forwarding to the upstream through a [`Pool`] (bodies streamed, hop-by-hop headers
 //! removed, `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host` and `Forwarded`
