@@ -221,6 +221,31 @@ async fn bots_are_held_to_the_sites_robots_txt_by_the_real_binary() {
     assert_eq!(recs[4]["robots_fetched_sha256"], sha);
     assert_eq!(recs[6]["status"], 429);
     assert_eq!(recs[0]["client"], "127.0.0.1");
+
+    // The compliance scoreboard: `robotsgate audit report`'s ingress view.
+    let report = dir.path().join("report.html");
+    let out = std::process::Command::new(BIN)
+        .args(["audit", "report", log.to_str().unwrap(), "--out", report.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let html = std::fs::read_to_string(&report).unwrap();
+    let table =
+        html.split("<table id=\"bots\">").nth(1).expect("the ingress view").split("</table>").next().unwrap();
+    let row = |bot: &str| -> Vec<String> {
+        let tr = table
+            .split("<tr>")
+            .find(|r| r.contains(&format!(">{bot}<")))
+            .unwrap_or_else(|| panic!("{bot}: {table}"));
+        tr.split("<td")
+            .skip(1)
+            .map(|c| c.split('>').nth(1).unwrap().split('<').next().unwrap().to_owned())
+            .collect()
+    };
+    // bot, requests, refused, paced, would, read robots.txt, first, last
+    assert_eq!(row("GPTBot")[1..6], ["2", "1", "0", "0", "yes (1)"]);
+    assert_eq!(row("ClaudeBot")[1..6], ["2", "0", "1", "0", "no"]);
+    assert_eq!(row("Googlebot")[1..6], ["2", "0", "0", "0", "no"]);
 }
 
 #[tokio::test]
