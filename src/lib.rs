@@ -18,6 +18,8 @@
 //! - [`identity`]: who a bot is: Web Bot Auth signatures verified and made.
 //! - [`audit`]: the decision log (JSON Lines) and robots.txt snapshots.
 //! - [`layer`]: `RobotsLayer`, the tower middleware that enforces the decisions.
+//! - [`ingress`]: `IngressLayer`, the other side: a site enforces its own robots.txt on
+//!   the bots that visit it (a tower layer over a server `Service`).
 //!
 //! # Features
 //! - `proxy` (default): the forward proxy process and its command line (configuration
@@ -35,6 +37,7 @@ pub mod audit;
 pub mod cluster;
 pub mod fetch;
 pub mod identity;
+pub mod ingress;
 pub mod layer;
 pub mod net;
 pub mod origin;

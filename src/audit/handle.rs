@@ -126,6 +126,13 @@ impl AuditLog {
         self.inner.core.lost.load(Ordering::Relaxed)
     }
 
+    /// Logs a bot request to a guarded site (the ingress side); returns once its record is
+    /// written as [`AuditConfig::durability`] asks.
+    pub async fn log_ingress(&self, record: &super::IngressRecord) -> Result<(), AuditError> {
+        self.accepting()?;
+        self.commit(&to_line(record)).await
+    }
+
     /// Logs a decision; returns once its record is written as
     /// [`AuditConfig::durability`] asks.
     pub async fn decision(&self, record: DecisionRecord) -> Result<(), AuditError> {

@@ -27,6 +27,7 @@ mod commit;
 mod config;
 mod files;
 mod handle;
+mod ingress;
 mod line;
 pub mod lines;
 pub mod merkle;
@@ -49,6 +50,7 @@ pub use answer::{RefusalFacts, RefusalRecord};
 pub use config::{AuditConfig, AuditError, AuditSetupError, Durability, MemoryLog, OnError, Target};
 pub use files::{checkpoints_path, rotated_files};
 pub use handle::AuditLog;
+pub use ingress::{IngressRecord, IngressRule};
 pub use record::{
     BackoffRecord, DecisionRecord, FetchRecord, LineRecord, LogEvent, LogRecord, OutcomeFacts, OutcomeRecord,
     PaceRecord, PreferenceRecord, RequestFacts, ResponseUsageRecord, RobotsRecord, RuleRecord,

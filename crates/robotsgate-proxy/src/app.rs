@@ -257,31 +257,7 @@ impl App {
             tls.extra_roots.extend(net::load_pem_certs(path)?);
         }
 
-        let audit = AuditLog::start(AuditConfig {
-            target: if config.audit.path == "-" {
-                Target::Stdout
-            } else {
-                Target::File(PathBuf::from(&config.audit.path))
-            },
-            snapshots: (!config.audit.snapshots.is_empty()).then(|| PathBuf::from(&config.audit.snapshots)),
-            durability: match config.audit.durability {
-                DurabilityName::Written => Durability::Written,
-                DurabilityName::Synced => Durability::Synced,
-                DurabilityName::Buffered => Durability::Buffered,
-            },
-            queue: config.audit.queue,
-            on_error: match config.audit.on_error {
-                OnErrorName::Refuse => OnError::Refuse,
-                OnErrorName::Continue => OnError::Continue,
-            },
-            redact_query: config.audit.redact_query,
-            checkpoint_every: config.audit.checkpoint_every,
-            checkpoint_interval: nonzero(config.audit.checkpoint_interval.0),
-            signing_key: signing_key(&config.audit.signing_key)?,
-            rotate_size: config.audit.rotate_size.0,
-            rotate_interval: nonzero(config.audit.rotate_interval.0),
-        })
-        .await?;
+        let audit = audit_log(config).await?;
 
         let metrics = admin.as_ref().map_or_else(|| Arc::new(Metrics::default()), Admin::metrics);
         // The proxy is built as any embedder builds its layer: through the library's
@@ -491,6 +467,35 @@ fn cluster(config: &Config) -> Result<Option<robotsgate::cluster::Cluster>, Star
 #[cfg(not(feature = "cluster"))]
 fn cluster(_: &Config) -> Result<Option<()>, StartError> {
     Ok(None)
+}
+
+/// The audit log `config` asks for (`run` and `ingress` both write one).
+pub(crate) async fn audit_log(config: &Config) -> Result<AuditLog, StartError> {
+    Ok(AuditLog::start(AuditConfig {
+        target: if config.audit.path == "-" {
+            Target::Stdout
+        } else {
+            Target::File(PathBuf::from(&config.audit.path))
+        },
+        snapshots: (!config.audit.snapshots.is_empty()).then(|| PathBuf::from(&config.audit.snapshots)),
+        durability: match config.audit.durability {
+            DurabilityName::Written => Durability::Written,
+            DurabilityName::Synced => Durability::Synced,
+            DurabilityName::Buffered => Durability::Buffered,
+        },
+        queue: config.audit.queue,
+        on_error: match config.audit.on_error {
+            OnErrorName::Refuse => OnError::Refuse,
+            OnErrorName::Continue => OnError::Continue,
+        },
+        redact_query: config.audit.redact_query,
+        checkpoint_every: config.audit.checkpoint_every,
+        checkpoint_interval: nonzero(config.audit.checkpoint_interval.0),
+        signing_key: signing_key(&config.audit.signing_key)?,
+        rotate_size: config.audit.rotate_size.0,
+        rotate_interval: nonzero(config.audit.rotate_interval.0),
+    })
+    .await?)
 }
 
 /// The destination guard of `config` for a proxy listening on `listen`.

@@ -4,6 +4,7 @@ mod audit;
 mod ca;
 mod check;
 mod hash;
+mod ingress;
 mod run;
 
 use std::process::ExitCode;
@@ -22,6 +23,9 @@ struct Cli {
 enum Command {
     /// Run the forward proxy (built-in configuration unless --config is given).
     Run(run::RunArgs),
+    /// Run the reverse proxy in front of a site: enforce the site's own robots.txt on the
+    /// bots that visit it.
+    Ingress(ingress::IngressArgs),
     /// Check URLs against a robots.txt file, or against each origin's live robots.txt.
     Check(check::CheckArgs),
     /// Manage the local CA used for TLS interception.
@@ -46,6 +50,7 @@ pub fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Ingress(args) => ingress::run(args),
         Command::Check(args) => check::run(args),
         Command::Ca(args) => ca::run(args),
         Command::HashPassword(args) => hash::run(args),

@@ -187,7 +187,7 @@ async fn reload_on_sighup(args: RunArgs, reloader: Reloader) {
 #[cfg(not(unix))]
 async fn reload_on_sighup(_: RunArgs, _: Reloader) {}
 
-fn init_logging(config: &Config) {
+pub(super) fn init_logging(config: &Config) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(config.log.level.as_str()));
     use std::io::IsTerminal;
@@ -205,7 +205,7 @@ fn init_logging(config: &Config) {
 /// when the future is first polled: a signal that comes as soon as the "running" line is
 /// out must stop the proxy gracefully (drain, flush and close the audit log), not kill
 /// it with the default action.
-fn shutdown_signal() -> impl Future<Output = ()> {
+pub(super) fn shutdown_signal() -> impl Future<Output = ()> {
     #[cfg(unix)]
     let (int, term) = {
         use tokio::signal::unix::{SignalKind, signal};

@@ -9,6 +9,7 @@ use super::sections::{
     FetchSection, LogFormat, LogLevel, LogSection, ModeName, OnErrorName, PacingSection, PolicySection,
     ProxySection, Select, TlsSection,
 };
+use super::sections::{IngressModeName, IngressSection, UnknownAgentsName};
 use super::values::{Dur, HeaderNameValue, ProfileName, Size, Token};
 use robotsgate::pacing::PacingConfig;
 use robotsgate::policy::PolicyConfig;
@@ -156,6 +157,26 @@ impl Default for LogSection {
 impl Default for AuthSection {
     fn default() -> Self {
         AuthSection { realm: "robotsgate".into(), users: BTreeMap::new() }
+    }
+}
+
+impl Default for IngressSection {
+    fn default() -> Self {
+        IngressSection {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            upstream: String::new(),
+            robots: String::new(),
+            status: 403,
+            mode: IngressModeName::Enforce,
+            unknown_agents: UnknownAgentsName::Ignore,
+            trusted_proxies: Vec::new(),
+            robots_ttl: Dur::secs(86_400),
+            upstream_timeout: Dur::secs(60),
+            header_read_timeout: Dur::secs(15),
+            shutdown_grace: Dur::secs(10),
+            max_connections: 10_000,
+            max_header_bytes: Size(64 * 1024),
+        }
     }
 }
 

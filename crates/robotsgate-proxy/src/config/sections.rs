@@ -31,6 +31,7 @@ pub struct Config {
     pub log: LogSection,
     pub admin: AdminSection,
     pub auth: AuthSection,
+    pub ingress: IngressSection,
 }
 
 /// `[proxy]`
@@ -357,4 +358,48 @@ impl LogLevel {
             LogLevel::Trace => "trace",
         }
     }
+}
+
+/// `[ingress]`: `robotsgate ingress`, the reverse proxy in front of a site that enforces
+/// the site's own robots.txt on the bots visiting it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct IngressSection {
+    pub listen: SocketAddr,
+    /// The site: `http://host:port` ("": given with --upstream).
+    pub upstream: String,
+    /// The site's robots.txt as a file ("": fetched from the upstream's /robots.txt).
+    pub robots: String,
+    /// The status of a refusal (403; 404 for sites that prefer not to say).
+    pub status: u16,
+    pub mode: IngressModeName,
+    pub unknown_agents: UnknownAgentsName,
+    /// Peers whose `Forwarded`/`X-Forwarded-For` is believed.
+    pub trusted_proxies: Vec<Cidr>,
+    /// How long a robots.txt fetched from the upstream is used.
+    pub robots_ttl: Dur,
+    pub upstream_timeout: Dur,
+    pub header_read_timeout: Dur,
+    pub shutdown_grace: Dur,
+    pub max_connections: usize,
+    pub max_header_bytes: Size,
+}
+
+/// `enforce` or `report-only`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum IngressModeName {
+    Enforce,
+    ReportOnly,
+}
+
+/// `ignore` or `star`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum UnknownAgentsName {
+    Ignore,
+    Star,
 }

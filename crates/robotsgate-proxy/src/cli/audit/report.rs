@@ -153,6 +153,24 @@ struct Stats {
     rotations: u64,
     not_records: u64,
     other_types: BTreeMap<String, u64>,
+    /// Ingress records (`robotsgate ingress`): per bot (product token), at most
+    /// [`MAX_BOTS`] bots (more are counted together).
+    bots: BTreeMap<String, Bot>,
+}
+
+/// Bots counted one by one in the ingress view; more share one row.
+const MAX_BOTS: usize = 10_000;
+
+/// One bot's compliance, from its ingress records.
+#[derive(Default)]
+struct Bot {
+    requests: u64,
+    refused: u64,
+    paced: u64,
+    would: u64,
+    robots_fetches: u64,
+    first: Option<i64>,
+    last: Option<i64>,
 }
 
 /// Pacing waits, when decision records carry them.
@@ -194,6 +212,8 @@ struct Rec<'a> {
     wait_ms: Option<f64>,
     pacing_wait_ms: Option<f64>,
     pacing: Option<Pacing>,
+    #[serde(borrow)]
+    token: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -234,6 +254,7 @@ impl Stats {
             rotations: 0,
             not_records: 0,
             other_types: BTreeMap::new(),
+            bots: BTreeMap::new(),
         }
     }
 
@@ -300,6 +321,31 @@ impl Stats {
                 "rotate" => self.rotations += 1,
                 _ => {}
             },
+            "ingress" => {
+                let token = r.token.as_deref().unwrap_or("(unknown agent)");
+                let key = if self.bots.contains_key(token) || self.bots.len() < MAX_BOTS {
+                    token
+                } else {
+                    "(other bots)"
+                };
+                let bot = self.bots.entry(key.to_owned()).or_default();
+                match &*r.outcome {
+                    "robots-txt" => bot.robots_fetches += 1,
+                    outcome => {
+                        bot.requests += 1;
+                        match outcome {
+                            "disallowed" | "usage-refused" | "identity-failed" => bot.refused += 1,
+                            "paced" => bot.paced += 1,
+                            o if o.starts_with("would-") => bot.would += 1,
+                            _ => {}
+                        }
+                    }
+                }
+                if let Some(t) = t {
+                    bot.first = Some(bot.first.map_or(t, |f| f.min(t)));
+                    bot.last = Some(bot.last.map_or(t, |l| l.max(t)));
+                }
+            }
             other => *self.other_types.entry(other.to_owned()).or_default() += 1,
         }
     }
@@ -451,6 +497,7 @@ fn render(st: &Stats, v: &Verification, key: Option<&str>, paths: &[PathBuf], to
     refused_section(&mut h, st, top);
     rules_section(&mut h, st, top);
     fetch_section(&mut h, st);
+    bots_section(&mut h, st, top);
     waits_section(&mut h, st);
     log_section(&mut h, st, v);
     h.push_str(
@@ -780,6 +827,43 @@ fn rules_section(h: &mut String, st: &Stats, top: usize) {
         );
     }
     h.push_str("</table>\n");
+}
+
+/// The ingress view: per bot that visited the guarded site, what it asked and got.
+fn bots_section(h: &mut String, st: &Stats, top: usize) {
+    if st.bots.is_empty() {
+        return;
+    }
+    h.push_str("<h2>Bots at the site (ingress)</h2>\n");
+    h.push_str(
+        "<table id=\"bots\"><tr><th>bot</th><th class=\"n\">requests</th><th class=\"n\">refused</th>\
+         <th class=\"n\">paced</th><th class=\"n\">would be refused or paced</th><th>read robots.txt</th>\
+         <th>first seen</th><th>last seen</th></tr>",
+    );
+    let mut rows: Vec<_> = st.bots.iter().collect();
+    rows.sort_by(|a, b| b.1.requests.cmp(&a.1.requests).then(a.0.cmp(b.0)));
+    for (token, b) in rows.into_iter().take(top.max(1)) {
+        let _ = write!(
+            h,
+            "<tr><td class=\"mono\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(token),
+            num(b.requests),
+            num(b.refused),
+            num(b.paced),
+            num(b.would),
+            if b.robots_fetches > 0 { format!("yes ({})", num(b.robots_fetches)) } else { "no".into() },
+            b.first.map(fmt_time).unwrap_or_default(),
+            b.last.map(fmt_time).unwrap_or_default(),
+        );
+    }
+    let _ = writeln!(
+        h,
+        "</table>\n<p class=\"note\">From the ingress records (<code>robotsgate ingress</code>): the {} bots with the \
+         most requests. Refused: disallowed by robots.txt, a usage preference or an identity check; paced: answered \
+         429 for its Crawl-delay or Request-rate.</p>",
+        num(top.max(1) as u64)
+    );
 }
 
 fn fetch_section(h: &mut String, st: &Stats) {

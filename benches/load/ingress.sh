@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Load benchmark of the ingress side: `robotsgate ingress` (enforcing, audit log on) in front
+# of an nginx site, against nginx as a reverse proxy (one worker, access log on) and
+# against the site directly. 1 KiB bodies, concurrency 32, keep-alive; the client is a bot
+# (GPTBot's User-Agent) that the site's robots.txt allows, so every request is decided,
+# recorded and forwarded.
+#
+#   bash benches/load/ingress.sh
+#   DURATION=5 RUNS=1 bash benches/load/ingress.sh              # a quick look
+#   RG=/path/to/robotsgate bash benches/load/ingress.sh         # a binary built elsewhere
+#
+# Needs oha, nginx, taskset, curl (common.sh installs them when missing, and builds
+# robotsgate in release mode unless RG is given). The generator (oha, one worker thread)
+# is pinned to GEN_CPU, the site and the proxies to SRV_CPU. Each row is the median of RUNS
+# runs; the three targets take their runs in turn. A run with any answer other than 200
+# fails the benchmark. Raw oha JSON under $WORK/results.
+set -euo pipefail
+
+BENCH_NAME=robotsgate-ingress
+# shellcheck source=benches/load/common.sh
+. "$(dirname "$0")/common.sh"
+DURATION=${DURATION:-10}
+RUNS=${RUNS:-3}
+CONC=${CONC:-32}
+NGINX_PROXY_PORT=13140
+RG_INGRESS_PORT=13141
+UA="Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)"
+
+for tool in oha nginx taskset curl python3; do
+    command -v "$tool" >/dev/null || need_tools
+done
+if [ -z "${RG:-}" ]; then build_robotsgate; fi
+
+start_origin
+wait_http "http://127.0.0.1:$ORIGIN_PORT/1k"
+
+# nginx as a reverse proxy: one worker, access log on, keep-alive to the site.
+cat >"$WORK/nginx-proxy.conf" <<CONF
+worker_processes 1;
+error_log $WORK/logs/nginx-proxy-error.log warn;
+pid $WORK/nginx-proxy.pid;
+events { worker_connections 8192; }
+http {
+    access_log $WORK/logs/nginx-proxy-access.log;
+    keepalive_requests 1000000;
+    keepalive_timeout 120s;
+    client_body_temp_path $WORK/nginx-tmp;
+    proxy_temp_path $WORK/nginx-tmp;
+    fastcgi_temp_path $WORK/nginx-tmp;
+    uwsgi_temp_path $WORK/nginx-tmp;
+    scgi_temp_path $WORK/nginx-tmp;
+    upstream site { server 127.0.0.1:$ORIGIN_PORT; keepalive 64; }
+    server {
+        listen 127.0.0.1:$NGINX_PROXY_PORT;
+        location / {
+            proxy_pass http://site;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+        }
+    }
+}
+CONF
+mkdir -p "$WORK/nginx-tmp"
+taskset -c "$SRV_CPU" nginx -p "$WORK" -c "$WORK/nginx-proxy.conf" -g 'daemon off;' &
+PIDS+=($!)
+wait_http "http://127.0.0.1:$NGINX_PROXY_PORT/1k"
+
+# robotsgate ingress: enforcing, audit log on (default durability), robots.txt from the site.
+taskset -c "$SRV_CPU" "$RG" ingress --listen "127.0.0.1:$RG_INGRESS_PORT" \
+    --upstream "http://127.0.0.1:$ORIGIN_PORT" --audit-log "$WORK/ingress-audit.jsonl" \
+    2>"$WORK/logs/robotsgate-ingress.log" &
+RG_PID=$!
+wait_ready "http://127.0.0.1:$RG_INGRESS_PORT/1k" "$RG_PID" 30
+code=$(curl -s -o /dev/null -w '%{http_code}' -A "$UA" "http://127.0.0.1:$RG_INGRESS_PORT/private/x")
+[ "$code" = 403 ] || die "robotsgate ingress does not enforce (GPTBot /private answered $code)"
+
+run_one() { # NAME I URL
+    taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -z "${DURATION}s" -c "$CONC" \
+        -H "User-Agent: $UA" --output-format json "$3" >"$WORK/results/$1.$2.json"
+    python3 "$HERE/report.py" check "$WORK/results/$1.$2.json" || die "$1 run $2"
+}
+for i in $(seq "$RUNS"); do
+    log "round $i of $RUNS"
+    run_one direct "$i" "http://127.0.0.1:$ORIGIN_PORT/1k"
+    run_one nginx_proxy "$i" "http://127.0.0.1:$NGINX_PROXY_PORT/1k"
+    run_one robotsgate_ingress "$i" "http://127.0.0.1:$RG_INGRESS_PORT/1k"
+done
+records=$(grep -c '"type":"ingress"' "$WORK/ingress-audit.jsonl" || true)
+log "ingress records written: $records"
+
+python3 - "$WORK/results" <<'PY'
+import glob, json, os, statistics, sys
+res = sys.argv[1]
+def runs(n): return [json.load(open(p)) for p in sorted(glob.glob(os.path.join(res, f"{n}.*.json")))]
+def med(n):
+    rs = sorted(runs(n), key=lambda r: r["metrics"]["requests_per_sec"])
+    return rs[len(rs) // 2]["metrics"]
+m = {n: med(n) for n in ("direct", "nginx_proxy", "robotsgate_ingress")}
+print("| target | req/s | x nginx proxy | p50 ms | p99 ms | p99 / nginx |")
+print("|---|---:|---:|---:|---:|---:|")
+for n, x in m.items():
+    print(f"| {n} | {x['requests_per_sec']:,.0f} | {x['requests_per_sec'] / m['nginx_proxy']['requests_per_sec']:.2f} "
+          f"| {x['latency_ms']['p50']:.3f} | {x['latency_ms']['p99']:.3f} "
+          f"| {x['latency_ms']['p99'] / m['nginx_proxy']['latency_ms']['p99']:.2f} |")
+PY

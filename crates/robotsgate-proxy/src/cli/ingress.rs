@@ -1,0 +1,96 @@
+//! `robotsgate ingress`: start the reverse proxy that enforces a site's own robots.txt on
+//! the bots visiting it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::config::{Cidr, Config, IngressModeName};
+use crate::ingress::Ingress;
+
+#[derive(Debug, Args)]
+pub struct IngressArgs {
+    /// Listen on this address (overrides ingress.listen).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+
+    /// The site: http://host:port (overrides ingress.upstream).
+    #[arg(long, value_name = "URL")]
+    upstream: Option<String>,
+
+    /// Configuration file (TOML): the [ingress] section, and [audit], [dns], [log].
+    #[arg(long, short, value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// Write the audit log here, `-` for standard output (overrides audit.path).
+    #[arg(long, value_name = "PATH")]
+    audit_log: Option<String>,
+
+    /// The site's robots.txt as a file (overrides ingress.robots; default: the upstream's).
+    #[arg(long, value_name = "FILE")]
+    robots: Option<String>,
+
+    /// Decide and record, refuse nothing (ingress.mode = "report-only").
+    #[arg(long)]
+    report_only: bool,
+
+    /// Believe Forwarded / X-Forwarded-For from peers in this CIDR (repeatable; adds to
+    /// ingress.trusted_proxies).
+    #[arg(long, value_name = "CIDR")]
+    trusted_proxy: Vec<String>,
+}
+
+fn configuration(args: &IngressArgs) -> anyhow::Result<Config> {
+    let mut config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    let ic = &mut config.ingress;
+    if let Some(listen) = args.listen {
+        ic.listen = listen;
+    }
+    if let Some(up) = &args.upstream {
+        ic.upstream = up.clone();
+    }
+    if let Some(robots) = &args.robots {
+        ic.robots = robots.clone();
+    }
+    if args.report_only {
+        ic.mode = IngressModeName::ReportOnly;
+    }
+    for cidr in &args.trusted_proxy {
+        ic.trusted_proxies.push(cidr.parse::<Cidr>().map_err(anyhow::Error::msg).context("--trusted-proxy")?);
+    }
+    if let Some(path) = &args.audit_log {
+        config.audit.path = path.clone();
+    }
+    Ok(config)
+}
+
+pub fn run(args: IngressArgs) -> anyhow::Result<ExitCode> {
+    let config = configuration(&args)?;
+    super::run::init_logging(&config);
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .context("cannot start tokio")?;
+    runtime.block_on(async {
+        let ingress = Ingress::start(&config).await?;
+        let shutdown = super::run::shutdown_signal();
+        tracing::info!(
+            upstream = %config.ingress.upstream,
+            mode = ?config.ingress.mode,
+            audit = %config.audit.path,
+            "robotsgate ingress is running; point the site's traffic at http://{}",
+            ingress.local_addr()
+        );
+        ingress.run(shutdown).await.context("ingress failed")?;
+        tracing::info!("stopped");
+        Ok(ExitCode::SUCCESS)
+    })
+}

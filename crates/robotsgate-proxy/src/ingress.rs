@@ -1,0 +1,329 @@
+//! `robotsgate ingress`: a reverse proxy in front of a site that enforces the site's own
+//! robots.txt on the bots that visit it. The enforcement is the library's
+//! [`IngressLayer`]; this module is the listener (a
+//! bound on connections, header read timeout and size, graceful shutdown) and the
+//! forwarding to the upstream through a [`Pool`] (bodies streamed, hop-by-hop headers
+//! removed, `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host` and `Forwarded`
+//! added; an upstream that does not answer: `502`, recorded).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST};
+use http::uri::{Authority, Scheme};
+use http::{HeaderValue, Request, Response, StatusCode, Uri};
+use http_body_util::{Either, Empty, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use robotsgate::ROBOTSGATE_HEADER;
+use robotsgate::audit::AuditLog;
+use robotsgate::ingress::{IngressConfig, IngressLayer, IngressService, Mode, UnknownAgents};
+use robotsgate::net::{Connector, DnsConfig, Guard, Pool, PoolBody, PoolConfig, Resolver, TlsConfig};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::{Layer as _, Service, ServiceExt as _};
+
+use crate::app::{StartError, audit_log};
+use crate::config::{Config, IngressModeName, UnknownAgentsName};
+use crate::forward::strip_hop_by_hop;
+
+/// Why `robotsgate ingress` cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum IngressError {
+    /// No upstream, or not an `http://host[:port]` URL.
+    #[error("ingress.upstream: {0}")]
+    Upstream(String),
+    /// The robots.txt file cannot be read.
+    #[error("ingress.robots: cannot read {path}: {source}")]
+    Robots {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `ingress.status` is not a status robotsgate can refuse with.
+    #[error("ingress.status: {0} is not a 4xx or 5xx status")]
+    Status(u16),
+    /// The listener, TLS or audit log could not be set up.
+    #[error(transparent)]
+    Start(#[from] StartError),
+}
+
+/// The request body the upstream service takes: the client's, or none (the layer's own
+/// robots.txt fetch).
+pub type UpstreamRequestBody = Option<Incoming>;
+/// The response body the upstream service gives: the upstream's, or robotsgate's `502`.
+pub type UpstreamBody = Either<PoolBody, Full<Bytes>>;
+
+/// Forwards requests to the upstream through a [`Pool`].
+#[derive(Clone)]
+pub struct Upstream {
+    pool: Pool,
+    scheme: Scheme,
+    authority: Authority,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Upstream({}://{})", self.scheme, self.authority)
+    }
+}
+
+impl Upstream {
+    /// The upstream at `url` (`http://host[:port]`, a path is ignored), reached through
+    /// `pool`.
+    pub fn new(url: &str, pool: Pool, timeout: Duration) -> Result<Upstream, IngressError> {
+        let uri: Uri = url.parse().map_err(|e| IngressError::Upstream(format!("{url:?}: {e}")))?;
+        let scheme =
+            uri.scheme().cloned().ok_or_else(|| IngressError::Upstream(format!("{url:?}: no scheme")))?;
+        if scheme != Scheme::HTTP && scheme != Scheme::HTTPS {
+            return Err(IngressError::Upstream(format!("{url:?}: http or https only")));
+        }
+        let authority =
+            uri.authority().cloned().ok_or_else(|| IngressError::Upstream(format!("{url:?}: no host")))?;
+        Ok(Upstream { pool, scheme, authority, timeout })
+    }
+
+    fn bad_gateway(why: String) -> Response<UpstreamBody> {
+        let text = format!("robotsgate: the site did not answer: {why}\n");
+        let mut res = Response::new(Either::Right(Full::new(Bytes::from(text.clone()))));
+        *res.status_mut() = StatusCode::BAD_GATEWAY;
+        let h = res.headers_mut();
+        h.insert(ROBOTSGATE_HEADER, HeaderValue::from_static("upstream-unreachable"));
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+        h.insert(CONTENT_LENGTH, HeaderValue::from(text.len()));
+        res
+    }
+}
+
+impl Service<Request<UpstreamRequestBody>> for Upstream {
+    type Response = Response<UpstreamBody>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<UpstreamRequestBody>) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            let (mut parts, body) = req.into_parts();
+            let peer = parts.extensions.get::<SocketAddr>().map(|a| a.ip());
+            let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+            let uri = Uri::builder()
+                .scheme(this.scheme.clone())
+                .authority(this.authority.clone())
+                .path_and_query(pq)
+                .build();
+            let Ok(uri) = uri else {
+                return Ok(Upstream::bad_gateway("the request target is not a path".into()));
+            };
+            parts.uri = uri;
+            let h = &mut parts.headers;
+            strip_hop_by_hop(h);
+            let host = h.remove(HOST);
+            if let Some(ip) = peer {
+                let xff = match h.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+                    Some(prior) => format!("{prior}, {ip}"),
+                    None => ip.to_string(),
+                };
+                if let Ok(v) = HeaderValue::from_str(&xff) {
+                    h.insert("x-forwarded-for", v);
+                }
+                let node = if ip.is_ipv6() { format!("\"[{ip}]\"") } else { ip.to_string() };
+                let mut fwd = format!("for={node};proto=http");
+                if let Some(host) = host.as_ref().and_then(|v| v.to_str().ok())
+                    && host.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
+                {
+                    fwd.push_str(&format!(";host=\"{host}\""));
+                }
+                if let Ok(v) = HeaderValue::from_str(&fwd) {
+                    h.append(http::header::FORWARDED, v);
+                }
+            }
+            h.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+            if let Some(host) = host {
+                h.insert("x-forwarded-host", host);
+            }
+            let body = match body {
+                Some(b) => Either::Left(b),
+                None => Either::Right(Empty::new()),
+            };
+            let req = Request::from_parts(parts, body);
+            match tokio::time::timeout(this.timeout, this.pool.send(req)).await {
+                Ok(Ok(res)) => {
+                    let (mut parts, body) = res.into_parts();
+                    strip_hop_by_hop(&mut parts.headers);
+                    Ok(Response::from_parts(parts, Either::Left(body)))
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "the upstream failed");
+                    Ok(Upstream::bad_gateway(e.to_string()))
+                }
+                Err(_) => Ok(Upstream::bad_gateway(format!("no answer in {} s", this.timeout.as_secs()))),
+            }
+        })
+    }
+}
+
+/// The reverse proxy, bound and ready to run.
+pub struct Ingress {
+    listener: TcpListener,
+    addr: SocketAddr,
+    service: IngressService<Upstream>,
+    audit: AuditLog,
+    config: crate::config::IngressSection,
+}
+
+impl std::fmt::Debug for Ingress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ingress").field("addr", &self.addr).finish_non_exhaustive()
+    }
+}
+
+impl Ingress {
+    /// Binds the listener, opens the audit log, reads robots.txt (a file) and sets up the
+    /// forwarding.
+    pub async fn start(config: &Config) -> Result<Ingress, IngressError> {
+        let ic = &config.ingress;
+        if ic.upstream.is_empty() {
+            return Err(IngressError::Upstream("not set (give --upstream URL)".into()));
+        }
+        let status = StatusCode::from_u16(ic.status)
+            .ok()
+            .filter(|s| s.is_client_error() || s.is_server_error())
+            .ok_or(IngressError::Status(ic.status))?;
+        let robots = if ic.robots.is_empty() {
+            None
+        } else {
+            Some(
+                tokio::fs::read(&ic.robots)
+                    .await
+                    .map_err(|source| IngressError::Robots { path: ic.robots.clone(), source })?,
+            )
+        };
+        let addr = ic.listen;
+        let listener =
+            crate::proxy::listen(addr, 1024).map_err(|source| StartError::Listen { addr, source })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Listen { addr, source })?;
+
+        // The upstream is the operator's own: the guard refuses only this listener.
+        let guard = Arc::new(Guard::permissive().deny_own_listener(addr));
+        let dns = DnsConfig {
+            servers: config.dns.servers.iter().map(|&ip| ip.into()).collect(),
+            overrides: config.dns.static_hosts.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        };
+        let mut tls = TlsConfig { webpki_roots: config.tls.webpki_roots, extra_roots: Vec::new() };
+        for path in &config.tls.extra_roots {
+            tls.extra_roots.extend(robotsgate::net::load_pem_certs(path).map_err(StartError::from)?);
+        }
+        let tls = robotsgate::net::client_config(&tls, &[b"h2", b"http/1.1"]).map_err(StartError::from)?;
+        let connector = Connector::new(Resolver::new(&dns), guard, tls, config.fetch.connect_timeout.0);
+        let pool = Pool::new(
+            connector,
+            PoolConfig {
+                max_idle: config.proxy.upstream_idle_max,
+                max_idle_per_origin: config.proxy.upstream_idle_per_origin.max(64),
+                idle_timeout: config.proxy.upstream_idle_timeout.0,
+            },
+        );
+        let upstream = Upstream::new(&ic.upstream, pool, ic.upstream_timeout.0)?;
+        let audit = audit_log(config).await?;
+
+        let settings = IngressConfig {
+            mode: match ic.mode {
+                IngressModeName::Enforce => Mode::Enforce,
+                IngressModeName::ReportOnly => Mode::ReportOnly,
+            },
+            status,
+            unknown_agents: match ic.unknown_agents {
+                UnknownAgentsName::Ignore => UnknownAgents::Ignore,
+                UnknownAgentsName::Star => UnknownAgents::Star,
+            },
+            trusted_proxies: ic.trusted_proxies.iter().map(|c| c.0).collect(),
+            ttl: ic.robots_ttl.0,
+            ..IngressConfig::default()
+        };
+        let mut builder = IngressLayer::builder().config(settings).audit(audit.clone());
+        if let Some(body) = robots {
+            builder = builder.robots_bytes(body);
+        }
+        let service = builder.build().layer(upstream);
+        Ok(Ingress { listener, addr, service, audit, config: ic.clone() })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves until `shutdown` completes, then lets the requests in flight finish (within
+    /// `shutdown_grace`) and closes the audit log.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+        let Ingress { listener, service, audit, config, .. } = self;
+        let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
+        let stop = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(config.header_read_timeout.0)
+            .max_buf_size(usize::try_from(config.max_header_bytes.0).unwrap_or(usize::MAX).max(8192));
+        let builder = Arc::new(builder);
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            let Ok(permit) = limit.clone().try_acquire_owned() else {
+                tracing::warn!(%peer, "ingress.max_connections reached: connection closed");
+                continue;
+            };
+            let svc = service.clone();
+            let hyper_svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+                req.extensions_mut().insert(peer);
+                svc.clone().oneshot(req.map(Some))
+            });
+            let builder = builder.clone();
+            let stop = stop.clone();
+            tracker.spawn(async move {
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), hyper_svc);
+                let mut conn = std::pin::pin!(conn);
+                tokio::select! {
+                    _ = conn.as_mut() => {}
+                    () = stop.cancelled() => {
+                        conn.as_mut().graceful_shutdown();
+                        let _ = conn.await;
+                    }
+                }
+                drop(permit);
+            });
+        }
+        drop(listener);
+        stop.cancel();
+        tracker.close();
+        if tokio::time::timeout(config.shutdown_grace.0, tracker.wait()).await.is_err() {
+            tracing::warn!("requests still in flight after ingress.shutdown_grace: closed");
+        }
+        audit.shutdown().await;
+        Ok(())
+    }
+}

@@ -1,0 +1,332 @@
+//! Known agents and finding the product token a `User-Agent` carries. Pure: no I/O.
+//!
+//! A token is found as crawlers are told to match their own: case-insensitively and as a
+//! whole word. A word is a maximal run of ASCII letters, digits, `-` and `_`; the token
+//! `GPTBot` is found in `GPTBot/1.2` and in `Mozilla/5.0 (compatible; GPTBot/1.2;
+//! +https://openai.com/gptbot)`, never in `NotGPTBot/1.0` or `GPTBot-Fake/1.0`. Tokens
+//! written with other characters (`bigsur.ai`, `ChatGPT Agent`) are found as a
+//! case-insensitive substring with the same boundaries on both sides.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::rep::usage::Category;
+
+/// Bytes of a `User-Agent` looked at; the rest is ignored (a real one is a few hundred).
+pub const MAX_USER_AGENT_BYTES: usize = 1024;
+
+/// The bundled list (see `src/ingress/data/README.md` for its source and date).
+const BUNDLED: &str = include_str!("data/robots.json");
+
+/// One known agent: its product token and what its list says of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentInfo {
+    /// The product token, as the list writes it (`GPTBot`).
+    pub token: Arc<str>,
+    /// Who runs it, as the list says (may be markdown or "Unclear at this time.").
+    pub operator: Arc<str>,
+    /// What it is for, as the list says (`Scrapes data to train OpenAI's products.`).
+    pub function: Arc<str>,
+    /// The categories of use read from `function` (see [`purposes_of`]).
+    pub purposes: Vec<Category>,
+}
+
+/// The categories of use a known agent's `function` text declares, read by keywords:
+/// "train" → `train-ai`, "search" → `search`, "assistant", "agent", "prompt", "answer" or
+/// "user" → `ai-input`. Text that names none declares nothing (no purpose is checked).
+pub fn purposes_of(function: &str) -> Vec<Category> {
+    let f = function.to_ascii_lowercase();
+    let mut out = Vec::new();
+    if f.contains("train") {
+        out.push(Category::TrainAi);
+    }
+    if f.contains("search") {
+        out.push(Category::Search);
+    }
+    if ["assistant", "agent", "prompt", "answer", "user"].iter().any(|k| f.contains(k)) {
+        out.push(Category::AiInput);
+    }
+    out
+}
+
+/// A known-agents file that could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("known agents list: {0}")]
+pub struct AgentsError(#[from] serde_json::Error);
+
+#[derive(Deserialize)]
+struct Entry {
+    #[serde(default)]
+    operator: String,
+    #[serde(default)]
+    function: String,
+}
+
+/// The known agents: the ai.robots.txt project's list, bundled or from a file.
+///
+/// ```
+/// use robotsgate::ingress::KnownAgents;
+/// let agents = KnownAgents::bundled();
+/// assert!(agents.get("gptbot").is_some());
+/// ```
+#[derive(Debug, Clone)]
+pub struct KnownAgents {
+    by_lower: HashMap<Box<str>, AgentInfo>,
+}
+
+impl KnownAgents {
+    /// The list bundled with this version of robotsgate.
+    pub fn bundled() -> KnownAgents {
+        // The bundled file is checked by a unit test; an empty list is the fallback.
+        KnownAgents::from_json(BUNDLED.as_bytes()).unwrap_or_else(|_| KnownAgents::empty())
+    }
+
+    /// No known agents: only the site file's own groups name bots.
+    pub fn empty() -> KnownAgents {
+        KnownAgents { by_lower: HashMap::new() }
+    }
+
+    /// A list in the shape of ai.robots.txt's `robots.json`: an object whose keys are
+    /// product tokens and whose values have `operator` and `function` (other fields are
+    /// ignored).
+    pub fn from_json(json: &[u8]) -> Result<KnownAgents, AgentsError> {
+        let entries: HashMap<String, Entry> = serde_json::from_slice(json)?;
+        let by_lower = entries
+            .into_iter()
+            .filter(|(token, _)| !token.trim().is_empty())
+            .map(|(token, e)| {
+                let info = AgentInfo {
+                    purposes: purposes_of(&e.function),
+                    token: token.trim().into(),
+                    operator: e.operator.into(),
+                    function: e.function.into(),
+                };
+                (token.trim().to_ascii_lowercase().into_boxed_str(), info)
+            })
+            .collect();
+        Ok(KnownAgents { by_lower })
+    }
+
+    /// The agent whose token is `token` (case-insensitive).
+    pub fn get(&self, token: &str) -> Option<&AgentInfo> {
+        self.by_lower.get(token.to_ascii_lowercase().as_str())
+    }
+
+    /// How many agents the list has.
+    pub fn len(&self) -> usize {
+        self.by_lower.len()
+    }
+
+    /// Whether the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.by_lower.is_empty()
+    }
+
+    /// The tokens, lower-cased.
+    pub fn tokens(&self) -> impl Iterator<Item = &str> {
+        self.by_lower.keys().map(|k| &**k)
+    }
+}
+
+/// The tokens a `User-Agent` is searched for: the site file's group names and the known
+/// agents, lower-cased. Built once per robots.txt copy.
+#[derive(Debug, Clone, Default)]
+pub struct TokenSet {
+    /// Tokens made of word characters only, found by looking the words up.
+    words: HashMap<Box<str>, Found>,
+    /// Tokens with other characters (`bigsur.ai`), searched for.
+    others: Vec<(Box<str>, Found)>,
+}
+
+/// The token a `User-Agent` carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// The token, as the site file or the known-agents list writes it.
+    pub token: Arc<str>,
+    /// Whether the site file names it in a `User-agent` line.
+    pub site_group: bool,
+}
+
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
+}
+
+impl TokenSet {
+    /// The set of `site` (the site file's group names) and `known`.
+    pub fn new<'a>(site: impl IntoIterator<Item = &'a str>, known: &KnownAgents) -> TokenSet {
+        let mut set = TokenSet::default();
+        for info in known.by_lower.values() {
+            set.add(&info.token, false);
+        }
+        // The site's names last: they win over a known agent of the same name.
+        for token in site {
+            set.add(token, true);
+        }
+        set
+    }
+
+    fn add(&mut self, token: &str, site_group: bool) {
+        let token = token.trim();
+        if token.is_empty() || token == "*" || token.len() > MAX_USER_AGENT_BYTES {
+            return;
+        }
+        let lower: Box<str> = token.to_ascii_lowercase().into();
+        let found = Found { token: token.into(), site_group };
+        if lower.bytes().all(is_word_byte) {
+            self.words.insert(lower, found);
+        } else if let Some(slot) = self.others.iter_mut().find(|(t, _)| *t == lower) {
+            slot.1 = found;
+        } else {
+            self.others.push((lower, found));
+        }
+    }
+
+    /// How many tokens the set holds.
+    pub fn len(&self) -> usize {
+        self.words.len() + self.others.len()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The token `user_agent` carries, if any (its first [`MAX_USER_AGENT_BYTES`] bytes
+    /// are looked at). A token the site file names wins over one only the known-agents
+    /// list has; among equals, the first in the `User-Agent`.
+    ///
+    /// ```
+    /// use robotsgate::ingress::{KnownAgents, TokenSet};
+    /// let set = TokenSet::new(["ExampleBot"], &KnownAgents::bundled());
+    /// let ua = "Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)";
+    /// assert_eq!(&*set.find(ua).unwrap().token, "GPTBot");
+    /// assert!(set.find("NotGPTBot/1.0").is_none());
+    /// assert!(set.find("Mozilla/5.0 (X11; Linux x86_64) Firefox/140.0").is_none());
+    /// assert!(set.find("examplebot/2").unwrap().site_group);
+    /// ```
+    pub fn find(&self, user_agent: &str) -> Option<&Found> {
+        let ua = user_agent.as_bytes();
+        let ua = &ua[..ua.len().min(MAX_USER_AGENT_BYTES)];
+        let mut best: Option<(usize, &Found)> = None;
+        fn consider<'f>(best: &mut Option<(usize, &'f Found)>, at: usize, f: &'f Found) {
+            let better = match *best {
+                None => true,
+                Some((pos, b)) => {
+                    (f.site_group && !b.site_group) || (f.site_group == b.site_group && at < pos)
+                }
+            };
+            if better {
+                *best = Some((at, f));
+            }
+        }
+        // Words.
+        let mut lower = [0u8; 64];
+        let mut i = 0;
+        while i < ua.len() {
+            if !is_word_byte(ua[i]) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < ua.len() && is_word_byte(ua[i]) {
+                i += 1;
+            }
+            let word = &ua[start..i];
+            if word.len() <= lower.len() {
+                let buf = &mut lower[..word.len()];
+                buf.copy_from_slice(word);
+                buf.make_ascii_lowercase();
+                // Word bytes are ASCII.
+                if let Ok(w) = std::str::from_utf8(buf)
+                    && let Some(f) = self.words.get(w)
+                {
+                    consider(&mut best, start, f);
+                }
+            }
+        }
+        // Tokens with other characters.
+        if !self.others.is_empty() {
+            let hay = ua.to_ascii_lowercase();
+            for (token, f) in &self.others {
+                let t = token.as_bytes();
+                let mut from = 0;
+                while let Some(off) = memchr::memmem::find(&hay[from..], t) {
+                    let at = from + off;
+                    let end = at + t.len();
+                    let before_ok = at == 0 || !is_word_byte(hay[at - 1]);
+                    let after_ok = end >= hay.len() || !is_word_byte(hay[end]);
+                    if before_ok && after_ok {
+                        consider(&mut best, at, f);
+                        break;
+                    }
+                    from = at + 1;
+                }
+            }
+        }
+        best.map(|(_, f)| f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bundled_list_parses() {
+        let k = KnownAgents::from_json(BUNDLED.as_bytes()).unwrap();
+        assert!(k.len() > 100, "{}", k.len());
+        let g = k.get("GPTBOT").unwrap();
+        assert_eq!(&*g.token, "GPTBot");
+        assert!(g.purposes.contains(&Category::TrainAi));
+        assert!(k.get("ClaudeBot").is_some());
+    }
+
+    #[test]
+    fn whole_tokens_only() {
+        let set = TokenSet::new(["Googlebot"], &KnownAgents::bundled());
+        let f = |ua: &str| set.find(ua).map(|f| f.token.to_string());
+        assert_eq!(f("GPTBot/1.2").as_deref(), Some("GPTBot"));
+        assert_eq!(f("gptbot").as_deref(), Some("GPTBot"));
+        assert_eq!(f("Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)").as_deref(), Some("GPTBot"));
+        assert_eq!(f("NotGPTBot/1.0"), None);
+        assert_eq!(f("GPTBot-Fake/1.0"), None);
+        assert_eq!(f("GPTBotX"), None);
+        assert_eq!(
+            f("Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)").as_deref(),
+            Some("Googlebot")
+        );
+        assert_eq!(f("Mozilla/5.0 (X11; Linux x86_64; rv:140.0) Gecko/20100101 Firefox/140.0"), None);
+        // Tokens with a dot or a space.
+        assert_eq!(f("Mozilla/5.0 (compatible; bigsur.ai)").as_deref(), Some("bigsur.ai"));
+        assert_eq!(f("xbigsur.ai"), None);
+        assert_eq!(f("ChatGPT Agent/1.0").as_deref(), Some("ChatGPT Agent"));
+    }
+
+    #[test]
+    fn site_group_wins_and_first_wins() {
+        let set = TokenSet::new(["ExampleBot"], &KnownAgents::bundled());
+        assert_eq!(&*set.find("GPTBot/1 ExampleBot/2").unwrap().token, "ExampleBot");
+        assert_eq!(&*set.find("ClaudeBot/1 GPTBot/2").unwrap().token, "ClaudeBot");
+    }
+
+    #[test]
+    fn bounded_and_hostile() {
+        let set = TokenSet::new(["ExampleBot"], &KnownAgents::bundled());
+        let mut ua = "a".repeat(MAX_USER_AGENT_BYTES);
+        ua.push_str(" GPTBot/1");
+        assert_eq!(set.find(&ua), None, "past the bound");
+        let long_word = "x".repeat(100_000);
+        assert_eq!(set.find(&long_word), None);
+        assert_eq!(set.find(""), None);
+        assert_eq!(set.find("\u{00e9}\u{00e9} GPTBot/1").map(|f| &*f.token), Some("GPTBot"));
+    }
+
+    #[test]
+    fn purposes() {
+        assert_eq!(purposes_of("Scrapes data to train OpenAI's products."), vec![Category::TrainAi]);
+        assert_eq!(purposes_of("AI Search Crawlers"), vec![Category::Search]);
+        assert_eq!(purposes_of("Unclear at this time."), vec![]);
+    }
+}

@@ -1,0 +1,356 @@
+//! The ingress side: a site enforces its own robots.txt on the bots that visit it.
+//!
+//! [`IngressLayer`] is a tower layer over any server `Service<http::Request<B>>` (axum,
+//! hyper, the `robotsgate ingress` reverse proxy). For each request:
+//!
+//! - **Who**: the product token its `User-Agent` carries, matched as crawlers are told to
+//!   match theirs (case-insensitive, a whole word: `GPTBot/1.2`, `compatible; GPTBot/1.2;`,
+//!   never `NotGPTBot`), among the site file's group names and the bundled list of known
+//!   agents ([`KnownAgents`]; see [`agents`](TokenSet::find)). A `User-Agent` with no known
+//!   token (a person's browser) passes untouched, unless
+//!   [`UnknownAgents::Star`] holds it to `User-agent: *`.
+//! - **robots.txt itself** (`/robots.txt`) is always served, byte for byte, never refused
+//!   nor paced; each fetch of it by a bot is remembered (token and client network: time,
+//!   SHA-256) so that a later record can cite it.
+//! - **Disallowed** (the engine decides, [`crate::rep`], with its precedence and group
+//!   selection): the configured status (403), `x-robotsgate: disallowed` and a short body
+//!   naming the token, the rule and its line. The inner service is not called.
+//! - **Paced**: the `Crawl-delay` or `Request-rate` of the bot's group, per token and client
+//!   network (/24 IPv4, /64 IPv6): `429` with `Retry-After`, `x-robotsgate: paced`.
+//! - **Usage preferences**: an allowed response gets the group's `Content-Usage` (and
+//!   `Content-Signal`, merged) as a `Content-Usage` header; a known agent whose declared
+//!   purpose (training, search, AI input) the site refuses is answered as disallowed
+//!   (`x-robotsgate: usage-refused`).
+//! - **Identity** (optional, [`IngressBuilder::verifier`]): the bot's claim is checked by
+//!   its operator's published ranges and reverse DNS; an impersonator is refused
+//!   (`x-robotsgate: identity-failed`), held to `*`, or let through ([`Impersonators`]).
+//! - [`Mode::ReportOnly`] decides and records but passes everything.
+//! - **Evidence**: one [`crate::audit::IngressRecord`] per bot request,
+//!   written to the [`AuditLog`] and/or handed to an observer.
+//!
+//! The client's address is the `SocketAddr` in the request's extensions (hyper servers and
+//! axum's `into_make_service_with_connect_info` can put it there), or what a trusted
+//! proxy's `Forwarded`/`X-Forwarded-For` says ([`client_ip`]).
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use robotsgate::ingress::IngressLayer;
+//! use tower::{Layer as _, ServiceExt as _, service_fn};
+//!
+//! let site = service_fn(|_req: http::Request<String>| async {
+//!     Ok::<_, std::convert::Infallible>(http::Response::new(String::from("hello")))
+//! });
+//! let svc = IngressLayer::builder()
+//!     .robots_bytes("User-agent: GPTBot\nDisallow: /private\nContent-Usage: search=y\n")
+//!     .build()
+//!     .layer(site);
+//!
+//! let bot = |path: &str, ua: &str| {
+//!     http::Request::get(path).header("user-agent", ua).body(String::new()).unwrap()
+//! };
+//! let res = svc.clone().oneshot(bot("/private/a", "Mozilla/5.0 (compatible; GPTBot/1.2)")).await.unwrap();
+//! assert_eq!(res.status(), 403);
+//! assert_eq!(res.headers()["x-robotsgate"], "disallowed");
+//! let res = svc.clone().oneshot(bot("/page", "GPTBot/1.2")).await.unwrap();
+//! assert_eq!(res.status(), 200);
+//! assert_eq!(res.headers()["content-usage"], "search=y");
+//! // A browser is not a bot.
+//! let res = svc.oneshot(bot("/private/a", "Mozilla/5.0 (X11; Linux x86_64) Firefox/140.0")).await.unwrap();
+//! assert_eq!(res.status(), 200);
+//! # }
+//! ```
+
+mod agents;
+mod body;
+mod client;
+mod judge;
+mod service;
+mod source;
+mod state;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::StatusCode;
+use ipnet::IpNet;
+
+pub use agents::{AgentInfo, AgentsError, Found, KnownAgents, MAX_USER_AGENT_BYTES, TokenSet, purposes_of};
+pub use body::IngressBody;
+pub use client::client_ip;
+pub use judge::{Agent, Judgement, RuleInfo, SiteContent, SiteRobots};
+pub use service::{IngressService, ResponseFuture};
+pub use state::{RobotsFetch, client_network};
+
+use crate::audit::{AuditLog, IngressRecord};
+use crate::identity::Verifier;
+use crate::rep::Profile;
+
+/// Enforce, or only report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Refuse and pace (the default).
+    #[default]
+    Enforce,
+    /// Decide and record, pass everything (`would-disallow`, `would-pace`).
+    ReportOnly,
+}
+
+impl Mode {
+    /// `enforce` or `report-only`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::ReportOnly => "report-only",
+        }
+    }
+}
+
+/// What a `User-Agent` with no known token is held to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum UnknownAgents {
+    /// Nothing: it is not a bot (the default; a person's browser is not held to `*`).
+    #[default]
+    Ignore,
+    /// The `User-agent: *` group.
+    Star,
+}
+
+/// What a bot whose identity check failed gets (with a [`Verifier`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Impersonators {
+    /// Refused: the configured status, `x-robotsgate: identity-failed` (the default).
+    #[default]
+    Refuse,
+    /// Held to `User-agent: *`, as an unknown agent.
+    Star,
+    /// Judged as the bot it claims to be.
+    Allow,
+}
+
+/// The settings of the ingress layer (see [`IngressBuilder`] for each).
+#[derive(Debug, Clone)]
+pub struct IngressConfig {
+    /// Enforce or report only.
+    pub mode: Mode,
+    /// The status of a refusal (403; some sites prefer 404).
+    pub status: StatusCode,
+    /// What a `User-Agent` with no known token is held to.
+    pub unknown_agents: UnknownAgents,
+    /// What an impersonator gets.
+    pub impersonators: Impersonators,
+    /// How the robots.txt is read.
+    pub profile: Profile,
+    /// Proxies whose `Forwarded`/`X-Forwarded-For` is believed.
+    pub trusted_proxies: Vec<IpNet>,
+    /// How long a fetched robots.txt is used before it is fetched again.
+    pub ttl: Duration,
+    /// How long an unreachable robots.txt's outcome (last good copy or disallow all) is
+    /// used before trying again.
+    pub error_ttl: Duration,
+    /// Time allowed for a fetch of robots.txt through the inner service.
+    pub fetch_timeout: Duration,
+    /// Most bots (token and network) whose pacing and robots.txt fetches are kept.
+    pub max_bots: usize,
+    /// Longest `Retry-After` sent (a `Crawl-delay: 86400` does not lock a bot out longer).
+    pub max_retry_after: Duration,
+}
+
+impl Default for IngressConfig {
+    fn default() -> Self {
+        IngressConfig {
+            mode: Mode::Enforce,
+            status: StatusCode::FORBIDDEN,
+            unknown_agents: UnknownAgents::Ignore,
+            impersonators: Impersonators::Refuse,
+            profile: Profile::Conservative,
+            trusted_proxies: Vec::new(),
+            ttl: Duration::from_secs(86_400),
+            error_ttl: Duration::from_secs(300),
+            fetch_timeout: Duration::from_secs(10),
+            max_bots: 100_000,
+            max_retry_after: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// Something told of every bot request's record (metrics, tests, a second log).
+pub type IngressObserver = Arc<dyn Fn(&IngressRecord) + Send + Sync>;
+
+/// Builds an [`IngressLayer`].
+#[must_use]
+pub struct IngressBuilder {
+    config: IngressConfig,
+    robots: Option<Bytes>,
+    known: Arc<KnownAgents>,
+    audit: Option<AuditLog>,
+    observer: Option<IngressObserver>,
+    verifier: Option<Arc<Verifier>>,
+}
+
+impl std::fmt::Debug for IngressBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IngressBuilder").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl IngressBuilder {
+    /// The site's robots.txt, given once (and served at `/robots.txt` by the layer). Without
+    /// it, robots.txt is fetched through the inner service.
+    pub fn robots_bytes(mut self, body: impl Into<Bytes>) -> Self {
+        self.robots = Some(body.into());
+        self
+    }
+
+    /// All settings at once.
+    pub fn config(mut self, config: IngressConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Enforce (default) or report only.
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.config.mode = mode;
+        self
+    }
+
+    /// The status of a refusal (default 403).
+    pub fn status(mut self, status: StatusCode) -> Self {
+        self.config.status = status;
+        self
+    }
+
+    /// What a `User-Agent` with no known token is held to (default: nothing).
+    pub fn unknown_agents(mut self, unknown: UnknownAgents) -> Self {
+        self.config.unknown_agents = unknown;
+        self
+    }
+
+    /// What an impersonator gets (default: refused).
+    pub fn impersonators(mut self, what: Impersonators) -> Self {
+        self.config.impersonators = what;
+        self
+    }
+
+    /// The reading of robots.txt (default: conservative).
+    pub fn profile(mut self, profile: Profile) -> Self {
+        self.config.profile = profile;
+        self
+    }
+
+    /// Proxies whose `Forwarded`/`X-Forwarded-For` is believed.
+    pub fn trusted_proxies(mut self, nets: impl IntoIterator<Item = IpNet>) -> Self {
+        self.config.trusted_proxies = nets.into_iter().collect();
+        self
+    }
+
+    /// How long a fetched robots.txt is used (default 24 h).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.config.ttl = ttl;
+        self
+    }
+
+    /// The known agents (default: the bundled list).
+    pub fn known_agents(mut self, known: KnownAgents) -> Self {
+        self.known = Arc::new(known);
+        self
+    }
+
+    /// Writes one record per bot request to `log`.
+    pub fn audit(mut self, log: AuditLog) -> Self {
+        self.audit = Some(log);
+        self
+    }
+
+    /// Hands each bot request's record to `observer`.
+    pub fn observer(mut self, observer: IngressObserver) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Checks each bot's identity claim with `verifier` (issue 29's checks).
+    pub fn verifier(mut self, verifier: Option<Arc<Verifier>>) -> Self {
+        self.verifier = verifier;
+        self
+    }
+
+    /// The layer.
+    pub fn build(self) -> IngressLayer {
+        let cache = match self.robots {
+            Some(body) => source::RobotsCache::fixed(body, &self.known),
+            None => source::RobotsCache::fetched(self.config.ttl, self.config.error_ttl),
+        };
+        IngressLayer {
+            shared: Arc::new(Shared {
+                limiter: state::Limiter::new(self.config.max_bots),
+                fetches: state::FetchMemory::new(self.config.max_bots as u64),
+                config: self.config,
+                cache,
+                known: self.known,
+                audit: self.audit,
+                observer: self.observer,
+                verifier: self.verifier,
+            }),
+        }
+    }
+}
+
+/// What every clone of the layer and its services shares.
+pub(crate) struct Shared {
+    pub(crate) config: IngressConfig,
+    pub(crate) cache: source::RobotsCache,
+    pub(crate) known: Arc<KnownAgents>,
+    pub(crate) limiter: state::Limiter,
+    pub(crate) fetches: state::FetchMemory,
+    pub(crate) audit: Option<AuditLog>,
+    pub(crate) observer: Option<IngressObserver>,
+    pub(crate) verifier: Option<Arc<Verifier>>,
+}
+
+/// The tower layer that enforces a site's robots.txt on the bots visiting it. See the
+/// [module docs](self).
+#[derive(Clone)]
+pub struct IngressLayer {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for IngressLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IngressLayer").field("config", &self.shared.config).finish_non_exhaustive()
+    }
+}
+
+impl IngressLayer {
+    /// A builder with the defaults: robots.txt fetched through the inner service, enforce,
+    /// 403, browsers ignored, the bundled known agents.
+    pub fn builder() -> IngressBuilder {
+        IngressBuilder {
+            config: IngressConfig::default(),
+            robots: None,
+            known: Arc::new(KnownAgents::bundled()),
+            audit: None,
+            observer: None,
+            verifier: None,
+        }
+    }
+
+    /// When the bot (`token`, from `client`'s network) last fetched robots.txt here.
+    pub fn last_robots_fetch(&self, token: &str, client: Option<IpAddr>) -> Option<RobotsFetch> {
+        self.shared.fetches.last(&state::bot_key(token, client))
+    }
+
+    /// Bots not paced because the pacing map was full of waiting bots.
+    pub fn untracked_bots(&self) -> u64 {
+        self.shared.limiter.untracked()
+    }
+}
+
+impl<S> tower::Layer<S> for IngressLayer {
+    type Service = IngressService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        IngressService::new(inner, self.shared.clone())
+    }
+}

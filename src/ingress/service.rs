@@ -1,0 +1,448 @@
+//! [`IngressService`]: the enforcement around the inner service.
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
+use http::{HeaderValue, Method, Request, Response, StatusCode};
+use hyper::body::Body;
+use tower::{Service, ServiceExt as _};
+
+use super::agents::{Found, MAX_USER_AGENT_BYTES};
+use super::body::IngressBody;
+use super::client::client_ip;
+use super::judge::{Agent, Judgement, SiteRobots};
+use super::source::{Fetched, READ_LIMIT, read_bounded};
+use super::state::{RobotsFetch, bot_key};
+use super::{Impersonators, Mode, Shared, UnknownAgents};
+use crate::ROBOTSGATE_HEADER;
+use crate::audit::{IngressRecord, IngressRule, SCHEMA_VERSION, rfc3339};
+
+/// The service [`IngressLayer`](super::IngressLayer) makes. See the
+/// [module docs](super).
+#[derive(Clone)]
+pub struct IngressService<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S> std::fmt::Debug for IngressService<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IngressService").field("config", &self.shared.config).finish_non_exhaustive()
+    }
+}
+
+impl<S> IngressService<S> {
+    pub(crate) fn new(inner: S, shared: Arc<Shared>) -> Self {
+        IngressService { inner, shared }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+type Answer<ResB, E> = Result<Response<IngressBody<ResB>>, E>;
+
+/// The response future of [`IngressService`].
+pub struct ResponseFuture<ResB, E> {
+    inner: Pin<Box<dyn Future<Output = Answer<ResB, E>> + Send>>,
+}
+
+impl<ResB, E> std::fmt::Debug for ResponseFuture<ResB, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ResponseFuture")
+    }
+}
+
+impl<ResB, E> Future for ResponseFuture<ResB, E> {
+    type Output = Result<Response<IngressBody<ResB>>, E>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl<S, B, ResB> Service<Request<B>> for IngressService<S>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: Default + Send + 'static,
+    ResB: Body<Data = Bytes> + Send + 'static,
+    ResB::Error: std::fmt::Display,
+{
+    type Response = Response<IngressBody<ResB>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<ResB, S::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // The inner service is made ready in the future (it may be called twice: for
+        // robots.txt, then for the request).
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let inner = self.inner.clone();
+        let shared = self.shared.clone();
+        ResponseFuture { inner: Box::pin(handle(shared, inner, req)) }
+    }
+}
+
+/// The `User-Agent` as looked at: its values joined, at most [`MAX_USER_AGENT_BYTES`].
+fn user_agent(headers: &http::HeaderMap) -> String {
+    let mut out = String::new();
+    for v in headers.get_all(USER_AGENT) {
+        if out.len() >= MAX_USER_AGENT_BYTES {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        let bytes = &v.as_bytes()[..v.len().min(MAX_USER_AGENT_BYTES - out.len().min(MAX_USER_AGENT_BYTES))];
+        out.push_str(&String::from_utf8_lossy(bytes));
+    }
+    out
+}
+
+/// Fetches `/robots.txt` through the inner service.
+async fn fetch_robots<S, B, ResB>(inner: S, host: Option<HeaderValue>, timeout: Duration) -> Fetched
+where
+    S: Service<Request<B>, Response = Response<ResB>>,
+    B: Default,
+    ResB: Body<Data = Bytes>,
+    ResB::Error: std::fmt::Display,
+{
+    let mut req = Request::new(B::default());
+    *req.uri_mut() = http::Uri::from_static("/robots.txt");
+    if let Some(host) = host {
+        req.headers_mut().insert(http::header::HOST, host);
+    }
+    req.headers_mut().insert(USER_AGENT, HeaderValue::from_static("robotsgate-ingress"));
+    let work = async {
+        let res = match inner.oneshot(req).await {
+            Ok(res) => res,
+            Err(_) => return Fetched::Failed("the site's service failed".into()),
+        };
+        let status = res.status().as_u16();
+        if !(200..300).contains(&status) {
+            return Fetched::Answer { status, body: Bytes::new() };
+        }
+        match read_bounded(res.into_body(), READ_LIMIT).await {
+            Ok(body) => Fetched::Answer { status, body },
+            Err(e) => Fetched::Failed(format!("reading the body: {e}")),
+        }
+    };
+    tokio::time::timeout(timeout, work)
+        .await
+        .unwrap_or_else(|_| Fetched::Failed(format!("no answer in {} s", timeout.as_secs_f64())))
+}
+
+/// robotsgate's own answer.
+fn own<ResB>(
+    status: StatusCode,
+    kind: &'static str,
+    text: String,
+    head: bool,
+) -> Response<IngressBody<ResB>> {
+    let len = text.len();
+    let mut res = Response::new(if head { IngressBody::own(Bytes::new()) } else { IngressBody::own(text) });
+    *res.status_mut() = status;
+    let h = res.headers_mut();
+    h.insert(ROBOTSGATE_HEADER, HeaderValue::from_static(kind));
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    h.insert(CONTENT_LENGTH, HeaderValue::from(len));
+    res
+}
+
+/// What one request is, as the record says it.
+struct Facts {
+    client: Option<IpAddr>,
+    user_agent: String,
+    method: String,
+    path: String,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn record(
+    shared: &Shared,
+    facts: &Facts,
+    found: Option<&Found>,
+    site: &SiteRobots,
+    judgement: Option<&Judgement>,
+    outcome: &'static str,
+    identity: Option<&'static str>,
+    retry_after: Option<u64>,
+    last_fetch: Option<RobotsFetch>,
+) -> IngressRecord {
+    IngressRecord {
+        schema_version: SCHEMA_VERSION,
+        kind: "ingress",
+        time: rfc3339(SystemTime::now()),
+        client: facts.client.map(|c| c.to_string()),
+        user_agent: facts.user_agent.clone(),
+        token: found.map(|f| f.token.to_string()),
+        site_group: found.is_some_and(|f| f.site_group),
+        method: facts.method.clone(),
+        path: facts.path.clone(),
+        mode: shared.config.mode.as_str(),
+        outcome,
+        reason: judgement.map_or("robots-txt", |j| j.class),
+        rule: judgement.and_then(|j| j.rule.as_ref()).map(|r| IngressRule {
+            kind: r.kind,
+            pattern: r.pattern.to_string(),
+            line: r.line,
+        }),
+        group_line: judgement.and_then(|j| j.group_line),
+        explanation: judgement
+            .map_or_else(|| "/robots.txt is always allowed".to_owned(), |j| j.explanation.clone()),
+        robots_sha256: site.sha256.as_deref().map(str::to_owned),
+        robots_fetched: last_fetch.as_ref().map(|f| rfc3339(f.time)),
+        robots_fetched_sha256: last_fetch.and_then(|f| f.sha256.map(|s| s.to_string())),
+        pace: judgement.and_then(|j| j.pace).map(|p| p.to_string()),
+        retry_after,
+        identity,
+        status: None,
+    }
+}
+
+/// Writes the record (audit log, observer). `Err` when the audit log refuses requests
+/// (fail closed).
+async fn emit(shared: &Shared, rec: &IngressRecord) -> Result<(), ()> {
+    if let Some(obs) = &shared.observer {
+        obs(rec);
+    }
+    if let Some(log) = &shared.audit
+        && let Err(e) = log.log_ingress(rec).await
+    {
+        tracing::warn!(error = %e, "the ingress record could not be written");
+        return Err(());
+    }
+    Ok(())
+}
+
+fn audit_unavailable<ResB>(head: bool) -> Response<IngressBody<ResB>> {
+    own(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "audit-unavailable",
+        "robotsgate: the audit log cannot be written\n".into(),
+        head,
+    )
+}
+
+async fn handle<S, B, ResB>(
+    shared: Arc<Shared>,
+    inner: S,
+    req: Request<B>,
+) -> Result<Response<IngressBody<ResB>>, S::Error>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    B: Default + Send + 'static,
+    ResB: Body<Data = Bytes> + Send + 'static,
+    ResB::Error: std::fmt::Display,
+{
+    let config = &shared.config;
+    let head = req.method() == Method::HEAD;
+    let peer = req.extensions().get::<SocketAddr>().map(|a| a.ip());
+    let client = client_ip(peer, req.headers(), &config.trusted_proxies);
+    let host = req.headers().get(http::header::HOST).cloned();
+    let site = shared
+        .cache
+        .current(&shared.known, {
+            let fetcher = inner.clone();
+            move || fetch_robots(fetcher, host, config.fetch_timeout)
+        })
+        .await;
+    let ua = user_agent(req.headers());
+    let found = site.find_token(&ua).cloned();
+    let facts = Facts {
+        client,
+        user_agent: ua.clone(),
+        method: req.method().as_str().to_owned(),
+        path: req
+            .uri()
+            .path_and_query()
+            .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned()),
+    };
+
+    // robots.txt itself: always served, never refused nor paced; a bot's fetch is kept.
+    if req.uri().path() == "/robots.txt" {
+        if let Some(found) = &found
+            && (req.method() == Method::GET || head)
+        {
+            let key = bot_key(&found.token, client);
+            let last = shared.fetches.last(&key);
+            shared
+                .fetches
+                .remember(key, RobotsFetch { time: SystemTime::now(), sha256: site.sha256.clone() });
+            let mut rec = record(&shared, &facts, Some(found), &site, None, "robots-txt", None, None, last);
+            rec.status = Some(200);
+            if emit(&shared, &rec).await.is_err() {
+                return Ok(audit_unavailable(head));
+            }
+        }
+        if let Some(fixed) = shared.cache.fixed_copy() {
+            let mut res = Response::new(if head {
+                IngressBody::own(Bytes::new())
+            } else {
+                IngressBody::own(fixed.body.clone())
+            });
+            res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+            res.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from(fixed.body.len()));
+            return Ok(res);
+        }
+        return inner.oneshot(req).await.map(|r| r.map(IngressBody::inner));
+    }
+
+    let mut agent = match &found {
+        Some(f) => Agent::Token(f.token.clone()),
+        None if config.unknown_agents == UnknownAgents::Star => Agent::Star,
+        None => return inner.oneshot(req).await.map(|r| r.map(IngressBody::inner)),
+    };
+    let report_only = config.mode == Mode::ReportOnly;
+    let last_fetch = found.as_ref().and_then(|f| shared.fetches.last(&bot_key(&f.token, client)));
+
+    // Identity.
+    let mut identity = None;
+    if let (Some(verifier), Some(f), Some(ip)) = (&shared.verifier, &found, client) {
+        let verdict = verifier.verify(ip, &f.token).await;
+        identity = Some(verdict.class());
+        if verdict.is_failed() {
+            match config.impersonators {
+                Impersonators::Refuse => {
+                    let text = format!("robotsgate: {} is not who it says it is ({verdict})\n", f.token);
+                    let outcome = if report_only { "would-fail-identity" } else { "identity-failed" };
+                    let mut rec = record(
+                        &shared,
+                        &facts,
+                        Some(f),
+                        &site,
+                        None,
+                        outcome,
+                        identity,
+                        None,
+                        last_fetch.clone(),
+                    );
+                    rec.reason = "identity-failed";
+                    rec.explanation = text.trim_end().to_owned();
+                    if !report_only {
+                        rec.status = Some(config.status.as_u16());
+                        if emit(&shared, &rec).await.is_err() {
+                            return Ok(audit_unavailable(head));
+                        }
+                        return Ok(own(config.status, "identity-failed", text, head));
+                    }
+                    return forward(&shared, inner, req, rec, None).await;
+                }
+                Impersonators::Star => agent = Agent::Star,
+                Impersonators::Allow => {}
+            }
+        }
+    }
+
+    let purposes = match &agent {
+        Agent::Token(t) => shared.known.get(t).map(|a| a.purposes.clone()).unwrap_or_default(),
+        Agent::Star => Vec::new(),
+    };
+    let now = SystemTime::now();
+    let minute = (now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() % 86_400) / 60) as u16;
+    let j = site.judge(config.profile, &agent, &facts.path, minute, &purposes);
+    let token_text = found.as_ref().map_or("an unknown agent", |f| &*f.token).to_owned();
+
+    if !j.allowed {
+        let usage = j.usage_refused.is_some();
+        let (kind, outcome) = match (usage, report_only) {
+            (true, false) => ("usage-refused", "usage-refused"),
+            (true, true) => ("usage-refused", "would-refuse-usage"),
+            (false, false) => ("disallowed", "disallowed"),
+            (false, true) => ("disallowed", "would-disallow"),
+        };
+        let mut rec =
+            record(&shared, &facts, found.as_ref(), &site, Some(&j), outcome, identity, None, last_fetch);
+        if !report_only {
+            rec.status = Some(config.status.as_u16());
+            if emit(&shared, &rec).await.is_err() {
+                return Ok(audit_unavailable(head));
+            }
+            let text = format!(
+                "robotsgate: robots.txt does not allow {token_text} to fetch {}: {}\n",
+                facts.path, j.explanation
+            );
+            return Ok(own(config.status, kind, text, head));
+        }
+        return forward(&shared, inner, req, rec, None).await;
+    }
+
+    // Pacing, per token (or `*`) and client network.
+    if let Some(hint) = j.pace {
+        let delay = Duration::try_from_secs_f64(hint.delay)
+            .unwrap_or(config.max_retry_after)
+            .min(config.max_retry_after);
+        let key = bot_key(agent.name(), client);
+        if let Err(wait) = shared.limiter.admit(key, delay, tokio::time::Instant::now()) {
+            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            let outcome = if report_only { "would-pace" } else { "paced" };
+            let mut rec = record(
+                &shared,
+                &facts,
+                found.as_ref(),
+                &site,
+                Some(&j),
+                outcome,
+                identity,
+                Some(secs),
+                last_fetch,
+            );
+            if !report_only {
+                rec.status = Some(429);
+                if emit(&shared, &rec).await.is_err() {
+                    return Ok(audit_unavailable(head));
+                }
+                let text = format!(
+                    "robotsgate: {token_text} is asked to wait between requests ({hint}): retry in {secs} s\n"
+                );
+                let mut res = own(StatusCode::TOO_MANY_REQUESTS, "paced", text, head);
+                res.headers_mut().insert(RETRY_AFTER, HeaderValue::from(secs));
+                return Ok(res);
+            }
+            return forward(&shared, inner, req, rec, j.content_usage).await;
+        }
+    }
+
+    let rec = record(&shared, &facts, found.as_ref(), &site, Some(&j), "allowed", identity, None, last_fetch);
+    forward(&shared, inner, req, rec, j.content_usage).await
+}
+
+/// Sends the request to the inner service, adds `Content-Usage`, and writes the record
+/// with the status.
+async fn forward<S, B, ResB>(
+    shared: &Shared,
+    inner: S,
+    req: Request<B>,
+    mut rec: IngressRecord,
+    content_usage: Option<String>,
+) -> Result<Response<IngressBody<ResB>>, S::Error>
+where
+    S: Service<Request<B>, Response = Response<ResB>>,
+{
+    let head = req.method() == Method::HEAD;
+    let result = inner.oneshot(req).await;
+    rec.status = result.as_ref().ok().map(|r| r.status().as_u16());
+    if emit(shared, &rec).await.is_err() {
+        return Ok(audit_unavailable(head));
+    }
+    let mut res = result?;
+    if let Some(value) = content_usage
+        && !res.headers().contains_key("content-usage")
+        && let Ok(v) = HeaderValue::from_str(&value)
+    {
+        res.headers_mut().insert("content-usage", v);
+    }
+    Ok(res.map(IngressBody::inner))
+}

@@ -1,0 +1,159 @@
+//! Where the site's robots.txt comes from, and the copy kept of it: bytes given once, or
+//! `GET /robots.txt` through the inner service, cached with RFC 9309's rules (2xx: the
+//! file; 4xx: allow all; 5xx, 429 or no answer: the last good copy, else disallow all),
+//! refreshed after a time to live, one fetch at a time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use bytes::Bytes;
+use hyper::body::Body;
+use tokio::time::Instant;
+
+use super::agents::KnownAgents;
+use super::judge::SiteRobots;
+use crate::rep::MAX_ROBOTS_TXT_BYTES;
+
+/// What a fetch of robots.txt through the inner service gave.
+#[derive(Debug)]
+pub(crate) enum Fetched {
+    /// A status and (for 2xx) the body, at most [`MAX_ROBOTS_TXT_BYTES`] read.
+    Answer { status: u16, body: Bytes },
+    /// No answer: why.
+    Failed(String),
+}
+
+/// Reads at most `limit` bytes of `body` (the rest is not read).
+pub(crate) async fn read_bounded<B>(body: B, limit: usize) -> Result<Bytes, String>
+where
+    B: Body<Data = Bytes>,
+    B::Error: std::fmt::Display,
+{
+    use http_body_util::BodyExt as _;
+    let mut body = std::pin::pin!(body);
+    let mut out = Vec::new();
+    while out.len() < limit {
+        match body.frame().await {
+            None => break,
+            Some(Err(e)) => return Err(e.to_string()),
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    let take = data.len().min(limit - out.len());
+                    out.extend_from_slice(&data[..take]);
+                }
+            }
+        }
+    }
+    Ok(out.into())
+}
+
+/// The copy in use, and when it was fetched.
+#[derive(Debug)]
+struct Held {
+    site: Arc<SiteRobots>,
+    until: Instant,
+}
+
+/// The site's robots.txt, as the service uses it.
+#[derive(Debug)]
+pub(crate) struct RobotsCache {
+    fixed: Option<Arc<SiteRobots>>,
+    held: ArcSwapOption<Held>,
+    fetching: tokio::sync::Mutex<()>,
+    ttl: Duration,
+    error_ttl: Duration,
+}
+
+/// The most bytes of robots.txt read from the inner service (more is ignored by the
+/// engine anyway).
+pub(crate) const READ_LIMIT: usize = MAX_ROBOTS_TXT_BYTES;
+
+impl RobotsCache {
+    /// A file given once.
+    pub(crate) fn fixed(body: Bytes, known: &KnownAgents) -> RobotsCache {
+        RobotsCache {
+            fixed: Some(Arc::new(SiteRobots::parsed(body, known))),
+            held: ArcSwapOption::empty(),
+            fetching: tokio::sync::Mutex::new(()),
+            ttl: Duration::MAX,
+            error_ttl: Duration::MAX,
+        }
+    }
+
+    /// Fetched through the inner service.
+    pub(crate) fn fetched(ttl: Duration, error_ttl: Duration) -> RobotsCache {
+        RobotsCache {
+            fixed: None,
+            held: ArcSwapOption::empty(),
+            fetching: tokio::sync::Mutex::new(()),
+            ttl,
+            error_ttl,
+        }
+    }
+
+    /// The file given once, if the source is one.
+    pub(crate) fn fixed_copy(&self) -> Option<&Arc<SiteRobots>> {
+        self.fixed.as_ref()
+    }
+
+    /// The copy to decide with: the held one while fresh; else one fetch (`fetch`) runs
+    /// and its result is used, while other requests use the stale copy (or, with none,
+    /// wait for that fetch).
+    pub(crate) async fn current<F, Fut>(&self, known: &KnownAgents, fetch: F) -> Arc<SiteRobots>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Fetched>,
+    {
+        if let Some(fixed) = &self.fixed {
+            return fixed.clone();
+        }
+        let now = Instant::now();
+        let held = self.held.load_full();
+        if let Some(h) = &held
+            && h.until > now
+        {
+            return h.site.clone();
+        }
+        let _guard = match (&held, self.fetching.try_lock()) {
+            (_, Ok(g)) => g,
+            (Some(h), Err(_)) => return h.site.clone(),
+            (None, Err(_)) => self.fetching.lock().await,
+        };
+        // Another fetch may have finished while this one waited.
+        let latest = self.held.load_full();
+        if let Some(h) = &latest
+            && h.until > Instant::now()
+        {
+            return h.site.clone();
+        }
+        let (site, ttl) = match fetch().await {
+            Fetched::Answer { status, body } if (200..300).contains(&status) => {
+                (Arc::new(SiteRobots::parsed(body, known)), self.ttl)
+            }
+            Fetched::Answer { status, .. } if (400..500).contains(&status) && status != 429 => {
+                (Arc::new(SiteRobots::allow_all(status, known)), self.ttl)
+            }
+            Fetched::Answer { status, .. } if (300..400).contains(&status) => {
+                // Redirects are not followed through the inner service: no file.
+                (Arc::new(SiteRobots::allow_all(status, known)), self.ttl)
+            }
+            other => {
+                let cause = match other {
+                    Fetched::Answer { status, .. } => format!("HTTP status {status}"),
+                    Fetched::Failed(why) => why,
+                };
+                tracing::warn!(%cause, "robots.txt could not be fetched from the site");
+                match latest.as_ref().filter(|h| h.site.is_good()) {
+                    Some(h) => (h.site.clone(), self.error_ttl),
+                    None => (Arc::new(SiteRobots::disallow_all(cause, known)), self.error_ttl),
+                }
+            }
+        };
+        let until = Instant::now()
+            .checked_add(ttl)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
+        self.held.store(Some(Arc::new(Held { site: site.clone(), until })));
+        site
+    }
+}
