@@ -34,6 +34,9 @@ impl Config {
             key: Some(key.to_owned()),
             message,
         };
+        if let Err((key, message)) = crate::identity::check_section(&self.identity) {
+            return Err(err(key, message));
+        }
         let p = &self.policy;
         if p.min_ttl.0 > p.max_ttl.0 {
             return Err(err(

@@ -23,9 +23,9 @@ pub use defaults::DEFAULT_TOML;
 pub use error::ConfigError;
 pub use sections::{
     ActionName, AdminSection, AgentSection, AuditSection, AuthSection, ClusterOnErrorName, ClusterSection,
-    Config, DnsSection, DurabilityName, FetchSection, GuardSection, LogFormat, LogLevel, LogSection,
-    ModeName, OnErrorName, OverrideEntry, PacingHostEntry, PacingSection, PolicySection, ProxySection,
-    Select, TlsSection, UserAgentRule,
+    Config, DnsSection, DurabilityName, FetchSection, GuardSection, IdentitySection, LogFormat, LogLevel,
+    LogSection, ModeName, OnErrorName, OverrideEntry, PacingHostEntry, PacingSection, PolicySection,
+    ProxySection, Select, TlsSection, UserAgentRule,
 };
 pub use values::{
     Cidr, Dur, Expiry, HeaderNameValue, HostPatternValue, PasswordHashValue, ProfileName, Size, Token,
