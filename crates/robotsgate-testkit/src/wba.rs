@@ -89,3 +89,50 @@ impl SignedMessage for Received<'_> {
         }
     }
 }
+
+/// Checks with `web-bot-auth` a key directory response robotsgate served for a request to
+/// `authority`: `Content-Digest` is the body's, and each of `keys` has a response
+/// signature (`tag="http-message-signatures-directory"`, over `"@authority";req` and
+/// `content-digest`) that verifies; panics otherwise. Returns the labels checked.
+pub fn verify_directory(
+    headers: &http::HeaderMap,
+    body: &[u8],
+    authority: &str,
+    keys: &[&PublicKey],
+) -> usize {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    use web_bot_auth::message_signatures::MessageVerifier;
+    let digest = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(body));
+    assert_eq!(headers["content-digest"], format!("sha-256=:{digest}:").as_str());
+    let ring = keyring(keys);
+    let message = Directory(headers, authority.to_owned());
+    for n in 1..=keys.len() {
+        let label = format!("binding{n}");
+        let parsed = MessageVerifier::parse(&message, |(l, _)| l.as_str() == label)
+            .unwrap_or_else(|e| panic!("no response signature {label}: {e:?}"));
+        let details = &parsed.parsed.base.parameters.details;
+        assert_eq!(details.tag.as_deref(), Some("http-message-signatures-directory"));
+        parsed.verify(&ring, None).unwrap_or_else(|e| panic!("{label} does not verify: {e:?}"));
+    }
+    keys.len()
+}
+
+/// `web-bot-auth`'s view of a directory response: its fields and the request's authority.
+struct Directory<'a>(&'a http::HeaderMap, String);
+
+impl SignedMessage for Directory<'_> {
+    fn lookup_component(&self, name: &CoveredComponent) -> Vec<String> {
+        match name {
+            CoveredComponent::HTTP(HTTPField { name, .. }) => self
+                .0
+                .get_all(name.as_str())
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .map(str::to_owned)
+                .collect(),
+            CoveredComponent::Derived(DerivedComponent::Authority { req: true }) => vec![self.1.clone()],
+            _ => vec![],
+        }
+    }
+}
