@@ -20,21 +20,17 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use robotsgate::identity::httpsig::{
-    DirectoryUrl, RequestSigner, SignError, SigningKey, WELL_KNOWN_PATH, directory_json, directory_response,
+    RequestSigner, SignError, SigningKey, WELL_KNOWN_PATH, directory_json, directory_response,
 };
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, IdentitySection};
+use crate::config::Config;
 
 /// The private key file `robotsgate identity keygen` writes.
 pub const KEY_FILE: &str = "identity.key";
 /// The public JWK file `robotsgate identity keygen` writes.
 pub const JWK_FILE: &str = "identity.jwk";
-
-/// The longest `validity` accepted: what verifiers accept at most (24 h, the library's
-/// `VerifyConfig::max_validity`); the draft asks for short-lived signatures.
-const MAX_VALIDITY: Duration = Duration::from_secs(24 * 3600);
 
 /// Connections the directory listener serves at once.
 const MAX_DIRECTORY_CONNECTIONS: usize = 256;
@@ -77,35 +73,6 @@ pub enum IdentityError {
         /// Why.
         source: std::io::Error,
     },
-}
-
-/// The `[identity]` checks that need no file: `Err((key, message))`.
-pub fn check_section(s: &IdentitySection) -> Result<(), (&'static str, String)> {
-    if s.signing_key.is_empty() {
-        if !s.signature_agent.is_empty() {
-            return Err(("identity.signature_agent", "needs identity.signing_key".into()));
-        }
-        if !s.published_keys.is_empty() {
-            return Err(("identity.published_keys", "needs identity.signing_key".into()));
-        }
-        if s.directory_listen.is_some() {
-            return Err(("identity.directory_listen", "needs identity.signing_key".into()));
-        }
-        return Ok(());
-    }
-    if s.signature_agent.is_empty() {
-        return Err((
-            "identity.signature_agent",
-            "must be set with identity.signing_key: the https URL of the key directory".into(),
-        ));
-    }
-    if let Err(e) = DirectoryUrl::from_member(&s.signature_agent, None) {
-        return Err(("identity.signature_agent", e.to_string()));
-    }
-    if s.validity.0 < Duration::from_secs(1) || s.validity.0 > MAX_VALIDITY {
-        return Err(("identity.validity", "must be between 1s and 24h".into()));
-    }
-    Ok(())
 }
 
 /// Reads a private key: a private JWK (JSON) or PKCS#8 PEM. A file others may read is
