@@ -66,6 +66,9 @@ async fn the_tower_layer_signs_what_it_lets_through_replacing_the_clients_fields
     assert_eq!(facts[0].expires - facts[0].created, 30, "the validity set");
     assert_eq!(facts[0].keyid, key.public().thumbprint());
     assert_ne!(facts[0].nonce, facts[1].nonce, "a fresh nonce per request");
+    // web-bot-auth refuses the signature with any other key.
+    let (other, first) = (SigningKey::generate().unwrap(), seen[0].clone());
+    assert!(std::panic::catch_unwind(move || verify_seen(&first, &[other.public()], AGENT)).is_err());
 
     // A refused request is not sent, signed or not.
     let res = bounded("refused", http.ready().await.unwrap().call(forged(&origin.url("/private/x")))).await;
@@ -92,6 +95,10 @@ async fn the_layer_signs_in_mode_off_too_and_not_without_a_signer() {
     assert_eq!(res.unwrap().status(), 200);
     let seen = &origin.seen_for("/page")[1];
     assert_eq!(seen.headers["signature"], "sig1=:AAAA:", "untouched without a signer");
+    // The check these tests rest on refuses such a request.
+    let seen = seen.clone();
+    let key = key.clone();
+    assert!(std::panic::catch_unwind(move || verify_seen(&seen, &[key.public()], AGENT)).is_err());
 }
 
 #[tokio::test]
