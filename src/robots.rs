@@ -10,6 +10,7 @@ use rustls::pki_types::CertificateDer;
 
 use crate::audit::AuditLog;
 use crate::fetch::{FetchConfig, Fetcher};
+use crate::identity::httpsig::{RequestSigner, SignError, SigningKey};
 use crate::layer::{
     DecisionObserver, Mode, PurposeSettings, RobotsLayer, SelectToken, TokenError, Transport,
 };
@@ -161,6 +162,10 @@ pub enum BuildError {
     /// The TLS settings cannot be used.
     #[error(transparent)]
     Tls(#[from] TlsSetupError),
+    /// The request signing settings cannot be used (the `Signature-Agent` is not an
+    /// `https` URL).
+    #[error("request signing: {0}")]
+    Signing(#[from] SignError),
 }
 
 /// Settings for a [`Robots`]. Every setting but [`agent`](RobotsBuilder::agent) has a
@@ -202,6 +207,8 @@ pub struct RobotsBuilder {
     answer_outages: bool,
     transport: Option<Transport>,
     leave_user_agent: bool,
+    signing: Option<(Arc<SigningKey>, String)>,
+    signature_validity: Option<Duration>,
 }
 
 impl fmt::Debug for RobotsBuilder {
@@ -463,6 +470,35 @@ impl RobotsBuilder {
         self
     }
 
+    /// Signs every request that goes, and every redirect hop of the reqwest middleware,
+    /// with Web Bot Auth (HTTP Message Signatures, see
+    /// [`identity::httpsig`](crate::identity::httpsig)): `Signature-Agent` names
+    /// `signature_agent` (the `https` origin, or URL, of the key directory you publish, see
+    /// [`directory_response`](crate::identity::httpsig::directory_response)), and the
+    /// `Signature-Input` and `Signature` made with `key` replace any the request had.
+    /// Signatures are valid for [`signature_validity`](RobotsBuilder::signature_validity).
+    ///
+    /// ```
+    /// use robotsgate::identity::httpsig::SigningKey;
+    ///
+    /// let robots = robotsgate::Robots::builder()
+    ///     .agent("ExampleBot")
+    ///     .sign_with(SigningKey::generate()?, "https://bot.example")
+    ///     .build()?;
+    /// assert!(robots.layer().signer().is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sign_with(mut self, key: impl Into<Arc<SigningKey>>, signature_agent: impl Into<String>) -> Self {
+        self.signing = Some((key.into(), signature_agent.into()));
+        self
+    }
+
+    /// How long a request's signature is valid (`expires - created`; default 60 s).
+    pub fn signature_validity(mut self, validity: Duration) -> Self {
+        self.signature_validity = Some(validity);
+        self
+    }
+
     /// Tells `observer` about every decision (e.g. to count them).
     pub fn observer(mut self, observer: Arc<dyn DecisionObserver>) -> Self {
         self.observer = Some(observer);
@@ -625,6 +661,16 @@ impl RobotsBuilder {
         if let Some(share) = copy_share {
             policy.share_copies(share);
         }
+        let signer = match self.signing {
+            Some((key, signature_agent)) => {
+                let signer = RequestSigner::new(key, &signature_agent)?;
+                Some(Arc::new(match self.signature_validity {
+                    Some(v) => signer.validity(v),
+                    None => signer,
+                }))
+            }
+            None => None,
+        };
         let agent: Arc<str> = agent.into();
         let pacer = match pace_store {
             Some(store) => Pacer::shared(self.pacing, store),
@@ -659,6 +705,9 @@ impl RobotsBuilder {
         }
         if let Some(selector) = self.selector {
             layer = layer.with_selector(SharedSelector(selector));
+        }
+        if let Some(signer) = signer {
+            layer = layer.with_signer(signer);
         }
         Ok(Robots { layer, policy, pacer, connector, pool, agent, user_agent: header })
     }
@@ -713,5 +762,21 @@ mod tests {
             .to_string();
         assert!(e.contains("destination allowance"), "{e}");
         assert!(Robots::builder().agent("A").connector(connector).build().is_ok());
+    }
+
+    #[test]
+    fn signing_needs_an_https_signature_agent() {
+        let key = || SigningKey::generate().unwrap();
+        let e =
+            Robots::builder().agent("A").sign_with(key(), "http://bot.example").build().expect_err("http");
+        assert!(matches!(e, BuildError::Signing(SignError::BadAgent(_))), "{e}");
+        let robots = Robots::builder()
+            .agent("A")
+            .sign_with(key(), "https://bot.example")
+            .signature_validity(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        assert!(robots.layer().signer().is_some());
+        assert!(Robots::builder().agent("A").build().unwrap().layer().signer().is_none());
     }
 }

@@ -83,6 +83,11 @@ pub(super) fn decision_line(
     }
     o.extend_from_slice(b",\"cluster\":");
     json_opt_str(o, request.cluster);
+    match request.signed {
+        Some(true) => o.extend_from_slice(b",\"signed\":true"),
+        Some(false) => o.extend_from_slice(b",\"signed\":false"),
+        None => {}
+    }
     o.extend_from_slice(b"}\n");
     out
 }

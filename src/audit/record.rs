@@ -85,6 +85,11 @@ pub struct DecisionRecord {
     /// decided and paced on its own (or, outcome `cluster-unavailable`, refused); null
     /// otherwise (and without fleet mode).
     pub cluster: Option<&'static str>,
+    /// With request signing on (Web Bot Auth): whether the request went signed (`false`
+    /// for a `CONNECT` tunnel, whose content robotsgate does not see, and for a request
+    /// that did not go); absent without signing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signed: Option<bool>,
 }
 
 /// The usage check of a decision.
@@ -514,6 +519,8 @@ pub struct RequestFacts<'a> {
     /// Fleet mode: answered `503` because the fleet's Redis cannot be reached and
     /// `cluster.on_error` is `refuse`: the outcome is `cluster-unavailable`.
     pub cluster_refused: bool,
+    /// With request signing on: whether the request goes signed.
+    pub signed: Option<bool>,
 }
 
 impl RequestFacts<'_> {
@@ -594,6 +601,7 @@ impl DecisionRecord {
             pace_wait_ms: request.pace_wait_ms(),
             pace: request.pace.map(PaceRecord::of),
             cluster: request.cluster,
+            signed: request.signed,
         }
     }
 }
@@ -721,5 +729,6 @@ pub(super) fn get(url: &str, report_only: bool) -> RequestFacts<'_> {
         pace: None,
         cluster: None,
         cluster_refused: false,
+        signed: None,
     }
 }

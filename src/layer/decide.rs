@@ -14,6 +14,7 @@ use super::purpose::ResponseUsage;
 use super::{ClientAddr, DecisionObserver, Mode, ProxyUser, Settings, Transport};
 use crate::audit::{AuditLog, RequestFacts, ResponseUsageRecord};
 use crate::fetch::Unreachable;
+use crate::identity::httpsig::RequestSigner;
 use crate::net::{ConnectError, Connector};
 use crate::origin::{Origin, Scheme, request_path};
 use crate::pacing::{PaceFacts, PaceTicket, Pacer};
@@ -41,6 +42,8 @@ pub(super) struct Shared {
     /// for saying in the record that a decision was made alone).
     #[cfg(feature = "cluster")]
     pub(super) cluster: Option<crate::cluster::Cluster>,
+    /// Signs every request that goes (Web Bot Auth); `None`: requests are not signed.
+    pub(super) signer: Option<Arc<RequestSigner>>,
 }
 
 /// A request that may go: its decision, and what its answer tells pacing.
@@ -67,6 +70,8 @@ fn usage_purpose(d: &Decision) -> String {
 /// fleet mode refused it.
 struct Logged<'a> {
     report_only: bool,
+    /// With a signer: whether the request goes signed.
+    signed: Option<bool>,
     elapsed: std::time::Duration,
     pace: Option<&'a PaceFacts>,
     cluster_refused: bool,
@@ -119,7 +124,9 @@ impl Shared {
                 Reason::ClusterUnavailable,
                 false,
             );
-            let how = Logged { report_only, elapsed: started.elapsed(), pace: None, cluster_refused: true };
+            let signed = self.signer.as_ref().map(|_| false);
+            let how =
+                Logged { report_only, signed, elapsed: started.elapsed(), pace: None, cluster_refused: true };
             self.record(parts, &target.url, target.path_visible, &decision, how, logged).await?;
             return Err(self.cluster_refusal());
         }
@@ -182,7 +189,13 @@ impl Shared {
             };
             o.decision(outcome, decision.reason.class(), elapsed);
         }
-        let how = Logged { report_only, elapsed, pace: pace.as_ref(), cluster_refused };
+        // A request that goes is signed now, after its wait for a slot (the signature's
+        // validity starts when it is sent), and before its record says so.
+        let signed = self
+            .signer
+            .as_ref()
+            .map(|signer| goes && paced.is_none() && !cluster_refused && sign(signer, parts));
+        let how = Logged { report_only, signed, elapsed, pace: pace.as_ref(), cluster_refused };
         self.record(parts, &target.url, target.path_visible, &decision, how, logged).await?;
         if cluster_refused {
             return Err(self.cluster_refusal().with_decision(decision));
@@ -377,6 +390,7 @@ impl Shared {
             pace: how.pace,
             cluster: self.alone(),
             cluster_refused: how.cluster_refused,
+            signed: how.signed,
         };
         if let Err(e) = audit.log_decision(decision, facts).await {
             return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()));
@@ -404,6 +418,13 @@ impl Shared {
             transport: parts.extensions.get::<Transport>().copied().or(self.transport).map(Transport::as_str),
         };
         audit.log_refusal(refusal, facts);
+    }
+
+    /// Signs a request that goes without a decision (mode off), when a signer is set.
+    pub(super) fn sign_undecided(&self, parts: &mut http::request::Parts) {
+        if let Some(signer) = &self.signer {
+            sign(signer, parts);
+        }
     }
 
     /// Sets the crawler's `User-Agent` on a request that has none.
@@ -475,4 +496,24 @@ fn paced_text(url: &str, d: &Decision, facts: &PaceFacts, retry_after: std::time
     }
     let _ = writeln!(text, "Retry after: {} s", crate::pacing::retry_after_secs(retry_after));
     text
+}
+
+/// Signs `parts` (Web Bot Auth), replacing any signature fields it had: `true` when it is
+/// signed. A `CONNECT` is not: what goes through the tunnel is not seen here. A request
+/// that cannot be signed (no randomness for the nonce: not expected) goes without the
+/// client's signature fields, and `false` is recorded.
+fn sign(signer: &RequestSigner, parts: &mut http::request::Parts) -> bool {
+    if parts.method == Method::CONNECT {
+        return false;
+    }
+    match signer.sign(parts, SystemTime::now()) {
+        Ok(()) => true,
+        Err(e) => {
+            for name in ["signature", "signature-input", "signature-agent"] {
+                parts.headers.remove(name);
+            }
+            tracing::warn!(error = %e, "request not signed");
+            false
+        }
+    }
 }

@@ -28,6 +28,9 @@
 //! - Report-only ([`RobotsLayer::report_only`]): decide and log, never block (pacing
 //!   reports the wait it would have imposed).
 //!
+//! - **Signed** ([`RobotsLayer::with_signer`]): every request that goes carries a Web Bot
+//!   Auth signature made when it is sent (after pacing), replacing any the client sent.
+//!
 //! Every decision goes to the audit log, if one is set; so does every refusal made
 //! without a decision (no product token, a request it cannot read, the audit log failing
 //! closed), as a `refusal` record ([`AuditLog::log_refusal`]).
@@ -72,6 +75,7 @@ use http::HeaderValue;
 use tower::Layer;
 
 use crate::audit::AuditLog;
+use crate::identity::httpsig::RequestSigner;
 use crate::net::Connector;
 use crate::origin::Scheme;
 use crate::pacing::{PaceTicket, Pacer};
@@ -156,8 +160,8 @@ pub enum Mode {
     /// Decide and log; let everything through.
     ReportOnly,
     /// No decisions and no audit records: every request goes to the inner service
-    /// untouched (an emergency switch, and robotsgate's own pass-through ceiling in
-    /// benchmarks).
+    /// untouched but for its signature, with a signer (an emergency switch, and
+    /// robotsgate's own pass-through ceiling in benchmarks).
     Off,
 }
 
@@ -226,6 +230,7 @@ impl RobotsLayer {
                 pacer: None,
                 #[cfg(feature = "cluster")]
                 cluster: None,
+                signer: None,
             }),
         }
     }
@@ -249,6 +254,7 @@ impl RobotsLayer {
                     pacer: s.pacer.clone(),
                     #[cfg(feature = "cluster")]
                     cluster: s.cluster.clone(),
+                    signer: s.signer.clone(),
                 };
                 f(&mut copy);
                 self.shared = Arc::new(copy);
@@ -355,6 +361,19 @@ impl RobotsLayer {
         let transport = facts.transport.or(self.shared.transport.map(Transport::as_str));
         audit
             .log_refusal(refusal, crate::audit::RefusalFacts { request_id: id.as_str(), transport, ..facts });
+    }
+
+    /// Signs every request that goes with Web Bot Auth (`Signature-Agent`,
+    /// `Signature-Input`, `Signature`, replacing any the client sent), after its wait for
+    /// the origin's slot; in [`Mode::Off`] too. A `CONNECT` is not signed (what goes
+    /// through a tunnel is not seen); the audit record's `signed` says which were.
+    pub fn with_signer(self, signer: Arc<RequestSigner>) -> RobotsLayer {
+        self.edit(|s| s.signer = Some(signer))
+    }
+
+    /// The signer, if requests are signed.
+    pub fn signer(&self) -> Option<&Arc<RequestSigner>> {
+        self.shared.signer.as_ref()
     }
 
     /// Writes every decision to `audit`.

@@ -72,6 +72,13 @@ where
         if shared.settings.load().mode == Mode::Off {
             return ResponseFuture {
                 inner: Box::pin(async move {
+                    let req = if shared.signer.is_some() {
+                        let (mut parts, body) = req.into_parts();
+                        shared.sign_undecided(&mut parts);
+                        Request::from_parts(parts, body)
+                    } else {
+                        req
+                    };
                     let mut res = inner.call(req).await.map_err(Into::into)?;
                     Refusal::disown(&mut res);
                     Ok(res.map(|b| RobotsBody::plain(Either::Left(b))))

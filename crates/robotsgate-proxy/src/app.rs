@@ -76,6 +76,9 @@ pub enum StartError {
     /// The fleet's Redis settings are unusable.
     #[error("cluster: {0}")]
     Cluster(String),
+    /// The `[identity]` keys or directory listener are unusable.
+    #[error(transparent)]
+    Identity(#[from] crate::identity::IdentityError),
 }
 
 /// A started robotsgate: bound, with its audit log open.
@@ -90,6 +93,8 @@ pub struct App {
     reloader: Reloader,
     /// Fleet mode: the task that notices Redis coming back.
     cluster_watch: Option<tokio::task::JoinHandle<()>>,
+    /// `[identity] directory_listen`: the key directory.
+    directory: Option<crate::identity::DirectoryServer>,
 }
 
 /// Applies a new configuration to a running [`App`] (SIGHUP): the policy (profile,
@@ -188,6 +193,7 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
     check("[log]", old.log != new.log);
     check("[admin]", old.admin != new.admin);
     check("auth.realm", old.auth.realm != new.auth.realm);
+    check("[identity]", old.identity != new.identity);
     changed
 }
 
@@ -312,6 +318,11 @@ impl App {
         let robots = builder.build()?;
         let (policy, pacer, layer, pool) =
             (robots.policy().clone(), robots.pacer().clone(), robots.layer(), robots.pool().clone());
+        let layer = match crate::identity::signer(config)? {
+            Some(signer) => layer.with_signer(signer),
+            None => layer,
+        };
+        let directory = crate::identity::DirectoryServer::bind(config).await?;
         #[cfg(feature = "cluster")]
         let cluster_watch = cluster.as_ref().map(|c| c.watch(std::time::Duration::from_secs(1)));
         #[cfg(not(feature = "cluster"))]
@@ -376,7 +387,7 @@ impl App {
             Some(a) => Some(a.local_addr().map_err(|source| StartError::AdminListen { addr, source })?),
             None => None,
         };
-        Ok(App { proxy, audit, policy, addr, admin, admin_addr, metrics, reloader, cluster_watch })
+        Ok(App { proxy, audit, policy, addr, admin, admin_addr, metrics, reloader, cluster_watch, directory })
     }
 
     /// The address the proxy listens on.
@@ -387,6 +398,11 @@ impl App {
     /// The address of the admin listener, when configured.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin_addr
+    }
+
+    /// The address of the key directory listener, when configured.
+    pub fn directory_addr(&self) -> Option<SocketAddr> {
+        self.directory.as_ref().and_then(|d| d.local_addr().ok())
     }
 
     /// The metrics.
@@ -415,6 +431,7 @@ impl App {
         let audit = self.audit.clone();
         let stop_admin = CancellationToken::new();
         let admin = self.admin.map(|a| tokio::spawn(a.run(stop_admin.clone())));
+        let directory = self.directory.map(|d| tokio::spawn(d.run(stop_admin.clone())));
         let result = self.proxy.run(shutdown).await;
         if let Some(w) = self.cluster_watch {
             w.abort();
@@ -422,6 +439,9 @@ impl App {
         audit.shutdown().await;
         stop_admin.cancel();
         if let Some(task) = admin {
+            let _ = task.await;
+        }
+        if let Some(task) = directory {
             let _ = task.await;
         }
         result

@@ -13,6 +13,7 @@ pub mod ca;
 pub mod cli;
 pub mod config;
 pub mod forward;
+pub mod identity;
 pub mod ingress;
 pub mod intercept;
 pub mod metrics;

@@ -8,7 +8,8 @@
 //! - [`fetch`]: the `Fetcher` built through the public API;
 //! - [`audit`]: audit log records read back and checked;
 //! - [`ca`]: a test CA with a leaf for HTTPS origins;
-//! - [`redis`]: a real `redis-server` for the fleet-mode tests.
+//! - [`redis`]: a real `redis-server` for the fleet-mode tests;
+//! - [`wba`]: Web Bot Auth signatures received by an origin, checked by `web-bot-auth`.
 //!
 //! Everything listens on loopback only, and every network await is bounded.
 
@@ -20,5 +21,6 @@ pub mod fetch;
 pub mod origin;
 pub mod redis;
 pub mod wait;
+pub mod wba;
 
-pub use self::{audit::*, body::*, ca::*, client::*, fetch::*, origin::*, redis::*, wait::*};
+pub use self::{audit::*, body::*, ca::*, client::*, fetch::*, origin::*, redis::*, wait::*, wba::*};

@@ -4,6 +4,7 @@ mod audit;
 mod ca;
 mod check;
 mod hash;
+mod identity;
 mod ingress;
 mod run;
 
@@ -34,6 +35,8 @@ enum Command {
     HashPassword(hash::HashArgs),
     /// The audit log's compliance tools: keygen, verify, prove, verify-proof, explain, report.
     Audit(audit::AuditArgs),
+    /// Web Bot Auth keys for signing requests ([identity]): keygen, directory.
+    Identity(identity::IdentityArgs),
 }
 
 /// Exit status for a usage or input error.
@@ -55,6 +58,7 @@ pub fn main() -> ExitCode {
         Command::Ca(args) => ca::run(args),
         Command::HashPassword(args) => hash::run(args),
         Command::Audit(args) => audit::run(args),
+        Command::Identity(args) => identity::run(args),
     };
     match result {
         Ok(code) => code,

@@ -109,6 +109,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             "robotsgate is running; point HTTP_PROXY/HTTPS_PROXY at http://{}",
             app.local_addr()
         );
+        if let Some(addr) = app.directory_addr() {
+            tracing::info!(
+                %addr,
+                signature_agent = %config.identity.signature_agent,
+                "key directory served at http://{addr}{}",
+                robotsgate::identity::httpsig::WELL_KNOWN_PATH
+            );
+        }
         warn_if_open(&config, app.local_addr());
         let reloads = tokio::spawn(reload_on_sighup(args, app.reloader()));
         app.run(shutdown).await.context("proxy failed")?;

@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 
 use super::sections::{
     AgentSection, AuditSection, AuthSection, ClusterOnErrorName, ClusterSection, DurabilityName,
-    FetchSection, LogFormat, LogLevel, LogSection, ModeName, OnErrorName, PacingSection, PolicySection,
-    ProxySection, Select, TlsSection,
+    FetchSection, IdentitySection, LogFormat, LogLevel, LogSection, ModeName, OnErrorName, PacingSection,
+    PolicySection, ProxySection, Select, TlsSection,
 };
 use super::sections::{IngressModeName, IngressSection, UnknownAgentsName};
 use super::values::{Dur, HeaderNameValue, ProfileName, Size, Token};
@@ -112,6 +112,18 @@ impl Default for FetchSection {
             body_timeout: Dur::secs(20),
             total_timeout: Dur::secs(30),
             max_redirects: 5,
+        }
+    }
+}
+
+impl Default for IdentitySection {
+    fn default() -> Self {
+        IdentitySection {
+            signing_key: String::new(),
+            signature_agent: String::new(),
+            validity: Dur::secs(60),
+            published_keys: Vec::new(),
+            directory_listen: None,
         }
     }
 }

@@ -34,6 +34,9 @@ impl Config {
             key: Some(key.to_owned()),
             message,
         };
+        if let Err((key, message)) = check_identity(&self.identity) {
+            return Err(err(key, message));
+        }
         let p = &self.policy;
         if p.min_ttl.0 > p.max_ttl.0 {
             return Err(err(
@@ -345,6 +348,38 @@ impl Config {
             })
             .collect()
     }
+}
+
+/// The `[identity]` checks that need no file: `Err((key, message))`. The longest validity
+/// is what verifiers accept at most (24 h, the library's `VerifyConfig::max_validity`).
+fn check_identity(s: &super::sections::IdentitySection) -> Result<(), (&'static str, String)> {
+    if s.signing_key.is_empty() {
+        if !s.signature_agent.is_empty() {
+            return Err(("identity.signature_agent", "needs identity.signing_key".into()));
+        }
+        if !s.published_keys.is_empty() {
+            return Err(("identity.published_keys", "needs identity.signing_key".into()));
+        }
+        if s.directory_listen.is_some() {
+            return Err(("identity.directory_listen", "needs identity.signing_key".into()));
+        }
+        return Ok(());
+    }
+    if s.signature_agent.is_empty() {
+        return Err((
+            "identity.signature_agent",
+            "must be set with identity.signing_key: the https URL of the key directory".into(),
+        ));
+    }
+    if let Err(e) = robotsgate::identity::httpsig::DirectoryUrl::from_member(&s.signature_agent, None) {
+        return Err(("identity.signature_agent", e.to_string()));
+    }
+    if s.validity.0 < std::time::Duration::from_secs(1)
+        || s.validity.0 > std::time::Duration::from_secs(24 * 3600)
+    {
+        return Err(("identity.validity", "must be between 1s and 24h".into()));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ pub struct Config {
     pub log: LogSection,
     pub admin: AdminSection,
     pub auth: AuthSection,
+    pub identity: IdentitySection,
     pub ingress: IngressSection,
 }
 
@@ -278,6 +279,23 @@ pub struct AuthSection {
     pub realm: String,
     /// user name → Argon2 PHC hash; empty: no authentication.
     pub users: BTreeMap<String, PasswordHashValue>,
+}
+
+/// `[identity]`: Web Bot Auth, the egress side (signing, the key directory).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct IdentitySection {
+    /// The private key that signs forwarded requests ("": not signed).
+    pub signing_key: String,
+    /// The `https` URL of the key directory, sent in `Signature-Agent`.
+    pub signature_agent: String,
+    /// How long a signature is valid.
+    pub validity: Dur,
+    /// More private keys the directory publishes (and is signed with): key rotation.
+    pub published_keys: Vec<PathBuf>,
+    /// Where the key directory is served; off when absent.
+    pub directory_listen: Option<SocketAddr>,
 }
 
 /// `[audit]`

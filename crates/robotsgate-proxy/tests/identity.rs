@@ -1,0 +1,393 @@
+//! Issue 30: the proxy signs what it forwards with Web Bot Auth (`[identity]`) and serves
+//! its key directory. Origins on loopback record what they received; Cloudflare's
+//! `web-bot-auth` crate (code robotsgate did not write) verifies the signatures against the
+//! public key, and the directory's response signatures against every published key.
+//!
+//! Transports: plain HTTP in absolute form, a WebSocket upgrade, plain HTTP inside a
+//! `CONNECT` tunnel, intercepted HTTPS over HTTP/1.1 and HTTP/2 (each signed); a tunnel
+//! that is not intercepted is not signed, and its record says `"signed": false`. These
+//! start robotsgate with `App::start` (the configuration path of `robotsgate run`); the
+//! key commands, the directory listener and a signed request go through the real binary.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::StatusCode;
+use robotsgate::identity::httpsig::{PublicKey, SigningKey, WELL_KNOWN_PATH};
+use robotsgate_proxy::config::{Config, Dur};
+use support::*;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_robotsgate");
+const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
+const AGENT: &str = "https://bot.example";
+
+/// A key written as `robotsgate identity keygen` writes it (the private JWK), and its path.
+fn write_key(dir: &Path, name: &str) -> (Arc<SigningKey>, PathBuf) {
+    let key = SigningKey::generate().unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, key.to_private_jwk().to_string()).unwrap();
+    (Arc::new(key), path)
+}
+
+/// `config` signing with a new key for [`AGENT`]; the key.
+fn signing(config: &mut Config, dir: &Path) -> Arc<SigningKey> {
+    let (key, path) = write_key(dir, "identity.key");
+    config.identity.signing_key = path.display().to_string();
+    config.identity.signature_agent = AGENT.into();
+    config.identity.validity = Dur(Duration::from_secs(45));
+    key
+}
+
+/// A request with a client's own signature fields, to be replaced.
+fn forged(mut req: http::Request<ReqBody>) -> http::Request<ReqBody> {
+    let h = req.headers_mut();
+    h.insert("signature-agent", "sig1=\"https://impostor.example\"".parse().unwrap());
+    h.insert("signature-input", "sig1=(\"@authority\");created=1;tag=\"web-bot-auth\"".parse().unwrap());
+    h.insert("signature", "sig1=:AAAA:".parse().unwrap());
+    req
+}
+
+/// The decision records for `url`.
+fn decisions<'a>(records: &'a [serde_json::Value], url: &str) -> Vec<&'a serde_json::Value> {
+    of_type(records, "decision").into_iter().filter(|d| d["url"] == url).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_websocket_and_connect_http_are_signed_replacing_the_clients_fields() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/page", Reply::ok("hello")),
+        ("/inside", Reply::ok("inside")),
+        ("/chat", Reply::websocket()),
+    ])
+    .await;
+    let mut config = test_config(dir.path());
+    let key = signing(&mut config, dir.path());
+    let proxy = RunningProxy::start(&config).await;
+
+    // Absolute form.
+    let res = send(proxy.addr, forged(get_request(&origin.url("/page")))).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let facts = verify_seen(&origin.seen_for("/page")[0], &[key.public()], AGENT);
+    assert_eq!(facts.expires - facts.created, 45, "identity.validity");
+    assert_eq!(facts.keyid, key.public().thumbprint());
+
+    // A WebSocket upgrade: the handshake request is signed.
+    let mut tcp = bounded("connect", tokio::net::TcpStream::connect(proxy.addr)).await.unwrap();
+    let handshake = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
+         Signature: sig1=:AAAA:\r\n\r\n",
+        origin.url("/chat"),
+        origin.authority()
+    );
+    bounded("write", tcp.write_all(handshake.as_bytes())).await.unwrap();
+    let mut head = Vec::new();
+    bounded("101", async {
+        while !head.ends_with(b"\r\n\r\n") {
+            head.push(tcp.read_u8().await.unwrap());
+        }
+    })
+    .await;
+    assert!(head.starts_with(b"HTTP/1.1 101"), "{}", String::from_utf8_lossy(&head));
+    let seen = &origin.seen_for("/chat")[0];
+    assert_eq!(seen.headers["upgrade"], "websocket");
+    verify_seen(seen, &[key.public()], AGENT);
+    drop(tcp);
+
+    // Plain HTTP inside a CONNECT tunnel (not intercepted, but robotsgate sees it).
+    let (answer, tcp) = connect(proxy.addr, &origin.authority()).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let mut conn = h1(tcp).await;
+    let got = exchange(&mut conn, forged(get_request(&origin.url("/inside")))).await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.describe());
+    verify_seen(&origin.seen_for("/inside")[0], &[key.public()], AGENT);
+
+    // Refused: not sent, and recorded as not signed.
+    let res = send(proxy.addr, get_request(&origin.url("/private/x"))).await;
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+
+    let records = proxy.records().await;
+    for path in ["/page", "/chat", "/inside"] {
+        let d = decisions(&records, &origin.url(path));
+        assert_eq!(d.len(), 1, "{path}: {records:#?}");
+        assert_eq!(d[0]["signed"], true, "{path}: {:#}", d[0]);
+    }
+    assert_eq!(decisions(&records, &origin.url("/private/x"))[0]["signed"], false);
+    let tunnel = decisions(&records, &format!("{}/", origin.base()));
+    assert!(tunnel.iter().all(|d| d["method"] == "CONNECT" && d["signed"] == false), "{tunnel:#?}");
+    proxy.stop().await;
+}
+
+/// The interception setup of `tests/intercept.rs`: an origin CA robotsgate trusts, and
+/// robotsgate's CA the client trusts.
+struct Tls {
+    dir: tempfile::TempDir,
+    origin_ca: TestCa,
+    origin_pem: PathBuf,
+    ca_dir: PathBuf,
+}
+
+impl Tls {
+    fn new() -> Tls {
+        let dir = temp_dir();
+        let mut names = ORIGIN_NAMES.to_vec();
+        names.push("127.0.0.1");
+        let origin_ca = TestCa::new("origin", &names);
+        let origin_pem = origin_ca.write_pem(&dir.path().join("origin-ca.pem"));
+        let ca_dir = proxy_ca(dir.path());
+        Tls { dir, origin_ca, origin_pem, ca_dir }
+    }
+
+    fn config(&self) -> Config {
+        intercept_config(self.dir.path(), &self.ca_dir, std::slice::from_ref(&self.origin_pem))
+    }
+
+    fn client(&self, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+        client_config(proxy_roots(&self.ca_dir), alpn)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn intercepted_https_is_signed_over_http1_and_http2() {
+    let tls = Tls::new();
+    let origin = TestOrigin::start_tls(
+        [("/robots.txt", Reply::ok(ROBOTS)), ("/h1", Reply::ok("one")), ("/h2", Reply::ok("two"))],
+        tls.origin_ca.server_config(&[b"h2", b"http/1.1"]),
+    )
+    .await;
+    let mut config = tls.config();
+    let key = signing(&mut config, tls.dir.path());
+    let proxy = RunningProxy::start(&config).await;
+    let host = format!("localhost:{}", origin.port());
+
+    let mut conn = h1(tunnel(proxy.addr, &host, &tls.client(&[b"http/1.1"]), "localhost").await).await;
+    let got = h1_get(&mut conn, &host, "/h1").await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.describe());
+    let seen = &origin.seen_for("/h1")[0];
+    assert_eq!(authority_of(seen), host);
+    verify_seen(seen, &[key.public()], AGENT);
+
+    let stream = tunnel(proxy.addr, &host, &tls.client(&[b"h2", b"http/1.1"]), "localhost").await;
+    assert_eq!(alpn(&stream).as_deref(), Some(&b"h2"[..]));
+    let mut conn = h2(stream).await;
+    let (_, got) = h2_get(&mut conn, &format!("https://{host}/h2")).await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.describe());
+    verify_seen(&origin.seen_for("/h2")[0], &[key.public()], AGENT);
+
+    let records = proxy.records().await;
+    for path in ["/h1", "/h2"] {
+        let d = decisions(&records, &format!("https://{host}{path}"));
+        assert_eq!((d.len(), &d[0]["signed"], &d[0]["transport"]), (1, &true.into(), &"intercepted".into()));
+    }
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tunnel_not_intercepted_is_not_signed_and_its_record_says_so() {
+    let tls = Tls::new();
+    let origin = TestOrigin::start_tls(
+        [("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("unseen"))],
+        tls.origin_ca.server_config(&[b"http/1.1"]),
+    )
+    .await;
+    let mut config = tls.config();
+    config.tls.bypass = vec!["bypass.test".parse().unwrap()];
+    signing(&mut config, tls.dir.path());
+    let proxy = RunningProxy::start(&config).await;
+
+    let host = format!("bypass.test:{}", origin.port());
+    let (answer, tcp) = connect(proxy.addr, &host).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let stream = handshake(&client_config(tls.origin_ca.roots(), &[b"http/1.1"]), "bypass.test", tcp)
+        .await
+        .expect("the origin's own certificate");
+    let mut conn = h1(stream).await;
+    let got = h1_get(&mut conn, &host, "/page").await;
+    assert_eq!(got.status, StatusCode::OK);
+    let seen = &origin.seen_for("/page")[0];
+    assert!(seen.headers.get("signature").is_none(), "robotsgate cannot sign inside TLS it does not see");
+
+    let records = proxy.records().await;
+    let d = decisions(&records, &format!("https://{host}/"));
+    assert_eq!(d.len(), 1, "{records:#?}");
+    assert_eq!((&d[0]["method"], &d[0]["signed"]), (&"CONNECT".into(), &false.into()));
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_identity_records_have_no_signed_field_and_requests_are_untouched() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("x"))]).await;
+    let proxy = RunningProxy::start(&test_config(dir.path())).await;
+    let res = send(proxy.addr, forged(get_request(&origin.url("/page")))).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(origin.seen_for("/page")[0].headers["signature"], "sig1=:AAAA:");
+    let records = proxy.records().await;
+    assert!(decisions(&records, &origin.url("/page"))[0].get("signed").is_none());
+    proxy.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// The real binary: keys, the directory, a signed request
+// ---------------------------------------------------------------------------------------
+
+async fn robotsgate(args: &[&str]) -> std::process::Output {
+    bounded(
+        "robotsgate",
+        Command::new(BIN).args(args).env("NO_COLOR", "1").stdin(Stdio::null()).kill_on_drop(true).output(),
+    )
+    .await
+    .expect("run robotsgate")
+}
+
+fn public_of(path: &Path) -> PublicKey {
+    let jwk: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    PublicKey::from_jwk(&jwk).expect("a public JWK whose kid is its thumbprint")
+}
+
+#[tokio::test]
+async fn keygen_writes_the_pair_and_never_overwrites_without_force() {
+    let dir = temp_dir();
+    let d = dir.path().join("id");
+    let d = d.to_str().unwrap();
+    let out = robotsgate(&["identity", "keygen", "--dir", d]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (key_path, jwk_path) = (Path::new(d).join("identity.key"), Path::new(d).join("identity.jwk"));
+    let public = public_of(&jwk_path);
+    let jwk: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&jwk_path).unwrap()).unwrap();
+    assert_eq!(jwk["kid"], public.thumbprint());
+    assert!(jwk.get("d").is_none(), "the public file has no private part");
+    assert!(String::from_utf8_lossy(&out.stdout).contains(public.thumbprint()));
+    let private: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&key_path).unwrap()).unwrap();
+    assert_eq!(SigningKey::from_jwk(&private).unwrap().public(), &public);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&key_path).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+
+    let before = std::fs::read(&key_path).unwrap();
+    let out = robotsgate(&["identity", "keygen", "--dir", d]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--force"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(&key_path).unwrap(), before, "not overwritten");
+
+    let out = robotsgate(&["identity", "keygen", "--dir", d, "--force"]).await;
+    assert!(out.status.success());
+    assert_ne!(std::fs::read(&key_path).unwrap(), before, "replaced with --force");
+    let new = public_of(&jwk_path);
+    assert_ne!(new, public);
+
+    // The directory of a key file, for a static check.
+    let out = robotsgate(&["identity", "directory", "--key", key_path.to_str().unwrap()]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let jwks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(jwks["keys"][0]["kid"], new.thumbprint());
+    assert!(jwks["keys"][0].get("d").is_none());
+}
+
+/// `robotsgate run` with `config` (a file), until its "key directory served" line; the
+/// proxy's and the directory's addresses, and the child.
+async fn run_binary(config: &Path) -> (SocketAddr, SocketAddr, tokio::process::Child) {
+    let mut child = Command::new(BIN)
+        .args(["run", "--config", config.to_str().unwrap()])
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn robotsgate");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr_after = |line: &str, marker: &str| -> Option<SocketAddr> {
+        let at = line.split(marker).nth(1)?;
+        at.chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+            .collect::<String>()
+            .parse()
+            .ok()
+    };
+    let (mut proxy, mut directory, mut said) = (None, None, Vec::new());
+    bounded("robotsgate's running lines", async {
+        while proxy.is_none() || directory.is_none() {
+            let Ok(Some(line)) = lines.next_line().await else { panic!("robotsgate stopped: {said:#?}") };
+            if line.contains("robotsgate is running") {
+                proxy = addr_after(&line, "at http://");
+            }
+            if line.contains("key directory served at") {
+                directory = addr_after(&line, "served at http://");
+            }
+            said.push(line);
+        }
+    })
+    .await;
+    // Keep reading stderr so the child never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (proxy.unwrap(), directory.unwrap(), child)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_signs_and_serves_its_directory_with_the_rotated_keys() {
+    let dir = temp_dir();
+    let (new, new_path) = write_key(dir.path(), "new.key");
+    let (old, old_path) = write_key(dir.path(), "old.key");
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("hello"))]).await;
+    let config = dir.path().join("robotsgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[proxy]\nlisten = \"127.0.0.1:0\"\n\n[agent]\ntoken = \"ExampleBot\"\n\n\
+             [guard]\nallow = [\"127.0.0.0/8\"]\n\n[audit]\npath = \"{audit}\"\n\n\
+             [identity]\nsigning_key = \"{new}\"\nsignature_agent = \"{AGENT}\"\n\
+             published_keys = [\"{old}\"]\ndirectory_listen = \"127.0.0.1:0\"\n",
+            audit = dir.path().join("audit.jsonl").display(),
+            new = new_path.display(),
+            old = old_path.display(),
+        ),
+    )
+    .unwrap();
+    let (proxy, directory, mut child) = run_binary(&config).await;
+
+    // The directory, signed for the authority it was asked at, by both keys.
+    let tcp = bounded("connect", tokio::net::TcpStream::connect(directory)).await.unwrap();
+    let mut conn = h1(tcp).await;
+    let req = http::Request::get(WELL_KNOWN_PATH).header("host", "bot.example").body(empty()).unwrap();
+    let got = exchange(&mut conn, req).await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.describe());
+    assert_eq!(got.header("cache-control"), "no-store");
+    assert_eq!(got.header("content-type"), "application/http-message-signatures-directory+json");
+    let jwks: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
+    let served: Vec<PublicKey> =
+        jwks["keys"].as_array().unwrap().iter().map(|k| PublicKey::from_jwk(k).unwrap()).collect();
+    assert_eq!(served, vec![new.public().clone(), old.public().clone()], "the signing key and the old one");
+    let refs: Vec<&PublicKey> = served.iter().collect();
+    assert_eq!(verify_directory(&got.headers, &got.body, "bot.example", &refs), 2);
+    let other = http::Request::get("/").header("host", "bot.example").body(empty()).unwrap();
+    assert_eq!(exchange(&mut conn, other).await.status, StatusCode::NOT_FOUND);
+    drop(conn);
+
+    // A request through the proxy, verified with the key the directory serves.
+    let res = send(proxy, forged(get_request(&origin.url("/page")))).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let facts = verify_seen(&origin.seen_for("/page")[0], &[&served[0]], AGENT);
+    assert_eq!(facts.expires - facts.created, 60, "the default validity");
+    assert_eq!(facts.keyid, new.public().thumbprint(), "signed with signing_key, not the old key");
+
+    let _ = child.start_kill();
+    let _ = bounded("exit", child.wait()).await;
+}

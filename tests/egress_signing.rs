@@ -1,0 +1,132 @@
+//! Requests signed on their way out (issue 30): `Robots::builder().sign_with(..)` makes the
+//! tower layer and the reqwest middleware sign every request they let through, and every
+//! redirect hop, with Web Bot Auth; a loopback origin records what it received and
+//! Cloudflare's `web-bot-auth` crate verifies it against the public key. Signature fields
+//! the client sent are replaced; refused requests are not sent at all.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Empty;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use robotsgate::identity::httpsig::SigningKey;
+use robotsgate::layer::Mode;
+use robotsgate::{Refusal, Robots, RobotsBuilder};
+use support::{Reply, TestOrigin, bounded, verify_seen};
+use tower::{Service, ServiceBuilder, ServiceExt};
+
+const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
+const AGENT: &str = "https://bot.example";
+
+fn builder(key: &Arc<SigningKey>) -> RobotsBuilder {
+    Robots::builder()
+        .agent("ExampleBot")
+        .allow_destination("127.0.0.0/8".parse().unwrap())
+        .sign_with(key.clone(), AGENT)
+}
+
+async fn origin() -> TestOrigin {
+    TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/page", Reply::ok("hello")),
+        ("/private/x", Reply::ok("secret")),
+    ])
+    .await
+}
+
+/// A request as a client that signs with a key of its own sent it.
+fn forged(url: &str) -> http::Request<Empty<Bytes>> {
+    http::Request::get(url)
+        .header("signature-agent", "sig1=\"https://impostor.example\"")
+        .header("signature-input", "sig1=(\"@authority\");created=1;keyid=\"x\";tag=\"web-bot-auth\"")
+        .header("signature", "sig1=:AAAA:")
+        .body(Empty::new())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_tower_layer_signs_what_it_lets_through_replacing_the_clients_fields() {
+    let key = Arc::new(SigningKey::generate().unwrap());
+    let origin = origin().await;
+    let robots = builder(&key).signature_validity(Duration::from_secs(30)).build().unwrap();
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let mut http = ServiceBuilder::new().layer(robots.layer()).service(client);
+
+    for _ in 0..2 {
+        let res = bounded("layer", http.ready().await.unwrap().call(forged(&origin.url("/page")))).await;
+        assert_eq!(res.unwrap().status(), 200);
+    }
+    let seen = origin.seen_for("/page");
+    assert_eq!(seen.len(), 2);
+    let facts: Vec<_> = seen.iter().map(|s| verify_seen(s, &[key.public()], AGENT)).collect();
+    assert_eq!(facts[0].expires - facts[0].created, 30, "the validity set");
+    assert_eq!(facts[0].keyid, key.public().thumbprint());
+    assert_ne!(facts[0].nonce, facts[1].nonce, "a fresh nonce per request");
+    // web-bot-auth refuses the signature with any other key.
+    let (other, first) = (SigningKey::generate().unwrap(), seen[0].clone());
+    assert!(std::panic::catch_unwind(move || verify_seen(&first, &[other.public()], AGENT)).is_err());
+
+    // A refused request is not sent, signed or not.
+    let res = bounded("refused", http.ready().await.unwrap().call(forged(&origin.url("/private/x")))).await;
+    assert!(Refusal::from_response(&res.unwrap()).is_some());
+    assert_eq!(origin.hits("/private/x"), 0);
+}
+
+#[tokio::test]
+async fn the_layer_signs_in_mode_off_too_and_not_without_a_signer() {
+    let key = Arc::new(SigningKey::generate().unwrap());
+    let origin = origin().await;
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+
+    let off = builder(&key).mode(Mode::Off).build().unwrap();
+    let mut http = ServiceBuilder::new().layer(off.layer()).service(client.clone());
+    let res = bounded("off", http.ready().await.unwrap().call(forged(&origin.url("/page")))).await;
+    assert_eq!(res.unwrap().status(), 200);
+    verify_seen(&origin.seen_for("/page")[0], &[key.public()], AGENT);
+
+    // Without sign_with, the request goes as the client sent it.
+    let plain = Robots::builder().agent("ExampleBot").allow_destination("127.0.0.0/8".parse().unwrap());
+    let mut http = ServiceBuilder::new().layer(plain.build().unwrap().layer()).service(client);
+    let res = bounded("unsigned", http.ready().await.unwrap().call(forged(&origin.url("/page")))).await;
+    assert_eq!(res.unwrap().status(), 200);
+    let seen = &origin.seen_for("/page")[1];
+    assert_eq!(seen.headers["signature"], "sig1=:AAAA:", "untouched without a signer");
+    // The check these tests rest on refuses such a request.
+    let seen = seen.clone();
+    let key = key.clone();
+    assert!(std::panic::catch_unwind(move || verify_seen(&seen, &[key.public()], AGENT)).is_err());
+}
+
+#[tokio::test]
+async fn the_reqwest_middleware_signs_every_hop() {
+    let key = Arc::new(SigningKey::generate().unwrap());
+    let origin = origin().await;
+    origin.route("/moved", Reply::redirect(302, "/page"));
+    let robots = builder(&key).build().unwrap();
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let http = reqwest_middleware::ClientBuilder::new(client).with(robots.reqwest_middleware()).build();
+
+    let res = bounded(
+        "reqwest",
+        http.get(origin.url("/moved"))
+            .header("signature", "sig1=:AAAA:")
+            .header("signature-input", "sig1=();created=1")
+            .header("signature-agent", "sig1=\"https://impostor.example\"")
+            .send(),
+    )
+    .await
+    .expect("followed");
+    assert_eq!(res.text().await.unwrap(), "hello");
+    let first = verify_seen(&origin.seen_for("/moved")[0], &[key.public()], AGENT);
+    let hop = verify_seen(&origin.seen_for("/page")[0], &[key.public()], AGENT);
+    assert_eq!(first.expires - first.created, 60, "the default validity");
+    assert_ne!(first.nonce, hop.nonce, "the hop is signed anew");
+
+    let err = bounded("refused", http.get(origin.url("/private/x")).send()).await.expect_err("refused");
+    assert!(matches!(err, reqwest_middleware::Error::Middleware(_)));
+    assert_eq!(origin.hits("/private/x"), 0);
+}
