@@ -255,7 +255,7 @@ impl App {
         let guard = self::guard(config, addr);
         let guard_handle = guard.clone();
         let dns = DnsConfig {
-            servers: config.dns.servers.iter().map(|&ip| ip.into()).collect(),
+            servers: config.dns.servers.clone(),
             overrides: config.dns.static_hosts.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         };
         let mut tls = TlsConfig { webpki_roots: config.tls.webpki_roots, extra_roots: Vec::new() };

@@ -9,8 +9,12 @@ use super::sections::{
     FetchSection, IdentitySection, LogFormat, LogLevel, LogSection, ModeName, OnErrorName, PacingSection,
     PolicySection, ProxySection, Select, TlsSection,
 };
-use super::sections::{IngressModeName, IngressSection, UnknownAgentsName};
+use super::sections::{
+    ImpersonatorsName, IngressModeName, IngressSection, UnknownAgentsName, VerifyOperator, VerifySection,
+};
 use super::values::{Dur, HeaderNameValue, ProfileName, Size, Token};
+use robotsgate::identity::Operator;
+use robotsgate::identity::rdns::RdnsConfig;
 use robotsgate::pacing::PacingConfig;
 use robotsgate::policy::PolicyConfig;
 
@@ -188,6 +192,30 @@ impl Default for IngressSection {
             shutdown_grace: Dur::secs(10),
             max_connections: 10_000,
             max_header_bytes: Size(64 * 1024),
+            impersonators: ImpersonatorsName::Refuse,
+        }
+    }
+}
+
+impl Default for VerifySection {
+    /// On, with the library's operators ([`Operator::defaults`]) and reverse DNS wait
+    /// ([`RdnsConfig::default`]).
+    fn default() -> Self {
+        VerifySection {
+            enabled: true,
+            ip_ranges: true,
+            rdns: true,
+            max_wait: Dur(RdnsConfig::default().max_wait),
+            operators: Operator::defaults()
+                .into_iter()
+                .map(|o| VerifyOperator {
+                    name: o.name,
+                    tokens: o.tokens,
+                    ip_lists: o.ip_lists,
+                    rdns_suffixes: o.rdns_suffixes,
+                    require: false,
+                })
+                .collect(),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use super::error::{ConfigError, find_key, find_table, toml_error};
 use super::sections::{ActionName, Config, Select};
+use super::verify::VerifyProblem;
 use robotsgate::pacing::{HostRule, PacingConfig};
 use robotsgate::policy::{Override, OverrideAction};
 
@@ -36,6 +37,22 @@ impl Config {
         };
         if let Err((key, message)) = check_identity(&self.identity) {
             return Err(err(key, message));
+        }
+        match super::verify::check_verify(&self.verify) {
+            Ok(()) => {}
+            Err(VerifyProblem::Key(key, message)) => return Err(err(key, message)),
+            Err(VerifyProblem::Operator(i, message)) => {
+                return Err(ConfigError {
+                    file: file.to_owned(),
+                    line: find_table(text, "verify.operators", i),
+                    key: Some("verify.operators".to_owned()),
+                    message: format!(
+                        "entry {} ({:?}): {message}",
+                        i + 1,
+                        self.verify.operators.get(i).map_or("", |o| o.name.as_str())
+                    ),
+                });
+            }
         }
         let p = &self.policy;
         if p.min_ttl.0 > p.max_ttl.0 {

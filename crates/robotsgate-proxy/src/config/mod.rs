@@ -18,14 +18,16 @@ mod error;
 mod load;
 mod sections;
 mod values;
+mod verify;
 
 pub use defaults::DEFAULT_TOML;
 pub use error::ConfigError;
 pub use sections::{
     ActionName, AdminSection, AgentSection, AuditSection, AuthSection, ClusterOnErrorName, ClusterSection,
-    Config, DnsSection, DurabilityName, FetchSection, GuardSection, IdentitySection, IngressModeName,
-    IngressSection, LogFormat, LogLevel, LogSection, ModeName, OnErrorName, OverrideEntry, PacingHostEntry,
-    PacingSection, PolicySection, ProxySection, Select, TlsSection, UnknownAgentsName, UserAgentRule,
+    Config, DnsSection, DurabilityName, FetchSection, GuardSection, IdentitySection, ImpersonatorsName,
+    IngressModeName, IngressSection, LogFormat, LogLevel, LogSection, ModeName, OnErrorName, OverrideEntry,
+    PacingHostEntry, PacingSection, PolicySection, ProxySection, Select, TlsSection, UnknownAgentsName,
+    UserAgentRule, VerifyOperator, VerifySection,
 };
 pub use values::{
     Cidr, Dur, Expiry, HeaderNameValue, HostPatternValue, PasswordHashValue, ProfileName, Size, Token,

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
+use robotsgate::net::NameServer;
 use serde::Deserialize;
 
 use super::values::{
@@ -33,6 +34,7 @@ pub struct Config {
     pub auth: AuthSection,
     pub identity: IdentitySection,
     pub ingress: IngressSection,
+    pub verify: VerifySection,
 }
 
 /// `[proxy]`
@@ -234,7 +236,8 @@ pub struct FetchSection {
 #[serde(default, deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct DnsSection {
-    pub servers: Vec<IpAddr>,
+    /// An address (port 53) or `address:port`.
+    pub servers: Vec<NameServer>,
     #[serde(rename = "static")]
     pub static_hosts: BTreeMap<String, Vec<IpAddr>>,
 }
@@ -402,6 +405,49 @@ pub struct IngressSection {
     pub shutdown_grace: Dur,
     pub max_connections: usize,
     pub max_header_bytes: Size,
+    pub impersonators: ImpersonatorsName,
+}
+
+/// `refuse`, `star` or `allow`: what a bot whose identity check failed gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum ImpersonatorsName {
+    Refuse,
+    Star,
+    Allow,
+}
+
+/// `[verify]`: checking that a bot is who its `User-Agent` says (ingress).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct VerifySection {
+    pub enabled: bool,
+    /// Check the operators' published IP range lists.
+    pub ip_ranges: bool,
+    /// Check forward-confirmed reverse DNS (through `[dns] servers`).
+    pub rdns: bool,
+    /// The longest a request waits for reverse DNS.
+    pub max_wait: Dur,
+    /// The operators (given: they replace the defaults).
+    pub operators: Vec<VerifyOperator>,
+}
+
+/// One `[[verify.operators]]` entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct VerifyOperator {
+    pub name: String,
+    pub tokens: Vec<String>,
+    #[serde(default)]
+    pub ip_lists: Vec<String>,
+    #[serde(default)]
+    pub rdns_suffixes: Vec<String>,
+    /// Not supported yet: `true` is a configuration error.
+    #[serde(default)]
+    pub require: bool,
 }
 
 /// `enforce` or `report-only`.

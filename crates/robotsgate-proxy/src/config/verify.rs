@@ -1,0 +1,173 @@
+//! `[verify]`: its checks, and the [`Operator`]s it describes.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use robotsgate::identity::Operator;
+
+use super::sections::{VerifyOperator, VerifySection};
+
+/// The longest `verify.max_wait` (a reverse DNS query's own bound).
+const MAX_WAIT: Duration = Duration::from_secs(2);
+/// The longest product token an operator can claim (longer ones are never looked up).
+const MAX_TOKEN: usize = 64;
+
+/// Why `[verify]` is wrong: the key, or the `[[verify.operators]]` entry (from 0), and
+/// why.
+pub(super) enum VerifyProblem {
+    Key(&'static str, String),
+    Operator(usize, String),
+}
+
+/// Checks `[verify]`.
+pub(super) fn check_verify(v: &VerifySection) -> Result<(), VerifyProblem> {
+    if v.max_wait.0.is_zero() || v.max_wait.0 > MAX_WAIT {
+        return Err(VerifyProblem::Key(
+            "verify.max_wait",
+            format!("{:?} is not more than 0 and at most 2s (a reverse DNS query's own bound)", v.max_wait.0),
+        ));
+    }
+    let mut names = HashSet::new();
+    let mut tokens = HashSet::new();
+    for (i, op) in v.operators.iter().enumerate() {
+        let bad = |message: String| VerifyProblem::Operator(i, message);
+        check_operator(op).map_err(bad)?;
+        if !names.insert(op.name.to_ascii_lowercase()) {
+            return Err(bad(format!("the operator {:?} is given twice", op.name)));
+        }
+        for t in &op.tokens {
+            if !tokens.insert(t.to_ascii_lowercase()) {
+                return Err(bad(format!("the token {t:?} is already another operator's")));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_operator(op: &VerifyOperator) -> Result<(), String> {
+    if op.name.trim().is_empty() || op.name.chars().any(char::is_control) {
+        return Err("name must be non-empty, without control characters".into());
+    }
+    if op.require {
+        return Err("require = true is not supported yet (an unverified bot is judged as the bot it \
+                    claims to be; only a failed check is refused)"
+            .into());
+    }
+    if op.tokens.is_empty() {
+        return Err("tokens must list at least one product token".into());
+    }
+    for t in &op.tokens {
+        if t.is_empty()
+            || t.len() > MAX_TOKEN
+            || !t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(format!(
+                "{t:?} is not a product token (letters, digits, '-' and '_', at most {MAX_TOKEN})"
+            ));
+        }
+    }
+    if op.ip_lists.is_empty() && op.rdns_suffixes.is_empty() {
+        return Err("needs ip_lists or rdns_suffixes (nothing would verify its bots)".into());
+    }
+    if op.ip_lists.iter().any(|l| l.trim().is_empty()) {
+        return Err("an empty ip_lists entry".into());
+    }
+    for s in &op.rdns_suffixes {
+        let d = s.trim_matches('.');
+        let labels_ok = d.split('.').all(|l| {
+            !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+        if !labels_ok || !d.contains('.') {
+            return Err(format!(
+                "{s:?} is not a domain of at least two labels (a suffix like \"com\" would let \
+                 anyone in)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl VerifySection {
+    /// The operators, as the verifier takes them.
+    pub fn operators(&self) -> Vec<Operator> {
+        self.operators
+            .iter()
+            .map(|o| {
+                Operator::new(o.name.clone())
+                    .tokens(o.tokens.iter().cloned())
+                    .ip_lists(o.ip_lists.iter().cloned())
+                    .rdns_suffixes(o.rdns_suffixes.iter().cloned())
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    fn error(toml: &str) -> String {
+        Config::parse("v.toml", toml).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults_are_the_librarys_operators() {
+        let c = Config::default();
+        assert!(c.verify.enabled && c.verify.ip_ranges && c.verify.rdns);
+        assert_eq!(c.verify.operators(), robotsgate::identity::Operator::defaults());
+    }
+
+    #[test]
+    fn operators_given_replace_the_defaults() {
+        let c = Config::parse(
+            "v.toml",
+            "[[verify.operators]]\nname = \"Example\"\ntokens = [\"ExampleBot\"]\n\
+             ip_lists = [\"/etc/example.json\"]\nrdns_suffixes = [\"crawl.example.com\"]\n",
+        )
+        .unwrap();
+        let ops = c.verify.operators();
+        assert_eq!(ops.len(), 1);
+        assert_eq!(
+            (ops[0].name.as_str(), ops[0].tokens.as_slice(), ops[0].rdns_suffixes.as_slice()),
+            ("Example", &["ExampleBot".to_owned()][..], &["crawl.example.com".to_owned()][..])
+        );
+        let c = Config::parse("v.toml", "[verify]\nrdns = false\n").unwrap();
+        assert_eq!(c.verify.operators(), robotsgate::identity::Operator::defaults());
+    }
+
+    #[test]
+    fn bad_values_are_errors_naming_the_key_or_entry() {
+        let e = error("[verify]\nmax_wait = \"0s\"\n");
+        assert!(e.starts_with("v.toml:2:") && e.contains("verify.max_wait"), "{e}");
+        assert!(error("[verify]\nmax_wait = \"10s\"\n").contains("at most 2s"));
+        assert!(error("[verify]\nenabled = \"yes\"\n").contains("enabled"));
+        assert!(error("[ingress]\nimpersonators = \"block\"\n").contains("impersonators"));
+        let op = |body: &str| error(&format!("[verify]\n\n[[verify.operators]]\n{body}"));
+        let e = op("name = \"X\"\ntokens = [\"X Bot\"]\nrdns_suffixes = [\"x.example\"]\n");
+        assert!(e.starts_with("v.toml:3:") && e.contains("entry 1") && e.contains("product token"), "{e}");
+        assert!(op("name = \"X\"\ntokens = [\"XBot\"]\n").contains("needs ip_lists or rdns_suffixes"));
+        assert!(op("name = \"X\"\ntokens = [\"XBot\"]\nrdns_suffixes = [\"com\"]\n").contains("two labels"));
+        assert!(op("name = \"X\"\ntokens = [\"XBot\"]\nip_lists = [\"\"]\n").contains("empty ip_lists"));
+        assert!(
+            op("name = \"X\"\ntokens = [\"XBot\"]\nrdns_suffixes = [\"x.example\"]\nrequire = true\n")
+                .contains("not supported yet")
+        );
+        assert!(op("name = \"X\"\ntokens = []\nrdns_suffixes = [\"x.example\"]\n").contains("at least one"));
+        assert!(
+            op("name = \"X\"\ntokens = [\"XBot\"]\nrdns_suffixes = [\"x.example\"]\nsignature_agents = []\n")
+                .contains("signature_agents")
+        );
+        let twice = "[[verify.operators]]\nname = \"X\"\ntokens = [\"XBot\"]\nrdns_suffixes = [\"x.example\"]\n\n\
+                     [[verify.operators]]\nname = \"Y\"\ntokens = [\"xbot\"]\nrdns_suffixes = [\"y.example\"]\n";
+        let e = error(twice);
+        assert!(e.contains("entry 2") && e.contains("already another operator's"), "{e}");
+    }
+
+    #[test]
+    fn name_servers_take_a_port() {
+        let c = Config::parse("v.toml", "[dns]\nservers = [\"192.0.2.53\", \"127.0.0.1:5353\"]\n").unwrap();
+        let ports: Vec<u16> = c.dns.servers.iter().map(|s| s.addr().port()).collect();
+        assert_eq!(ports, [53, 5353]);
+        assert!(error("[dns]\nservers = [\"ns.example:53\"]\n").contains("servers"));
+    }
+}
