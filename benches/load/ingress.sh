@@ -67,7 +67,10 @@ PIDS+=($!)
 wait_http "http://127.0.0.1:$NGINX_PROXY_PORT/1k"
 
 # robotsgate ingress: enforcing, audit log on (default durability), robots.txt from the site.
-taskset -c "$SRV_CPU" "$RG" ingress --listen "127.0.0.1:$RG_INGRESS_PORT" \
+# Identity checks off: the load's GPTBot comes from loopback, outside OpenAI's ranges, and
+# would be measured being refused as an impersonator.
+printf '[verify]\nenabled = false\n' >"$WORK/ingress.toml"
+taskset -c "$SRV_CPU" "$RG" ingress --listen "127.0.0.1:$RG_INGRESS_PORT" --config "$WORK/ingress.toml" \
     --upstream "http://127.0.0.1:$ORIGIN_PORT" --audit-log "$WORK/ingress-audit.jsonl" \
     2>"$WORK/logs/robotsgate-ingress.log" &
 RG_PID=$!

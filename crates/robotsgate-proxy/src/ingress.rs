@@ -23,7 +23,10 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use robotsgate::ROBOTSGATE_HEADER;
 use robotsgate::audit::AuditLog;
-use robotsgate::ingress::{IngressConfig, IngressLayer, IngressService, Mode, UnknownAgents};
+use robotsgate::identity::Verifier;
+use robotsgate::identity::ranges::{ListLimits, Location, Ranges};
+use robotsgate::identity::rdns::{RdnsConfig, ReverseDns};
+use robotsgate::ingress::{Impersonators, IngressConfig, IngressLayer, IngressService, Mode, UnknownAgents};
 use robotsgate::net::{Connector, DnsConfig, Guard, Pool, PoolBody, PoolConfig, Resolver, TlsConfig};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -32,7 +35,7 @@ use tokio_util::task::TaskTracker;
 use tower::{Layer as _, Service, ServiceExt as _};
 
 use crate::app::{StartError, audit_log};
-use crate::config::{Config, IngressModeName, UnknownAgentsName};
+use crate::config::{Config, ImpersonatorsName, IngressModeName, UnknownAgentsName};
 use crate::forward::strip_hop_by_hop;
 
 /// Why `robotsgate ingress` cannot start.
@@ -52,6 +55,16 @@ pub enum IngressError {
     /// `ingress.status` is not a status robotsgate can refuse with.
     #[error("ingress.status: {0} is not a 4xx or 5xx status")]
     Status(u16),
+    /// An IP range list file of `[[verify.operators]]` cannot be used.
+    #[error("verify.operators: the IP list {list} of {operator}: {why}")]
+    IpList {
+        /// The operator.
+        operator: String,
+        /// The list (its path).
+        list: String,
+        /// Why.
+        why: String,
+    },
     /// The listener, TLS or audit log could not be set up.
     #[error(transparent)]
     Start(#[from] StartError),
@@ -176,6 +189,53 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
     }
 }
 
+/// The identity verifier of `[verify]` (`None` when it is off): the operators' lists
+/// from the bundled snapshot and files, reverse DNS through `[dns] servers`. A list file
+/// that cannot be read or parsed is an error; a URL with no bundled copy is a warning (it
+/// checks nothing until lists are refreshed).
+pub fn verifier(config: &Config) -> Result<Option<Verifier>, IngressError> {
+    let v = &config.verify;
+    if !v.enabled {
+        return Ok(None);
+    }
+    let operators = v.operators();
+    let ranges = if v.ip_ranges {
+        let ranges = Ranges::for_operators(&operators, ListLimits::default());
+        for status in ranges.status() {
+            let source = &status.source;
+            match (&source.location, status.provenance, status.last_error) {
+                (_, Some(_), _) => {}
+                (Location::File(_), None, why) => {
+                    return Err(IngressError::IpList {
+                        operator: source.operator.to_string(),
+                        list: source.name.to_string(),
+                        why: why.unwrap_or_else(|| "not loaded".into()),
+                    });
+                }
+                (Location::Url(url), None, why) => tracing::warn!(
+                    operator = %source.operator,
+                    why = why.as_deref().unwrap_or("no bundled copy"),
+                    "the IP list {url} is not loaded (lists are not fetched yet): it checks nothing"
+                ),
+            }
+        }
+        Some(ranges)
+    } else {
+        None
+    };
+    let rdns = v.rdns.then(|| {
+        ReverseDns::new(
+            operators.iter().flat_map(|o| o.rdns_suffixes.iter()),
+            RdnsConfig {
+                servers: config.dns.servers.clone(),
+                max_wait: v.max_wait.0,
+                ..RdnsConfig::default()
+            },
+        )
+    });
+    Ok(Some(Verifier::new(&operators, ranges, rdns)))
+}
+
 /// The reverse proxy, bound and ready to run.
 pub struct Ingress {
     listener: TcpListener,
@@ -220,7 +280,7 @@ impl Ingress {
         // The upstream is the operator's own: the guard refuses only this listener.
         let guard = Arc::new(Guard::permissive().deny_own_listener(addr));
         let dns = DnsConfig {
-            servers: config.dns.servers.iter().map(|&ip| ip.into()).collect(),
+            servers: config.dns.servers.clone(),
             overrides: config.dns.static_hosts.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         };
         let mut tls = TlsConfig { webpki_roots: config.tls.webpki_roots, extra_roots: Vec::new() };
@@ -250,11 +310,19 @@ impl Ingress {
                 UnknownAgentsName::Ignore => UnknownAgents::Ignore,
                 UnknownAgentsName::Star => UnknownAgents::Star,
             },
+            impersonators: match ic.impersonators {
+                ImpersonatorsName::Refuse => Impersonators::Refuse,
+                ImpersonatorsName::Star => Impersonators::Star,
+                ImpersonatorsName::Allow => Impersonators::Allow,
+            },
             trusted_proxies: ic.trusted_proxies.iter().map(|c| c.0).collect(),
             ttl: ic.robots_ttl.0,
             ..IngressConfig::default()
         };
-        let mut builder = IngressLayer::builder().config(settings).audit(audit.clone());
+        let mut builder = IngressLayer::builder()
+            .config(settings)
+            .audit(audit.clone())
+            .verifier(verifier(config)?.map(Arc::new));
         if let Some(body) = robots {
             builder = builder.robots_bytes(body);
         }

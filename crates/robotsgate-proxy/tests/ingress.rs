@@ -148,6 +148,17 @@ except ImportError:
     String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
+/// The bots of most tests come from 127.0.0.1, in no operator's ranges: impersonators
+/// when identity is checked.
+const NO_VERIFY: &str = "[verify]\nenabled = false\n";
+
+/// Writes a configuration file into `dir`; its path.
+fn config_file(dir: &Path, text: &str) -> String {
+    let path = dir.join(format!("robotsgate-{}.toml", sha256_hex(text.as_bytes())));
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
 fn ingress_records(path: &Path) -> Vec<Value> {
     read_jsonl(path).into_iter().filter(|r| r["type"] == "ingress").collect()
 }
@@ -162,7 +173,10 @@ async fn bots_are_held_to_the_sites_robots_txt_by_the_real_binary() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl");
-    let ingress = Ingress::start(&["--upstream", &site.base(), "--audit-log", log.to_str().unwrap()]).await;
+    let cfg = config_file(dir.path(), NO_VERIFY);
+    let ingress =
+        Ingress::start(&["--upstream", &site.base(), "--config", &cfg, "--audit-log", log.to_str().unwrap()])
+            .await;
 
     // GPTBot: disallowed, never reaches the site.
     let (status, head, body) = curl(&ingress.url("/private/x"), GPTBOT, &[]).await;
@@ -255,9 +269,12 @@ async fn upstream_down_is_502_and_recorded() {
     let robots = dir.path().join("robots.txt");
     std::fs::write(&robots, ROBOTS).unwrap();
     let up = format!("http://127.0.0.1:{}", dead_port());
+    let cfg = config_file(dir.path(), NO_VERIFY);
     let ingress = Ingress::start(&[
         "--upstream",
         &up,
+        "--config",
+        &cfg,
         "--robots",
         robots.to_str().unwrap(),
         "--audit-log",
@@ -282,9 +299,17 @@ async fn report_only_and_forwarded_headers_of_untrusted_and_trusted_peers() {
         TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/private/x", Reply::ok("secret"))]).await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl");
-    let ingress =
-        Ingress::start(&["--upstream", &site.base(), "--report-only", "--audit-log", log.to_str().unwrap()])
-            .await;
+    let cfg = config_file(dir.path(), NO_VERIFY);
+    let ingress = Ingress::start(&[
+        "--upstream",
+        &site.base(),
+        "--report-only",
+        "--config",
+        &cfg,
+        "--audit-log",
+        log.to_str().unwrap(),
+    ])
+    .await;
     let forged = ["-H", "X-Forwarded-For: 203.0.113.9"];
     assert_eq!(curl(&ingress.url("/private/x"), GPTBOT, &forged).await.0, 200);
     assert_eq!(site.hits("/private/x"), 1);
@@ -297,6 +322,8 @@ async fn report_only_and_forwarded_headers_of_untrusted_and_trusted_peers() {
     let ingress = Ingress::start(&[
         "--upstream",
         &site.base(),
+        "--config",
+        &cfg,
         "--trusted-proxy",
         "127.0.0.0/8",
         "--audit-log",
@@ -307,4 +334,166 @@ async fn report_only_and_forwarded_headers_of_untrusted_and_trusted_peers() {
     ingress.stop().await;
     let recs = ingress_records(&log2);
     assert_eq!(recs[0]["client"], "203.0.113.9", "a trusted peer's X-Forwarded-For is believed");
+}
+
+/// An address in Google's common crawlers' list (the bundled copy: 66.249.64.0/27).
+const GOOGLE_IP: &str = "66.249.64.7";
+
+#[tokio::test]
+async fn a_googlebot_from_outside_googles_ranges_is_an_impersonator() {
+    let site = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/page", Reply::ok("page")),
+        ("/admin/x", Reply::ok("admin")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    // The published ranges only (no reverse DNS): 127.0.0.1 is not Google's.
+    let ranges_only = |impersonators: &str| {
+        format!(
+            "[ingress]\nimpersonators = \"{impersonators}\"\ntrusted_proxies = [\"127.0.0.0/8\"]\n\n[verify]\nrdns = false\n"
+        )
+    };
+
+    // impersonators = "refuse" (the default, written out).
+    let log = dir.path().join("refuse.jsonl");
+    let cfg = config_file(dir.path(), &ranges_only("refuse"));
+    let ingress =
+        Ingress::start(&["--upstream", &site.base(), "--config", &cfg, "--audit-log", log.to_str().unwrap()])
+            .await;
+    let (status, head, body) = curl(&ingress.url("/page"), GOOGLEBOT, &[]).await;
+    assert_eq!(status, 403, "{head}");
+    assert!(head.contains("x-robotsgate: identity-failed"), "{head}");
+    assert!(!body.is_empty());
+    assert_eq!(site.hits("/page"), 0);
+    // Behind the trusted proxy, a client address in Google's published ranges: verified.
+    let xff = format!("X-Forwarded-For: {GOOGLE_IP}");
+    let (status, head, body) = curl(&ingress.url("/page"), GOOGLEBOT, &["-H", &xff]).await;
+    assert_eq!((status, body.as_slice()), (200, &b"page"[..]), "{head}");
+    // A browser is not checked.
+    let (status, _, body) = curl(&ingress.url("/page"), BROWSER, &[]).await;
+    assert_eq!((status, body.as_slice()), (200, &b"page"[..]));
+    assert_eq!(site.hits("/page"), 2);
+    ingress.stop().await;
+    let recs = ingress_records(&log);
+    let seen: Vec<_> = recs
+        .iter()
+        .map(|r| (r["outcome"].as_str().unwrap(), r["identity"].as_str(), r["client"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        seen,
+        [("identity-failed", Some("failed"), "127.0.0.1"), ("allowed", Some("verified"), GOOGLE_IP)],
+        "{recs:?}"
+    );
+    assert_eq!(recs[0]["status"], 403);
+
+    // impersonators = "allow": judged as Googlebot (whose group allows all); still failed.
+    let log = dir.path().join("allow.jsonl");
+    let cfg = config_file(dir.path(), &ranges_only("allow"));
+    let ingress =
+        Ingress::start(&["--upstream", &site.base(), "--config", &cfg, "--audit-log", log.to_str().unwrap()])
+            .await;
+    let (status, head, body) = curl(&ingress.url("/admin/x"), GOOGLEBOT, &[]).await;
+    assert_eq!((status, body.as_slice()), (200, &b"admin"[..]), "{head}");
+    ingress.stop().await;
+    let recs = ingress_records(&log);
+    assert_eq!(
+        (recs[0]["outcome"].as_str(), recs[0]["identity"].as_str()),
+        (Some("allowed"), Some("failed"))
+    );
+
+    // impersonators = "star": held to `User-agent: *`, which disallows /admin.
+    let log = dir.path().join("star.jsonl");
+    let cfg = config_file(dir.path(), &ranges_only("star"));
+    let ingress =
+        Ingress::start(&["--upstream", &site.base(), "--config", &cfg, "--audit-log", log.to_str().unwrap()])
+            .await;
+    let (status, head, _) = curl(&ingress.url("/admin/x"), GOOGLEBOT, &[]).await;
+    assert_eq!(status, 403, "{head}");
+    assert!(head.contains("x-robotsgate: disallowed"), "{head}");
+    assert_eq!(site.hits("/admin/x"), 1);
+    ingress.stop().await;
+    let recs = ingress_records(&log);
+    assert_eq!(recs[0]["identity"], "failed");
+}
+
+#[tokio::test]
+async fn reverse_dns_asks_the_configured_server_and_waits_at_most_max_wait() {
+    // A name server that never answers, given as address:port.
+    let dns = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let site = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("page"))]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let cfg = config_file(
+        dir.path(),
+        &format!(
+            "[dns]\nservers = [\"{}\"]\n\n[ingress]\ntrusted_proxies = [\"127.0.0.0/8\"]\n\n\
+             [verify]\nmax_wait = \"50ms\"\n",
+            dns.local_addr().unwrap()
+        ),
+    );
+    let ingress =
+        Ingress::start(&["--upstream", &site.base(), "--config", &cfg, "--audit-log", log.to_str().unwrap()])
+            .await;
+    // 192.0.2.1 is not in Google's ranges; Google's reverse DNS decides, and its server
+    // does not answer in time: unverified, judged as Googlebot.
+    let xff = ["-H", "X-Forwarded-For: 192.0.2.1"];
+    let (status, head, body) = curl(&ingress.url("/page"), GOOGLEBOT, &xff).await;
+    assert_eq!((status, body.as_slice()), (200, &b"page"[..]), "{head}");
+    // The PTR query for 192.0.2.1 reached the configured server.
+    let mut buf = [0u8; 512];
+    let (n, _) = bounded("the PTR query", dns.recv_from(&mut buf)).await.unwrap();
+    let query = String::from_utf8_lossy(&buf[..n]).to_ascii_lowercase();
+    assert!(query.contains("in-addr") && query.contains("arpa") && query.contains("192"), "{query:?}");
+    // 127.0.0.1's reverse name is localhost (the resolver answers it itself): not Google's.
+    let (status, head, _) = curl(&ingress.url("/page"), GOOGLEBOT, &[]).await;
+    assert_eq!(status, 403, "{head}");
+    assert!(head.contains("x-robotsgate: identity-failed"), "{head}");
+    // GPTBot's operator publishes no reverse DNS domain: its ranges decide.
+    let (status, head, _) = curl(&ingress.url("/page"), GPTBOT, &xff).await;
+    assert_eq!(status, 403, "{head}");
+    assert!(head.contains("x-robotsgate: identity-failed"), "{head}");
+    ingress.stop().await;
+    let recs = ingress_records(&log);
+    let seen: Vec<_> = recs.iter().map(|r| (r["token"].as_str(), r["identity"].as_str())).collect();
+    assert_eq!(
+        seen,
+        [
+            (Some("Googlebot"), Some("unverified")),
+            (Some("Googlebot"), Some("failed")),
+            (Some("GPTBot"), Some("failed"))
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_bad_verify_configuration_or_list_file_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |cfg: String| {
+        std::process::Command::new(BIN)
+            .args([
+                "ingress",
+                "--listen",
+                "127.0.0.1:0",
+                "--upstream",
+                "http://127.0.0.1:9",
+                "--config",
+                &cfg,
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = run(config_file(dir.path(), "[ingress]\nimpersonators = \"block\"\n"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("impersonators"), "{err}");
+    let missing = dir.path().join("missing.json");
+    let out = run(config_file(
+        dir.path(),
+        &format!(
+            "[[verify.operators]]\nname = \"Example\"\ntokens = [\"ExampleBot\"]\nip_lists = [{:?}]\n",
+            missing.to_str().unwrap()
+        ),
+    ));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("missing.json") && err.contains("Example"), "{err}");
 }

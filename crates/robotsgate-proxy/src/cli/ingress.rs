@@ -21,7 +21,7 @@ pub struct IngressArgs {
     #[arg(long, value_name = "URL")]
     upstream: Option<String>,
 
-    /// Configuration file (TOML): the [ingress] section, and [audit], [dns], [log].
+    /// Configuration file (TOML): the [ingress] and [verify] sections, and [audit], [dns], [log].
     #[arg(long, short, value_name = "FILE")]
     config: Option<PathBuf>,
 
