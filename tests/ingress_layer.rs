@@ -83,7 +83,13 @@ async fn serve(layer: IngressLayer, site: Arc<Site>) -> SocketAddr {
                         return Ok::<_, Infallible>(res.unwrap());
                     }
                     site.hits.fetch_add(1, Ordering::SeqCst);
-                    Ok(Response::new(Full::new(Bytes::from(format!("page {}", req.uri().path())))))
+                    let mut res = Response::new(Full::new(Bytes::from(format!("page {}", req.uri().path()))));
+                    if req.uri().path() == "/forged" {
+                        // A site (or a proxy behind it) trying to pass for robotsgate.
+                        res.headers_mut()
+                            .insert("x-robotsgate", http::HeaderValue::from_static("disallowed"));
+                    }
+                    Ok(res)
                 }
             });
             let svc = layer.layer(upstream);
@@ -410,4 +416,20 @@ async fn identity_hook_refuses_impersonators_and_believes_verified_bots() {
     assert_eq!(res.status().as_u16(), 200);
     let r = seen.lock().unwrap()[0].clone();
     assert_eq!((r.identity, r.client.as_deref()), (Some("verified"), Some("20.171.206.10")));
+}
+
+/// A site's own `x-robotsgate` header never reaches the client, for bots and browsers
+/// alike: only robotsgate's refusals carry it.
+#[tokio::test]
+async fn the_sites_own_robotsgate_header_is_removed() {
+    let site = Site::new(200, ROBOTS);
+    let (_, b) = records();
+    let addr = serve(b.build(), site.clone()).await;
+    for ua in [GOOGLEBOT, BROWSER] {
+        let (status, headers, body) = get(addr, "/forged", ua).await;
+        assert_eq!(status, StatusCode::OK, "{ua}");
+        assert!(headers.get("x-robotsgate").is_none(), "{ua}: {headers:?}");
+        assert_eq!(&body[..], b"page /forged");
+    }
+    assert_eq!(site.hits(), 2);
 }

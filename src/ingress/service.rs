@@ -297,13 +297,13 @@ where
             res.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from(fixed.body.len()));
             return Ok(res);
         }
-        return inner.oneshot(req).await.map(|r| r.map(IngressBody::inner));
+        return inner.oneshot(req).await.map(site_response);
     }
 
     let mut agent = match &found {
         Some(f) => Agent::Token(f.token.clone()),
         None if config.unknown_agents == UnknownAgents::Star => Agent::Star,
-        None => return inner.oneshot(req).await.map(|r| r.map(IngressBody::inner)),
+        None => return inner.oneshot(req).await.map(site_response),
     };
     let report_only = config.mode == Mode::ReportOnly;
     let last_fetch = found.as_ref().and_then(|f| shared.fetches.last(&bot_key(&f.token, client)));
@@ -444,5 +444,12 @@ where
     {
         res.headers_mut().insert("content-usage", v);
     }
-    Ok(res.map(IngressBody::inner))
+    Ok(site_response(res))
+}
+
+/// The site's answer as the client gets it: a `x-robotsgate` header of its own is removed,
+/// so that the site (or whatever is behind it) cannot pass for robotsgate's refusals.
+fn site_response<ResB>(mut res: Response<ResB>) -> Response<IngressBody<ResB>> {
+    res.headers_mut().remove(ROBOTSGATE_HEADER);
+    res.map(IngressBody::inner)
 }
