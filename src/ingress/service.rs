@@ -447,9 +447,10 @@ where
     Ok(site_response(res))
 }
 
-/// The site's answer as the client gets it: a `x-robotsgate` header of its own is removed,
-/// so that the site (or whatever is behind it) cannot pass for robotsgate's refusals.
+/// The site's answer as the client gets it: a `x-robotsgate` header robotsgate did not
+/// write (no [`Refusal`](crate::Refusal) in the response's extensions) is removed, so that
+/// the site (or whatever is behind it) cannot pass for robotsgate's refusals.
 fn site_response<ResB>(mut res: Response<ResB>) -> Response<IngressBody<ResB>> {
-    res.headers_mut().remove(ROBOTSGATE_HEADER);
+    crate::refusal::Refusal::disown(&mut res);
     res.map(IngressBody::inner)
 }

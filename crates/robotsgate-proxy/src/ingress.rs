@@ -114,6 +114,9 @@ impl Upstream {
         h.insert(ROBOTSGATE_HEADER, HeaderValue::from_static("upstream-unreachable"));
         h.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
         h.insert(CONTENT_LENGTH, HeaderValue::from(text.len()));
+        // robotsgate's own answer: the layer keeps its header.
+        res.extensions_mut()
+            .insert(robotsgate::Refusal::new(robotsgate::RefusalKind::UpstreamUnreachable, text));
         res
     }
 }
