@@ -22,6 +22,22 @@ async fn refusals(proxy: &RunningProxy) -> Vec<Value> {
     of_type(&proxy.records().await, "refusal").into_iter().cloned().collect()
 }
 
+/// The refusal records once there are `n` of them (bounded): an answer hyper gave itself
+/// is recorded by the connection's task after the answer went out, so the client can see
+/// it before the record is queued.
+async fn refusals_at_least(proxy: &RunningProxy, n: usize) -> Vec<Value> {
+    bounded("refusal records", async {
+        loop {
+            let r = refusals(proxy).await;
+            if r.len() >= n {
+                return r;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+}
+
 /// The fields every refusal record has, with the status and kind expected.
 fn check_refusal(r: &Value, status: u16, kind: &str) {
     assert_eq!(r["schema_version"], robotsgate::audit::SCHEMA_VERSION, "{r}");
@@ -121,7 +137,7 @@ async fn malformed_and_misdirected_requests_have_refusal_records() {
     // Bytes hyper cannot parse as a request: hyper answers 400 itself.
     let raw = raw_exchange(proxy.addr, b"GET http://example.com/ HTTP/1.1\r\nHost example.com\r\n\r\n").await;
     assert!(raw.starts_with(b"HTTP/1.1 400"), "{:?}", String::from_utf8_lossy(&raw));
-    let r = refusals(&proxy).await;
+    let r = refusals_at_least(&proxy, 4).await;
     assert_eq!(r.len(), 4, "{r:?}");
     check_refusal(&r[3], 400, "bad-request");
     assert!(r[3]["reason"].as_str().unwrap().starts_with("malformed request"), "{}", r[3]);
