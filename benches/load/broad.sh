@@ -36,7 +36,7 @@ ADMIN=19140
 command -v oha >/dev/null || { log "installing oha"; cargo install oha --version 1.16.0 --locked; }
 command -v nginx >/dev/null || { log "installing nginx-light"; apt_install nginx-light; }
 command -v ss >/dev/null || apt_install iproute2
-if [ -n "${RG_BIN:-}" ]; then RG=$RG_BIN; else build_robotsgate; fi
+build_robotsgate
 
 mkdir -p "$WORK"/{www,logs}
 chmod 755 "$WORK" "$WORK/www"

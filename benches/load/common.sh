@@ -2,7 +2,8 @@
 #
 # Gives: ROOT, HERE, WORK (BENCH_NAME names the temporary folder when WORK is unset),
 # GEN_CPU and SRV_CPU, the origin's ports, log/die, apt_install, need_tools (oha, nginx,
-# openssl, taskset and what the caller adds), build_robotsgate (sets RG), start_origin
+# openssl, taskset and what the caller adds), build_robotsgate (sets RG; RG_BIN skips the
+# build), start_origin
 # (nginx on ORIGIN_PORT and ORIGIN_TLS_PORT with a throwaway CA), write_rg_config,
 # wait_http and wait_ready, and PIDS, which the EXIT trap ends.
 # shellcheck shell=bash
@@ -44,7 +45,15 @@ need_tools() {
     command -v taskset >/dev/null || apt_install util-linux
 }
 
+# build_robotsgate: sets RG to RG_BIN when that is given (a binary built elsewhere, e.g. the
+# commit before a change), else builds this checkout in release mode and takes its binary.
 build_robotsgate() {
+    if [ -n "${RG_BIN:-}" ]; then
+        [ -f "$RG_BIN" ] && [ -x "$RG_BIN" ] || die "RG_BIN=$RG_BIN is not an executable file"
+        RG=$(cd "$(dirname "$RG_BIN")" && pwd)/$(basename "$RG_BIN")
+        log "robotsgate: $RG (RG_BIN)"
+        return
+    fi
     log "building robotsgate (release)"
     (cd "$ROOT" && cargo build --release --quiet)
     # shellcheck disable=SC2034 # used by the scripts that source this file

@@ -4,6 +4,7 @@
 #   bash benches/load/run.sh              # everything, about 15 minutes
 #   SECTIONS="plain" RUNS=1 DURATION=5 bash benches/load/run.sh   # a quick look
 #   RG_BASELINE_BIN=/work/baseline/robotsgate-80db995 SECTIONS="plain tls" bash benches/load/run.sh
+#   RG_BIN=/path/to/robotsgate bash benches/load/run.sh   # measure that binary, build nothing
 #
 # It installs what it needs (oha with cargo, nginx-light, squid, haproxy and openssl from
 # Debian's packages, when missing), builds robotsgate in release mode, and starts an nginx
