@@ -614,6 +614,22 @@ async fn signed_bots_are_verified_and_forged_replayed_and_unverified_ones_refuse
         ],
         "{recs:?}"
     );
+
+    // `robotsgate audit report`: the bot's identity verdicts, by method.
+    let report = dir.path().join("report.html");
+    let out = std::process::Command::new(BIN)
+        .args(["audit", "report", log.to_str().unwrap(), "--out", report.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let html = std::fs::read_to_string(&report).unwrap();
+    let table = html.split("<table id=\"bots\">").nth(1).unwrap().split("</table>").next().unwrap();
+    let row = table.split("<tr>").find(|r| r.contains(">ExampleBot<")).expect("ExampleBot's row");
+    let cells: Vec<_> =
+        row.split("<td").skip(1).map(|c| c.split('>').nth(1).unwrap().split('<').next().unwrap()).collect();
+    // bot, requests, refused, …, identity
+    assert_eq!((cells[1], cells[2]), ("4", "3"), "{row}");
+    assert_eq!(cells[8], "signature 1, failed 2, unverified 1", "{row}");
 }
 
 /// `verify.refresh`: the binary runs the refresher; a list with no bundled copy is fetched
