@@ -13,6 +13,11 @@
 //!   runtime, one `block_on` per batch.
 //! - `verify_cached_key_replay_check`: the same on a freshly signed request each time (the
 //!   signing is outside the measurement), with the replay check recording it.
+//! - `identity_verify_request_signed`: the ingress side's call,
+//!   [`robotsgate::identity::Verifier::verify_request`], on the request of
+//!   `verify_cached_key` claiming the token of an operator whose `signature_agents` name
+//!   its agent: `Signature-Agent` read and mapped to the operator, then
+//!   `verify_cached_key`'s work.
 //! - `sign_request`: [`RequestSigner::sign`] (nonce from `SystemRandom`, one Ed25519
 //!   signature).
 
@@ -83,6 +88,24 @@ fn benches(c: &mut Criterion) {
                 let start = Instant::now();
                 for _ in 0..iters {
                     black_box(lax.verify(black_box(&signed), now).await);
+                }
+                start.elapsed()
+            })
+        })
+    });
+
+    let operators =
+        [robotsgate::identity::Operator::new("Example").tokens(["ExampleBot"]).signature_agents([AGENT])];
+    let identity = robotsgate::identity::Verifier::with_signatures(&operators, None, None, Some(lax.clone()));
+    let ip = Some("192.0.2.1".parse().expect("ip"));
+    let id = rt.block_on(identity.verify_request(&signed, ip, Some("ExampleBot"), now));
+    assert!(id.is_some_and(|i| i.verdict.is_verified()));
+    c.bench_function("identity_verify_request_signed", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    black_box(identity.verify_request(black_box(&signed), ip, Some("ExampleBot"), now).await);
                 }
                 start.elapsed()
             })

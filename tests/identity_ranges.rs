@@ -36,6 +36,7 @@ fn listed(ranges: &Ranges, addr: &str) -> Option<String> {
 fn on_demand() -> RefreshConfig {
     RefreshConfig {
         first_fetch: Duration::from_secs(86_400),
+        first_fetch_missing: Duration::from_secs(86_400),
         timeout: Duration::from_secs(5),
         ..RefreshConfig::default()
     }
@@ -193,7 +194,12 @@ async fn the_schedule_fetches_on_its_own() {
     );
     assert_eq!(listed(&ranges, "20.171.206.10").as_deref(), Some("OpenAI"));
     assert!(matches!(ranges.status()[1].provenance, Some(Provenance::Bundled { .. })));
-    let config = RefreshConfig { first_fetch: Duration::ZERO, jitter: Duration::ZERO, ..on_demand() };
+    let config = RefreshConfig {
+        first_fetch: Duration::ZERO,
+        first_fetch_missing: Duration::ZERO,
+        jitter: Duration::ZERO,
+        ..on_demand()
+    };
     // openai.com resolves to a private address here, which the guard refuses.
     let overrides = [("a.test", "127.0.0.1"), ("openai.com", "10.0.0.1")]
         .map(|(h, a)| (h.to_owned(), vec![ip(a)]))
@@ -210,6 +216,26 @@ async fn the_schedule_fetches_on_its_own() {
     let error = ranges.status()[1].last_error.clone().unwrap();
     assert!(error.contains("refused"), "{error}");
     assert_eq!(listed(&ranges, "20.171.206.10").as_deref(), Some("OpenAI"));
+    assert!(matches!(ranges.status()[1].provenance, Some(Provenance::Bundled { .. })));
+    bounded("shutdown", handle.shutdown()).await;
+}
+
+/// A list with no copy (none bundled) checks nothing until fetched: it is fetched at once,
+/// while a bundled one waits for `first_fetch`.
+#[tokio::test]
+async fn a_list_without_a_copy_is_fetched_at_once() {
+    let server = TestOrigin::start([("/list.json", json(V1))]).await;
+    let url = format!("http://a.test:{}/list.json", server.port());
+    let ranges = Ranges::new(
+        vec![ListSource::new(&url, "Example"), ListSource::new(bundled::OPENAI_GPTBOT, "OpenAI")],
+        ListLimits::default(),
+    );
+    let config =
+        RefreshConfig { first_fetch_missing: RefreshConfig::default().first_fetch_missing, ..on_demand() };
+    let handle = refresh::spawn(ranges.clone(), connector(loopback_guard(), Duration::from_secs(5)), config);
+    until("the first fetch", || listed(&ranges, "192.0.2.7").is_some()).await;
+    assert_eq!(server.hits("/list.json"), 1);
+    assert!(ranges.status()[1].last_error.is_none(), "the bundled list is not fetched yet");
     assert!(matches!(ranges.status()[1].provenance, Some(Provenance::Bundled { .. })));
     bounded("shutdown", handle.shutdown()).await;
 }
@@ -246,7 +272,7 @@ async fn shutdown_stops_a_fetch_under_way() {
     let url = format!("http://a.test:{}/list.json", server.port());
     let ranges = Ranges::new(vec![ListSource::new(&url, "Example")], ListLimits::default());
     let config = RefreshConfig {
-        first_fetch: Duration::ZERO,
+        first_fetch_missing: Duration::ZERO,
         jitter: Duration::ZERO,
         timeout: Duration::from_secs(3600),
         ..on_demand()

@@ -52,6 +52,14 @@ pub struct IngressRecord {
     pub retry_after: Option<u64>,
     /// The identity check's verdict (`verified`, `unverified`, `failed`), when one ran.
     pub identity: Option<&'static str>,
+    /// How it was verified (`ip_range`, `reverse_dns`, `signature`), when it was.
+    pub identity_method: Option<&'static str>,
+    /// Why it was not verified (`not_in_ranges`, `bad_signature`, `replayed_signature`,
+    /// `pending`, …), when it was not.
+    pub identity_why: Option<&'static str>,
+    /// The operator the request claims (by its token or its `Signature-Agent`), when one
+    /// does.
+    pub operator: Option<String>,
     /// The status sent to the client (`None`: the service failed).
     pub status: Option<u16>,
 }

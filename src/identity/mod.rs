@@ -11,7 +11,9 @@
 //!   wait.
 //! - [`Operator`]: an operator's tokens, lists and reverse DNS suffixes (plain data;
 //!   [`Operator::defaults`] for the large crawlers).
-//! - [`Verifier`]: (client address, claimed token) → [`Verdict`], the call a layer makes.
+//! - [`Verifier`]: (client address, claimed token) → [`Verdict`]; with the request's Web
+//!   Bot Auth signatures too ([`Verifier::verify_request`] → [`Identity`]), the call a
+//!   layer makes.
 //! - [`httpsig`]: Web Bot Auth (HTTP Message Signatures, RFC 9421, as
 //!   draft-ietf-webbotauth-httpsig-protocol profiles them): verifying a request's
 //!   signatures against the key directory its `Signature-Agent` names, signing requests,
@@ -44,4 +46,4 @@ mod verifier;
 
 pub use operator::Operator;
 pub use verdict::{Method, Verdict, Why};
-pub use verifier::Verifier;
+pub use verifier::{Identity, Verifier};

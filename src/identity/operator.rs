@@ -17,12 +17,27 @@ pub struct Operator {
     pub ip_lists: Vec<String>,
     /// The domains its bots' reverse DNS names end with (forward-confirmed).
     pub rdns_suffixes: Vec<String>,
+    /// The `Signature-Agent`s (key directory URLs, or origins meaning their well-known
+    /// directory) whose keys speak for it (Web Bot Auth). A request signed by one of them
+    /// and carrying none of [`Operator::tokens`] in its `User-Agent` is judged as the first
+    /// token.
+    pub signature_agents: Vec<String>,
+    /// A request carrying one of its tokens (or naming one of its `Signature-Agent`s) that
+    /// is not verified is refused, not only one whose check failed.
+    pub require: bool,
 }
 
 impl Operator {
     /// An operator named `name`, with nothing to check yet.
     pub fn new(name: impl Into<String>) -> Operator {
-        Operator { name: name.into(), tokens: Vec::new(), ip_lists: Vec::new(), rdns_suffixes: Vec::new() }
+        Operator {
+            name: name.into(),
+            tokens: Vec::new(),
+            ip_lists: Vec::new(),
+            rdns_suffixes: Vec::new(),
+            signature_agents: Vec::new(),
+            require: false,
+        }
     }
 
     /// Adds product tokens.
@@ -40,6 +55,18 @@ impl Operator {
     /// Adds reverse DNS suffixes.
     pub fn rdns_suffixes(mut self, suffixes: impl IntoIterator<Item = impl Into<String>>) -> Operator {
         self.rdns_suffixes.extend(suffixes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Adds `Signature-Agent`s (key directory URLs, or origins).
+    pub fn signature_agents(mut self, agents: impl IntoIterator<Item = impl Into<String>>) -> Operator {
+        self.signature_agents.extend(agents.into_iter().map(Into::into));
+        self
+    }
+
+    /// Requires verification of its bots (default: only a failed check is refused).
+    pub fn require(mut self, require: bool) -> Operator {
+        self.require = require;
         self
     }
 

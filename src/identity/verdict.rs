@@ -3,6 +3,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use super::httpsig::Failure;
+
 /// What checking a request's claimed operator says.
 ///
 /// - [`Verdict::Verified`]: a method confirmed the claim.
@@ -75,14 +77,23 @@ pub enum Method {
         /// The confirmed name (lower case, no trailing dot).
         name: Arc<str>,
     },
+    /// Web Bot Auth: a signature on the request verified with a key published in the key
+    /// directory of one of the operator's `Signature-Agent`s.
+    Signature {
+        /// The key directory's URL (the agent's identity).
+        agent: Arc<str>,
+        /// The key's thumbprint.
+        keyid: Arc<str>,
+    },
 }
 
 impl Method {
-    /// `ip_range` or `reverse_dns`: for logs and metrics.
+    /// `ip_range`, `reverse_dns` or `signature`: for logs and metrics.
     pub fn class(&self) -> &'static str {
         match self {
             Method::IpRange { .. } => "ip_range",
             Method::ReverseDns { .. } => "reverse_dns",
+            Method::Signature { .. } => "signature",
         }
     }
 }
@@ -92,6 +103,7 @@ impl fmt::Display for Method {
         match self {
             Method::IpRange { list } => write!(f, "in IP list {list}"),
             Method::ReverseDns { name } => write!(f, "reverse DNS {name}"),
+            Method::Signature { agent, keyid } => write!(f, "signed by key {keyid} of {agent}"),
         }
     }
 }
@@ -121,6 +133,19 @@ pub enum Why {
     /// (Failed) The PTR name is under the operator's suffixes but does not resolve back to
     /// the address.
     NotConfirmed(Arc<str>),
+    /// (Unverified) The request's Web Bot Auth signature names one of the operator's
+    /// `Signature-Agent`s and could not be checked (its key directory unavailable or still
+    /// being fetched), and nothing else verified it.
+    SignatureUnchecked(Arc<str>),
+    /// (Failed) The request's Web Bot Auth signature names one of the operator's
+    /// `Signature-Agent`s and does not hold (a bad or replayed signature, an unknown key,
+    /// an expired signature, …).
+    Signature {
+        /// The `Signature-Agent` directory the request names.
+        agent: Arc<str>,
+        /// What failed.
+        failure: Failure,
+    },
 }
 
 impl Why {
@@ -136,6 +161,9 @@ impl Why {
             Why::NoPtr => "no_ptr",
             Why::ForeignName(_) => "foreign_name",
             Why::NotConfirmed(_) => "not_forward_confirmed",
+            Why::SignatureUnchecked(_) => "signature_unchecked",
+            Why::Signature { failure: Failure::Replayed, .. } => "replayed_signature",
+            Why::Signature { .. } => "bad_signature",
         }
     }
 }
@@ -152,6 +180,8 @@ impl fmt::Display for Why {
             Why::NoPtr => f.write_str("no PTR record"),
             Why::ForeignName(n) => write!(f, "PTR name {n} is not the operator's"),
             Why::NotConfirmed(n) => write!(f, "{n} does not resolve back to the address"),
+            Why::SignatureUnchecked(why) => write!(f, "signature not checked: {why}"),
+            Why::Signature { agent, failure } => write!(f, "signature of {agent}: {failure}"),
         }
     }
 }

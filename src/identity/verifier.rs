@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::SystemTime;
 
+use super::httpsig::{self, DirectoryUrl};
 use super::operator::Operator;
 use super::ranges::{ListLimits, ListSource, Ranges};
 use super::rdns::{RdnsConfig, ReverseDns};
@@ -47,11 +49,41 @@ struct Inner {
     tokens: HashMap<Box<str>, usize, foldhash::quality::RandomState>,
     ranges: Option<Ranges>,
     rdns: Option<ReverseDns>,
+    /// Web Bot Auth, when checked.
+    signatures: Option<httpsig::Verifier>,
+    /// Key directory identifier → index into `operators`.
+    agents: HashMap<Arc<str>, usize, foldhash::quality::RandomState>,
 }
 
 struct Entry {
     name: Arc<str>,
     suffixes: Vec<String>,
+    /// The token a signed request without one in its `User-Agent` is judged as.
+    first_token: Option<Arc<str>>,
+    require: bool,
+}
+
+/// What checking a request's claimed identity found ([`Verifier::verify_request`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The operator the request claims (by its token or its `Signature-Agent`), if any.
+    pub operator: Option<Arc<str>>,
+    /// The product token to judge the request as when its `User-Agent` carries none and
+    /// its signature names an operator's `Signature-Agent`: the operator's first token.
+    pub token: Option<Arc<str>>,
+    /// The operator requires verification ([`Operator::require`]).
+    pub required: bool,
+}
+
+impl Identity {
+    /// Whether the request is to be refused for its identity: its check failed and
+    /// impersonators are refused (`refuse_failed`), or the operator requires verification
+    /// and the request is not verified.
+    pub fn refused(&self, refuse_failed: bool) -> bool {
+        (self.verdict.is_failed() && refuse_failed) || (self.required && !self.verdict.is_verified())
+    }
 }
 
 impl fmt::Debug for Verifier {
@@ -73,6 +105,26 @@ impl Verifier {
     /// [`Ranges::for_operators`]) and by reverse DNS with `rdns` (which should know their
     /// suffixes, see [`Verifier::with_dns`]).
     pub fn new(operators: &[Operator], ranges: Option<Ranges>, rdns: Option<ReverseDns>) -> Verifier {
+        Verifier::with_signatures(operators, ranges, rdns, None)
+    }
+
+    /// [`Verifier::new`], checking Web Bot Auth signatures too with `signatures` (against
+    /// the key directories of the operators' [`Operator::signature_agents`] only; an agent
+    /// that is not a URL is left out).
+    pub fn with_signatures(
+        operators: &[Operator],
+        ranges: Option<Ranges>,
+        rdns: Option<ReverseDns>,
+        signatures: Option<httpsig::Verifier>,
+    ) -> Verifier {
+        let mut agents = HashMap::with_hasher(foldhash::quality::RandomState::default());
+        for (i, op) in operators.iter().enumerate() {
+            for a in &op.signature_agents {
+                if let Ok(url) = DirectoryUrl::from_member(a.trim(), None) {
+                    agents.entry(url.identifier().clone()).or_insert(i);
+                }
+            }
+        }
         let mut tokens = HashMap::with_hasher(foldhash::quality::RandomState::default());
         for (i, op) in operators.iter().enumerate() {
             for t in &op.tokens {
@@ -83,9 +135,14 @@ impl Verifier {
         }
         let operators = operators
             .iter()
-            .map(|op| Entry { name: Arc::from(op.name.as_str()), suffixes: op.rdns_suffixes.clone() })
+            .map(|op| Entry {
+                name: Arc::from(op.name.as_str()),
+                suffixes: op.rdns_suffixes.clone(),
+                first_token: op.tokens.first().map(|t| Arc::from(t.as_str())),
+                require: op.require,
+            })
             .collect();
-        Verifier { inner: Arc::new(Inner { operators, tokens, ranges, rdns }) }
+        Verifier { inner: Arc::new(Inner { operators, tokens, ranges, rdns, signatures, agents }) }
     }
 
     /// A verifier of `operators` with their lists (bundled copies and files, see
@@ -107,18 +164,119 @@ impl Verifier {
         self.inner.rdns.as_ref()
     }
 
+    /// The Web Bot Auth verifier, when signatures are checked.
+    pub fn signatures(&self) -> Option<&httpsig::Verifier> {
+        self.inner.signatures.as_ref()
+    }
+
     /// The name of the operator whose bots use `token`.
     pub fn operator(&self, token: &str) -> Option<&str> {
         self.entry(token).map(|e| &*e.name)
     }
 
     fn entry(&self, token: &str) -> Option<&Entry> {
+        self.index(token).and_then(|i| self.inner.operators.get(i))
+    }
+
+    /// The identity of `request` from `ip` whose `User-Agent` carries `token`, at `now`;
+    /// `None` when it claims nothing to check (no token, and no `Signature-Agent` of an
+    /// operator).
+    ///
+    /// The order, stated once:
+    /// 1. A request whose `Signature-Agent` names one of an operator's
+    ///    [`signature_agents`](Operator::signature_agents) (with signatures checked) claims
+    ///    that operator. Its Web Bot Auth signatures are checked (only those of the
+    ///    operators' agents: no other directory is fetched):
+    ///    - verified, by an agent of the operator whose bots use `token` (or with no token:
+    ///      it is judged as the operator's first token): [`Method::Signature`];
+    ///    - failed: [`Why::Signature`] (an impersonator, a replay, an altered request),
+    ///      whatever else it claims;
+    ///    - verified for another operator than the token's, or unverified (the directory
+    ///      unavailable): step 2 decides; with no token,
+    ///      [`Unverified(SignatureUnchecked)`](Why::SignatureUnchecked).
+    /// 2. The token's operator's published ranges and reverse DNS ([`Verifier::verify`]);
+    ///    without a client address, [`Unverified(NoMethod)`](Why::NoMethod).
+    ///
+    /// [`Identity::required`] is the claimed operator's [`Operator::require`].
+    pub async fn verify_request(
+        &self,
+        request: &http::request::Parts,
+        ip: Option<IpAddr>,
+        token: Option<&str>,
+        now: SystemTime,
+    ) -> Option<Identity> {
+        let by_token = token.and_then(|t| self.index(t));
+        let identity = |i: Option<usize>, verdict: Verdict, token: Option<Arc<str>>| {
+            let op = i.and_then(|i| self.inner.operators.get(i));
+            Identity {
+                verdict,
+                operator: op.map(|o| o.name.clone()),
+                token,
+                required: op.is_some_and(|o| o.require),
+            }
+        };
+        let mut unchecked = None;
+        if let Some(sig) = &self.inner.signatures {
+            let named = httpsig::signature_agents(&request.headers, sig.config());
+            let agents = &self.inner.agents;
+            if let Some(&claimed) = named.iter().find_map(|d| agents.get(d.identifier())) {
+                let wanted = |d: &DirectoryUrl| agents.contains_key(d.identifier());
+                match sig.verify_agents(request, now, wanted).await {
+                    httpsig::Verdict::Verified(v) => {
+                        let signer = agents.get(&v.directory).copied();
+                        if let Some(signer) = signer
+                            && (token.is_none() || by_token == Some(signer))
+                        {
+                            let as_token = if token.is_none() {
+                                self.inner.operators.get(signer).and_then(|o| o.first_token.clone())
+                            } else {
+                                None
+                            };
+                            let method = Method::Signature { agent: v.directory, keyid: v.keyid };
+                            return Some(identity(Some(signer), Verdict::Verified(method), as_token));
+                        }
+                    }
+                    httpsig::Verdict::Failed(failure) => {
+                        let agent = named
+                            .iter()
+                            .find(|d| agents.get(d.identifier()) == Some(&claimed))
+                            .map_or_else(|| Arc::from(""), |d| d.identifier().clone());
+                        let as_token = if token.is_none() {
+                            self.inner.operators.get(claimed).and_then(|o| o.first_token.clone())
+                        } else {
+                            None
+                        };
+                        return Some(identity(
+                            Some(claimed),
+                            Verdict::Failed(Why::Signature { agent, failure }),
+                            as_token,
+                        ));
+                    }
+                    httpsig::Verdict::Unverified(why) => unchecked = Some((claimed, why)),
+                }
+            }
+        }
+        let Some(token) = token else {
+            let (claimed, why) = unchecked?;
+            let as_token = self.inner.operators.get(claimed).and_then(|o| o.first_token.clone());
+            let verdict = Verdict::Unverified(Why::SignatureUnchecked(why.to_string().into()));
+            return Some(identity(Some(claimed), verdict, as_token));
+        };
+        let verdict = match ip {
+            Some(ip) => self.verify(ip, token).await,
+            None if by_token.is_some() => Verdict::Unverified(Why::NoMethod),
+            None => Verdict::Unverified(Why::UnknownToken),
+        };
+        Some(identity(by_token, verdict, None))
+    }
+
+    fn index(&self, token: &str) -> Option<usize> {
         let mut buf = [0u8; MAX_TOKEN];
         let lower = buf.get_mut(..token.len())?;
         lower.copy_from_slice(token.as_bytes());
         lower.make_ascii_lowercase();
         let lower = std::str::from_utf8(lower).ok()?;
-        self.inner.tokens.get(lower).and_then(|&i| self.inner.operators.get(i))
+        self.inner.tokens.get(lower).copied()
     }
 
     /// The verdict for a request from `ip` whose `User-Agent` carries `token`.

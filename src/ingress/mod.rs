@@ -21,9 +21,16 @@
 //!   `Content-Signal`, merged) as a `Content-Usage` header; a known agent whose declared
 //!   purpose (training, search, AI input) the site refuses is answered as disallowed
 //!   (`x-robotsgate: usage-refused`).
-//! - **Identity** (optional, [`IngressBuilder::verifier`]): the bot's claim is checked by
-//!   its operator's published ranges and reverse DNS; an impersonator is refused
-//!   (`x-robotsgate: identity-failed`), held to `*`, or let through ([`Impersonators`]).
+//! - **Identity** (optional, [`IngressBuilder::verifier`]): the bot's claim is checked
+//!   ([`Verifier::verify_request`](crate::identity::Verifier::verify_request)): its Web Bot
+//!   Auth signature when it names an operator's `Signature-Agent` (a signed request
+//!   without a token is judged as that operator's first token), else its operator's
+//!   published ranges and reverse DNS. An impersonator (a failed check: a wrong address, a
+//!   bad or replayed signature) is refused (`x-robotsgate: identity-failed`), held to `*`,
+//!   or let through ([`Impersonators`]); a bot of an operator that requires verification
+//!   ([`Operator::require`](crate::identity::Operator::require)) and is not verified is
+//!   refused (`x-robotsgate: identity-unverified`). With signatures checked, these
+//!   refusals carry `Accept-Signature` so the bot can sign and retry.
 //! - [`Mode::ReportOnly`] decides and records but passes everything.
 //! - **Evidence**: one [`crate::audit::IngressRecord`] per bot request,
 //!   written to the [`AuditLog`] and/or handed to an observer.

@@ -22,6 +22,7 @@ use super::state::{RobotsFetch, bot_key};
 use super::{Impersonators, Mode, Shared, UnknownAgents};
 use crate::ROBOTSGATE_HEADER;
 use crate::audit::{IngressRecord, IngressRule, SCHEMA_VERSION, rfc3339};
+use crate::identity::{Identity, Verdict, httpsig};
 
 /// The service [`IngressLayer`](super::IngressLayer) makes. See the
 /// [module docs](super).
@@ -176,7 +177,7 @@ fn record(
     site: &SiteRobots,
     judgement: Option<&Judgement>,
     outcome: &'static str,
-    identity: Option<&'static str>,
+    identity: Option<&Identity>,
     retry_after: Option<u64>,
     last_fetch: Option<RobotsFetch>,
 ) -> IngressRecord {
@@ -206,7 +207,16 @@ fn record(
         robots_fetched_sha256: last_fetch.and_then(|f| f.sha256.map(|s| s.to_string())),
         pace: judgement.and_then(|j| j.pace).map(|p| p.to_string()),
         retry_after,
-        identity,
+        identity: identity.map(|i| i.verdict.class()),
+        identity_method: identity.and_then(|i| match &i.verdict {
+            Verdict::Verified(m) => Some(m.class()),
+            _ => None,
+        }),
+        identity_why: identity.and_then(|i| match &i.verdict {
+            Verdict::Verified(_) => None,
+            Verdict::Unverified(w) | Verdict::Failed(w) => Some(w.class()),
+        }),
+        operator: identity.and_then(|i| i.operator.as_deref().map(str::to_owned)),
         status: None,
     }
 }
@@ -238,7 +248,7 @@ fn audit_unavailable<ResB>(head: bool) -> Response<IngressBody<ResB>> {
 async fn handle<S, B, ResB>(
     shared: Arc<Shared>,
     inner: S,
-    req: Request<B>,
+    mut req: Request<B>,
 ) -> Result<Response<IngressBody<ResB>>, S::Error>
 where
     S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
@@ -260,7 +270,7 @@ where
         })
         .await;
     let ua = user_agent(req.headers());
-    let found = site.find_token(&ua).cloned();
+    let mut found = site.find_token(&ua).cloned();
     let facts = Facts {
         client,
         user_agent: ua.clone(),
@@ -300,49 +310,72 @@ where
         return inner.oneshot(req).await.map(site_response);
     }
 
+    let report_only = config.mode == Mode::ReportOnly;
+
+    // Identity: before the agent is chosen, as a signed request without a token is judged
+    // as its operator's.
+    let mut checked = None;
+    if let Some(verifier) = &shared.verifier
+        && (found.is_some()
+            || (verifier.signatures().is_some() && req.headers().contains_key("signature-agent")))
+    {
+        let (parts, body) = req.into_parts();
+        let token = found.as_ref().map(|f| &*f.token);
+        checked = verifier.verify_request(&parts, client, token, SystemTime::now()).await;
+        req = Request::from_parts(parts, body);
+        if found.is_none()
+            && let Some(t) = checked.as_ref().and_then(|c| c.token.as_ref())
+        {
+            let f = site.find_token(t).cloned();
+            found = Some(f.unwrap_or(Found { token: t.clone(), site_group: false }));
+        }
+    }
+    let identity = checked.as_ref();
+
     let mut agent = match &found {
         Some(f) => Agent::Token(f.token.clone()),
         None if config.unknown_agents == UnknownAgents::Star => Agent::Star,
         None => return inner.oneshot(req).await.map(site_response),
     };
-    let report_only = config.mode == Mode::ReportOnly;
     let last_fetch = found.as_ref().and_then(|f| shared.fetches.last(&bot_key(&f.token, client)));
 
-    // Identity.
-    let mut identity = None;
-    if let (Some(verifier), Some(f), Some(ip)) = (&shared.verifier, &found, client) {
-        let verdict = verifier.verify(ip, &f.token).await;
-        identity = Some(verdict.class());
-        if verdict.is_failed() {
-            match config.impersonators {
-                Impersonators::Refuse => {
-                    let text = format!("robotsgate: {} is not who it says it is ({verdict})\n", f.token);
-                    let outcome = if report_only { "would-fail-identity" } else { "identity-failed" };
-                    let mut rec = record(
-                        &shared,
-                        &facts,
-                        Some(f),
-                        &site,
-                        None,
-                        outcome,
-                        identity,
-                        None,
-                        last_fetch.clone(),
-                    );
-                    rec.reason = "identity-failed";
-                    rec.explanation = text.trim_end().to_owned();
-                    if !report_only {
-                        rec.status = Some(config.status.as_u16());
-                        if emit(&shared, &rec).await.is_err() {
-                            return Ok(audit_unavailable(head));
-                        }
-                        return Ok(own(config.status, "identity-failed", text, head));
-                    }
-                    return forward(&shared, inner, req, rec, None).await;
+    if let (Some(id), Some(f)) = (identity, &found) {
+        let verdict = &id.verdict;
+        if id.refused(config.impersonators == Impersonators::Refuse) {
+            let (kind, outcome, text) = if verdict.is_failed() {
+                let outcome = if report_only { "would-fail-identity" } else { "identity-failed" };
+                (
+                    "identity-failed",
+                    outcome,
+                    format!("robotsgate: {} is not who it says it is ({verdict})\n", f.token),
+                )
+            } else {
+                let outcome = if report_only { "would-refuse-unverified" } else { "identity-unverified" };
+                let op = id.operator.as_deref().unwrap_or("its operator");
+                let text =
+                    format!("robotsgate: {op} requires its bots to be verified; {} is {verdict}\n", f.token);
+                ("identity-unverified", outcome, text)
+            };
+            let mut rec =
+                record(&shared, &facts, Some(f), &site, None, outcome, identity, None, last_fetch.clone());
+            rec.reason = kind;
+            rec.explanation = text.trim_end().to_owned();
+            if !report_only {
+                rec.status = Some(config.status.as_u16());
+                if emit(&shared, &rec).await.is_err() {
+                    return Ok(audit_unavailable(head));
                 }
-                Impersonators::Star => agent = Agent::Star,
-                Impersonators::Allow => {}
+                let mut res = own(config.status, kind, text, head);
+                if shared.verifier.as_ref().is_some_and(|v| v.signatures().is_some()) {
+                    res.headers_mut()
+                        .insert("accept-signature", HeaderValue::from_static(httpsig::ACCEPT_SIGNATURE));
+                }
+                return Ok(res);
             }
+            return forward(&shared, inner, req, rec, None).await;
+        }
+        if verdict.is_failed() && config.impersonators == Impersonators::Star {
+            agent = Agent::Star;
         }
     }
 

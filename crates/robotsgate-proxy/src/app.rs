@@ -519,7 +519,7 @@ pub(crate) async fn audit_log(config: &Config) -> Result<AuditLog, StartError> {
 }
 
 /// The destination guard of `config` for a proxy listening on `listen`.
-fn guard(config: &Config, listen: SocketAddr) -> Guard {
+pub(crate) fn guard(config: &Config, listen: SocketAddr) -> Guard {
     let mut guard = Guard::default().deny_own_listener(listen);
     for cidr in &config.guard.allow {
         guard = guard.allow(cidr.0);

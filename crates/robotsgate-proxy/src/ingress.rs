@@ -24,6 +24,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use robotsgate::ROBOTSGATE_HEADER;
 use robotsgate::audit::AuditLog;
 use robotsgate::identity::Verifier;
+use robotsgate::identity::httpsig::{Verifier as SignatureVerifier, VerifyConfig as SignatureConfig};
+use robotsgate::identity::ranges::refresh::{self, RefreshConfig, RefreshHandle};
 use robotsgate::identity::ranges::{ListLimits, Location, Ranges};
 use robotsgate::identity::rdns::{RdnsConfig, ReverseDns};
 use robotsgate::ingress::{Impersonators, IngressConfig, IngressLayer, IngressService, Mode, UnknownAgents};
@@ -35,7 +37,7 @@ use tokio_util::task::TaskTracker;
 use tower::{Layer as _, Service, ServiceExt as _};
 
 use crate::app::{StartError, audit_log};
-use crate::config::{Config, ImpersonatorsName, IngressModeName, UnknownAgentsName};
+use crate::config::{Config, ImpersonatorsName, IngressModeName, ReplayName, UnknownAgentsName};
 use crate::forward::strip_hop_by_hop;
 
 /// Why `robotsgate ingress` cannot start.
@@ -193,10 +195,12 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
 }
 
 /// The identity verifier of `[verify]` (`None` when it is off): the operators' lists
-/// from the bundled snapshot and files, reverse DNS through `[dns] servers`. A list file
-/// that cannot be read or parsed is an error; a URL with no bundled copy is a warning (it
-/// checks nothing until lists are refreshed).
-pub fn verifier(config: &Config) -> Result<Option<Verifier>, IngressError> {
+/// from the bundled snapshot and files (and, with `refresh`, fetched through `outbound`
+/// by the refresher [`refresher`] starts), reverse DNS through `[dns] servers`, Web Bot
+/// Auth signatures against the operators' `signature_agents` (key directories fetched
+/// through `outbound`). A list file that cannot be read or parsed is an error; a URL with
+/// no bundled copy is a warning when lists are not refreshed (it checks nothing).
+pub fn verifier(config: &Config, outbound: &Connector) -> Result<Option<Verifier>, IngressError> {
     let v = &config.verify;
     if !v.enabled {
         return Ok(None);
@@ -215,10 +219,14 @@ pub fn verifier(config: &Config) -> Result<Option<Verifier>, IngressError> {
                         why: why.unwrap_or_else(|| "not loaded".into()),
                     });
                 }
+                (Location::Url(url), None, _) if v.refresh => tracing::debug!(
+                    operator = %source.operator,
+                    "the IP list {url} has no bundled copy: it checks nothing until the refresher fetches it"
+                ),
                 (Location::Url(url), None, why) => tracing::warn!(
                     operator = %source.operator,
                     why = why.as_deref().unwrap_or("no bundled copy"),
-                    "the IP list {url} is not loaded (lists are not fetched yet): it checks nothing"
+                    "the IP list {url} is not loaded and verify.refresh is off: it checks nothing"
                 ),
             }
         }
@@ -236,7 +244,30 @@ pub fn verifier(config: &Config) -> Result<Option<Verifier>, IngressError> {
             },
         )
     });
-    Ok(Some(Verifier::new(&operators, ranges, rdns)))
+    let signatures = (v.signatures && operators.iter().any(|o| !o.signature_agents.is_empty())).then(|| {
+        let sig = SignatureConfig {
+            clock_skew: v.clock_skew.0,
+            refuse_replays: v.replay == ReplayName::Refuse,
+            max_wait: v.max_wait.0,
+            // The listener is plain HTTP behind the site's TLS: `@target-uri` is the
+            // public https one.
+            default_scheme: "https".into(),
+            ..SignatureConfig::default()
+        };
+        SignatureVerifier::new(outbound.clone(), sig)
+    });
+    Ok(Some(Verifier::with_signatures(&operators, ranges, rdns, signatures)))
+}
+
+/// Starts the refresher of `verifier`'s URL and file lists (`verify.refresh`), fetching
+/// through `outbound`.
+pub fn refresher(config: &Config, verifier: &Verifier, outbound: &Connector) -> Option<RefreshHandle> {
+    let ranges = verifier.ranges()?;
+    if !config.verify.refresh || ranges.sources().is_empty() {
+        return None;
+    }
+    let refresh = RefreshConfig { interval: config.verify.refresh_interval.0, ..RefreshConfig::default() };
+    Some(refresh::spawn(ranges.clone(), outbound.clone(), refresh))
 }
 
 /// The reverse proxy, bound and ready to run.
@@ -246,6 +277,7 @@ pub struct Ingress {
     service: IngressService<Upstream>,
     audit: AuditLog,
     config: crate::config::IngressSection,
+    refresher: Option<RefreshHandle>,
 }
 
 impl std::fmt::Debug for Ingress {
@@ -291,7 +323,15 @@ impl Ingress {
             tls.extra_roots.extend(robotsgate::net::load_pem_certs(path).map_err(StartError::from)?);
         }
         let tls = robotsgate::net::client_config(&tls, &[b"h2", b"http/1.1"]).map_err(StartError::from)?;
-        let connector = Connector::new(Resolver::new(&dns), guard, tls, config.fetch.connect_timeout.0);
+        let resolver = Resolver::new(&dns);
+        // Lists and key directories: the destination guard of `[guard]`.
+        let outbound = Connector::new(
+            resolver.clone(),
+            Arc::new(crate::app::guard(config, addr)),
+            tls.clone(),
+            config.fetch.connect_timeout.0,
+        );
+        let connector = Connector::new(resolver, guard, tls, config.fetch.connect_timeout.0);
         let pool = Pool::new(
             connector,
             PoolConfig {
@@ -322,15 +362,15 @@ impl Ingress {
             ttl: ic.robots_ttl.0,
             ..IngressConfig::default()
         };
-        let mut builder = IngressLayer::builder()
-            .config(settings)
-            .audit(audit.clone())
-            .verifier(verifier(config)?.map(Arc::new));
+        let verifier = verifier(config, &outbound)?;
+        let refresher = verifier.as_ref().and_then(|v| refresher(config, v, &outbound));
+        let mut builder =
+            IngressLayer::builder().config(settings).audit(audit.clone()).verifier(verifier.map(Arc::new));
         if let Some(body) = robots {
             builder = builder.robots_bytes(body);
         }
         let service = builder.build().layer(upstream);
-        Ok(Ingress { listener, addr, service, audit, config: ic.clone() })
+        Ok(Ingress { listener, addr, service, audit, config: ic.clone(), refresher })
     }
 
     /// The address it listens on.
@@ -341,7 +381,7 @@ impl Ingress {
     /// Serves until `shutdown` completes, then lets the requests in flight finish (within
     /// `shutdown_grace`) and closes the audit log.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
-        let Ingress { listener, service, audit, config, .. } = self;
+        let Ingress { listener, service, audit, config, refresher, .. } = self;
         let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
         let stop = CancellationToken::new();
         let tracker = TaskTracker::new();
@@ -393,6 +433,9 @@ impl Ingress {
         tracker.close();
         if tokio::time::timeout(config.shutdown_grace.0, tracker.wait()).await.is_err() {
             tracing::warn!("requests still in flight after ingress.shutdown_grace: closed");
+        }
+        if let Some(r) = refresher {
+            r.shutdown().await;
         }
         audit.shutdown().await;
         Ok(())

@@ -428,7 +428,7 @@ async fn reverse_dns_asks_the_configured_server_and_waits_at_most_max_wait() {
         dir.path(),
         &format!(
             "[dns]\nservers = [\"{}\"]\n\n[ingress]\ntrusted_proxies = [\"127.0.0.0/8\"]\n\n\
-             [verify]\nmax_wait = \"50ms\"\n",
+             [verify]\nmax_wait = \"50ms\"\nrefresh = false\n",
             dns.local_addr().unwrap()
         ),
     );
@@ -496,4 +496,195 @@ async fn a_bad_verify_configuration_or_list_file_stops_the_start() {
     ));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("missing.json") && err.contains("Example"), "{err}");
+}
+
+/// Serves `key`'s directory on `origin` (signed for `host`, as the draft asks).
+fn serve_directory(origin: &TestOrigin, key: &robotsgate::identity::httpsig::SigningKey, host: &str) {
+    use robotsgate::identity::httpsig::{WELL_KNOWN_PATH, directory_response};
+    let url = format!("{}{WELL_KNOWN_PATH}", origin.base_as(host));
+    let request = http::Request::get(url).body(()).unwrap().into_parts().0;
+    let response = directory_response(
+        &[key],
+        &request,
+        std::time::SystemTime::now(),
+        std::time::Duration::from_secs(3600),
+    )
+    .unwrap();
+    let mut reply = Reply::status(response.status().as_u16());
+    for (name, value) in response.headers() {
+        reply = reply.header(name.as_str(), value.to_str().unwrap());
+    }
+    origin.route(WELL_KNOWN_PATH, reply.body(response.into_body()));
+}
+
+/// Web Bot Auth through the real binary: an operator whose bots sign with the keys of a
+/// directory served over HTTPS (a test CA, given in `[tls] extra_roots`), with
+/// `require = true`. Signatures are made by Cloudflare's `web-bot-auth` crate and sent by
+/// curl.
+#[tokio::test]
+async fn signed_bots_are_verified_and_forged_replayed_and_unverified_ones_refused() {
+    use robotsgate::identity::httpsig::{ACCEPT_SIGNATURE, SigningKey, WELL_KNOWN_PATH};
+    const EXAMPLEBOT: &str = "Mozilla/5.0 (compatible; ExampleBot/1.0; +https://bot.example)";
+    let seed = [5u8; 32];
+    let key = SigningKey::from_seed(&seed).unwrap();
+    let keyid = key.public().thumbprint().to_owned();
+    let ca = TestCa::new("ingress-wba", &["keys.test"]);
+    let directory = TestOrigin::start_tls([], ca.server_config(&[b"http/1.1"])).await;
+    serve_directory(&directory, &key, "keys.test");
+    let agent = directory.base_as("keys.test");
+    let site = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: ExampleBot\nAllow: /\n\nUser-agent: *\nDisallow: /\n")),
+        ("/page", Reply::ok("page")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca_pem = ca.write_pem(&dir.path().join("ca.pem"));
+    let log = dir.path().join("audit.jsonl");
+    let cfg = config_file(
+        dir.path(),
+        &format!(
+            "[dns.static]\n\"keys.test\" = [\"127.0.0.1\"]\n\n[tls]\nextra_roots = [{ca_pem:?}]\n\n\
+             [guard]\nallow = [\"127.0.0.0/8\"]\n\n[verify]\nrdns = false\nrefresh = false\nmax_wait = \"2s\"\n\n\
+             [[verify.operators]]\nname = \"Example\"\ntokens = [\"ExampleBot\"]\n\
+             signature_agents = [\"{agent}\"]\nrequire = true\n"
+        ),
+    );
+    let ingress =
+        Ingress::start(&["--upstream", &site.base(), "--config", &cfg, "--audit-log", log.to_str().unwrap()])
+            .await;
+    let authority = ingress.addr.to_string();
+    let sign = |seed: &[u8; 32], nonce: &str| wba_sign(seed, &keyid, &agent, &authority, nonce);
+    let headers = |f: &WbaFields| -> Vec<String> {
+        f.pairs().iter().flat_map(|(n, v)| ["-H".to_owned(), format!("{n}: {v}")]).collect()
+    };
+    let curl_signed = |f: WbaFields| {
+        let url = ingress.url("/page");
+        async move {
+            let args = headers(&f);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            curl(&url, EXAMPLEBOT, &args).await
+        }
+    };
+
+    // Signed by the directory's key: verified, let in.
+    let good = sign(&seed, "nonce-1");
+    let (status, head, body) = curl_signed(good.clone()).await;
+    assert_eq!((status, body.as_slice()), (200, &b"page"[..]), "{head}");
+    // Signed by another key under the same keyid: an impersonator.
+    let (status, head, _) = curl_signed(sign(&[6u8; 32], "nonce-2")).await;
+    assert_eq!(status, 403, "{head}");
+    assert!(head.contains("x-robotsgate: identity-failed"), "{head}");
+    assert!(head.contains(&format!("accept-signature: {}", ACCEPT_SIGNATURE.to_ascii_lowercase())), "{head}");
+    // The good request again: its nonce was seen.
+    let (status, head, _) = curl_signed(good).await;
+    assert_eq!(status, 403, "{head}");
+    assert!(head.contains("x-robotsgate: identity-failed"), "{head}");
+    // Unsigned: Example requires verification.
+    let (status, head, _) = curl(&ingress.url("/page"), EXAMPLEBOT, &[]).await;
+    assert_eq!(status, 403, "{head}");
+    assert!(
+        head.contains("x-robotsgate: identity-unverified") && head.contains("accept-signature:"),
+        "{head}"
+    );
+    assert_eq!(site.hits("/page"), 1);
+    assert_eq!(directory.hits(WELL_KNOWN_PATH), 1, "the directory was fetched once, then cached");
+    ingress.stop().await;
+
+    let recs = ingress_records(&log);
+    let seen: Vec<_> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["outcome"].as_str().unwrap(),
+                r["identity"].as_str(),
+                r["identity_method"].as_str(),
+                r["identity_why"].as_str(),
+                r["operator"].as_str(),
+            )
+        })
+        .collect();
+    let ex = Some("Example");
+    assert_eq!(
+        seen,
+        [
+            ("allowed", Some("verified"), Some("signature"), None, ex),
+            ("identity-failed", Some("failed"), None, Some("bad_signature"), ex),
+            ("identity-failed", Some("failed"), None, Some("replayed_signature"), ex),
+            ("identity-unverified", Some("unverified"), None, Some("no_method"), ex),
+        ],
+        "{recs:?}"
+    );
+
+    // `robotsgate audit report`: the bot's identity verdicts, by method.
+    let report = dir.path().join("report.html");
+    let out = std::process::Command::new(BIN)
+        .args(["audit", "report", log.to_str().unwrap(), "--out", report.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let html = std::fs::read_to_string(&report).unwrap();
+    let table = html.split("<table id=\"bots\">").nth(1).unwrap().split("</table>").next().unwrap();
+    let row = table.split("<tr>").find(|r| r.contains(">ExampleBot<")).expect("ExampleBot's row");
+    let cells: Vec<_> =
+        row.split("<td").skip(1).map(|c| c.split('>').nth(1).unwrap().split('<').next().unwrap()).collect();
+    // bot, requests, refused, …, identity
+    assert_eq!((cells[1], cells[2]), ("4", "3"), "{row}");
+    assert_eq!(cells[8], "signature 1, failed 2, unverified 1", "{row}");
+}
+
+/// `verify.refresh`: the binary runs the refresher; a list with no bundled copy is fetched
+/// at once (with no warning at start that it checks nothing) and then verifies. Off, the
+/// list is never fetched and one warning at start says it checks nothing.
+#[tokio::test]
+async fn the_refresher_fetches_the_ip_lists() {
+    const EXAMPLEBOT: &str = "Mozilla/5.0 (compatible; ExampleBot/1.0)";
+    let list =
+        r#"{"creationTime": "2026-11-20T10:00:00.000000", "prefixes": [{"ipv4Prefix": "192.0.2.0/24"}]}"#;
+    let lists = TestOrigin::start([(
+        "/example.json",
+        Reply::typed("application/json", list).header("etag", "\"v1\""),
+    )])
+    .await;
+    let robots = "User-agent: ExampleBot\nAllow: /\n";
+    let site = TestOrigin::start([("/robots.txt", Reply::ok(robots)), ("/page", Reply::ok("page"))]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = |refresh: bool| {
+        config_file(
+            dir.path(),
+            &format!(
+                "[guard]\nallow = [\"127.0.0.0/8\"]\n\n[ingress]\ntrusted_proxies = [\"127.0.0.0/8\"]\n\n\
+                 [verify]\nrdns = false\nrefresh = {refresh}\n\n[[verify.operators]]\nname = \"Example\"\n\
+                 tokens = [\"ExampleBot\"]\nip_lists = [\"{}\"]\n",
+                lists.url("/example.json")
+            ),
+        )
+    };
+    let mut ingress = Ingress::start(&["--upstream", &site.base(), "--config", &config(true)]).await;
+    // The update may come before the line saying the ingress runs, or after it.
+    if !ingress.seen.iter().any(|l| l.contains("crawler IP list updated")) {
+        ingress.wait_line(|l| l.contains("crawler IP list updated")).await;
+    }
+    assert!(!ingress.seen.iter().any(|l| l.contains("checks nothing")), "{:?}", ingress.seen);
+    assert_eq!(lists.hits("/example.json"), 1);
+    assert!(
+        lists.seen_for("/example.json")[0].headers["user-agent"].to_str().unwrap().starts_with("robotsgate/")
+    );
+    let (status, head, _) =
+        curl(&ingress.url("/page"), EXAMPLEBOT, &["-H", "X-Forwarded-For: 192.0.2.7"]).await;
+    assert_eq!(status, 200, "{head}");
+    let (status, head, _) =
+        curl(&ingress.url("/page"), EXAMPLEBOT, &["-H", "X-Forwarded-For: 198.51.100.1"]).await;
+    assert_eq!(status, 403, "{head}");
+    assert!(head.contains("x-robotsgate: identity-failed"), "{head}");
+    ingress.stop().await;
+
+    // Off: one warning, no fetch, nothing to check with (judged as what it claims).
+    let ingress = Ingress::start(&["--upstream", &site.base(), "--config", &config(false)]).await;
+    let warnings = ingress.seen.iter().filter(|l| l.contains("checks nothing")).count();
+    assert_eq!(warnings, 1, "{:?}", ingress.seen);
+    let (status, head, _) =
+        curl(&ingress.url("/page"), EXAMPLEBOT, &["-H", "X-Forwarded-For: 198.51.100.1"]).await;
+    assert_eq!(status, 200, "{head}");
+    ingress.stop().await;
+    assert_eq!(lists.hits("/example.json"), 1);
 }

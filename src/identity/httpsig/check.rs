@@ -16,6 +16,39 @@ use super::verdict::{Failure, Unverified, Verdict};
 /// The `tag` of Web Bot Auth request signatures.
 pub const WEB_BOT_AUTH_TAG: &str = "web-bot-auth";
 
+/// The `Accept-Signature` (RFC 9421 §5.1) a refusal of a bot carries, so that it can sign
+/// and retry: a Web Bot Auth signature as [`examine`] accepts it (`@authority` and the
+/// `Signature-Agent` member `sig1`, `created`, `expires`, a `nonce`, Ed25519).
+pub const ACCEPT_SIGNATURE: &str = "sig1=(\"@authority\" \"signature-agent\";key=\"sig1\");created;expires;nonce;tag=\"web-bot-auth\";alg=\"ed25519\"";
+
+/// The key directories `headers`' `Signature-Agent` names (each member, or the older bare
+/// string), at most [`VerifyConfig::max_signatures`] of them; members that are not usable
+/// directory URLs are left out. Nothing is fetched: a caller decides from these whether
+/// the request's signatures are worth checking.
+pub fn signature_agents(headers: &http::HeaderMap, config: &VerifyConfig) -> Vec<DirectoryUrl> {
+    let Ok(Some(value)) = field(headers, "signature-agent", config.max_field_bytes) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    match Agent::parse(&value) {
+        Agent::Legacy(s) => out.extend(DirectoryUrl::from_member(&s.value(), None).ok()),
+        Agent::Dictionary(d) => {
+            for (_, member) in d.iter().take(config.max_signatures) {
+                let Some(item) = member.as_item() else { continue };
+                let Some(url) = item.bare.as_string() else { continue };
+                let kind = match item.params.get("type") {
+                    None => None,
+                    Some(BareItem::Token(t)) => Some(t),
+                    Some(_) => continue,
+                };
+                out.extend(DirectoryUrl::from_member(&url.value(), kind).ok());
+            }
+        }
+        Agent::Malformed => {}
+    }
+    out
+}
+
 /// A Web Bot Auth signature that met every requirement that needs no key: it only waits for
 /// the key its directory publishes under `keyid`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -78,7 +78,9 @@ mod tests;
 use std::time::SystemTime;
 
 pub use base::{BaseError, Message, RequestView, field_value, signature_base};
-pub use check::{Candidate, Examination, WEB_BOT_AUTH_TAG, combine, examine};
+pub use check::{
+    ACCEPT_SIGNATURE, Candidate, Examination, WEB_BOT_AUTH_TAG, combine, examine, signature_agents,
+};
 pub use client::{DirectoryCache, DirectoryClient, DirectoryError, Fetched, Lookup, Validators};
 pub use config::{DirectoryConfig, ResponseSignatures, VerifyConfig};
 pub use directory::{

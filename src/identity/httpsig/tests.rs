@@ -614,3 +614,44 @@ fn signature_agent_cards() {
     assert!(SignatureAgentCard::parse(b"[]", 65536).is_err());
     assert_eq!(SignatureAgentCard::parse(b"{}", 65536).unwrap(), SignatureAgentCard::default());
 }
+
+#[test]
+fn accept_signature_asks_for_what_examine_accepts() {
+    let dict = Dictionary::parse(ACCEPT_SIGNATURE.as_bytes()).unwrap();
+    let list = dict.get("sig1").and_then(|m| m.as_inner_list()).unwrap();
+    let components: Vec<_> = list.iter().map(|i| i.bare.as_string().unwrap().value().into_owned()).collect();
+    assert_eq!(components, ["@authority", "signature-agent"]);
+    // A request signed as asked is examined without complaint.
+    let key = Arc::new(SigningKey::generate().unwrap());
+    let mut parts = request("GET", "https://site.example/", &[]);
+    RequestSigner::new(key, "https://bot.example").unwrap().sign(&mut parts, SystemTime::now()).unwrap();
+    let input = parts.headers["signature-input"].to_str().unwrap().to_owned();
+    for param in ["created", "expires", "nonce", "tag=\"web-bot-auth\"", "\"signature-agent\";key=\"sig1\""] {
+        assert!(input.contains(param) && ACCEPT_SIGNATURE.contains(param), "{param}: {input}");
+    }
+}
+
+#[test]
+fn signature_agents_lists_the_usable_members() {
+    let config = VerifyConfig::default();
+    let agents = |value: &str| {
+        let parts = request("GET", "/", &[("signature-agent", value)]);
+        signature_agents(&parts.headers, &config)
+            .iter()
+            .map(|d| d.identifier().to_string())
+            .collect::<Vec<_>>()
+    };
+    let wk = |origin: &str| format!("{origin}{WELL_KNOWN_PATH}");
+    assert_eq!(
+        agents(
+            r#"sig1="https://a.example", sig2="http://b.example", sig3=?1, sig4="https://c.example/keys?x=1""#
+        ),
+        [wk("https://a.example"), "https://c.example/keys".to_owned()]
+    );
+    assert_eq!(agents(r#""https://a.example""#), [wk("https://a.example")]);
+    assert_eq!(agents(r#"sig1="https://a.example";type=cimd"#), Vec::<String>::new());
+    assert_eq!(agents("sig1=(((("), Vec::<String>::new());
+    assert!(signature_agents(&http::HeaderMap::new(), &config).is_empty());
+    let many: Vec<String> = (0..20).map(|i| format!("s{i}=\"https://a{i}.example\"")).collect();
+    assert_eq!(agents(&many.join(", ")).len(), config.max_signatures);
+}

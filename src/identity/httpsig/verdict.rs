@@ -96,6 +96,13 @@ pub enum Unverified {
         /// Why.
         reason: String,
     },
+    /// The `Signature-Agent` is not one the caller checks
+    /// ([`Verifier::verify_agents`](super::Verifier::verify_agents)).
+    #[error("Signature-Agent {directory} not checked here")]
+    UnknownAgent {
+        /// The directory URL.
+        directory: String,
+    },
     /// The directory is being fetched and did not arrive within the wait allowed.
     #[error("directory {directory} still being fetched")]
     Pending {
@@ -114,6 +121,7 @@ impl Unverified {
             Unverified::UnsupportedAgentType(_) => "agent_type",
             Unverified::DirectoryUnavailable { .. } => "directory_unavailable",
             Unverified::Pending { .. } => "pending",
+            Unverified::UnknownAgent { .. } => "unknown_agent",
         }
     }
 }

@@ -9,6 +9,7 @@ use super::base::RequestView;
 use super::check::{Candidate, combine, examine};
 use super::client::{DirectoryCache, DirectoryClient, Lookup};
 use super::config::VerifyConfig;
+use super::directory::DirectoryUrl;
 use super::replay::{ReplayCache, ReplayCheck, ReplayKey};
 use super::unix_seconds;
 use super::verdict::{Failure, ReplayStatus, Unverified, Verdict, Verified};
@@ -66,6 +67,18 @@ impl Verifier {
     /// else unverified. Fetches a directory it does not know (waiting at most
     /// [`VerifyConfig::max_wait`]).
     pub async fn verify(&self, request: &http::request::Parts, now: SystemTime) -> Verdict {
+        self.verify_agents(request, now, |_| true).await
+    }
+
+    /// [`Verifier::verify`], checking only the signatures whose `Signature-Agent` directory
+    /// `wanted` accepts (the others are unverified, their directory never fetched): a site
+    /// that knows which agents it trusts does not fetch the directories any request names.
+    pub async fn verify_agents(
+        &self,
+        request: &http::request::Parts,
+        now: SystemTime,
+        wanted: impl Fn(&DirectoryUrl) -> bool,
+    ) -> Verdict {
         let now = unix_seconds(now);
         let view = RequestView {
             method: &request.method,
@@ -76,6 +89,12 @@ impl Verifier {
         let exam = examine(view, now, &self.config);
         let mut verdicts = Vec::with_capacity(exam.candidates.len() + exam.others.len());
         for candidate in &exam.candidates {
+            if !wanted(&candidate.directory) {
+                verdicts.push(Verdict::Unverified(Unverified::UnknownAgent {
+                    directory: candidate.directory.identifier().to_string(),
+                }));
+                continue;
+            }
             let verdict = self.verify_candidate(candidate, now).await;
             if matches!(verdict, Verdict::Verified(_)) {
                 return verdict;

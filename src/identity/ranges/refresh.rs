@@ -43,9 +43,12 @@ pub struct RefreshConfig {
     /// Up to this much is added at random to each wait (default: an hour), so replicas
     /// and restarts do not all ask at once.
     pub jitter: Duration,
-    /// The first fetch of every URL list, after the task starts (default: 10 s, plus
-    /// jitter of up to a minute): the bundled copies may be old.
+    /// The first fetch of every URL list that has a copy (bundled), after the task starts
+    /// (default: 10 s, plus jitter of up to a minute): the bundled copies may be old.
     pub first_fetch: Duration,
+    /// The first fetch of a URL list that has no copy (none bundled): it checks nothing
+    /// until then (default: at once).
+    pub first_fetch_missing: Duration,
     /// The wait after a first failure; it doubles with each further one (default: 5 min).
     pub retry_min: Duration,
     /// The longest wait after failures (default: 6 h).
@@ -68,6 +71,7 @@ impl Default for RefreshConfig {
             interval: Duration::from_secs(24 * 3600),
             jitter: Duration::from_secs(3600),
             first_fetch: Duration::from_secs(10),
+            first_fetch_missing: Duration::ZERO,
             retry_min: Duration::from_secs(300),
             retry_max: Duration::from_secs(6 * 3600),
             file_interval: Duration::from_secs(60),
@@ -175,16 +179,19 @@ pub fn spawn(ranges: Ranges, connector: Connector, config: RefreshConfig) -> Ref
     let (commands, rx) = mpsc::channel(4);
     let cancel = CancellationToken::new();
     let now = Instant::now();
+    let status = ranges.status();
     let states = ranges
         .sources()
         .iter()
-        .map(|source| State {
+        .zip(&status)
+        .map(|(source, status)| State {
             etag: None,
             last_modified: None,
             failures: 0,
             stamp: None,
             due: now
                 + match source.location {
+                    Location::Url(_) if status.provenance.is_none() => config.first_fetch_missing,
                     Location::Url(_) => {
                         config.first_fetch + config.jitter.min(Duration::from_secs(60)).mul_f64(random())
                     }

@@ -10,10 +10,12 @@ use super::sections::{
     PolicySection, ProxySection, Select, TlsSection,
 };
 use super::sections::{
-    ImpersonatorsName, IngressModeName, IngressSection, UnknownAgentsName, VerifyOperator, VerifySection,
+    ImpersonatorsName, IngressModeName, IngressSection, ReplayName, UnknownAgentsName, VerifyOperator,
+    VerifySection,
 };
 use super::values::{Dur, HeaderNameValue, ProfileName, Size, Token};
 use robotsgate::identity::Operator;
+use robotsgate::identity::ranges::refresh::RefreshConfig;
 use robotsgate::identity::rdns::RdnsConfig;
 use robotsgate::pacing::PacingConfig;
 use robotsgate::policy::PolicyConfig;
@@ -206,6 +208,11 @@ impl Default for VerifySection {
             ip_ranges: true,
             rdns: true,
             max_wait: Dur(RdnsConfig::default().max_wait),
+            refresh: true,
+            refresh_interval: Dur(RefreshConfig::default().interval),
+            signatures: true,
+            replay: ReplayName::Refuse,
+            clock_skew: Dur(robotsgate::identity::httpsig::VerifyConfig::default().clock_skew),
             operators: Operator::defaults()
                 .into_iter()
                 .map(|o| VerifyOperator {
@@ -213,7 +220,8 @@ impl Default for VerifySection {
                     tokens: o.tokens,
                     ip_lists: o.ip_lists,
                     rdns_suffixes: o.rdns_suffixes,
-                    require: false,
+                    signature_agents: o.signature_agents,
+                    require: o.require,
                 })
                 .collect(),
         }

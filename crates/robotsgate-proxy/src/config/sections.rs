@@ -428,10 +428,30 @@ pub struct VerifySection {
     pub ip_ranges: bool,
     /// Check forward-confirmed reverse DNS (through `[dns] servers`).
     pub rdns: bool,
-    /// The longest a request waits for reverse DNS.
+    /// The longest a request waits for reverse DNS (and for a key directory being
+    /// fetched).
     pub max_wait: Dur,
+    /// Fetch the URL lists from their URLs (at start, then every `refresh_interval`).
+    pub refresh: bool,
+    /// Between two fetches of a URL list that worked (jitter of up to an hour added).
+    pub refresh_interval: Dur,
+    /// Check Web Bot Auth signatures against the operators' `signature_agents`.
+    pub signatures: bool,
+    /// A replayed signature (its nonce seen before it expires): `refuse` or `allow`.
+    pub replay: ReplayName,
+    /// Clock difference tolerated on a signature's `created` and `expires`.
+    pub clock_skew: Dur,
     /// The operators (given: they replace the defaults).
     pub operators: Vec<VerifyOperator>,
+}
+
+/// `refuse` or `allow`: what a replayed Web Bot Auth signature gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum ReplayName {
+    Refuse,
+    Allow,
 }
 
 /// One `[[verify.operators]]` entry.
@@ -445,7 +465,10 @@ pub struct VerifyOperator {
     pub ip_lists: Vec<String>,
     #[serde(default)]
     pub rdns_suffixes: Vec<String>,
-    /// Not supported yet: `true` is a configuration error.
+    /// `Signature-Agent` URLs (key directories, or origins) whose keys speak for it.
+    #[serde(default)]
+    pub signature_agents: Vec<String>,
+    /// A request carrying one of its tokens that is not verified is refused.
     #[serde(default)]
     pub require: bool,
 }

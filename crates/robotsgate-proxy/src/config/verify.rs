@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use robotsgate::identity::Operator;
+use robotsgate::identity::httpsig::DirectoryUrl;
 
 use super::sections::{VerifyOperator, VerifySection};
 
@@ -11,6 +12,10 @@ use super::sections::{VerifyOperator, VerifySection};
 const MAX_WAIT: Duration = Duration::from_secs(2);
 /// The longest product token an operator can claim (longer ones are never looked up).
 const MAX_TOKEN: usize = 64;
+/// The shortest `verify.refresh_interval`.
+const MIN_REFRESH: Duration = Duration::from_secs(60);
+/// The longest `verify.clock_skew`.
+const MAX_SKEW: Duration = Duration::from_secs(300);
 
 /// Why `[verify]` is wrong: the key, or the `[[verify.operators]]` entry (from 0), and
 /// why.
@@ -27,8 +32,21 @@ pub(super) fn check_verify(v: &VerifySection) -> Result<(), VerifyProblem> {
             format!("{:?} is not more than 0 and at most 2s (a reverse DNS query's own bound)", v.max_wait.0),
         ));
     }
+    if v.refresh_interval.0 < MIN_REFRESH {
+        return Err(VerifyProblem::Key(
+            "verify.refresh_interval",
+            format!("{:?} is less than 1m (the operators publish daily)", v.refresh_interval.0),
+        ));
+    }
+    if v.clock_skew.0 > MAX_SKEW {
+        return Err(VerifyProblem::Key(
+            "verify.clock_skew",
+            format!("{:?} is more than 5m (a signature lives minutes)", v.clock_skew.0),
+        ));
+    }
     let mut names = HashSet::new();
     let mut tokens = HashSet::new();
+    let mut agents = HashSet::new();
     for (i, op) in v.operators.iter().enumerate() {
         let bad = |message: String| VerifyProblem::Operator(i, message);
         check_operator(op).map_err(bad)?;
@@ -40,6 +58,13 @@ pub(super) fn check_verify(v: &VerifySection) -> Result<(), VerifyProblem> {
                 return Err(bad(format!("the token {t:?} is already another operator's")));
             }
         }
+        for a in &op.signature_agents {
+            if let Ok(url) = DirectoryUrl::from_member(a.trim(), None)
+                && !agents.insert(url.identifier().clone())
+            {
+                return Err(bad(format!("the signature agent {a:?} is already another operator's")));
+            }
+        }
     }
     Ok(())
 }
@@ -47,11 +72,6 @@ pub(super) fn check_verify(v: &VerifySection) -> Result<(), VerifyProblem> {
 fn check_operator(op: &VerifyOperator) -> Result<(), String> {
     if op.name.trim().is_empty() || op.name.chars().any(char::is_control) {
         return Err("name must be non-empty, without control characters".into());
-    }
-    if op.require {
-        return Err("require = true is not supported yet (an unverified bot is judged as the bot it \
-                    claims to be; only a failed check is refused)"
-            .into());
     }
     if op.tokens.is_empty() {
         return Err("tokens must list at least one product token".into());
@@ -66,8 +86,14 @@ fn check_operator(op: &VerifyOperator) -> Result<(), String> {
             ));
         }
     }
-    if op.ip_lists.is_empty() && op.rdns_suffixes.is_empty() {
-        return Err("needs ip_lists or rdns_suffixes (nothing would verify its bots)".into());
+    if op.ip_lists.is_empty() && op.rdns_suffixes.is_empty() && op.signature_agents.is_empty() {
+        return Err(
+            "needs ip_lists, rdns_suffixes or signature_agents (nothing would verify its bots)".into()
+        );
+    }
+    for a in &op.signature_agents {
+        DirectoryUrl::from_member(a.trim(), None)
+            .map_err(|e| format!("signature_agents: {a:?} is not a key directory URL or origin ({e})"))?;
     }
     if op.ip_lists.iter().any(|l| l.trim().is_empty()) {
         return Err("an empty ip_lists entry".into());
@@ -97,6 +123,8 @@ impl VerifySection {
                     .tokens(o.tokens.iter().cloned())
                     .ip_lists(o.ip_lists.iter().cloned())
                     .rdns_suffixes(o.rdns_suffixes.iter().cloned())
+                    .signature_agents(o.signature_agents.iter().map(|a| a.trim().to_owned()))
+                    .require(o.require)
             })
             .collect()
     }
@@ -133,6 +161,16 @@ mod tests {
         );
         let c = Config::parse("v.toml", "[verify]\nrdns = false\n").unwrap();
         assert_eq!(c.verify.operators(), robotsgate::identity::Operator::defaults());
+        // Signature agents alone verify; require is taken.
+        let c = Config::parse(
+            "v.toml",
+            "[[verify.operators]]\nname = \"Example\"\ntokens = [\"ExampleBot\"]\n\
+             signature_agents = [\" https://bot.example \"]\nrequire = true\n",
+        )
+        .unwrap();
+        let ops = c.verify.operators();
+        assert_eq!(ops[0].signature_agents, ["https://bot.example"]);
+        assert!(ops[0].require);
     }
 
     #[test]
@@ -145,22 +183,29 @@ mod tests {
         let op = |body: &str| error(&format!("[verify]\n\n[[verify.operators]]\n{body}"));
         let e = op("name = \"X\"\ntokens = [\"X Bot\"]\nrdns_suffixes = [\"x.example\"]\n");
         assert!(e.starts_with("v.toml:3:") && e.contains("entry 1") && e.contains("product token"), "{e}");
-        assert!(op("name = \"X\"\ntokens = [\"XBot\"]\n").contains("needs ip_lists or rdns_suffixes"));
+        assert!(
+            op("name = \"X\"\ntokens = [\"XBot\"]\n")
+                .contains("needs ip_lists, rdns_suffixes or signature_agents")
+        );
         assert!(op("name = \"X\"\ntokens = [\"XBot\"]\nrdns_suffixes = [\"com\"]\n").contains("two labels"));
         assert!(op("name = \"X\"\ntokens = [\"XBot\"]\nip_lists = [\"\"]\n").contains("empty ip_lists"));
         assert!(
-            op("name = \"X\"\ntokens = [\"XBot\"]\nrdns_suffixes = [\"x.example\"]\nrequire = true\n")
-                .contains("not supported yet")
+            op("name = \"X\"\ntokens = [\"XBot\"]\nsignature_agents = [\"http://x.example\"]\n")
+                .contains("not a key directory URL")
         );
         assert!(op("name = \"X\"\ntokens = []\nrdns_suffixes = [\"x.example\"]\n").contains("at least one"));
-        assert!(
-            op("name = \"X\"\ntokens = [\"XBot\"]\nrdns_suffixes = [\"x.example\"]\nsignature_agents = []\n")
-                .contains("signature_agents")
-        );
+        assert!(error("[verify]\nrefresh_interval = \"10s\"\n").contains("verify.refresh_interval"));
+        assert!(error("[verify]\nclock_skew = \"1h\"\n").contains("verify.clock_skew"));
+        assert!(error("[verify]\nreplay = \"ignore\"\n").contains("replay"));
         let twice = "[[verify.operators]]\nname = \"X\"\ntokens = [\"XBot\"]\nrdns_suffixes = [\"x.example\"]\n\n\
                      [[verify.operators]]\nname = \"Y\"\ntokens = [\"xbot\"]\nrdns_suffixes = [\"y.example\"]\n";
         let e = error(twice);
         assert!(e.contains("entry 2") && e.contains("already another operator's"), "{e}");
+        let twice = "[[verify.operators]]\nname = \"X\"\ntokens = [\"XBot\"]\nsignature_agents = [\"https://x.example\"]\n\n\
+                     [[verify.operators]]\nname = \"Y\"\ntokens = [\"YBot\"]\n\
+                     signature_agents = [\"https://x.example/.well-known/http-message-signatures-directory\"]\n";
+        let e = error(twice);
+        assert!(e.contains("entry 2") && e.contains("signature agent"), "{e}");
     }
 
     #[test]

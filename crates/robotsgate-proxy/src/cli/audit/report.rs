@@ -171,7 +171,13 @@ struct Bot {
     robots_fetches: u64,
     first: Option<i64>,
     last: Option<i64>,
+    /// Identity verdicts: verified ones by method (`signature`, `ip_range`,
+    /// `reverse_dns`), then `failed` and `unverified`; a few keys at most.
+    identity: BTreeMap<String, u64>,
 }
+
+/// Identity verdict kinds kept per bot (the methods and the two other verdicts).
+const MAX_IDENTITY_KINDS: usize = 8;
 
 /// Pacing waits, when decision records carry them.
 #[derive(Default)]
@@ -214,6 +220,10 @@ struct Rec<'a> {
     pacing: Option<Pacing>,
     #[serde(borrow)]
     token: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    identity: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    identity_method: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -334,12 +344,24 @@ impl Stats {
                     outcome => {
                         bot.requests += 1;
                         match outcome {
-                            "disallowed" | "usage-refused" | "identity-failed" => bot.refused += 1,
+                            "disallowed" | "usage-refused" | "identity-failed" | "identity-unverified" => {
+                                bot.refused += 1
+                            }
                             "paced" => bot.paced += 1,
                             o if o.starts_with("would-") => bot.would += 1,
                             _ => {}
                         }
                     }
+                }
+                let kind = match (r.identity.as_deref(), r.identity_method.as_deref()) {
+                    (Some("verified"), Some(method)) => Some(method),
+                    (Some(verdict), _) => Some(verdict),
+                    (None, _) => None,
+                };
+                if let Some(kind) = kind
+                    && (bot.identity.contains_key(kind) || bot.identity.len() < MAX_IDENTITY_KINDS)
+                {
+                    *bot.identity.entry(kind.to_owned()).or_default() += 1;
                 }
                 if let Some(t) = t {
                     bot.first = Some(bot.first.map_or(t, |f| f.min(t)));
@@ -838,7 +860,7 @@ fn bots_section(h: &mut String, st: &Stats, top: usize) {
     h.push_str(
         "<table id=\"bots\"><tr><th>bot</th><th class=\"n\">requests</th><th class=\"n\">refused</th>\
          <th class=\"n\">paced</th><th class=\"n\">would be refused or paced</th><th>read robots.txt</th>\
-         <th>first seen</th><th>last seen</th></tr>",
+         <th>first seen</th><th>last seen</th><th>identity</th></tr>",
     );
     let mut rows: Vec<_> = st.bots.iter().collect();
     rows.sort_by(|a, b| b.1.requests.cmp(&a.1.requests).then(a.0.cmp(b.0)));
@@ -846,7 +868,7 @@ fn bots_section(h: &mut String, st: &Stats, top: usize) {
         let _ = write!(
             h,
             "<tr><td class=\"mono\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
-             <td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+             <td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(token),
             num(b.requests),
             num(b.refused),
@@ -855,15 +877,31 @@ fn bots_section(h: &mut String, st: &Stats, top: usize) {
             if b.robots_fetches > 0 { format!("yes ({})", num(b.robots_fetches)) } else { "no".into() },
             b.first.map(fmt_time).unwrap_or_default(),
             b.last.map(fmt_time).unwrap_or_default(),
+            esc(&identity_cell(&b.identity)),
         );
     }
     let _ = writeln!(
         h,
         "</table>\n<p class=\"note\">From the ingress records (<code>robotsgate ingress</code>): the {} bots with the \
          most requests. Refused: disallowed by robots.txt, a usage preference or an identity check; paced: answered \
-         429 for its Crawl-delay or Request-rate.</p>",
+         429 for its Crawl-delay or Request-rate. Identity: the verdicts of its identity checks, verified ones by \
+         method (signature: Web Bot Auth; ip_range: the operator's published addresses; reverse_dns: \
+         forward-confirmed reverse DNS).</p>",
         num(top.max(1) as u64)
     );
+}
+
+/// `signature 2, ip_range 1, failed 1`: verified ones by method first, then `failed` and
+/// `unverified`.
+fn identity_cell(identity: &BTreeMap<String, u64>) -> String {
+    let rank = |k: &str| match k {
+        "failed" => 1,
+        "unverified" => 2,
+        _ => 0,
+    };
+    let mut kinds: Vec<_> = identity.iter().collect();
+    kinds.sort_by_key(|(k, _)| (rank(k), k.to_owned()));
+    kinds.iter().map(|(k, n)| format!("{k} {}", num(**n))).collect::<Vec<_>>().join(", ")
 }
 
 fn fetch_section(h: &mut String, st: &Stats) {
