@@ -14,6 +14,7 @@ use crate::fetch::{FetchOutcome, FetchResult};
 use crate::origin::Origin;
 use crate::pacing::{DelaySource, PaceFacts};
 use crate::policy::{Decision, Reason};
+use crate::vocabulary::Outcome;
 
 /// Version of the record schema (`schema_version` in every record). 3: decision records
 /// have `pace_wait_ms` and `pace`, and the outcome `paced`; 4: and `cluster` (fleet mode).
@@ -50,12 +51,13 @@ pub struct DecisionRecord {
     pub profile: &'static str,
     /// `enforce` or `report-only`.
     pub mode: &'static str,
-    /// `allowed`, `disallowed`, `would-disallow` (report-only), `destination-denied`,
-    /// `paced` (answered 503: it would have waited too long for its slot) or
-    /// `cluster-unavailable` (answered 503: fleet mode's Redis cannot be reached and
-    /// `cluster.on_error` is `refuse`).
+    /// [`Outcome::as_str`]: `allowed`, `disallowed`, `would-disallow` (report-only),
+    /// `usage-refused`, `would-refuse-usage`, `destination-denied`, `paced` (answered 503:
+    /// it would have waited too long for its slot) or `cluster-unavailable` (answered 503:
+    /// fleet mode's Redis cannot be reached and `cluster.on_error` is `refuse`).
     pub outcome: &'static str,
-    /// The reason class (see docs/audit-log.md).
+    /// The reason class ([`ReasonClass::as_str`](crate::ReasonClass::as_str); see
+    /// docs/audit-log.md).
     pub reason: &'static str,
     /// The deciding rule, if a rule decided.
     pub rule: Option<RuleRecord>,
@@ -417,8 +419,9 @@ pub struct ResponseUsageRecord {
     pub x_robots_tag: Vec<String>,
     /// The category of the purpose the headers refuse, if any.
     pub refused: Option<&'static str>,
-    /// `usage-refused` (the response was replaced by robotsgate's 403), `would-refuse-usage`
-    /// (report-only, or `purpose.enforce_response` off: passed on), or `allowed`.
+    /// [`Outcome::as_str`]: `usage-refused` (the response was replaced by robotsgate's
+    /// 403), `would-refuse-usage` (report-only, or `purpose.enforce_response` off: passed
+    /// on), or `allowed`.
     pub outcome: &'static str,
 }
 
@@ -531,11 +534,11 @@ impl RequestFacts<'_> {
 
     /// The outcome of a request refused for a reason that is not the decision's own
     /// (`cluster-unavailable`, `paced`), if it was.
-    pub(super) fn refused(&self) -> Option<&'static str> {
+    pub(super) fn refused(&self) -> Option<Outcome> {
         if self.cluster_refused {
-            Some("cluster-unavailable")
+            Some(Outcome::ClusterUnavailable)
         } else if self.paced() {
-            Some("paced")
+            Some(Outcome::Paced)
         } else {
             None
         }
@@ -587,8 +590,8 @@ impl DecisionRecord {
             agent: d.agent.to_string(),
             profile: d.profile.as_str(),
             mode: if request.report_only { "report-only" } else { "enforce" },
-            outcome: outcome_of(d, request.report_only, request.refused()),
-            reason: d.reason.class(),
+            outcome: outcome_of(d, request.report_only, request.refused()).as_str(),
+            reason: d.reason.class().as_str(),
             rule,
             explanation: d.to_string(),
             path_visible: request.path_visible,
@@ -649,21 +652,10 @@ impl FetchRecord {
     }
 }
 
-/// `"allowed"`, `"disallowed"`, `"would-disallow"`, `"usage-refused"`,
-/// `"would-refuse-usage"`, `"destination-denied"`, or `refused` (`"paced"`,
-/// `"cluster-unavailable"`: see [`RequestFacts::refused`]) when it is set.
-pub(super) fn outcome_of(d: &Decision, report_only: bool, refused: Option<&'static str>) -> &'static str {
-    if let Some(refused) = refused {
-        return refused;
-    }
-    match (d.allowed, report_only, &d.reason) {
-        (_, _, Reason::DestinationDenied { .. }) => "destination-denied",
-        (true, false, _) if d.usage_refused() => "usage-refused",
-        (true, true, _) if d.usage_refused() => "would-refuse-usage",
-        (true, _, _) => "allowed",
-        (false, false, _) => "disallowed",
-        (false, true, _) => "would-disallow",
-    }
+/// The outcome of decision `d` ([`Decision::outcome`]), or `refused` (`paced`,
+/// `cluster-unavailable`: see [`RequestFacts::refused`]) when it is set.
+pub(super) fn outcome_of(d: &Decision, report_only: bool, refused: Option<Outcome>) -> Outcome {
+    refused.unwrap_or_else(|| d.outcome(report_only))
 }
 
 /// Why robots.txt was unreachable, when that matters for the decision.

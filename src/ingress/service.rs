@@ -22,6 +22,7 @@ use super::state::{RobotsFetch, bot_key};
 use super::{Impersonators, Mode, Shared, UnknownAgents};
 use crate::ROBOTSGATE_HEADER;
 use crate::audit::{IngressRecord, IngressRule, SCHEMA_VERSION, rfc3339};
+use crate::vocabulary::{Outcome, ReasonClass};
 
 /// The service [`IngressLayer`](super::IngressLayer) makes. See the
 /// [module docs](super).
@@ -143,7 +144,7 @@ where
         .unwrap_or_else(|_| Fetched::Failed(format!("no answer in {} s", timeout.as_secs_f64())))
 }
 
-/// robotsgate's own answer.
+/// robotsgate's own answer (`kind`: the `x-robotsgate` header, the outcome's name).
 fn own<ResB>(
     status: StatusCode,
     kind: &'static str,
@@ -175,7 +176,7 @@ fn record(
     found: Option<&Found>,
     site: &SiteRobots,
     judgement: Option<&Judgement>,
-    outcome: &'static str,
+    outcome: Outcome,
     identity: Option<&'static str>,
     retry_after: Option<u64>,
     last_fetch: Option<RobotsFetch>,
@@ -191,8 +192,8 @@ fn record(
         method: facts.method.clone(),
         path: facts.path.clone(),
         mode: shared.config.mode.as_str(),
-        outcome,
-        reason: judgement.map_or("robots-txt", |j| j.class),
+        outcome: outcome.as_str(),
+        reason: judgement.map_or(ReasonClass::RobotsTxt, |j| j.class).as_str(),
         rule: judgement.and_then(|j| j.rule.as_ref()).map(|r| IngressRule {
             kind: r.kind,
             pattern: r.pattern.to_string(),
@@ -229,7 +230,7 @@ async fn emit(shared: &Shared, rec: &IngressRecord) -> Result<(), ()> {
 fn audit_unavailable<ResB>(head: bool) -> Response<IngressBody<ResB>> {
     own(
         StatusCode::SERVICE_UNAVAILABLE,
-        "audit-unavailable",
+        crate::RefusalKind::AuditUnavailable.as_str(),
         "robotsgate: the audit log cannot be written\n".into(),
         head,
     )
@@ -281,7 +282,8 @@ where
             shared
                 .fetches
                 .remember(key, RobotsFetch { time: SystemTime::now(), sha256: site.sha256.clone() });
-            let mut rec = record(&shared, &facts, Some(found), &site, None, "robots-txt", None, None, last);
+            let mut rec =
+                record(&shared, &facts, Some(found), &site, None, Outcome::RobotsTxt, None, None, last);
             rec.status = Some(200);
             if emit(&shared, &rec).await.is_err() {
                 return Ok(audit_unavailable(head));
@@ -317,7 +319,8 @@ where
             match config.impersonators {
                 Impersonators::Refuse => {
                     let text = format!("robotsgate: {} is not who it says it is ({verdict})\n", f.token);
-                    let outcome = if report_only { "would-fail-identity" } else { "identity-failed" };
+                    let outcome =
+                        if report_only { Outcome::WouldFailIdentity } else { Outcome::IdentityFailed };
                     let mut rec = record(
                         &shared,
                         &facts,
@@ -329,14 +332,14 @@ where
                         None,
                         last_fetch.clone(),
                     );
-                    rec.reason = "identity-failed";
+                    rec.reason = ReasonClass::IdentityFailed.as_str();
                     rec.explanation = text.trim_end().to_owned();
                     if !report_only {
                         rec.status = Some(config.status.as_u16());
                         if emit(&shared, &rec).await.is_err() {
                             return Ok(audit_unavailable(head));
                         }
-                        return Ok(own(config.status, "identity-failed", text, head));
+                        return Ok(own(config.status, Outcome::IdentityFailed.as_str(), text, head));
                     }
                     return forward(&shared, inner, req, rec, None).await;
                 }
@@ -358,10 +361,10 @@ where
     if !j.allowed {
         let usage = j.usage_refused.is_some();
         let (kind, outcome) = match (usage, report_only) {
-            (true, false) => ("usage-refused", "usage-refused"),
-            (true, true) => ("usage-refused", "would-refuse-usage"),
-            (false, false) => ("disallowed", "disallowed"),
-            (false, true) => ("disallowed", "would-disallow"),
+            (true, false) => (Outcome::UsageRefused, Outcome::UsageRefused),
+            (true, true) => (Outcome::UsageRefused, Outcome::WouldRefuseUsage),
+            (false, false) => (Outcome::Disallowed, Outcome::Disallowed),
+            (false, true) => (Outcome::Disallowed, Outcome::WouldDisallow),
         };
         let mut rec =
             record(&shared, &facts, found.as_ref(), &site, Some(&j), outcome, identity, None, last_fetch);
@@ -374,7 +377,7 @@ where
                 "robotsgate: robots.txt does not allow {token_text} to fetch {}: {}\n",
                 facts.path, j.explanation
             );
-            return Ok(own(config.status, kind, text, head));
+            return Ok(own(config.status, kind.as_str(), text, head));
         }
         return forward(&shared, inner, req, rec, None).await;
     }
@@ -387,7 +390,7 @@ where
         let key = bot_key(agent.name(), client);
         if let Err(wait) = shared.limiter.admit(key, delay, tokio::time::Instant::now()) {
             let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-            let outcome = if report_only { "would-pace" } else { "paced" };
+            let outcome = if report_only { Outcome::WouldPace } else { Outcome::Paced };
             let mut rec = record(
                 &shared,
                 &facts,
@@ -407,7 +410,7 @@ where
                 let text = format!(
                     "robotsgate: {token_text} is asked to wait between requests ({hint}): retry in {secs} s\n"
                 );
-                let mut res = own(StatusCode::TOO_MANY_REQUESTS, "paced", text, head);
+                let mut res = own(StatusCode::TOO_MANY_REQUESTS, Outcome::Paced.as_str(), text, head);
                 res.headers_mut().insert(RETRY_AFTER, HeaderValue::from(secs));
                 return Ok(res);
             }
@@ -415,7 +418,17 @@ where
         }
     }
 
-    let rec = record(&shared, &facts, found.as_ref(), &site, Some(&j), "allowed", identity, None, last_fetch);
+    let rec = record(
+        &shared,
+        &facts,
+        found.as_ref(),
+        &site,
+        Some(&j),
+        Outcome::Allowed,
+        identity,
+        None,
+        last_fetch,
+    );
     forward(&shared, inner, req, rec, j.content_usage).await
 }
 

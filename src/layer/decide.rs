@@ -20,6 +20,7 @@ use crate::origin::{Origin, Scheme, request_path};
 use crate::pacing::{PaceFacts, PaceTicket, Pacer};
 use crate::policy::{Decision, Reason, RobotsPolicy, UsageCheck};
 use crate::refusal::{Refusal, RefusalKind};
+use crate::vocabulary::Outcome;
 
 pub(super) struct Shared {
     pub(super) policy: RobotsPolicy,
@@ -104,7 +105,7 @@ impl Shared {
         let settings = self.settings.load_full();
         let token = settings.selector.select(parts).map_err(|e| {
             if let Some(o) = &self.observer {
-                o.refused("no-token");
+                o.refused(RefusalKind::NoToken.as_str());
             }
             Refusal::new(RefusalKind::NoToken, e.to_string())
         })?;
@@ -178,15 +179,7 @@ impl Shared {
         if let Some(o) = &self.observer
             && !cluster_refused
         {
-            let outcome = match (&decision.reason, decision.allowed, report_only) {
-                _ if paced.is_some() => "paced",
-                (Reason::DestinationDenied { .. }, _, _) => "destination-denied",
-                (_, true, false) if decision.usage_refused() => "usage-refused",
-                (_, true, true) if decision.usage_refused() => "would-refuse-usage",
-                (_, true, _) => "allowed",
-                (_, false, false) => "disallowed",
-                (_, false, true) => "would-disallow",
-            };
+            let outcome = if paced.is_some() { Outcome::Paced } else { decision.outcome(report_only) };
             o.decision(outcome, decision.reason.class(), elapsed);
         }
         // A request that goes is signed now, after its wait for a slot (the signature's
@@ -286,9 +279,9 @@ impl Shared {
         let report_only = settings.mode == Mode::ReportOnly;
         let replace = found.refused.is_some() && settings.purpose.enforce_response && !report_only;
         let outcome = match (found.refused, replace) {
-            (None, _) => "allowed",
-            (Some(_), true) => "usage-refused",
-            (Some(_), false) => "would-refuse-usage",
+            (None, _) => Outcome::Allowed,
+            (Some(_), true) => Outcome::UsageRefused,
+            (Some(_), false) => Outcome::WouldRefuseUsage,
         };
         if let Some(o) = &self.observer
             && found.refused.is_some()
@@ -309,7 +302,7 @@ impl Shared {
                 content_signal: found.content_signal.clone(),
                 x_robots_tag: found.x_robots_tag.clone(),
                 refused: found.refused.map(|c| c.as_str()),
-                outcome,
+                outcome: outcome.as_str(),
             };
             if let Err(e) = audit.response_usage(record).await {
                 return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()));
@@ -354,7 +347,7 @@ impl Shared {
     /// observer).
     fn cluster_refusal(&self) -> Refusal {
         if let Some(o) = &self.observer {
-            o.refused("cluster-unavailable");
+            o.refused(RefusalKind::ClusterUnavailable.as_str());
         }
         Refusal::new(
             RefusalKind::ClusterUnavailable,

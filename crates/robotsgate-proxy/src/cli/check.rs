@@ -112,11 +112,11 @@ fn parse_unknown(s: &str) -> Result<UnknownUsage, String> {
 }
 
 /// `allowed`, `disallowed` or `usage-refused`.
-fn word(allowed: bool, usage: Option<&UsageDecision>) -> &'static str {
+fn word(allowed: bool, usage: Option<&UsageDecision>) -> robotsgate::Outcome {
     match (allowed, usage.is_some_and(|u| u.refused.is_some())) {
-        (false, _) => "disallowed",
-        (true, true) => "usage-refused",
-        (true, false) => "allowed",
+        (false, _) => robotsgate::Outcome::Disallowed,
+        (true, true) => robotsgate::Outcome::UsageRefused,
+        (true, false) => robotsgate::Outcome::Allowed,
     }
 }
 
@@ -194,14 +194,14 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
                     UsageDecision::new(args.purpose, args.unknown, prefs)
                 });
                 let word = word(verdict.allowed(), decided.as_ref());
-                outcome.disallowed |= word != "allowed";
+                outcome.disallowed |= word != robotsgate::Outcome::Allowed;
                 let hint = robots.pace_with(args.profile, &args.agent, minute_of_day(now));
                 let plan = pace_plan(url, hint, now);
                 if args.json {
                     let mut line = json_line(url, &args.agent, verdict);
                     if !args.purpose.is_empty() {
                         line["usage"] = json_usage(decided.as_ref());
-                        line["outcome"] = json!(word);
+                        line["outcome"] = json!(word.as_str());
                     }
                     line["pace"] = pace_json(plan.as_ref(), robots.ignored_pace_values());
                     writeln!(out, "{line}")
@@ -296,7 +296,7 @@ fn live(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             let check = UsageCheck { purpose: args.purpose, unknown: args.unknown };
             let d = policy.decide_for(&origin, &path, agent.clone(), args.profile, check).await;
             let word = word(d.allowed, d.usage.as_deref());
-            outcome.disallowed |= word != "allowed";
+            outcome.disallowed |= word != robotsgate::Outcome::Allowed;
             let usage = d.usage.as_ref().map(|u| format!("; {u}")).unwrap_or_default();
             let now = std::time::SystemTime::now();
             let plan = pace_plan(url, d.pace_hint(now), now);
@@ -304,7 +304,7 @@ fn live(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 let mut line = json_decision(url, &d);
                 if !args.purpose.is_empty() {
                     line["usage"] = json_usage(d.usage.as_deref());
-                    line["outcome"] = json!(word);
+                    line["outcome"] = json!(word.as_str());
                 }
                 let ignored = match d.robots.as_deref().map(|c| &c.content) {
                     Some(robotsgate::policy::CopyContent::Parsed(r)) => r.ignored_pace_values(),
@@ -392,7 +392,7 @@ fn json_decision(url: &str, d: &Decision) -> serde_json::Value {
         "allowed": d.allowed,
         "agent": &*d.agent,
         "profile": d.profile.as_str(),
-        "reason": d.reason.class(),
+        "reason": d.reason.class().as_str(),
         "rule": rule,
         "robots_txt": robots,
         "unreachable_cause": cause,
