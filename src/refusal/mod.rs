@@ -38,6 +38,8 @@ use crate::net::ConnectError;
 use crate::policy::Decision;
 use crate::vocabulary::Outcome;
 
+mod texts;
+
 /// The header robotsgate puts on the answers it makes itself; its value is a
 /// [`RefusalKind`].
 pub const ROBOTSGATE_HEADER: &str = "x-robotsgate";
