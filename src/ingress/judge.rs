@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use super::agents::{Found, KnownAgents, TokenSet};
 use crate::rep::usage::{Category, Preference};
-use crate::rep::{PaceHint, Profile, Reason, RobotsTxt, RuleKind};
+use crate::rep::{PaceHint, Profile, RobotsTxt, RuleKind, VerdictReason};
 use crate::vocabulary::ReasonClass;
 
 /// The agent name an unknown `User-Agent` is checked as under
@@ -117,7 +117,7 @@ impl SiteRobots {
                 j.explanation = v.to_string();
                 j.group_line = v.groups().next().map(|g| g.line);
                 match v.reason() {
-                    Reason::Rule(r) => {
+                    VerdictReason::Rule(r) => {
                         j.class = match r.kind {
                             RuleKind::Allow => ReasonClass::AllowRule,
                             RuleKind::Disallow => ReasonClass::DisallowRule,
@@ -125,8 +125,8 @@ impl SiteRobots {
                         j.rule =
                             Some(RuleInfo { kind: r.kind.as_str(), pattern: r.pattern.into(), line: r.line });
                     }
-                    Reason::NoRuleMatched => j.class = ReasonClass::NoRule,
-                    Reason::RobotsTxt => j.class = ReasonClass::RobotsTxt,
+                    VerdictReason::NoRuleMatched => j.class = ReasonClass::NoRule,
+                    VerdictReason::RobotsTxt => j.class = ReasonClass::RobotsTxt,
                 }
                 if j.allowed {
                     let mut parts = Vec::new();

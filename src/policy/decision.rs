@@ -11,7 +11,7 @@ use super::copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
 use super::usage::{CategoryPreference, UsageCheck, UsageDecision};
 use crate::fetch::Unreachable;
 use crate::origin::Origin;
-use crate::rep::{PaceHint, Profile, Reading, Reason as RepReason, RuleId, RuleKind, ServerPath};
+use crate::rep::{PaceHint, Profile, Reading, RuleId, RuleKind, ServerPath, VerdictReason};
 use crate::vocabulary::{Outcome, ReasonClass};
 
 /// The robots.txt rule that decided a request ([`Decision::rule`]).
@@ -369,7 +369,7 @@ fn no_statement(usage: UsageCheck) -> Option<Arc<UsageDecision>> {
 fn verdict_into(d: &mut Decision, v: &crate::rep::Verdict<'_>) {
     d.allowed = v.allowed();
     d.reason = match v.reason() {
-        RepReason::Rule(r) => Reason::Rule {
+        VerdictReason::Rule(r) => Reason::Rule {
             id: r.id,
             kind: r.kind,
             line: r.line,
@@ -377,8 +377,8 @@ fn verdict_into(d: &mut Decision, v: &crate::rep::Verdict<'_>) {
             implied_by_index_html: r.implied_by_index_html,
             readings_disagree: v.readings_disagree(),
         },
-        RepReason::NoRuleMatched => Reason::NoRuleMatched,
-        RepReason::RobotsTxt => Reason::RobotsTxtPath,
+        VerdictReason::NoRuleMatched => Reason::NoRuleMatched,
+        VerdictReason::RobotsTxt => Reason::RobotsTxtPath,
     };
     if v.server_path().is_some() || v.cut_line().is_some() {
         d.notes =

@@ -17,10 +17,9 @@ use robotsgate::net::{self, DnsConfig, Guard, TlsConfig};
 use robotsgate::origin::Origin;
 use robotsgate::pacing::{DelaySource, PacingConfig, Plan};
 use robotsgate::policy::{
-    CategoryPreference, Decision, PolicyConfig, Purpose, Reason as PolicyReason, UnknownUsage, UsageCheck,
-    UsageDecision,
+    CategoryPreference, Decision, PolicyConfig, Purpose, Reason, UnknownUsage, UsageCheck, UsageDecision,
 };
-use robotsgate::rep::{self, IgnoredValue, PaceHint, Profile, Reason, RobotsTxt, Verdict};
+use robotsgate::rep::{self, IgnoredValue, PaceHint, Profile, RobotsTxt, Verdict, VerdictReason};
 use robotsgate::target::Target;
 use serde_json::json;
 
@@ -344,9 +343,7 @@ fn fetch_summary(d: &Decision) -> Option<String> {
     };
     Some(match &d.reason {
         // The decision says it all, but for the redirects.
-        PolicyReason::Unavailable { .. }
-        | PolicyReason::TooManyRedirects
-        | PolicyReason::Unreachable { .. } => {
+        Reason::Unavailable { .. } | Reason::TooManyRedirects | Reason::Unreachable { .. } => {
             if redirects.is_empty() {
                 return None;
             }
@@ -362,7 +359,7 @@ fn fetch_summary(d: &Decision) -> Option<String> {
 
 fn json_decision(url: &str, d: &Decision) -> serde_json::Value {
     let rule = match &d.reason {
-        PolicyReason::Rule { kind, line, reading, implied_by_index_html, .. } => json!({
+        Reason::Rule { kind, line, reading, implied_by_index_html, .. } => json!({
             "kind": kind.as_str(),
             "pattern": d.rule_pattern(),
             "line": line,
@@ -384,7 +381,7 @@ fn json_decision(url: &str, d: &Decision) -> serde_json::Value {
         })
     });
     let cause = match &d.reason {
-        PolicyReason::Unreachable { cause } => Some(cause.to_string()),
+        Reason::Unreachable { cause } => Some(cause.to_string()),
         _ => d.failure.as_ref().map(|f| f.cause.to_string()),
     };
     json!({
@@ -479,7 +476,7 @@ fn read_robots(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
 
 fn json_line(url: &str, agent: &str, v: &Verdict<'_>) -> serde_json::Value {
     let (reason, rule) = match v.reason() {
-        Reason::Rule(r) => (
+        VerdictReason::Rule(r) => (
             "rule",
             json!({
                 "kind": r.kind.as_str(),
@@ -489,8 +486,8 @@ fn json_line(url: &str, agent: &str, v: &Verdict<'_>) -> serde_json::Value {
                 "implied_by_index_html": r.implied_by_index_html,
             }),
         ),
-        Reason::NoRuleMatched => ("no-rule-matched", serde_json::Value::Null),
-        Reason::RobotsTxt => ("robots-txt", serde_json::Value::Null),
+        VerdictReason::NoRuleMatched => ("no-rule-matched", serde_json::Value::Null),
+        VerdictReason::RobotsTxt => ("robots-txt", serde_json::Value::Null),
     };
     let groups: Vec<_> = v
         .groups()
