@@ -365,7 +365,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::audit::DecisionRecord;
+    use crate::audit::record::DecisionRecord;
     use crate::audit::record::{get, to_line};
     use crate::origin::Origin;
 
@@ -528,7 +528,7 @@ mod tests {
     /// Outcome lines read as the serde record writes them.
     #[test]
     fn outcome_lines_are_the_serde_records() {
-        use crate::audit::OutcomeRecord;
+        use crate::audit::record::OutcomeRecord;
         let now = SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
         for facts in [
             OutcomeFacts {

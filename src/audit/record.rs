@@ -25,7 +25,7 @@ pub const SCHEMA_VERSION: u32 = 7;
 
 /// One decision, as logged.
 #[derive(Debug, Clone, Serialize)]
-pub struct DecisionRecord {
+pub(crate) struct DecisionRecord {
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,
     /// `"decision"`.
@@ -96,7 +96,7 @@ pub struct DecisionRecord {
 
 /// The usage check of a decision.
 #[derive(Debug, Clone, Serialize)]
-pub struct UsageRecord {
+pub(crate) struct UsageRecord {
     /// The purpose's categories.
     pub purpose: Vec<&'static str>,
     /// `allow` or `refuse`: what an unknown preference meant.
@@ -109,7 +109,7 @@ pub struct UsageRecord {
 
 /// The site's preference for one category.
 #[derive(Debug, Clone, Serialize)]
-pub struct PreferenceRecord {
+pub(crate) struct PreferenceRecord {
     /// The category.
     pub category: &'static str,
     /// `allowed`, `disallowed` or `unknown`: both forms combined.
@@ -122,7 +122,7 @@ pub struct PreferenceRecord {
 
 /// A robots.txt line that stated a preference.
 #[derive(Debug, Clone, Serialize)]
-pub struct LineRecord {
+pub(crate) struct LineRecord {
     /// 1-based line.
     pub line: u32,
     /// The line after its key: path (if any) and preference, as written.
@@ -162,7 +162,7 @@ impl UsageRecord {
 
 /// What paced a request (see docs/audit-log.md).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PaceRecord {
+pub(crate) struct PaceRecord {
     /// The delay between the lane's requests, in milliseconds (after the cap).
     pub delay_ms: u64,
     /// Where the delay came from: `crawl-delay`, `request-rate`, `min-delay`,
@@ -190,7 +190,7 @@ pub struct PaceRecord {
 
 /// A pause after a 429 or 503 from the origin.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BackoffRecord {
+pub(crate) struct BackoffRecord {
     /// The origin's status.
     pub status: u16,
     /// Its `Retry-After` as sent, if any.
@@ -231,7 +231,7 @@ impl PaceRecord {
 
 /// The rule of a decision.
 #[derive(Debug, Clone, Serialize)]
-pub struct RuleRecord {
+pub(crate) struct RuleRecord {
     /// `allow` or `disallow`.
     pub kind: &'static str,
     /// The pattern as written.
@@ -246,7 +246,7 @@ pub struct RuleRecord {
 
 /// The robots.txt behind a decision.
 #[derive(Debug, Clone, Serialize)]
-pub struct RobotsRecord {
+pub(crate) struct RobotsRecord {
     /// The robots.txt URL.
     pub url: String,
     /// Where the last response came from.
@@ -269,7 +269,7 @@ pub struct RobotsRecord {
 
 /// One robots.txt fetch, as logged.
 #[derive(Debug, Clone, Serialize)]
-pub struct FetchRecord {
+pub(crate) struct FetchRecord {
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,
     /// `"fetch"`.
@@ -311,7 +311,7 @@ pub struct FetchRecord {
 /// the previous one had left it, a clean close, records lost to a write error. Written
 /// by the log, not by requests.
 #[derive(Debug, Clone, Serialize)]
-pub struct LogRecord {
+pub(crate) struct LogRecord {
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,
     /// `"log"`.
@@ -327,7 +327,7 @@ pub struct LogRecord {
 /// What a [`LogRecord`] says (its `event` field and the fields that go with it).
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
-pub enum LogEvent {
+pub(crate) enum LogEvent {
     /// A process opened the log for appending.
     Open {
         /// How the file was found: `new` (empty or absent), `clean` (it ended with a
@@ -393,7 +393,7 @@ impl LogRecord {
 /// for a purpose (`"type": "response-usage"`, one per such response that carries a
 /// `Content-Usage`, `Content-Signal` or `X-Robots-Tag` header).
 #[derive(Debug, Clone, Serialize)]
-pub struct ResponseUsageRecord {
+pub(crate) struct ResponseUsageRecord {
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,
     /// `"response-usage"`.
@@ -428,7 +428,7 @@ pub struct ResponseUsageRecord {
 /// What the client finally got for a request, as logged after its answer is over (one
 /// per decision record, keyed by `request_id`).
 #[derive(Debug, Clone, Serialize)]
-pub struct OutcomeRecord {
+pub(crate) struct OutcomeRecord {
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,
     /// `"outcome"`.
@@ -456,7 +456,7 @@ pub struct OutcomeRecord {
 
 /// The facts of an [`OutcomeRecord`].
 #[derive(Debug, Clone, Copy)]
-pub struct OutcomeFacts<'a> {
+pub(crate) struct OutcomeFacts<'a> {
     /// The decision record's `request_id`.
     pub request_id: &'a str,
     /// The status sent to the client.
@@ -496,7 +496,7 @@ impl OutcomeRecord {
 
 /// The request side of a decision record.
 #[derive(Debug, Clone, Copy)]
-pub struct RequestFacts<'a> {
+pub(crate) struct RequestFacts<'a> {
     /// Unique request id.
     pub request_id: &'a str,
     /// The client's address.
