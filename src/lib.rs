@@ -47,9 +47,11 @@ mod refusal;
 pub use robotsgate_rep as rep;
 mod robots;
 pub mod target;
+mod vocabulary;
 
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 
 pub use refusal::{ROBOTSGATE_HEADER, Refusal, RefusalKind};
 pub use robots::{BuildError, Robots, RobotsBuilder};
+pub use vocabulary::{Outcome, ReasonClass, UnknownName};

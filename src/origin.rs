@@ -396,7 +396,7 @@ impl fmt::Display for HostPattern {
 
 /// The part of a request URI that robots.txt rules are matched against: the path and
 /// query exactly as sent (`/` when empty).
-pub fn request_path(uri: &http::Uri) -> Cow<'_, str> {
+pub(crate) fn request_path(uri: &http::Uri) -> Cow<'_, str> {
     match uri.path_and_query().map(|pq| pq.as_str()) {
         Some(pq) if pq.starts_with('/') => Cow::Borrowed(pq),
         Some(pq) if pq.starts_with('?') => Cow::Owned(format!("/{pq}")),

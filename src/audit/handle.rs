@@ -133,13 +133,6 @@ impl AuditLog {
         self.commit(&to_line(record)).await
     }
 
-    /// Logs a decision; returns once its record is written as
-    /// [`AuditConfig::durability`] asks.
-    pub async fn decision(&self, record: DecisionRecord) -> Result<(), AuditError> {
-        self.accepting()?;
-        self.commit(&to_line(&record)).await
-    }
-
     /// Appends a request's record and waits as the durability asks.
     async fn commit(&self, line: &[u8]) -> Result<(), AuditError> {
         let core = &self.inner.core;
@@ -164,7 +157,7 @@ impl AuditLog {
 
     /// Logs what a forwarded response's headers said about using it (the layer fills in
     /// the record; `time`, the schema version and the URL's redaction are set here).
-    pub async fn response_usage(&self, mut record: ResponseUsageRecord) -> Result<(), AuditError> {
+    pub(crate) async fn response_usage(&self, mut record: ResponseUsageRecord) -> Result<(), AuditError> {
         self.accepting()?;
         record.schema_version = super::SCHEMA_VERSION;
         record.kind = "response-usage";
@@ -174,18 +167,16 @@ impl AuditLog {
         self.commit(&to_line(&record)).await
     }
 
-    /// The decision record for a decision (the layer fills in the request fields).
-    pub fn decision_record(&self, d: &Decision, request: RequestFacts<'_>) -> DecisionRecord {
-        DecisionRecord::of(d, request, SystemTime::now(), self.inner.config.redact_query)
-    }
-
     /// Queues the record of a decision: what the layer calls for every request.
     ///
-    /// Same line as [`AuditLog::decision`] with [`AuditLog::decision_record`], but written
-    /// straight from the decision into one buffer, without the owned record and its dozen
-    /// strings: the audit log is on every request's path. Debug builds check that both
-    /// give the same bytes.
-    pub async fn log_decision(&self, d: &Decision, request: RequestFacts<'_>) -> Result<(), AuditError> {
+    /// The line of the serde [`DecisionRecord`], but written straight from the decision
+    /// into one buffer, without the owned record and its dozen strings: the audit log is on
+    /// every request's path. Debug builds check that both give the same bytes.
+    pub(crate) async fn log_decision(
+        &self,
+        d: &Decision,
+        request: RequestFacts<'_>,
+    ) -> Result<(), AuditError> {
         self.accepting()?;
         let now = SystemTime::now();
         let redact = self.inner.config.redact_query;
@@ -260,7 +251,7 @@ impl AuditLog {
     /// Logs what the client got for a request whose decision was logged (its outcome
     /// record), when the answer is over. Not waited for (it comes after the answer):
     /// written with the next batch, like a fetch record.
-    pub fn log_outcome(&self, facts: OutcomeFacts<'_>) {
+    pub(crate) fn log_outcome(&self, facts: OutcomeFacts<'_>) {
         let now = SystemTime::now();
         let line = outcome_line(facts, now);
         debug_assert_eq!(

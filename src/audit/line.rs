@@ -12,6 +12,7 @@ use super::record::{
 };
 use super::timestamp::rfc3339_into;
 use crate::policy::{AuditText, Decision, DecisionKey, FetchFacts};
+use crate::vocabulary::Outcome;
 
 /// The JSON line of the [`DecisionRecord`](super::DecisionRecord) of a decision (same
 /// keys, order and values), written directly; `redact` as for [`logged_url`].
@@ -125,7 +126,7 @@ pub(super) fn outcome_line(f: OutcomeFacts<'_>, now: SystemTime) -> Vec<u8> {
 /// Writes the decision's own fields, `"origin"` to `"explanation"`, the same for every
 /// decision alike on one robots.txt copy: remembered with the copy ([`DecisionKey`]) and
 /// copied from there, else written out.
-fn decision_text(o: &mut Vec<u8>, d: &Decision, report_only: bool, refused: Option<&'static str>) {
+fn decision_text(o: &mut Vec<u8>, d: &Decision, report_only: bool, refused: Option<Outcome>) {
     if refused.is_some() {
         // Rare, and its outcome is not the decision's: not remembered.
         return decision_fields(o, d, report_only, refused);
@@ -148,7 +149,7 @@ fn decision_text(o: &mut Vec<u8>, d: &Decision, report_only: bool, refused: Opti
     }
 }
 
-fn decision_fields(o: &mut Vec<u8>, d: &Decision, report_only: bool, refused: Option<&'static str>) {
+fn decision_fields(o: &mut Vec<u8>, d: &Decision, report_only: bool, refused: Option<Outcome>) {
     o.extend_from_slice(b",\"origin\":\"");
     let _ = d.origin.write_to(&mut JsonText(o));
     o.extend_from_slice(b"\",\"agent\":");
@@ -158,9 +159,9 @@ fn decision_fields(o: &mut Vec<u8>, d: &Decision, report_only: bool, refused: Op
     o.extend_from_slice(b",\"mode\":");
     json_str(o, if report_only { "report-only" } else { "enforce" });
     o.extend_from_slice(b",\"outcome\":");
-    json_str(o, outcome_of(d, report_only, refused));
+    json_str(o, outcome_of(d, report_only, refused).as_str());
     o.extend_from_slice(b",\"reason\":");
-    json_str(o, d.reason.class());
+    json_str(o, d.reason.class().as_str());
     o.extend_from_slice(b",\"rule\":");
     match d.rule() {
         Some(rule) => {
@@ -364,7 +365,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::audit::DecisionRecord;
+    use crate::audit::record::DecisionRecord;
     use crate::audit::record::{get, to_line};
     use crate::origin::Origin;
 
@@ -527,7 +528,7 @@ mod tests {
     /// Outcome lines read as the serde record writes them.
     #[test]
     fn outcome_lines_are_the_serde_records() {
-        use crate::audit::OutcomeRecord;
+        use crate::audit::record::OutcomeRecord;
         let now = SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
         for facts in [
             OutcomeFacts {

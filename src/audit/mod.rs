@@ -30,13 +30,13 @@ mod handle;
 mod ingress;
 mod line;
 pub mod lines;
-pub mod merkle;
+pub(crate) mod merkle;
 pub mod note;
 mod open;
 mod out;
 pub mod proof;
 mod record;
-pub mod sidecar;
+pub(crate) mod sidecar;
 mod snapshot;
 mod timestamp;
 mod tree;
@@ -51,10 +51,7 @@ pub use config::{AuditConfig, AuditError, AuditSetupError, Durability, MemoryLog
 pub use files::{checkpoints_path, rotated_files};
 pub use handle::AuditLog;
 pub use ingress::{IngressRecord, IngressRule};
-pub use record::{
-    BackoffRecord, DecisionRecord, FetchRecord, LineRecord, LogEvent, LogRecord, OutcomeFacts, OutcomeRecord,
-    PaceRecord, PreferenceRecord, RequestFacts, ResponseUsageRecord, RobotsRecord, RuleRecord,
-    SCHEMA_VERSION, UsageRecord,
-};
+pub use record::SCHEMA_VERSION;
+pub(crate) use record::{OutcomeFacts, RequestFacts, ResponseUsageRecord};
 pub use snapshot::snapshot_path;
 pub use timestamp::rfc3339;

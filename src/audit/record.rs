@@ -14,6 +14,7 @@ use crate::fetch::{FetchOutcome, FetchResult};
 use crate::origin::Origin;
 use crate::pacing::{DelaySource, PaceFacts};
 use crate::policy::{Decision, Reason};
+use crate::vocabulary::Outcome;
 
 /// Version of the record schema (`schema_version` in every record). 3: decision records
 /// have `pace_wait_ms` and `pace`, and the outcome `paced`; 4: and `cluster` (fleet mode).
@@ -24,7 +25,7 @@ pub const SCHEMA_VERSION: u32 = 7;
 
 /// One decision, as logged.
 #[derive(Debug, Clone, Serialize)]
-pub struct DecisionRecord {
+pub(crate) struct DecisionRecord {
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,
     /// `"decision"`.
@@ -50,12 +51,13 @@ pub struct DecisionRecord {
     pub profile: &'static str,
     /// `enforce` or `report-only`.
     pub mode: &'static str,
-    /// `allowed`, `disallowed`, `would-disallow` (report-only), `destination-denied`,
-    /// `paced` (answered 503: it would have waited too long for its slot) or
-    /// `cluster-unavailable` (answered 503: fleet mode's Redis cannot be reached and
-    /// `cluster.on_error` is `refuse`).
+    /// [`Outcome::as_str`]: `allowed`, `disallowed`, `would-disallow` (report-only),
+    /// `usage-refused`, `would-refuse-usage`, `destination-denied`, `paced` (answered 503:
+    /// it would have waited too long for its slot) or `cluster-unavailable` (answered 503:
+    /// fleet mode's Redis cannot be reached and `cluster.on_error` is `refuse`).
     pub outcome: &'static str,
-    /// The reason class (see docs/audit-log.md).
+    /// The reason class ([`ReasonClass::as_str`](crate::ReasonClass::as_str); see
+    /// docs/audit-log.md).
     pub reason: &'static str,
     /// The deciding rule, if a rule decided.
     pub rule: Option<RuleRecord>,
@@ -94,7 +96,7 @@ pub struct DecisionRecord {
 
 /// The usage check of a decision.
 #[derive(Debug, Clone, Serialize)]
-pub struct UsageRecord {
+pub(crate) struct UsageRecord {
     /// The purpose's categories.
     pub purpose: Vec<&'static str>,
     /// `allow` or `refuse`: what an unknown preference meant.
@@ -107,7 +109,7 @@ pub struct UsageRecord {
 
 /// The site's preference for one category.
 #[derive(Debug, Clone, Serialize)]
-pub struct PreferenceRecord {
+pub(crate) struct PreferenceRecord {
     /// The category.
     pub category: &'static str,
     /// `allowed`, `disallowed` or `unknown`: both forms combined.
@@ -120,7 +122,7 @@ pub struct PreferenceRecord {
 
 /// A robots.txt line that stated a preference.
 #[derive(Debug, Clone, Serialize)]
-pub struct LineRecord {
+pub(crate) struct LineRecord {
     /// 1-based line.
     pub line: u32,
     /// The line after its key: path (if any) and preference, as written.
@@ -160,7 +162,7 @@ impl UsageRecord {
 
 /// What paced a request (see docs/audit-log.md).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PaceRecord {
+pub(crate) struct PaceRecord {
     /// The delay between the lane's requests, in milliseconds (after the cap).
     pub delay_ms: u64,
     /// Where the delay came from: `crawl-delay`, `request-rate`, `min-delay`,
@@ -188,7 +190,7 @@ pub struct PaceRecord {
 
 /// A pause after a 429 or 503 from the origin.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BackoffRecord {
+pub(crate) struct BackoffRecord {
     /// The origin's status.
     pub status: u16,
     /// Its `Retry-After` as sent, if any.
@@ -229,7 +231,7 @@ impl PaceRecord {
 
 /// The rule of a decision.
 #[derive(Debug, Clone, Serialize)]
-pub struct RuleRecord {
+pub(crate) struct RuleRecord {
     /// `allow` or `disallow`.
     pub kind: &'static str,
     /// The pattern as written.
@@ -244,7 +246,7 @@ pub struct RuleRecord {
 
 /// The robots.txt behind a decision.
 #[derive(Debug, Clone, Serialize)]
-pub struct RobotsRecord {
+pub(crate) struct RobotsRecord {
     /// The robots.txt URL.
     pub url: String,
     /// Where the last response came from.
@@ -267,7 +269,7 @@ pub struct RobotsRecord {
 
 /// One robots.txt fetch, as logged.
 #[derive(Debug, Clone, Serialize)]
-pub struct FetchRecord {
+pub(crate) struct FetchRecord {
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,
     /// `"fetch"`.
@@ -309,7 +311,7 @@ pub struct FetchRecord {
 /// the previous one had left it, a clean close, records lost to a write error. Written
 /// by the log, not by requests.
 #[derive(Debug, Clone, Serialize)]
-pub struct LogRecord {
+pub(crate) struct LogRecord {
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,
     /// `"log"`.
@@ -325,7 +327,7 @@ pub struct LogRecord {
 /// What a [`LogRecord`] says (its `event` field and the fields that go with it).
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
-pub enum LogEvent {
+pub(crate) enum LogEvent {
     /// A process opened the log for appending.
     Open {
         /// How the file was found: `new` (empty or absent), `clean` (it ended with a
@@ -391,7 +393,7 @@ impl LogRecord {
 /// for a purpose (`"type": "response-usage"`, one per such response that carries a
 /// `Content-Usage`, `Content-Signal` or `X-Robots-Tag` header).
 #[derive(Debug, Clone, Serialize)]
-pub struct ResponseUsageRecord {
+pub(crate) struct ResponseUsageRecord {
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,
     /// `"response-usage"`.
@@ -417,15 +419,16 @@ pub struct ResponseUsageRecord {
     pub x_robots_tag: Vec<String>,
     /// The category of the purpose the headers refuse, if any.
     pub refused: Option<&'static str>,
-    /// `usage-refused` (the response was replaced by robotsgate's 403), `would-refuse-usage`
-    /// (report-only, or `purpose.enforce_response` off: passed on), or `allowed`.
+    /// [`Outcome::as_str`]: `usage-refused` (the response was replaced by robotsgate's
+    /// 403), `would-refuse-usage` (report-only, or `purpose.enforce_response` off: passed
+    /// on), or `allowed`.
     pub outcome: &'static str,
 }
 
 /// What the client finally got for a request, as logged after its answer is over (one
 /// per decision record, keyed by `request_id`).
 #[derive(Debug, Clone, Serialize)]
-pub struct OutcomeRecord {
+pub(crate) struct OutcomeRecord {
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,
     /// `"outcome"`.
@@ -453,7 +456,7 @@ pub struct OutcomeRecord {
 
 /// The facts of an [`OutcomeRecord`].
 #[derive(Debug, Clone, Copy)]
-pub struct OutcomeFacts<'a> {
+pub(crate) struct OutcomeFacts<'a> {
     /// The decision record's `request_id`.
     pub request_id: &'a str,
     /// The status sent to the client.
@@ -493,7 +496,7 @@ impl OutcomeRecord {
 
 /// The request side of a decision record.
 #[derive(Debug, Clone, Copy)]
-pub struct RequestFacts<'a> {
+pub(crate) struct RequestFacts<'a> {
     /// Unique request id.
     pub request_id: &'a str,
     /// The client's address.
@@ -531,11 +534,11 @@ impl RequestFacts<'_> {
 
     /// The outcome of a request refused for a reason that is not the decision's own
     /// (`cluster-unavailable`, `paced`), if it was.
-    pub(super) fn refused(&self) -> Option<&'static str> {
+    pub(super) fn refused(&self) -> Option<Outcome> {
         if self.cluster_refused {
-            Some("cluster-unavailable")
+            Some(Outcome::ClusterUnavailable)
         } else if self.paced() {
-            Some("paced")
+            Some(Outcome::Paced)
         } else {
             None
         }
@@ -587,8 +590,8 @@ impl DecisionRecord {
             agent: d.agent.to_string(),
             profile: d.profile.as_str(),
             mode: if request.report_only { "report-only" } else { "enforce" },
-            outcome: outcome_of(d, request.report_only, request.refused()),
-            reason: d.reason.class(),
+            outcome: outcome_of(d, request.report_only, request.refused()).as_str(),
+            reason: d.reason.class().as_str(),
             rule,
             explanation: d.to_string(),
             path_visible: request.path_visible,
@@ -649,21 +652,10 @@ impl FetchRecord {
     }
 }
 
-/// `"allowed"`, `"disallowed"`, `"would-disallow"`, `"usage-refused"`,
-/// `"would-refuse-usage"`, `"destination-denied"`, or `refused` (`"paced"`,
-/// `"cluster-unavailable"`: see [`RequestFacts::refused`]) when it is set.
-pub(super) fn outcome_of(d: &Decision, report_only: bool, refused: Option<&'static str>) -> &'static str {
-    if let Some(refused) = refused {
-        return refused;
-    }
-    match (d.allowed, report_only, &d.reason) {
-        (_, _, Reason::DestinationDenied { .. }) => "destination-denied",
-        (true, false, _) if d.usage_refused() => "usage-refused",
-        (true, true, _) if d.usage_refused() => "would-refuse-usage",
-        (true, _, _) => "allowed",
-        (false, false, _) => "disallowed",
-        (false, true, _) => "would-disallow",
-    }
+/// The outcome of decision `d` ([`Decision::outcome`]), or `refused` (`paced`,
+/// `cluster-unavailable`: see [`RequestFacts::refused`]) when it is set.
+pub(super) fn outcome_of(d: &Decision, report_only: bool, refused: Option<Outcome>) -> Outcome {
+    refused.unwrap_or_else(|| d.outcome(report_only))
 }
 
 /// Why robots.txt was unreachable, when that matters for the decision.

@@ -9,7 +9,8 @@ use bytes::Bytes;
 
 use super::agents::{Found, KnownAgents, TokenSet};
 use crate::rep::usage::{Category, Preference};
-use crate::rep::{PaceHint, Profile, Reason, RobotsTxt, RuleKind};
+use crate::rep::{PaceHint, Profile, RobotsTxt, RuleKind, VerdictReason};
+use crate::vocabulary::ReasonClass;
 
 /// The agent name an unknown `User-Agent` is checked as under
 /// [`UnknownAgents::Star`]: no group can name it (a space is not allowed in a product
@@ -91,7 +92,7 @@ impl SiteRobots {
         let name = agent.name();
         let mut j = Judgement {
             allowed: true,
-            class: "no-rule",
+            class: ReasonClass::NoRule,
             rule: None,
             group_line: None,
             explanation: String::new(),
@@ -101,12 +102,12 @@ impl SiteRobots {
         };
         match &self.content {
             SiteContent::AllowAll { status } => {
-                j.class = "robots-unavailable";
+                j.class = ReasonClass::RobotsUnavailable;
                 j.explanation = format!("robots.txt unavailable ({status}): allow all");
             }
             SiteContent::DisallowAll { cause } => {
                 j.allowed = false;
-                j.class = "robots-unreachable";
+                j.class = ReasonClass::RobotsUnreachable;
                 j.explanation = format!("robots.txt unreachable ({cause}): disallow all");
             }
             SiteContent::Parsed(robots) => {
@@ -116,16 +117,16 @@ impl SiteRobots {
                 j.explanation = v.to_string();
                 j.group_line = v.groups().next().map(|g| g.line);
                 match v.reason() {
-                    Reason::Rule(r) => {
+                    VerdictReason::Rule(r) => {
                         j.class = match r.kind {
-                            RuleKind::Allow => "allow-rule",
-                            RuleKind::Disallow => "disallow-rule",
+                            RuleKind::Allow => ReasonClass::AllowRule,
+                            RuleKind::Disallow => ReasonClass::DisallowRule,
                         };
                         j.rule =
                             Some(RuleInfo { kind: r.kind.as_str(), pattern: r.pattern.into(), line: r.line });
                     }
-                    Reason::NoRuleMatched => j.class = "no-rule",
-                    Reason::RobotsTxt => j.class = "robots-txt",
+                    VerdictReason::NoRuleMatched => j.class = ReasonClass::NoRule,
+                    VerdictReason::RobotsTxt => j.class = ReasonClass::RobotsTxt,
                 }
                 if j.allowed {
                     let mut parts = Vec::new();
@@ -147,7 +148,7 @@ impl SiteRobots {
                     }
                     if let Some(c) = j.usage_refused {
                         j.allowed = false;
-                        j.class = "usage-refused";
+                        j.class = ReasonClass::UsageRefused;
                         j.explanation = format!(
                             "{}: the site says no to {c}, this agent's declared purpose",
                             usage.get(c)
@@ -199,7 +200,7 @@ pub struct Judgement {
     pub allowed: bool,
     /// The reason class: `allow-rule`, `disallow-rule`, `no-rule`, `robots-txt`,
     /// `robots-unavailable`, `robots-unreachable`, `usage-refused`.
-    pub class: &'static str,
+    pub class: ReasonClass,
     /// The deciding rule.
     pub rule: Option<RuleInfo>,
     /// The line of the first group that applied.

@@ -23,6 +23,7 @@ use super::{Impersonators, Mode, Shared, UnknownAgents};
 use crate::ROBOTSGATE_HEADER;
 use crate::audit::{IngressRecord, IngressRule, SCHEMA_VERSION, rfc3339};
 use crate::identity::{Identity, Verdict, httpsig};
+use crate::vocabulary::{Outcome, ReasonClass};
 
 /// The service [`IngressLayer`](super::IngressLayer) makes. See the
 /// [module docs](super).
@@ -144,7 +145,7 @@ where
         .unwrap_or_else(|_| Fetched::Failed(format!("no answer in {} s", timeout.as_secs_f64())))
 }
 
-/// robotsgate's own answer.
+/// robotsgate's own answer (`kind`: the `x-robotsgate` header, the outcome's name).
 fn own<ResB>(
     status: StatusCode,
     kind: &'static str,
@@ -176,7 +177,7 @@ fn record(
     found: Option<&Found>,
     site: &SiteRobots,
     judgement: Option<&Judgement>,
-    outcome: &'static str,
+    outcome: Outcome,
     identity: Option<&Identity>,
     retry_after: Option<u64>,
     last_fetch: Option<RobotsFetch>,
@@ -192,8 +193,8 @@ fn record(
         method: facts.method.clone(),
         path: facts.path.clone(),
         mode: shared.config.mode.as_str(),
-        outcome,
-        reason: judgement.map_or("robots-txt", |j| j.class),
+        outcome: outcome.as_str(),
+        reason: judgement.map_or(ReasonClass::RobotsTxt, |j| j.class).as_str(),
         rule: judgement.and_then(|j| j.rule.as_ref()).map(|r| IngressRule {
             kind: r.kind,
             pattern: r.pattern.to_string(),
@@ -239,7 +240,7 @@ async fn emit(shared: &Shared, rec: &IngressRecord) -> Result<(), ()> {
 fn audit_unavailable<ResB>(head: bool) -> Response<IngressBody<ResB>> {
     own(
         StatusCode::SERVICE_UNAVAILABLE,
-        "audit-unavailable",
+        crate::RefusalKind::AuditUnavailable.as_str(),
         "robotsgate: the audit log cannot be written\n".into(),
         head,
     )
@@ -291,7 +292,8 @@ where
             shared
                 .fetches
                 .remember(key, RobotsFetch { time: SystemTime::now(), sha256: site.sha256.clone() });
-            let mut rec = record(&shared, &facts, Some(found), &site, None, "robots-txt", None, None, last);
+            let mut rec =
+                record(&shared, &facts, Some(found), &site, None, Outcome::RobotsTxt, None, None, last);
             rec.status = Some(200);
             if emit(&shared, &rec).await.is_err() {
                 return Ok(audit_unavailable(head));
@@ -343,29 +345,30 @@ where
         let verdict = &id.verdict;
         if id.refused(config.impersonators == Impersonators::Refuse) {
             let (kind, outcome, text) = if verdict.is_failed() {
-                let outcome = if report_only { "would-fail-identity" } else { "identity-failed" };
+                let outcome = if report_only { Outcome::WouldFailIdentity } else { Outcome::IdentityFailed };
                 (
-                    "identity-failed",
+                    ReasonClass::IdentityFailed,
                     outcome,
                     format!("robotsgate: {} is not who it says it is ({verdict})\n", f.token),
                 )
             } else {
-                let outcome = if report_only { "would-refuse-unverified" } else { "identity-unverified" };
+                let outcome =
+                    if report_only { Outcome::WouldRefuseUnverified } else { Outcome::IdentityUnverified };
                 let op = id.operator.as_deref().unwrap_or("its operator");
                 let text =
                     format!("robotsgate: {op} requires its bots to be verified; {} is {verdict}\n", f.token);
-                ("identity-unverified", outcome, text)
+                (ReasonClass::IdentityUnverified, outcome, text)
             };
             let mut rec =
                 record(&shared, &facts, Some(f), &site, None, outcome, identity, None, last_fetch.clone());
-            rec.reason = kind;
+            rec.reason = kind.as_str();
             rec.explanation = text.trim_end().to_owned();
             if !report_only {
                 rec.status = Some(config.status.as_u16());
                 if emit(&shared, &rec).await.is_err() {
                     return Ok(audit_unavailable(head));
                 }
-                let mut res = own(config.status, kind, text, head);
+                let mut res = own(config.status, kind.as_str(), text, head);
                 if shared.verifier.as_ref().is_some_and(|v| v.signatures().is_some()) {
                     res.headers_mut()
                         .insert("accept-signature", HeaderValue::from_static(httpsig::ACCEPT_SIGNATURE));
@@ -391,10 +394,10 @@ where
     if !j.allowed {
         let usage = j.usage_refused.is_some();
         let (kind, outcome) = match (usage, report_only) {
-            (true, false) => ("usage-refused", "usage-refused"),
-            (true, true) => ("usage-refused", "would-refuse-usage"),
-            (false, false) => ("disallowed", "disallowed"),
-            (false, true) => ("disallowed", "would-disallow"),
+            (true, false) => (Outcome::UsageRefused, Outcome::UsageRefused),
+            (true, true) => (Outcome::UsageRefused, Outcome::WouldRefuseUsage),
+            (false, false) => (Outcome::Disallowed, Outcome::Disallowed),
+            (false, true) => (Outcome::Disallowed, Outcome::WouldDisallow),
         };
         let mut rec =
             record(&shared, &facts, found.as_ref(), &site, Some(&j), outcome, identity, None, last_fetch);
@@ -407,7 +410,7 @@ where
                 "robotsgate: robots.txt does not allow {token_text} to fetch {}: {}\n",
                 facts.path, j.explanation
             );
-            return Ok(own(config.status, kind, text, head));
+            return Ok(own(config.status, kind.as_str(), text, head));
         }
         return forward(&shared, inner, req, rec, None).await;
     }
@@ -420,7 +423,7 @@ where
         let key = bot_key(agent.name(), client);
         if let Err(wait) = shared.limiter.admit(key, delay, tokio::time::Instant::now()) {
             let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-            let outcome = if report_only { "would-pace" } else { "paced" };
+            let outcome = if report_only { Outcome::WouldPace } else { Outcome::Paced };
             let mut rec = record(
                 &shared,
                 &facts,
@@ -440,7 +443,7 @@ where
                 let text = format!(
                     "robotsgate: {token_text} is asked to wait between requests ({hint}): retry in {secs} s\n"
                 );
-                let mut res = own(StatusCode::TOO_MANY_REQUESTS, "paced", text, head);
+                let mut res = own(StatusCode::TOO_MANY_REQUESTS, Outcome::Paced.as_str(), text, head);
                 res.headers_mut().insert(RETRY_AFTER, HeaderValue::from(secs));
                 return Ok(res);
             }
@@ -448,7 +451,17 @@ where
         }
     }
 
-    let rec = record(&shared, &facts, found.as_ref(), &site, Some(&j), "allowed", identity, None, last_fetch);
+    let rec = record(
+        &shared,
+        &facts,
+        found.as_ref(),
+        &site,
+        Some(&j),
+        Outcome::Allowed,
+        identity,
+        None,
+        last_fetch,
+    );
     forward(&shared, inner, req, rec, j.content_usage).await
 }
 

@@ -20,6 +20,7 @@ use crate::origin::{Origin, Scheme, request_path};
 use crate::pacing::{PaceFacts, PaceTicket, Pacer};
 use crate::policy::{Decision, Reason, RobotsPolicy, UsageCheck};
 use crate::refusal::{Refusal, RefusalKind};
+use crate::vocabulary::Outcome;
 
 pub(super) struct Shared {
     pub(super) policy: RobotsPolicy,
@@ -61,11 +62,6 @@ pub(super) struct Admitted {
 #[derive(Debug, Clone)]
 pub(super) struct AuditRequestId(pub(super) Arc<str>);
 
-/// The purpose of a decision, for the refusal's text.
-fn usage_purpose(d: &Decision) -> String {
-    d.usage.as_ref().map(|u| u.purpose.to_string()).unwrap_or_default()
-}
-
 /// How a decision is recorded, besides the request: its mode, time, pacing and whether
 /// fleet mode refused it.
 struct Logged<'a> {
@@ -85,10 +81,31 @@ struct Target {
     url: String,
 }
 
+/// What the guard step found: the fleet refusing, a destination it refuses, or neither.
+enum Guarded {
+    Open,
+    Denied(ConnectError),
+    FleetDown,
+}
+
+/// What pacing did with a request that goes.
+#[derive(Default)]
+struct Paced {
+    /// What paced it, when anything did.
+    facts: Option<PaceFacts>,
+    /// Its part in its lane, when it may go.
+    ticket: Option<PaceTicket>,
+    /// Refused: when to try again.
+    refused: Option<std::time::Duration>,
+}
+
 impl Shared {
     /// Decides a request and holds it for its origin's next slot: `Ok` when it may go
     /// now, `Err` with the refusal. `logged` gets the request id once the decision record
     /// is written (the outcome record is keyed by it).
+    ///
+    /// The order of the decision: target, gate (the audit log), token, purpose, guard
+    /// (fleet mode, destination), robots.txt, pacing, record; then the answer.
     pub(super) async fn check(
         &self,
         parts: &mut http::request::Parts,
@@ -96,148 +113,143 @@ impl Shared {
     ) -> Result<Admitted, Refusal> {
         let started = Instant::now();
         let target = self.target(parts).map_err(|why| Refusal::new(RefusalKind::BadRequest, why))?;
-        if let Some(audit) = &self.audit
-            && let Err(e) = audit.accepting()
-        {
-            return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()));
-        }
+        self.gate()?;
         let settings = self.settings.load_full();
-        let token = settings.selector.select(parts).map_err(|e| {
-            if let Some(o) = &self.observer {
-                o.refused("no-token");
-            }
-            Refusal::new(RefusalKind::NoToken, e.to_string())
-        })?;
         let report_only = settings.mode == Mode::ReportOnly;
-        let usage = if settings.purpose.is_off() {
-            UsageCheck::default()
-        } else {
-            settings.purpose.select(parts).map_err(|why| Refusal::new(RefusalKind::BadRequest, why))?
-        };
-        if self.cluster_refusing() {
-            // Refused before robots.txt is looked at (a fetch would be sent), and recorded
-            // as a decision all the same: the request has an origin and a token.
-            let decision = Decision::without_robots(
-                Arc::new(target.origin),
-                token,
-                self.policy.config().profile,
-                Reason::ClusterUnavailable,
-                false,
-            );
-            let signed = self.signer.as_ref().map(|_| false);
-            let how =
-                Logged { report_only, signed, elapsed: started.elapsed(), pace: None, cluster_refused: true };
-            self.record(parts, &target.url, target.path_visible, &decision, how, logged).await?;
-            return Err(self.cluster_refusal());
-        }
-        let denied = match &self.admission {
-            Some(connector) => match connector.check_admitted(&target.origin).await {
-                Err(e @ ConnectError::Denied { .. }) => Some(e),
-                _ => None,
-            },
-            None => None,
-        };
-        let decision = match denied {
-            Some(cause) => Decision::without_robots(
-                Arc::new(target.origin.clone()),
-                token,
-                self.policy.config().profile,
-                Reason::DestinationDenied { cause },
-                false,
-            ),
-            None if usage.purpose.is_empty() => self.policy.decide(&target.origin, &target.path, token).await,
-            None => {
-                let profile = self.policy.config().profile;
-                self.policy.decide_for(&target.origin, &target.path, token, profile, usage).await
+        let token = self.token(&settings, parts)?;
+        let usage = self.purpose(&settings, parts)?;
+        let decision = match self.guard(&target.origin).await {
+            Guarded::FleetDown => {
+                return Err(self.refuse_alone(parts, &target, token, report_only, started, logged).await);
             }
+            Guarded::Denied(cause) => {
+                self.without_robots(&target, token, Reason::DestinationDenied { cause })
+            }
+            Guarded::Open => self.robots(&target, token, usage).await,
         };
         let elapsed = started.elapsed();
-        // A request that goes to the origin waits for its slot there.
-        let goes = (report_only || (decision.allowed && !decision.usage_refused()))
-            && !matches!(decision.reason, Reason::DestinationDenied { .. });
-        let (mut pace, mut ticket, mut paced) = (None::<PaceFacts>, None, None);
-        if let Some(pacer) = &self.pacer
-            && goes
-            && (!pacer.idle() || decision.has_pace_hints())
-        {
-            let hint = decision.pace_hint(SystemTime::now());
-            match pacer.pace(&decision.origin, &decision.agent, hint, report_only).await {
-                Ok(pass) => {
-                    pace = pass.facts;
-                    ticket = Some(pass.ticket);
-                }
-                Err(refused) => {
-                    paced = Some(refused.retry_after);
-                    pace = Some(refused.facts);
-                }
-            }
-        }
+        let paced = self.pace(&decision, report_only).await;
         // Pacing found the fleet's Redis gone, and this replica is not to go on alone: the
         // decision is recorded with the outcome `cluster-unavailable`, and refused.
-        let cluster_refused = ticket.is_some() && self.cluster_refusing();
-        if let Some(o) = &self.observer
-            && !cluster_refused
-        {
-            let outcome = match (&decision.reason, decision.allowed, report_only) {
-                _ if paced.is_some() => "paced",
-                (Reason::DestinationDenied { .. }, _, _) => "destination-denied",
-                (_, true, false) if decision.usage_refused() => "usage-refused",
-                (_, true, true) if decision.usage_refused() => "would-refuse-usage",
-                (_, true, _) => "allowed",
-                (_, false, false) => "disallowed",
-                (_, false, true) => "would-disallow",
-            };
-            o.decision(outcome, decision.reason.class(), elapsed);
+        let cluster_refused = paced.ticket.is_some() && self.cluster_refusing();
+        if !cluster_refused {
+            self.observe(&decision, &paced, report_only, elapsed);
         }
         // A request that goes is signed now, after its wait for a slot (the signature's
         // validity starts when it is sent), and before its record says so.
-        let signed = self
-            .signer
-            .as_ref()
-            .map(|signer| goes && paced.is_none() && !cluster_refused && sign(signer, parts));
-        let how = Logged { report_only, signed, elapsed, pace: pace.as_ref(), cluster_refused };
+        let goes = goes(&decision, report_only) && paced.refused.is_none() && !cluster_refused;
+        let signed = self.signer.as_ref().map(|signer| goes && sign(signer, parts));
+        let how = Logged { report_only, signed, elapsed, pace: paced.facts.as_ref(), cluster_refused };
         self.record(parts, &target.url, target.path_visible, &decision, how, logged).await?;
         if cluster_refused {
             return Err(self.cluster_refusal().with_decision(decision));
         }
-        if let Reason::DestinationDenied { cause } = &decision.reason {
-            let refusal = Refusal::new(RefusalKind::of_connect_error(cause), cause.to_string());
-            return Err(refusal.with_decision(decision));
+        answer(&target.url, decision, paced, report_only, started)
+    }
+
+    /// Tells the observer (the proxy's metrics) the decision's outcome.
+    fn observe(&self, decision: &Decision, paced: &Paced, report_only: bool, took: std::time::Duration) {
+        if let Some(o) = &self.observer {
+            let outcome =
+                if paced.refused.is_some() { Outcome::Paced } else { decision.outcome(report_only) };
+            o.decision(outcome, decision.reason.class(), took);
         }
-        if decision.usage_refused() && !report_only {
-            let usage = decision.usage.as_deref().map(|u| u.to_string()).unwrap_or_default();
-            let text = format!(
-                "request refused by the site's AI-usage preferences\nURL: {}\nProduct token: {}\nPurpose: {}\n\
-                 Preference: {usage}\nrobots.txt: {}\n",
-                target.url,
-                decision.agent,
-                usage_purpose(&decision),
-                decision.origin.robots_url(),
-            );
-            return Err(Refusal::new(RefusalKind::UsageRefused, text).with_decision(decision));
+    }
+
+    /// The gate: with an audit log that fails closed and cannot be written, nothing is
+    /// decided.
+    fn gate(&self) -> Result<(), Refusal> {
+        match &self.audit {
+            Some(audit) => {
+                audit.accepting().map_err(|e| Refusal::new(RefusalKind::AuditUnavailable, e.to_string()))
+            }
+            None => Ok(()),
         }
-        if let (Some(retry_after), Some(facts)) = (paced, &pace) {
-            let text = paced_text(&target.url, &decision, facts, retry_after);
-            let refusal = Refusal::new(RefusalKind::Paced, text).with_retry_after(retry_after);
-            return Err(refusal.with_decision(decision));
+    }
+
+    /// The product token the request is decided for (refused without one).
+    fn token(&self, settings: &Settings, parts: &mut http::request::Parts) -> Result<Arc<str>, Refusal> {
+        settings.selector.select(parts).map_err(|e| {
+            if let Some(o) = &self.observer {
+                o.refused(RefusalKind::NoToken.as_str());
+            }
+            Refusal::new(RefusalKind::NoToken, e.to_string())
+        })
+    }
+
+    /// The purpose the request is made for, when purposes are checked.
+    fn purpose(&self, settings: &Settings, parts: &mut http::request::Parts) -> Result<UsageCheck, Refusal> {
+        if settings.purpose.is_off() {
+            return Ok(UsageCheck::default());
         }
-        if decision.allowed || report_only {
-            return Ok(Admitted { decision, ticket, decided: started });
+        settings.purpose.select(parts).map_err(|why| Refusal::new(RefusalKind::BadRequest, why))
+    }
+
+    /// The guard: fleet mode refusing while its Redis is gone, then the connector's
+    /// admission of the destination (no robots.txt is fetched for a refused one).
+    async fn guard(&self, origin: &Origin) -> Guarded {
+        if self.cluster_refusing() {
+            return Guarded::FleetDown;
         }
-        // robots.txt could not be fetched because the origin itself cannot be reached
-        // (DNS, refused, certificate, guard): say that, as the request would fail too.
-        if let Reason::Unreachable { cause: Unreachable::Connect(e) } = &decision.reason {
-            let refusal = Refusal::new(RefusalKind::of_connect_error(e), e.to_string());
-            return Err(refusal.with_decision(decision));
+        match &self.admission {
+            Some(connector) => match connector.check_admitted(origin).await {
+                Err(e @ ConnectError::Denied { .. }) => Guarded::Denied(e),
+                _ => Guarded::Open,
+            },
+            None => Guarded::Open,
         }
-        let text = format!(
-            "request disallowed by robots.txt\nURL: {}\nProduct token: {}\nDecided by: {}\nrobots.txt: {}\n",
-            target.url,
-            decision.agent,
-            decision,
-            decision.origin.robots_url(),
-        );
-        Err(Refusal::new(RefusalKind::Disallowed, text).with_decision(decision))
+    }
+
+    /// robots.txt's decision (with the usage preferences for a purpose).
+    async fn robots(&self, target: &Target, token: Arc<str>, usage: UsageCheck) -> Decision {
+        if usage.purpose.is_empty() {
+            return self.policy.decide(&target.origin, &target.path, token).await;
+        }
+        let profile = self.policy.config().profile;
+        self.policy.decide_for(&target.origin, &target.path, token, profile, usage).await
+    }
+
+    /// A decision made before robots.txt was looked at.
+    fn without_robots(&self, target: &Target, token: Arc<str>, reason: Reason) -> Decision {
+        let origin = Arc::new(target.origin.clone());
+        Decision::without_robots(origin, token, self.policy.config().profile, reason, false)
+    }
+
+    /// Fleet mode refuses before robots.txt is looked at (a fetch would be sent), and the
+    /// request is recorded as a decision all the same: it has an origin and a token.
+    async fn refuse_alone(
+        &self,
+        parts: &http::request::Parts,
+        target: &Target,
+        token: Arc<str>,
+        report_only: bool,
+        started: Instant,
+        logged: &mut Option<RequestId>,
+    ) -> Refusal {
+        let decision = self.without_robots(target, token, Reason::ClusterUnavailable);
+        let signed = self.signer.as_ref().map(|_| false);
+        let how =
+            Logged { report_only, signed, elapsed: started.elapsed(), pace: None, cluster_refused: true };
+        match self.record(parts, &target.url, target.path_visible, &decision, how, logged).await {
+            Ok(()) => self.cluster_refusal(),
+            Err(refusal) => refusal,
+        }
+    }
+
+    /// Pacing: a request that goes waits for its origin's slot, or is refused when that
+    /// is too far off.
+    async fn pace(&self, decision: &Decision, report_only: bool) -> Paced {
+        let Some(pacer) = &self.pacer else { return Paced::default() };
+        if !goes(decision, report_only) || (pacer.idle() && !decision.has_pace_hints()) {
+            return Paced::default();
+        }
+        let hint = decision.pace_hint(SystemTime::now());
+        match pacer.pace(&decision.origin, &decision.agent, hint, report_only).await {
+            Ok(pass) => Paced { facts: pass.facts, ticket: Some(pass.ticket), refused: None },
+            Err(refused) => {
+                Paced { facts: Some(refused.facts), ticket: None, refused: Some(refused.retry_after) }
+            }
+        }
     }
 
     /// Tells pacing what the origin answered a request that went: a 429 or 503 pauses its
@@ -286,9 +298,9 @@ impl Shared {
         let report_only = settings.mode == Mode::ReportOnly;
         let replace = found.refused.is_some() && settings.purpose.enforce_response && !report_only;
         let outcome = match (found.refused, replace) {
-            (None, _) => "allowed",
-            (Some(_), true) => "usage-refused",
-            (Some(_), false) => "would-refuse-usage",
+            (None, _) => Outcome::Allowed,
+            (Some(_), true) => Outcome::UsageRefused,
+            (Some(_), false) => Outcome::WouldRefuseUsage,
         };
         if let Some(o) = &self.observer
             && found.refused.is_some()
@@ -309,20 +321,14 @@ impl Shared {
                 content_signal: found.content_signal.clone(),
                 x_robots_tag: found.x_robots_tag.clone(),
                 refused: found.refused.map(|c| c.as_str()),
-                outcome,
+                outcome: outcome.as_str(),
             };
             if let Err(e) = audit.response_usage(record).await {
                 return Err(Refusal::new(RefusalKind::AuditUnavailable, e.to_string()));
             }
         }
         if replace {
-            let text = format!(
-                "response refused by the site's AI-usage preferences\nURL: {url}\nProduct token: {}\n\
-                 Purpose: {purpose}\nThe response said ({}: disallowed):\n{found}",
-                decision.agent,
-                found.refused.map(|c| c.as_str()).unwrap_or(""),
-            );
-            return Err(Refusal::new(RefusalKind::UsageRefused, text).with_decision(decision.clone()));
+            return Err(Refusal::response_usage_refused(&url, decision, found.refused, &found));
         }
         Ok(Some(found))
     }
@@ -354,13 +360,9 @@ impl Shared {
     /// observer).
     fn cluster_refusal(&self) -> Refusal {
         if let Some(o) = &self.observer {
-            o.refused("cluster-unavailable");
+            o.refused(RefusalKind::ClusterUnavailable.as_str());
         }
-        Refusal::new(
-            RefusalKind::ClusterUnavailable,
-            "the fleet's Redis cannot be reached and cluster.on_error is \"refuse\": nothing is sent \
-             until pacing can be shared again",
-        )
+        Refusal::cluster_unavailable()
     }
 
     /// Writes the decision record of a request (with an audit log), and notes its id in
@@ -467,35 +469,39 @@ impl Shared {
     }
 }
 
-/// The body of a `503` for a request pacing refused: why, and when to try again.
-fn paced_text(url: &str, d: &Decision, facts: &PaceFacts, retry_after: std::time::Duration) -> String {
-    use std::fmt::Write as _;
-    let mut text = String::from("request not sent: it would wait too long for the origin's next slot\n");
-    let _ = writeln!(text, "URL: {url}");
-    let _ = writeln!(text, "Origin: {}  Product token: {}", d.origin, d.agent);
-    let why = match facts.refused {
-        Some(crate::pacing::PaceRefusal::QueueFull) => "too many requests are held for this origin already",
-        Some(crate::pacing::PaceRefusal::TableFull) => "too many origins are being paced already",
-        _ => {
-            "its wait would be longer than a request may be held (the proxy's pacing.max_wait, \
-             the builder's .max_wait())"
-        }
-    };
-    let _ = writeln!(text, "Why: {why}");
-    if let Some(source) = &facts.plan.source {
-        let _ = writeln!(text, "Delay: {:.3} s, from {source}", facts.plan.delay.as_secs_f64());
+/// Whether a request by `decision` goes to the origin (pacing may hold or refuse it still).
+fn goes(decision: &Decision, report_only: bool) -> bool {
+    (report_only || (decision.allowed && !decision.usage_refused()))
+        && !matches!(decision.reason, Reason::DestinationDenied { .. })
+}
+
+/// The answer to a decided, recorded request: `Ok` when it may go now, else its refusal.
+/// A refused destination is refused in report-only too (nothing could be sent).
+fn answer(
+    url: &str,
+    decision: Decision,
+    paced: Paced,
+    report_only: bool,
+    decided: Instant,
+) -> Result<Admitted, Refusal> {
+    if let Reason::DestinationDenied { cause } = &decision.reason {
+        return Err(Refusal::connect_failed(cause).with_decision(decision));
     }
-    if let Some(p) = &facts.pause {
-        let ra = p.retry_after.as_deref().map_or_else(String::new, |r| format!(", Retry-After: {r}"));
-        let _ = writeln!(
-            text,
-            "Back-off: the origin answered {}{ra}; paused for {:.0} s",
-            p.status,
-            p.pause.as_secs_f64()
-        );
+    if decision.usage_refused() && !report_only {
+        return Err(Refusal::usage_refused(url, decision));
     }
-    let _ = writeln!(text, "Retry after: {} s", crate::pacing::retry_after_secs(retry_after));
-    text
+    if let (Some(retry_after), Some(facts)) = (paced.refused, &paced.facts) {
+        return Err(Refusal::paced(url, decision, facts, retry_after));
+    }
+    if decision.allowed || report_only {
+        return Ok(Admitted { decision, ticket: paced.ticket, decided });
+    }
+    // robots.txt could not be fetched because the origin itself cannot be reached
+    // (DNS, refused, certificate, guard): say that, as the request would fail too.
+    if let Reason::Unreachable { cause: Unreachable::Connect(e) } = &decision.reason {
+        return Err(Refusal::connect_failed(e).with_decision(decision));
+    }
+    Err(Refusal::disallowed(url, decision))
 }
 
 /// Signs `parts` (Web Bot Auth), replacing any signature fields it had: `true` when it is

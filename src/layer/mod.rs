@@ -81,6 +81,7 @@ use crate::origin::Scheme;
 use crate::pacing::{PaceTicket, Pacer};
 use crate::policy::{Decision, RobotsPolicy};
 use crate::refusal::Refusal;
+use crate::vocabulary::{Outcome, ReasonClass};
 use decide::Shared;
 use ids::RequestIds;
 
@@ -143,10 +144,10 @@ pub use outcome::RobotsBody;
 
 /// Sees every decision the layer makes, e.g. to count them (the proxy's metrics do).
 pub trait DecisionObserver: Send + Sync + 'static {
-    /// A decision: its `outcome` (`allowed`, `disallowed`, `would-disallow` or
-    /// `destination-denied`), the reason class ([`Reason::class`](crate::policy::Reason::class)) and how long deciding
-    /// took.
-    fn decision(&self, outcome: &'static str, reason: &'static str, took: std::time::Duration);
+    /// A decision: its `outcome` (as in its audit record: `allowed`, `disallowed`,
+    /// `paced`, ...), the reason class ([`Reason::class`](crate::policy::Reason::class))
+    /// and how long deciding took.
+    fn decision(&self, outcome: Outcome, reason: ReasonClass, took: std::time::Duration);
     /// A request refused before any decision (`class`: e.g. `no-token`).
     fn refused(&self, class: &'static str);
 }

@@ -45,7 +45,7 @@ pub struct DnsConfig {
 pub struct NameServer(SocketAddr);
 
 /// The port of a name server given without one.
-pub const DNS_PORT: u16 = 53;
+pub(crate) const DNS_PORT: u16 = 53;
 
 impl NameServer {
     /// The server's address and port.

@@ -24,7 +24,7 @@ mod tls;
 pub use address::{DenyReason, classify};
 pub use connector::Connector;
 pub(crate) use dns::hickory;
-pub use dns::{BadNameServer, DNS_PORT, DnsConfig, NameServer, Resolver};
+pub use dns::{BadNameServer, DnsConfig, NameServer, Resolver};
 pub use error::ConnectError;
 pub use guard::Guard;
 pub(crate) use http::error_chain;

@@ -11,7 +11,8 @@ use super::copy::{CopyContent, Failure, FetchFacts, RobotsCopy};
 use super::usage::{CategoryPreference, UsageCheck, UsageDecision};
 use crate::fetch::Unreachable;
 use crate::origin::Origin;
-use crate::rep::{PaceHint, Profile, Reading, Reason as RepReason, RuleId, RuleKind, ServerPath};
+use crate::rep::{PaceHint, Profile, Reading, RuleId, RuleKind, ServerPath, VerdictReason};
+use crate::vocabulary::{Outcome, ReasonClass};
 
 /// The robots.txt rule that decided a request ([`Decision::rule`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,19 +85,19 @@ pub enum Reason {
 }
 
 impl Reason {
-    /// A short stable name of the reason class (audit log, metrics).
-    pub fn class(&self) -> &'static str {
+    /// The class of the reason (the audit log's and the metrics' `reason`).
+    pub fn class(&self) -> ReasonClass {
         match self {
-            Reason::Rule { kind: RuleKind::Allow, .. } => "allow-rule",
-            Reason::Rule { kind: RuleKind::Disallow, .. } => "disallow-rule",
-            Reason::NoRuleMatched => "no-rule",
-            Reason::RobotsTxtPath => "robots-txt",
-            Reason::Unavailable { .. } => "robots-unavailable",
-            Reason::TooManyRedirects => "robots-redirect-limit",
-            Reason::Unreachable { .. } => "robots-unreachable",
-            Reason::DestinationDenied { .. } => "destination-denied",
-            Reason::ClusterUnavailable => "cluster-unavailable",
-            Reason::Override { .. } => "override",
+            Reason::Rule { kind: RuleKind::Allow, .. } => ReasonClass::AllowRule,
+            Reason::Rule { kind: RuleKind::Disallow, .. } => ReasonClass::DisallowRule,
+            Reason::NoRuleMatched => ReasonClass::NoRule,
+            Reason::RobotsTxtPath => ReasonClass::RobotsTxt,
+            Reason::Unavailable { .. } => ReasonClass::RobotsUnavailable,
+            Reason::TooManyRedirects => ReasonClass::RobotsRedirectLimit,
+            Reason::Unreachable { .. } => ReasonClass::RobotsUnreachable,
+            Reason::DestinationDenied { .. } => ReasonClass::DestinationDenied,
+            Reason::ClusterUnavailable => ReasonClass::ClusterUnavailable,
+            Reason::Override { .. } => ReasonClass::Override,
         }
     }
 }
@@ -165,6 +166,13 @@ impl Decision {
             usage: None,
             notes: None,
         }
+    }
+
+    /// What becomes of the request by this decision alone, enforced or, `report_only`,
+    /// only reported (pacing and fleet mode may refuse it still).
+    pub fn outcome(&self, report_only: bool) -> Outcome {
+        let denied = matches!(self.reason, Reason::DestinationDenied { .. });
+        Outcome::of(self.allowed, self.usage_refused(), denied, report_only)
     }
 
     /// Whether robots.txt allows the path but the site's usage preferences refuse the
@@ -361,7 +369,7 @@ fn no_statement(usage: UsageCheck) -> Option<Arc<UsageDecision>> {
 fn verdict_into(d: &mut Decision, v: &crate::rep::Verdict<'_>) {
     d.allowed = v.allowed();
     d.reason = match v.reason() {
-        RepReason::Rule(r) => Reason::Rule {
+        VerdictReason::Rule(r) => Reason::Rule {
             id: r.id,
             kind: r.kind,
             line: r.line,
@@ -369,8 +377,8 @@ fn verdict_into(d: &mut Decision, v: &crate::rep::Verdict<'_>) {
             implied_by_index_html: r.implied_by_index_html,
             readings_disagree: v.readings_disagree(),
         },
-        RepReason::NoRuleMatched => Reason::NoRuleMatched,
-        RepReason::RobotsTxt => Reason::RobotsTxtPath,
+        VerdictReason::NoRuleMatched => Reason::NoRuleMatched,
+        VerdictReason::RobotsTxt => Reason::RobotsTxtPath,
     };
     if v.server_path().is_some() || v.cut_line().is_some() {
         d.notes =

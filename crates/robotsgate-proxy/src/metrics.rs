@@ -15,6 +15,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use robotsgate::{Outcome, ReasonClass};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DecisionLabels {
@@ -93,8 +94,8 @@ pub struct Metrics {
     registry: Registry,
     decisions: Family<DecisionLabels, Counter>,
     /// The decision counters made so far (at most outcomes x reasons), found by comparing
-    /// labels: cheaper than hashing them into the family on every request.
-    decision_memo: arc_swap::ArcSwap<Vec<(DecisionLabels, Counter)>>,
+    /// their enums: cheaper than hashing the labels into the family on every request.
+    decision_memo: arc_swap::ArcSwap<Vec<((Outcome, ReasonClass), Counter)>>,
     decision_seconds: Histogram,
     fetches: Family<FetchLabels, Counter>,
     requests: Family<RequestLabels, Counter>,
@@ -273,20 +274,21 @@ impl Metrics {
     }
 
     /// A decision with its outcome (`allowed`, `disallowed`, ...) and reason class.
-    pub fn decision(&self, outcome: &'static str, reason: &'static str, took: Duration) {
+    pub fn decision(&self, outcome: Outcome, reason: ReasonClass, took: Duration) {
+        let key = (outcome, reason);
         let memo = self.decision_memo.load();
-        match memo.iter().find(|(l, _)| l.outcome == outcome && l.reason == reason) {
+        match memo.iter().find(|(k, _)| *k == key) {
             Some((_, counter)) => {
                 counter.inc();
             }
             None => {
-                let labels = DecisionLabels { outcome, reason };
+                let labels = DecisionLabels { outcome: outcome.as_str(), reason: reason.as_str() };
                 let counter = self.decisions.get_or_create(&labels).clone();
                 counter.inc();
                 self.decision_memo.rcu(|memo| {
                     let mut memo = Vec::clone(memo);
-                    if !memo.iter().any(|(l, _)| *l == labels) {
-                        memo.push((labels.clone(), counter.clone()));
+                    if !memo.iter().any(|(k, _)| *k == key) {
+                        memo.push((key, counter.clone()));
                     }
                     memo
                 });
@@ -363,7 +365,7 @@ impl Metrics {
 }
 
 impl robotsgate::layer::DecisionObserver for Metrics {
-    fn decision(&self, outcome: &'static str, reason: &'static str, took: Duration) {
+    fn decision(&self, outcome: Outcome, reason: ReasonClass, took: Duration) {
         Metrics::decision(self, outcome, reason, took);
     }
 
@@ -423,7 +425,7 @@ mod tests {
     #[test]
     fn series_are_prefixed_and_count() {
         let m = Arc::new(Metrics::new());
-        m.decision("disallowed", "disallow-rule", Duration::from_micros(20));
+        m.decision(Outcome::Disallowed, ReasonClass::DisallowRule, Duration::from_micros(20));
         m.fetch("success", "");
         let c = m.connection();
         m.request(Arrival::Intercepted, http::Version::HTTP_2, Duration::from_millis(1));
@@ -449,5 +451,26 @@ mod tests {
         assert!(text.contains("robotsgate_open_connections 1"), "{text}");
         drop(c);
         assert!(m.render().contains("robotsgate_open_connections 0"));
+    }
+
+    /// Issue 27.3: the decision metric's labels are the audit record's names.
+    #[test]
+    fn decision_labels_are_the_vocabularys_names() {
+        let m = Metrics::new();
+        for (i, outcome) in Outcome::ALL.iter().enumerate() {
+            let reason = ReasonClass::ALL[i % ReasonClass::ALL.len()];
+            m.decision(*outcome, reason, Duration::from_micros(1));
+            m.decision(*outcome, reason, Duration::from_micros(1));
+        }
+        let text = m.render();
+        for (i, outcome) in Outcome::ALL.iter().enumerate() {
+            let reason = ReasonClass::ALL[i % ReasonClass::ALL.len()];
+            let series = format!(
+                r#"robotsgate_decisions_total{{outcome="{}",reason="{}"}} 2"#,
+                outcome.as_str(),
+                reason.as_str()
+            );
+            assert!(text.contains(&series), "{series} in {text}");
+        }
     }
 }

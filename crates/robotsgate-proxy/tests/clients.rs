@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use http::{Method, Request};
@@ -14,42 +14,6 @@ use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
-
-/// The files the interception tests start from: a temp folder, an origin CA (PEM written)
-/// and robotsgate's CA folder.
-struct Tls {
-    dir: tempfile::TempDir,
-    origin_ca: TestCa,
-    origin_pem: PathBuf,
-    ca_dir: PathBuf,
-}
-
-impl Tls {
-    fn new() -> Tls {
-        let dir = temp_dir();
-        let mut names = ORIGIN_NAMES.to_vec();
-        names.push("127.0.0.1");
-        let origin_ca = TestCa::new("origin", &names);
-        let origin_pem = origin_ca.write_pem(&dir.path().join("origin-ca.pem"));
-        let ca_dir = proxy_ca(dir.path());
-        Tls { dir, origin_ca, origin_pem, ca_dir }
-    }
-
-    /// Interception of every port, the origin CA trusted by robotsgate.
-    fn config(&self) -> Config {
-        intercept_config(self.dir.path(), &self.ca_dir, std::slice::from_ref(&self.origin_pem))
-    }
-
-    /// A client trusting only robotsgate's CA.
-    fn client(&self, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
-        client_config(proxy_roots(&self.ca_dir), alpn)
-    }
-
-    /// An HTTPS origin speaking HTTP/2 or HTTP/1.1 (by ALPN).
-    async fn origin<'a>(&self, routes: impl IntoIterator<Item = (&'a str, Reply)>) -> TestOrigin {
-        TestOrigin::start_tls(routes, self.origin_ca.server_config(&[b"h2", b"http/1.1"])).await
-    }
-}
 
 /// `METHOD target HTTP/1.1` with `Host`, `Connection: close` and `extra` header lines.
 fn raw_request(method: &str, target: &str, host: &str, extra: &str) -> String {

@@ -127,35 +127,6 @@ async fn plain_http_websocket_and_connect_http_are_signed_replacing_the_clients_
     proxy.stop().await;
 }
 
-/// The interception setup of `tests/intercept.rs`: an origin CA robotsgate trusts, and
-/// robotsgate's CA the client trusts.
-struct Tls {
-    dir: tempfile::TempDir,
-    origin_ca: TestCa,
-    origin_pem: PathBuf,
-    ca_dir: PathBuf,
-}
-
-impl Tls {
-    fn new() -> Tls {
-        let dir = temp_dir();
-        let mut names = ORIGIN_NAMES.to_vec();
-        names.push("127.0.0.1");
-        let origin_ca = TestCa::new("origin", &names);
-        let origin_pem = origin_ca.write_pem(&dir.path().join("origin-ca.pem"));
-        let ca_dir = proxy_ca(dir.path());
-        Tls { dir, origin_ca, origin_pem, ca_dir }
-    }
-
-    fn config(&self) -> Config {
-        intercept_config(self.dir.path(), &self.ca_dir, std::slice::from_ref(&self.origin_pem))
-    }
-
-    fn client(&self, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
-        client_config(proxy_roots(&self.ca_dir), alpn)
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn intercepted_https_is_signed_over_http1_and_http2() {
     let tls = Tls::new();

@@ -6,13 +6,10 @@ mod support;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Stdio;
 
 use serde_json::Value;
 use support::*;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-use tokio::sync::mpsc;
+use tokio::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_robotsgate");
 const ROBOTS: &str = "User-agent: GPTBot\nDisallow: /private\nContent-Usage: search=y\n\n\
@@ -24,68 +21,22 @@ const CLAUDEBOT: &str = "Mozilla/5.0 (compatible; ClaudeBot/1.0; +claudebot@anth
 const BROWSER: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:140.0) Gecko/20100101 Firefox/140.0";
 
 struct Ingress {
-    child: Child,
+    process: Spawned,
     addr: SocketAddr,
-    lines: mpsc::UnboundedReceiver<String>,
-    seen: Vec<String>,
 }
 
 impl Ingress {
     async fn start(args: &[&str]) -> Ingress {
-        let mut child = Command::new(BIN)
-            .arg("ingress")
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .env("NO_COLOR", "1")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn robotsgate");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, lines) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut p = Ingress { child, addr: "0.0.0.0:0".parse().unwrap(), lines, seen: Vec::new() };
-        let line = p.wait_line(|l| l.contains("robotsgate ingress is running")).await;
-        let at = line.split("at http://").nth(1).expect("address in the running line");
-        let addr: String = at.chars().take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':').collect();
-        p.addr = addr.parse().unwrap();
-        p
-    }
-
-    async fn wait_line(&mut self, pred: impl Fn(&str) -> bool) -> String {
-        let (seen, lines) = (&mut self.seen, &mut self.lines);
-        let found = within(async {
-            while let Some(line) = lines.recv().await {
-                seen.push(line.clone());
-                if pred(&line) {
-                    return Some(line);
-                }
-            }
-            None
-        })
-        .await;
-        match found {
-            Some(Some(line)) => line,
-            _ => panic!("robotsgate ingress did not say it; it said:\n{}", self.seen.join("\n")),
-        }
+        let mut process = Spawned::start(BIN, &[&["ingress", "--listen", "127.0.0.1:0"], args].concat());
+        let addr = process.running_at("robotsgate ingress is running").await;
+        Ingress { process, addr }
     }
 
     /// SIGTERM, and the exit (the audit log is closed then).
     async fn stop(mut self) {
-        let pid = self.child.id().unwrap().to_string();
-        assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-        let status = bounded("robotsgate exits", self.child.wait()).await.unwrap();
-        assert!(status.success(), "{status:?}: {}", self.seen.join("\n"));
+        self.process.signal("-TERM");
+        let status = self.process.wait_exit().await;
+        assert!(status.success(), "{status:?}: {}", self.process.seen.join("\n"));
     }
 
     fn url(&self, path: &str) -> String {

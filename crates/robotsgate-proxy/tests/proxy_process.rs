@@ -13,102 +13,38 @@ use std::time::Duration;
 
 use http::StatusCode;
 use support::*;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-use tokio::sync::mpsc;
+use tokio::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_robotsgate");
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
 
 /// A `robotsgate run` child process and its stderr, line by line.
 struct ProxyProcess {
-    child: Child,
+    process: Spawned,
     addr: SocketAddr,
-    lines: mpsc::UnboundedReceiver<String>,
-    seen: Vec<String>,
-}
-
-/// Removes ANSI colour sequences (`ESC [ ... letter`).
-fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for d in chars.by_ref() {
-                if d.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 impl ProxyProcess {
     /// Starts `robotsgate run` with `args` and waits for its "running" line.
     async fn start(args: &[&str]) -> ProxyProcess {
-        let mut child = Command::new(BIN)
-            .arg("run")
-            .args(args)
-            .env("NO_COLOR", "1")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn robotsgate");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, lines) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
-                if tx.send(strip_ansi(&line)).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut p = ProxyProcess { child, addr: "0.0.0.0:0".parse().unwrap(), lines, seen: Vec::new() };
-        let line = p.wait_line("the running line", |l| l.contains("robotsgate is running")).await;
-        let at = line.split("at http://").nth(1).expect("address in the running line");
-        let addr: String = at.chars().take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':').collect();
-        p.addr = addr.parse().unwrap_or_else(|_| panic!("no address in {line:?}"));
-        p
+        let mut process = Spawned::start(BIN, &[&["run"], args].concat());
+        let addr = process.running_at("robotsgate is running").await;
+        ProxyProcess { process, addr }
     }
 
     /// Waits (bounded) for a stderr line that satisfies `pred`.
     async fn wait_line(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let seen = &mut self.seen;
-        let lines = &mut self.lines;
-        let found = within(async {
-            while let Some(line) = lines.recv().await {
-                seen.push(line.clone());
-                if pred(&line) {
-                    return Some(line);
-                }
-            }
-            None
-        })
-        .await;
-        match found {
-            Some(Some(line)) => line,
-            Some(None) => panic!("{what}: robotsgate's stderr ended; it said:\n{}", self.seen.join("\n")),
-            None => panic!("{what}: not within {BOUND:?}; robotsgate said:\n{}", self.seen.join("\n")),
-        }
+        self.process.wait_line(what, pred).await
     }
 
     /// Sends a signal with kill(1).
     fn signal(&self, name: &str) {
-        let pid = self.child.id().expect("child still running").to_string();
-        let status = std::process::Command::new("kill").args([name, &pid]).status().expect("run kill");
-        assert!(status.success(), "kill {name} {pid} failed");
+        self.process.signal(name)
     }
 
     /// Waits (bounded) for the process to exit.
     async fn wait_exit(&mut self) -> std::process::ExitStatus {
-        bounded("robotsgate exits", self.child.wait()).await.expect("wait for robotsgate")
+        self.process.wait_exit().await
     }
 }
 
@@ -175,7 +111,7 @@ async fn sigterm_drains_the_request_in_flight_then_exits_0() {
         status.code(),
         Some(0),
         "exit status after SIGTERM: {status:?}; said:\n{}",
-        proxy.seen.join("\n")
+        proxy.process.seen.join("\n")
     );
 
     let records = read_jsonl(&dir.path().join("audit.jsonl"));

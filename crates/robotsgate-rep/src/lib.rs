@@ -565,9 +565,12 @@ impl Decided<'_> {
     }
 }
 
-/// Why a verdict came out as it did.
+/// Why a verdict came out as it did: what in the file decided (a rule, no rule, or the
+/// path being `/robots.txt`). The library's decisions have their own, wider reason
+/// (`robotsgate::policy::Reason`: also a robots.txt that could not be fetched, a refused
+/// destination, an override), which carries this one's cases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason<'a> {
+pub enum VerdictReason<'a> {
     /// A rule matched; the most specific one decided.
     Rule(MatchedRule<'a>),
     /// No rule of the applicable groups matched (or no group applied): allowed.
@@ -629,12 +632,12 @@ impl<'a> Verdict<'a> {
     }
 
     /// What decided the verdict.
-    pub fn reason(&self) -> Reason<'a> {
+    pub fn reason(&self) -> VerdictReason<'a> {
         match self.decided {
-            Decided::RobotsTxt => Reason::RobotsTxt,
-            Decided::Rules { hit: None, .. } => Reason::NoRuleMatched,
+            Decided::RobotsTxt => VerdictReason::RobotsTxt,
+            Decided::Rules { hit: None, .. } => VerdictReason::NoRuleMatched,
             Decided::Rules { robots, reading, hit: Some(hit), .. } => {
-                Reason::Rule(robots.matched(RuleId(hit.rule), reading).unwrap_or(MatchedRule {
+                VerdictReason::Rule(robots.matched(RuleId(hit.rule), reading).unwrap_or(MatchedRule {
                     id: RuleId(hit.rule),
                     kind: RuleKind::Disallow,
                     pattern: "",
@@ -649,7 +652,7 @@ impl<'a> Verdict<'a> {
     /// The deciding rule, if a rule decided.
     pub fn rule(&self) -> Option<MatchedRule<'a>> {
         match self.reason() {
-            Reason::Rule(r) => Some(r),
+            VerdictReason::Rule(r) => Some(r),
             _ => None,
         }
     }
@@ -762,9 +765,9 @@ impl fmt::Display for Verdict<'_> {
     /// 500 KiB limit cut may have mattered ([`Verdict::cut_line`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.reason() {
-            Reason::RobotsTxt => f.write_str("/robots.txt is always allowed")?,
-            Reason::NoRuleMatched => f.write_str("no rule matched")?,
-            Reason::Rule(rule) => {
+            VerdictReason::RobotsTxt => f.write_str("/robots.txt is always allowed")?,
+            VerdictReason::NoRuleMatched => f.write_str("no rule matched")?,
+            VerdictReason::Rule(rule) => {
                 write!(f, "{rule}")?;
                 if self.split {
                     write!(f, " ({} reading)", rule.reading.as_str())?;

@@ -7,7 +7,7 @@ mod reference;
 
 use proptest::prelude::*;
 use proptest::sample::select;
-use robotsgate_rep::{ParseOptions, Profile, Reading, Reason, RobotsTxt, RuleKind, Verdict};
+use robotsgate_rep::{ParseOptions, Profile, Reading, RobotsTxt, RuleKind, Verdict, VerdictReason};
 
 use grammar::*;
 use reference::{Cited, Decision, Kind};
@@ -134,7 +134,7 @@ fn check_case(profile: Profile, body: &[u8], agent: &str, paths: &[String]) -> R
                 path
             );
             if expect.decision.robots_txt {
-                prop_assert_eq!(v.reason(), Reason::RobotsTxt);
+                prop_assert_eq!(v.reason(), VerdictReason::RobotsTxt);
             }
         }
     }

@@ -9,7 +9,7 @@
 //! RFC reading normalises percent-encoding and always allows `/robots.txt`), the expected
 //! verdict is given per profile.
 
-use robotsgate_rep::{ParseOptions, Profile, Reason, RobotsTxt, RuleKind};
+use robotsgate_rep::{ParseOptions, Profile, RobotsTxt, RuleKind, VerdictReason};
 
 const ENGINES: [(&str, ParseOptions); 2] = [
     ("automaton", ParseOptions { automaton_min_rules: 1 }),
@@ -259,8 +259,8 @@ fn rfc_allow_disallow_robots_txt_implicitly_allowed() {
     }
     disallowed(body, "foobot", &["/robots.txtx", "/robots.txt/x", "/ROBOTS.TXT"]);
     let robots = RobotsTxt::parse(body.as_bytes());
-    assert_eq!(robots.check_with(Profile::Rfc, "foobot", "/robots.txt").reason(), Reason::RobotsTxt);
-    assert_eq!(robots.check("foobot", "/robots.txt").reason(), Reason::RobotsTxt);
+    assert_eq!(robots.check_with(Profile::Rfc, "foobot", "/robots.txt").reason(), VerdictReason::RobotsTxt);
+    assert_eq!(robots.check("foobot", "/robots.txt").reason(), VerdictReason::RobotsTxt);
 }
 
 /// The percent-encoding table of "The Allow and Disallow lines", row by row: the rule is

@@ -9,6 +9,7 @@
 //! - [`audit`]: audit log records read back and checked;
 //! - [`ca`]: a test CA with a leaf for HTTPS origins;
 //! - [`redis`]: a real `redis-server` for the fleet-mode tests;
+//! - [`process`]: the real binary as a child process, its stderr read line by line;
 //! - [`wba`]: Web Bot Auth signatures received by an origin, checked by `web-bot-auth`.
 //!
 //! Everything listens on loopback only, and every network await is bounded.
@@ -19,8 +20,11 @@ pub mod ca;
 pub mod client;
 pub mod fetch;
 pub mod origin;
+pub mod process;
 pub mod redis;
 pub mod wait;
 pub mod wba;
 
-pub use self::{audit::*, body::*, ca::*, client::*, fetch::*, origin::*, redis::*, wait::*, wba::*};
+pub use self::{
+    audit::*, body::*, ca::*, client::*, fetch::*, origin::*, process::*, redis::*, wait::*, wba::*,
+};

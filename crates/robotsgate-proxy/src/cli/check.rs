@@ -17,10 +17,9 @@ use robotsgate::net::{self, DnsConfig, Guard, TlsConfig};
 use robotsgate::origin::Origin;
 use robotsgate::pacing::{DelaySource, PacingConfig, Plan};
 use robotsgate::policy::{
-    CategoryPreference, Decision, PolicyConfig, Purpose, Reason as PolicyReason, UnknownUsage, UsageCheck,
-    UsageDecision,
+    CategoryPreference, Decision, PolicyConfig, Purpose, Reason, UnknownUsage, UsageCheck, UsageDecision,
 };
-use robotsgate::rep::{self, IgnoredValue, PaceHint, Profile, Reason, RobotsTxt, Verdict};
+use robotsgate::rep::{self, IgnoredValue, PaceHint, Profile, RobotsTxt, Verdict, VerdictReason};
 use robotsgate::target::Target;
 use serde_json::json;
 
@@ -112,11 +111,11 @@ fn parse_unknown(s: &str) -> Result<UnknownUsage, String> {
 }
 
 /// `allowed`, `disallowed` or `usage-refused`.
-fn word(allowed: bool, usage: Option<&UsageDecision>) -> &'static str {
+fn word(allowed: bool, usage: Option<&UsageDecision>) -> robotsgate::Outcome {
     match (allowed, usage.is_some_and(|u| u.refused.is_some())) {
-        (false, _) => "disallowed",
-        (true, true) => "usage-refused",
-        (true, false) => "allowed",
+        (false, _) => robotsgate::Outcome::Disallowed,
+        (true, true) => robotsgate::Outcome::UsageRefused,
+        (true, false) => robotsgate::Outcome::Allowed,
     }
 }
 
@@ -194,14 +193,14 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
                     UsageDecision::new(args.purpose, args.unknown, prefs)
                 });
                 let word = word(verdict.allowed(), decided.as_ref());
-                outcome.disallowed |= word != "allowed";
+                outcome.disallowed |= word != robotsgate::Outcome::Allowed;
                 let hint = robots.pace_with(args.profile, &args.agent, minute_of_day(now));
                 let plan = pace_plan(url, hint, now);
                 if args.json {
                     let mut line = json_line(url, &args.agent, verdict);
                     if !args.purpose.is_empty() {
                         line["usage"] = json_usage(decided.as_ref());
-                        line["outcome"] = json!(word);
+                        line["outcome"] = json!(word.as_str());
                     }
                     line["pace"] = pace_json(plan.as_ref(), robots.ignored_pace_values());
                     writeln!(out, "{line}")
@@ -296,7 +295,7 @@ fn live(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             let check = UsageCheck { purpose: args.purpose, unknown: args.unknown };
             let d = policy.decide_for(&origin, &path, agent.clone(), args.profile, check).await;
             let word = word(d.allowed, d.usage.as_deref());
-            outcome.disallowed |= word != "allowed";
+            outcome.disallowed |= word != robotsgate::Outcome::Allowed;
             let usage = d.usage.as_ref().map(|u| format!("; {u}")).unwrap_or_default();
             let now = std::time::SystemTime::now();
             let plan = pace_plan(url, d.pace_hint(now), now);
@@ -304,7 +303,7 @@ fn live(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 let mut line = json_decision(url, &d);
                 if !args.purpose.is_empty() {
                     line["usage"] = json_usage(d.usage.as_deref());
-                    line["outcome"] = json!(word);
+                    line["outcome"] = json!(word.as_str());
                 }
                 let ignored = match d.robots.as_deref().map(|c| &c.content) {
                     Some(robotsgate::policy::CopyContent::Parsed(r)) => r.ignored_pace_values(),
@@ -344,9 +343,7 @@ fn fetch_summary(d: &Decision) -> Option<String> {
     };
     Some(match &d.reason {
         // The decision says it all, but for the redirects.
-        PolicyReason::Unavailable { .. }
-        | PolicyReason::TooManyRedirects
-        | PolicyReason::Unreachable { .. } => {
+        Reason::Unavailable { .. } | Reason::TooManyRedirects | Reason::Unreachable { .. } => {
             if redirects.is_empty() {
                 return None;
             }
@@ -362,7 +359,7 @@ fn fetch_summary(d: &Decision) -> Option<String> {
 
 fn json_decision(url: &str, d: &Decision) -> serde_json::Value {
     let rule = match &d.reason {
-        PolicyReason::Rule { kind, line, reading, implied_by_index_html, .. } => json!({
+        Reason::Rule { kind, line, reading, implied_by_index_html, .. } => json!({
             "kind": kind.as_str(),
             "pattern": d.rule_pattern(),
             "line": line,
@@ -384,7 +381,7 @@ fn json_decision(url: &str, d: &Decision) -> serde_json::Value {
         })
     });
     let cause = match &d.reason {
-        PolicyReason::Unreachable { cause } => Some(cause.to_string()),
+        Reason::Unreachable { cause } => Some(cause.to_string()),
         _ => d.failure.as_ref().map(|f| f.cause.to_string()),
     };
     json!({
@@ -392,7 +389,7 @@ fn json_decision(url: &str, d: &Decision) -> serde_json::Value {
         "allowed": d.allowed,
         "agent": &*d.agent,
         "profile": d.profile.as_str(),
-        "reason": d.reason.class(),
+        "reason": d.reason.class().as_str(),
         "rule": rule,
         "robots_txt": robots,
         "unreachable_cause": cause,
@@ -479,7 +476,7 @@ fn read_robots(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
 
 fn json_line(url: &str, agent: &str, v: &Verdict<'_>) -> serde_json::Value {
     let (reason, rule) = match v.reason() {
-        Reason::Rule(r) => (
+        VerdictReason::Rule(r) => (
             "rule",
             json!({
                 "kind": r.kind.as_str(),
@@ -489,8 +486,8 @@ fn json_line(url: &str, agent: &str, v: &Verdict<'_>) -> serde_json::Value {
                 "implied_by_index_html": r.implied_by_index_html,
             }),
         ),
-        Reason::NoRuleMatched => ("no-rule-matched", serde_json::Value::Null),
-        Reason::RobotsTxt => ("robots-txt", serde_json::Value::Null),
+        VerdictReason::NoRuleMatched => ("no-rule-matched", serde_json::Value::Null),
+        VerdictReason::RobotsTxt => ("robots-txt", serde_json::Value::Null),
     };
     let groups: Vec<_> = v
         .groups()

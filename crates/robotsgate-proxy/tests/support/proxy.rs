@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use robotsgate_testkit::{bounded, read_jsonl};
+use robotsgate_testkit::{Reply, TestCa, TestOrigin, bounded, client_config, read_jsonl};
 
 /// A temporary folder for one test (audit log, snapshots, config files, CAs).
 pub fn temp_dir() -> tempfile::TempDir {
@@ -70,6 +70,47 @@ pub fn proxy_roots(ca_dir: &Path) -> RootCertStore {
         roots.add(cert).unwrap();
     }
     roots
+}
+
+/// The files the interception tests start from: a temp folder, an origin CA (PEM
+/// written) robotsgate trusts, and robotsgate's CA folder, which the clients trust.
+pub struct Tls {
+    /// The folder of it all (and of the proxy's audit log).
+    pub dir: tempfile::TempDir,
+    /// The origins' CA, with a leaf for [`ORIGIN_NAMES`] and `127.0.0.1`.
+    pub origin_ca: TestCa,
+    /// Its certificate, as robotsgate is given it.
+    pub origin_pem: PathBuf,
+    /// robotsgate's CA folder.
+    pub ca_dir: PathBuf,
+}
+
+impl Tls {
+    /// New CAs in a new folder.
+    pub fn new() -> Tls {
+        let dir = temp_dir();
+        let mut names = ORIGIN_NAMES.to_vec();
+        names.push("127.0.0.1");
+        let origin_ca = TestCa::new("origin", &names);
+        let origin_pem = origin_ca.write_pem(&dir.path().join("origin-ca.pem"));
+        let ca_dir = proxy_ca(dir.path());
+        Tls { dir, origin_ca, origin_pem, ca_dir }
+    }
+
+    /// Interception of every port, the origin CA trusted by robotsgate.
+    pub fn config(&self) -> Config {
+        intercept_config(self.dir.path(), &self.ca_dir, std::slice::from_ref(&self.origin_pem))
+    }
+
+    /// A client trusting only robotsgate's CA.
+    pub fn client(&self, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+        client_config(proxy_roots(&self.ca_dir), alpn)
+    }
+
+    /// An HTTPS origin speaking HTTP/2 or HTTP/1.1 (by ALPN).
+    pub async fn origin<'a>(&self, routes: impl IntoIterator<Item = (&'a str, Reply)>) -> TestOrigin {
+        TestOrigin::start_tls(routes, self.origin_ca.server_config(&[b"h2", b"http/1.1"])).await
+    }
 }
 
 /// robotsgate started in process by [`App::start`].

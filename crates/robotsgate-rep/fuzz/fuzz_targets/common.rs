@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use robotsgate_rep::{MAX_ROBOTS_TXT_BYTES, Profile, Reading, Reason, RobotsTxt, RuleKind, Verdict};
+use robotsgate_rep::{MAX_ROBOTS_TXT_BYTES, Profile, Reading, VerdictReason, RobotsTxt, RuleKind, Verdict};
 
 /// One fuzz input: `BODY [0xFF AGENT [0xFF PATH]]`.
 ///
@@ -179,7 +179,7 @@ pub fn verdict_sane(v: &Verdict<'_>, profile: Profile, agent: &str, lines: &Line
         }
     }
     match v.reason() {
-        Reason::RobotsTxt => {
+        VerdictReason::RobotsTxt => {
             assert!(v.allowed());
             assert_ne!(profile, Profile::Google, "google has no /robots.txt exception");
             assert_eq!(v.reading(), None);
@@ -188,7 +188,7 @@ pub fn verdict_sane(v: &Verdict<'_>, profile: Profile, agent: &str, lines: &Line
             assert_eq!(v.cut_line(), None);
             assert_eq!(shown, "/robots.txt is always allowed");
         }
-        Reason::NoRuleMatched => {
+        VerdictReason::NoRuleMatched => {
             assert!(v.allowed(), "no rule matched but disallowed");
             assert!(v.rule().is_none());
             assert!(v.reading().is_some());
@@ -198,7 +198,7 @@ pub fn verdict_sane(v: &Verdict<'_>, profile: Profile, agent: &str, lines: &Line
                 assert!(shown.starts_with("no rule matched (robots.txt is over 500 KiB: line "), "{shown}");
             }
         }
-        Reason::Rule(m) => {
+        VerdictReason::Rule(m) => {
             assert_eq!(v.rule(), Some(m));
             assert_eq!(v.allowed(), m.kind == RuleKind::Allow, "verdict {} but cited {m}", v.allowed());
             assert!(m.line >= 1, "rule line 0");
@@ -246,12 +246,12 @@ pub fn check_all(robots: &RobotsTxt, lines: &Lines<'_>, agent: &str, path: &str)
     if path == "/robots.txt" {
         assert!(r.allowed() && c.allowed(), "/robots.txt must be allowed under rfc and conservative");
     }
-    if matches!(r.reason(), Reason::RobotsTxt) {
-        assert!(matches!(c.reason(), Reason::RobotsTxt), "rfc says /robots.txt, conservative says {c}");
+    if matches!(r.reason(), VerdictReason::RobotsTxt) {
+        assert!(matches!(c.reason(), VerdictReason::RobotsTxt), "rfc says /robots.txt, conservative says {c}");
         assert!(c.allowed());
         return;
     }
-    assert!(!matches!(c.reason(), Reason::RobotsTxt), "conservative says /robots.txt, rfc says {r}");
+    assert!(!matches!(c.reason(), VerdictReason::RobotsTxt), "conservative says /robots.txt, rfc says {r}");
     assert_eq!(r.reading(), Some(Reading::Rfc));
     // The path the check matched: a path without its fragment, or the path of a URL.
     let request = if path.starts_with('/') {

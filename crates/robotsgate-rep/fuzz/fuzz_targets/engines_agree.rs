@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use robotsgate_rep::{ParseOptions, Profile, Reason, RobotsTxt, Verdict};
+use robotsgate_rep::{ParseOptions, Profile, VerdictReason, RobotsTxt, Verdict};
 
 #[path = "common.rs"]
 mod common;
@@ -15,9 +15,9 @@ use common::{Input, derived_agents, derived_paths};
 /// index.html flag and the pattern text).
 fn key(v: &Verdict<'_>) -> (bool, u8, Option<(u32, &'static str, &'static str, bool, String)>) {
     match v.reason() {
-        Reason::RobotsTxt => (v.allowed(), 0, None),
-        Reason::NoRuleMatched => (v.allowed(), 1, None),
-        Reason::Rule(m) => (
+        VerdictReason::RobotsTxt => (v.allowed(), 0, None),
+        VerdictReason::NoRuleMatched => (v.allowed(), 1, None),
+        VerdictReason::Rule(m) => (
             v.allowed(),
             2,
             Some((m.line, m.kind.as_str(), m.reading.as_str(), m.implied_by_index_html, m.pattern.to_owned())),

@@ -15,6 +15,7 @@ use super::{EXIT_FAILED, log_paths};
 use robotsgate::audit::lines::Lines;
 use robotsgate::audit::snapshot_path;
 use robotsgate::rep::{self, Profile, RobotsTxt};
+use robotsgate::{Outcome, ReasonClass};
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
@@ -196,28 +197,30 @@ fn decision_text(out: &mut String, d: &Value) {
 
 /// A decision that rested on no robots.txt body: why.
 fn no_body(out: &mut String, d: &Value) {
-    let why = match s(&d["reason"]) {
-        "robots-unreachable" => format!(
+    let why = match s(&d["reason"]).parse() {
+        Ok(ReasonClass::RobotsUnreachable) => format!(
             "robots.txt could not be fetched ({}): RFC 9309 treats that as \"disallow all\"",
             d["unreachable_cause"].as_str().unwrap_or("no cause recorded")
         ),
-        "robots-unavailable" => format!(
+        Ok(ReasonClass::RobotsUnavailable) => format!(
             "robots.txt answered {} (4xx): RFC 9309 treats that as \"no restrictions\"",
             d["robots"]["status"]
         ),
-        "robots-redirect-limit" => {
+        Ok(ReasonClass::RobotsRedirectLimit) => {
             "robots.txt redirected too many times: treated as unavailable (no restrictions)".into()
         }
-        "destination-denied" => {
+        Ok(ReasonClass::DestinationDenied) => {
             "the destination was refused by robotsgate's guard; no robots.txt was fetched".into()
         }
-        "override" => "an operator override decided; no robots.txt rule applied".into(),
-        "cluster-unavailable" => {
+        Ok(ReasonClass::Override) => "an operator override decided; no robots.txt rule applied".into(),
+        Ok(ReasonClass::ClusterUnavailable) => {
             "the fleet's Redis could not be reached and cluster.on_error is \"refuse\": \
                                   answered 503 before robots.txt was looked at, nothing was sent"
                 .into()
         }
-        "robots-txt" => "the request was for /robots.txt itself, which is always allowed".into(),
+        Ok(ReasonClass::RobotsTxt) => {
+            "the request was for /robots.txt itself, which is always allowed".into()
+        }
         _ => "no robots.txt body was read for this decision".into(),
     };
     out.push_str(&format!("\nNo rule applied: {why}.\n"));
@@ -337,25 +340,31 @@ fn snapshot_text(out: &mut String, d: &Value, body: &[u8], sha: &str, source: &s
         }
     }
     if rule_line.is_none() {
-        let why = match s(&d["reason"]) {
-            "no-rule" if groups.is_empty() => format!(
+        let why = match s(&d["reason"]).parse() {
+            Ok(ReasonClass::NoRule) if groups.is_empty() => format!(
                 "no group of this robots.txt names {} and there is no `*` group: nothing restricts it",
                 s(&d["agent"])
             ),
-            "no-rule" => format!(
+            Ok(ReasonClass::NoRule) => format!(
                 "the groups that apply to {} start at line {}, and none of their rules matches {path_checked}",
                 s(&d["agent"]),
                 groups.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),
             ),
-            "robots-txt" => "the request was for /robots.txt itself, which is always allowed".into(),
+            Ok(ReasonClass::RobotsTxt) => {
+                "the request was for /robots.txt itself, which is always allowed".into()
+            }
             _ => format!("no rule decided ({})", s(&d["reason"])),
         };
         out.push_str(&format!("\nNo rule applied: {why}.\n"));
     }
     // Same verdict now?
-    let logged_allowed = matches!(s(&d["outcome"]), "allowed");
-    let logged_disallowing = matches!(s(&d["outcome"]), "disallowed" | "would-disallow");
-    if s(&d["reason"]).ends_with("-rule") || s(&d["reason"]) == "no-rule" {
+    let logged = s(&d["outcome"]).parse();
+    let logged_allowed = logged == Ok(Outcome::Allowed);
+    let logged_disallowing = matches!(logged, Ok(Outcome::Disallowed | Outcome::WouldDisallow));
+    if matches!(
+        s(&d["reason"]).parse(),
+        Ok(ReasonClass::AllowRule | ReasonClass::DisallowRule | ReasonClass::NoRule)
+    ) {
         let same_verdict =
             (verdict.allowed() && logged_allowed) || (!verdict.allowed() && logged_disallowing);
         let same_rule = verdict.rule().map(|r| r.line) == rule_line;
@@ -369,7 +378,7 @@ fn snapshot_text(out: &mut String, d: &Value, body: &[u8], sha: &str, source: &s
                 "\nNOTE: checked again with this robotsgate ({}), the verdict is {} by {verdict}: the engine that \
                  decided then read this file differently.\n",
                 env!("CARGO_PKG_VERSION"),
-                if verdict.allowed() { "allowed" } else { "disallowed" },
+                if verdict.allowed() { Outcome::Allowed } else { Outcome::Disallowed },
             ));
         }
     }

@@ -13,6 +13,7 @@ use clap::Args;
 use serde::Deserialize;
 
 use super::{LogSet, log_paths, open_log, progress_bar, read_keys, total_bytes};
+use robotsgate::Outcome;
 use robotsgate::audit::lines::Lines;
 use robotsgate::audit::verify::{Options, Signatures, Verification, Watch, verify};
 
@@ -81,21 +82,21 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
 
 /// The outcome classes of the chart, in stacking order.
 const OUTCOMES: [(&str, &str); 6] = [
-    ("allowed", "#4c9a6a"),
-    ("would-disallow", "#e0a030"),
-    ("disallowed", "#c8493a"),
-    ("usage-refused", "#8a4fb0"),
-    ("destination-denied", "#5a6b7d"),
+    (Outcome::Allowed.as_str(), "#4c9a6a"),
+    (Outcome::WouldDisallow.as_str(), "#e0a030"),
+    (Outcome::Disallowed.as_str(), "#c8493a"),
+    (Outcome::UsageRefused.as_str(), "#8a4fb0"),
+    (Outcome::DestinationDenied.as_str(), "#5a6b7d"),
     ("other", "#a0a0a0"),
 ];
 
 fn outcome_class(outcome: &str) -> usize {
-    match outcome {
-        "allowed" => 0,
-        "would-disallow" | "would-refuse-usage" => 1,
-        "disallowed" => 2,
-        "usage-refused" => 3,
-        "destination-denied" => 4,
+    match outcome.parse() {
+        Ok(Outcome::Allowed) => 0,
+        Ok(Outcome::WouldDisallow | Outcome::WouldRefuseUsage) => 1,
+        Ok(Outcome::Disallowed) => 2,
+        Ok(Outcome::UsageRefused) => 3,
+        Ok(Outcome::DestinationDenied) => 4,
         _ => 5,
     }
 }
@@ -282,7 +283,7 @@ impl Stats {
                 if let Some(t) = t {
                     self.bucket(t, outcome_class(&r.outcome));
                 }
-                if matches!(&*r.outcome, "disallowed" | "usage-refused") {
+                if matches!(r.outcome.parse(), Ok(Outcome::Disallowed | Outcome::UsageRefused)) {
                     self.refused_origins.add(&r.origin);
                 }
                 if let Some(rule) = &r.rule {
@@ -339,16 +340,19 @@ impl Stats {
                     "(other bots)"
                 };
                 let bot = self.bots.entry(key.to_owned()).or_default();
-                match &*r.outcome {
-                    "robots-txt" => bot.robots_fetches += 1,
+                match r.outcome.parse() {
+                    Ok(Outcome::RobotsTxt) => bot.robots_fetches += 1,
                     outcome => {
                         bot.requests += 1;
                         match outcome {
-                            "disallowed" | "usage-refused" | "identity-failed" | "identity-unverified" => {
-                                bot.refused += 1
-                            }
-                            "paced" => bot.paced += 1,
-                            o if o.starts_with("would-") => bot.would += 1,
+                            Ok(
+                                Outcome::Disallowed
+                                | Outcome::UsageRefused
+                                | Outcome::IdentityFailed
+                                | Outcome::IdentityUnverified,
+                            ) => bot.refused += 1,
+                            Ok(Outcome::Paced) => bot.paced += 1,
+                            _ if r.outcome.starts_with("would-") => bot.would += 1,
                             _ => {}
                         }
                     }
@@ -612,7 +616,7 @@ fn totals_section(h: &mut String, st: &Stats) {
     );
     for (name, _) in OUTCOMES.iter().take(5) {
         let n = st.by_outcome.get(*name).copied().unwrap_or(0);
-        if n == 0 && !matches!(*name, "allowed" | "disallowed") {
+        if n == 0 && ![Outcome::Allowed, Outcome::Disallowed].iter().any(|o| o == name) {
             continue;
         }
         let _ = write!(

@@ -36,6 +36,9 @@ use http_body_util::Full;
 
 use crate::net::ConnectError;
 use crate::policy::Decision;
+use crate::vocabulary::Outcome;
+
+mod texts;
 
 /// The header robotsgate puts on the answers it makes itself; its value is a
 /// [`RefusalKind`].
@@ -163,6 +166,21 @@ impl RefusalKind {
             ConnectError::Denied { .. } => RefusalKind::DestinationDenied,
             ConnectError::Timeout { .. } => RefusalKind::UpstreamTimeout,
             _ => RefusalKind::UpstreamUnreachable,
+        }
+    }
+}
+
+impl Outcome {
+    /// The kind of robotsgate's answer (the value of its `x-robotsgate` header) when the
+    /// request was refused with one of the [`RefusalKind`]s; the name is the same.
+    pub fn refusal(self) -> Option<RefusalKind> {
+        match self {
+            Outcome::Disallowed => Some(RefusalKind::Disallowed),
+            Outcome::UsageRefused => Some(RefusalKind::UsageRefused),
+            Outcome::DestinationDenied => Some(RefusalKind::DestinationDenied),
+            Outcome::Paced => Some(RefusalKind::Paced),
+            Outcome::ClusterUnavailable => Some(RefusalKind::ClusterUnavailable),
+            _ => None,
         }
     }
 }

@@ -1,0 +1,108 @@
+//! A child process (the real `robotsgate` binary) whose stderr is read line by line, so a
+//! test waits (bounded) for what it says instead of guessing with sleeps.
+
+use std::net::SocketAddr;
+use std::process::{ExitStatus, Stdio};
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+use crate::wait::{BOUND, bounded, within};
+
+/// A running child and the stderr lines it wrote so far.
+pub struct Spawned {
+    /// The child (killed when dropped).
+    pub child: Child,
+    lines: mpsc::UnboundedReceiver<String>,
+    /// Every stderr line read so far (ANSI colours removed), for failure messages.
+    pub seen: Vec<String>,
+}
+
+impl Spawned {
+    /// Starts `bin` with `args`: no colours, no `RUST_LOG`, stdin and stdout closed, stderr
+    /// read line by line.
+    pub fn start(bin: &str, args: &[&str]) -> Spawned {
+        let mut child = Command::new(bin)
+            .args(args)
+            .env("NO_COLOR", "1")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {bin}: {e}"));
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (tx, lines) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                if tx.send(strip_ansi(&line)).is_err() {
+                    break;
+                }
+            }
+        });
+        Spawned { child, lines, seen: Vec::new() }
+    }
+
+    /// Waits (bounded) for a stderr line that satisfies `pred`; panics with what the
+    /// process said when its stderr ends or the bound passes first.
+    pub async fn wait_line(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let (seen, lines) = (&mut self.seen, &mut self.lines);
+        let found = within(async {
+            while let Some(line) = lines.recv().await {
+                seen.push(line.clone());
+                if pred(&line) {
+                    return Some(line);
+                }
+            }
+            None
+        })
+        .await;
+        match found {
+            Some(Some(line)) => line,
+            Some(None) => panic!("{what}: robotsgate's stderr ended; it said:\n{}", self.seen.join("\n")),
+            None => panic!("{what}: not within {BOUND:?}; robotsgate said:\n{}", self.seen.join("\n")),
+        }
+    }
+
+    /// Waits for the line containing `running` ("robotsgate is running ... at
+    /// http://ADDR") and returns its address.
+    pub async fn running_at(&mut self, running: &str) -> SocketAddr {
+        let line = self.wait_line("the running line", |l| l.contains(running)).await;
+        let at = line.split("at http://").nth(1).expect("address in the running line");
+        let addr: String = at.chars().take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':').collect();
+        addr.parse().unwrap_or_else(|_| panic!("no address in {line:?}"))
+    }
+
+    /// Sends a signal with kill(1) (`name`: e.g. `-TERM`).
+    pub fn signal(&self, name: &str) {
+        let pid = self.child.id().expect("child still running").to_string();
+        let status = std::process::Command::new("kill").args([name, &pid]).status().expect("run kill");
+        assert!(status.success(), "kill {name} {pid} failed");
+    }
+
+    /// Waits (bounded) for the process to exit.
+    pub async fn wait_exit(&mut self) -> ExitStatus {
+        bounded("robotsgate exits", self.child.wait()).await.expect("wait for robotsgate")
+    }
+}
+
+/// Removes ANSI colour sequences (`ESC [ ... letter`).
+pub fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
