@@ -45,7 +45,8 @@ fi
 start_origin
 sed -e "s|@WORK@|$WORK|g" -e "s|@PORT@|$HAPROXY_PORT|g" -e "s|@ORIGIN_PORT@|$ORIGIN_PORT|g" \
     "$HERE/haproxy.cfg" >"$WORK/haproxy.cfg"
-taskset -c "$SRV_CPU" haproxy -f "$WORK/haproxy.cfg" -db 2>>"$WORK/logs/haproxy.log" &
+taskset -c "$SRV_CPU" haproxy -f "$WORK/haproxy.cfg" -db \
+    >>"$WORK/logs/haproxy-access.log" 2>>"$WORK/logs/haproxy.log" &
 HAPROXY_PID=$!
 PIDS+=("$HAPROXY_PID")
 wait_http "http://127.0.0.1:$ORIGIN_PORT/1k"
@@ -146,3 +147,5 @@ for round in $(seq "$ROUNDS"); do
         RG_PID=
     done
 done
+[ -s "$WORK/logs/haproxy-access.log" ] || die "HAProxy wrote no access log ($WORK/logs/haproxy-access.log)"
+log "HAProxy access log: $(wc -l <"$WORK/logs/haproxy-access.log") lines"
