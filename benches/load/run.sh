@@ -75,7 +75,8 @@ PIDS+=($!)
 # --- haproxy -----------------------------------------------------------------------------
 sed -e "s|@WORK@|$WORK|g" -e "s|@PORT@|$HAPROXY_PORT|g" -e "s|@ORIGIN_PORT@|$ORIGIN_PORT|g" \
     "$HERE/haproxy.cfg" >"$WORK/haproxy.cfg"
-taskset -c "$SRV_CPU" haproxy -f "$WORK/haproxy.cfg" -db 2>>"$WORK/logs/haproxy.log" &
+taskset -c "$SRV_CPU" haproxy -f "$WORK/haproxy.cfg" -db \
+    >>"$WORK/logs/haproxy-access.log" 2>>"$WORK/logs/haproxy.log" &
 PIDS+=($!)
 
 # --- robotsgate --------------------------------------------------------------------------

@@ -135,7 +135,9 @@ where
                                 let path = uri.path_and_query().map_or("/", |p| p.as_str());
                                 format!("{}{path}", decision.origin)
                             };
-                            match shared.response_usage(res.headers(), status, decision, id, url).await {
+                            // Boxed: only requests made for a purpose come here, and its
+                            // future would double the size of every request's.
+                            match Box::pin(shared.response_usage(res.headers(), status, decision, id, url)).await {
                                 Ok(Some(found)) => {
                                     res.extensions_mut().insert(found);
                                 }

@@ -142,15 +142,16 @@ impl Forwarder {
     }
 
     async fn forward(self, req: Request<Incoming>) -> Response<ProxyBody> {
+        // The tunnel's and the WebSocket's futures are boxed: they are rare, and large.
         if req.method() == Method::CONNECT {
-            return self.tunnel(req).await;
+            return Box::pin(self.tunnel(req)).await;
         }
         let head = req.method() == Method::HEAD;
         if req.uri().scheme().is_none() {
             return boxed(not_a_proxy_request().into_response(head));
         }
         if upgrade::wants_websocket(&req) {
-            return self.upgrade(req).await;
+            return Box::pin(self.upgrade(req)).await;
         }
         let (mut parts, body) = req.into_parts();
         let sticky = parts.extensions.remove::<Sticky>();
@@ -198,7 +199,10 @@ impl Forwarder {
 
     /// Sends `req` through the pool.
     async fn send_pooled(&self, req: Request<Incoming>) -> Result<Response<ProxyBody>, UpstreamError> {
-        match self.inner.pool.send(req.map(Either::Left)).await {
+        // Boxed: the pool's future (connecting, a TLS handshake) is several times the size
+        // of the rest of a request's and would otherwise be copied with every request's
+        // future, also on the kept connection's path, which never takes this one.
+        match Box::pin(self.inner.pool.send(req.map(Either::Left))).await {
             Ok(res) => Ok(res.map(|b| b.map_err(Into::into).boxed())),
             Err(e) => Err(UpstreamError::Pool(e)),
         }

@@ -23,10 +23,19 @@ impl Forwarder {
         sticky: &Sticky,
         req: Request<Incoming>,
     ) -> Result<Response<ProxyBody>, UpstreamError> {
-        let pooled = |req| self.send_pooled(req);
-        let Some(key) = UpstreamKey::of(req.uri()) else { return pooled(req).await };
+        // One place hands a request to the pool: the kept connection's future stays small
+        // (each await of the pool's future would be a state of its own).
+        match self.send_kept(sticky, req).await {
+            Kept::Sent(res) => res,
+            Kept::Pool(req) => self.send_pooled(req).await,
+        }
+    }
+
+    /// [`Forwarder::send_sticky`] on the kept connection, or the request back for the pool.
+    async fn send_kept(&self, sticky: &Sticky, req: Request<Incoming>) -> Kept {
+        let Some(key) = UpstreamKey::of(req.uri()) else { return Kept::Pool(req) };
         let (kept, again) = {
-            let Ok(mut slot) = sticky.0.lock() else { return pooled(req).await };
+            let Ok(mut slot) = sticky.0.lock() else { return Kept::Pool(req) };
             if slot.last.as_ref() == Some(&key) {
                 slot.run = slot.run.saturating_add(1);
             } else {
@@ -45,17 +54,18 @@ impl Forwarder {
         };
         let mut sender = match kept {
             Some(sender) => sender,
-            None if again => {
-                self.open_kept_later(sticky, &key, req.uri());
-                return pooled(req).await;
+            None => {
+                if again {
+                    self.open_kept_later(sticky, &key, req.uri());
+                }
+                return Kept::Pool(req);
             }
-            None => return pooled(req).await,
         };
         // Ready at once unless the connection is closing: its last response was read to
         // the end before this request could arrive (HTTP/1.1 clients send one at a time).
         match tokio::time::timeout(KEPT_READY_WAIT, sender.ready()).await {
             Ok(Ok(())) => {}
-            _ => return pooled(req).await,
+            _ => return Kept::Pool(req),
         }
         // RFC 9112 §3.2.1: to an origin, the request target is in origin form (the pool
         // does the same); the absolute form goes back if the pool must send it.
@@ -67,15 +77,15 @@ impl Forwarder {
                 if let Ok(mut slot) = sticky.0.lock() {
                     slot.conn = Some((key, sender));
                 }
-                Ok(res.map(|b| b.map_err(Into::into).boxed()))
+                Kept::Sent(Ok(res.map(|b| b.map_err(Into::into).boxed())))
             }
             // Not sent (the origin closed the idle connection): the pool sends it.
             Err(mut e) => match e.take_message() {
                 Some(mut req) => {
                     *req.uri_mut() = absolute;
-                    pooled(req).await
+                    Kept::Pool(req)
                 }
-                None => Err(UpstreamError::Kept(e.into_error())),
+                None => Kept::Sent(Err(UpstreamError::Kept(e.into_error()))),
             },
         }
     }
@@ -125,6 +135,14 @@ impl Forwarder {
 }
 
 pub(super) use robotsgate::net::origin_form;
+
+/// What the kept connection did with a request.
+enum Kept {
+    /// Sent, and this came back.
+    Sent(Result<Response<ProxyBody>, UpstreamError>),
+    /// Not sent: the pool is to send it.
+    Pool(Request<Incoming>),
+}
 
 /// How long a kept connection may take to become ready for the next request before the
 /// pool is used instead.

@@ -141,7 +141,9 @@ async fn handle(
         // (Transport::Proxy is the layer's default: not inserted per request.)
         req.extensions_mut().insert(sticky);
     } else if sniff::sniffed_port(req.uri().port_u16()) && !bypassed(shared, &req) {
-        return sniff::connect_then_sniff(req, shared).await;
+        // Boxed: the tunnel's future is most of this one's size, and every request's
+        // future is copied into hyper's connection state (see Forwarder::send_pooled).
+        return Box::pin(sniff::connect_then_sniff(req, shared)).await;
     } else {
         req.extensions_mut().insert(Transport::Connect);
     }

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Where a proxied request's time goes: CPU (user, system) and context switches per request,
+# per thread, for HAProxy and each robotsgate binary given, over the same fixed number of
+# requests (1 KiB, keep-alive), and optionally the system calls per request (strace -c -f).
+#
+#   bash benches/load/perreq.sh [BIN ...]          # default: this checkout, built in release
+#   REQUESTS=100000 CONC=256 bash benches/load/perreq.sh OLD NEW
+#   STRACE=1 REQUESTS=20000 bash benches/load/perreq.sh BIN     # system calls per request
+#   ROUNDS=3 ...                                   # the targets take their turns ROUNDS times
+#   RG_AUDIT='durability = "buffered"' ...         # more [audit] lines for every binary
+#   RG_MODE=off ...                                # policy.mode for every binary (default enforce)
+#
+# Set-up as benches/load/run.sh: nginx origin and the proxies pinned to SRV_CPU, oha (one
+# worker thread) on GEN_CPU. Counters are read from /proc/PID/task/*/{stat,status} before
+# and after each run, so they count the run alone (start-up and the first robots.txt fetch
+# are outside it: a warm-up of 1,000 requests runs first). Rows: the target, req/s of the
+# run, then per request: user µs, system µs, voluntary and involuntary context switches,
+# for the whole process and for each thread name that used CPU; and nginx's worker alike.
+set -euo pipefail
+
+BENCH_NAME=robotsgate-perreq
+# shellcheck source=benches/load/common.sh
+. "$(dirname "$0")/common.sh"
+REQUESTS=${REQUESTS:-100000}
+CONC=${CONC:-32}
+ROUNDS=${ROUNDS:-1}
+STRACE=${STRACE:-}
+RG_PORT=13129
+ADMIN_PORT=19090
+HAPROXY_PORT=13130
+
+need_tools haproxy
+[ -z "$STRACE" ] || need_tools strace
+BINS=()
+if [ $# = 0 ]; then
+    build_robotsgate
+    BINS=("$RG")
+else
+    for b in "$@"; do
+        [ -f "$b" ] && [ -x "$b" ] || die "$b is not an executable file"
+        BINS+=("$(cd "$(dirname "$b")" && pwd)/$(basename "$b")")
+    done
+fi
+
+start_origin
+sed -e "s|@WORK@|$WORK|g" -e "s|@PORT@|$HAPROXY_PORT|g" -e "s|@ORIGIN_PORT@|$ORIGIN_PORT|g" \
+    "$HERE/haproxy.cfg" >"$WORK/haproxy.cfg"
+taskset -c "$SRV_CPU" haproxy -f "$WORK/haproxy.cfg" -db \
+    >>"$WORK/logs/haproxy-access.log" 2>>"$WORK/logs/haproxy.log" &
+HAPROXY_PID=$!
+PIDS+=("$HAPROXY_PID")
+wait_http "http://127.0.0.1:$ORIGIN_PORT/1k"
+wait_http "http://127.0.0.1:$ORIGIN_PORT/1k" "http://127.0.0.1:$HAPROXY_PORT"
+NGINX_WORKER=$(pgrep -f "nginx: worker process" | head -1)
+"${BINS[0]}" ca init --dir "$WORK/ca" >/dev/null 2>&1 || true
+
+# snapshot PID...: one line per thread: "pid name utime stime vol invol" (ticks, counts).
+snapshot() {
+    local pid tid
+    for pid in "$@"; do
+        for tid in /proc/"$pid"/task/*; do
+            [ -r "$tid/stat" ] || continue
+            printf '%s %s %s %s %s\n' "$pid" "$(tr ' ' '_' <"$tid/comm")" \
+                "$(sed 's/.*) //' "$tid/stat" | awk '{print $12, $13}')" \
+                "$(awk '/^voluntary_ctxt_switches/{v=$2} /^nonvoluntary_ctxt_switches/{n=$2} END{print v, n}' "$tid/status")"
+        done
+    done
+}
+
+# measure NAME PROXY_URL PID: warm-up, then REQUESTS requests, counters around them.
+measure() {
+    local name=$1 proxy=$2 pid=$3
+    taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n 1000 -c "$CONC" -x "$proxy" \
+        "http://127.0.0.1:$ORIGIN_PORT/1k" >/dev/null
+    snapshot "$pid" "$NGINX_WORKER" >"$WORK/before"
+    local strace_pid=
+    if [ -n "$STRACE" ]; then
+        strace -c -f -q -o "$WORK/strace-$name.txt" -p "$pid" &
+        strace_pid=$!
+        sleep 1 # strace attaches to every thread before the run starts
+    fi
+    taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$REQUESTS" -c "$CONC" -x "$proxy" \
+        --output-format json "http://127.0.0.1:$ORIGIN_PORT/1k" >"$WORK/results/$name.json"
+    snapshot "$pid" "$NGINX_WORKER" >"$WORK/after"
+    if [ -n "$strace_pid" ]; then
+        kill -INT "$strace_pid"
+        wait "$strace_pid" || true
+    fi
+    python3 - "$name" "$pid" "$WORK/before" "$WORK/after" "$WORK/results/$name.json" "$REQUESTS" \
+        "$(getconf CLK_TCK)" "${strace_pid:+$WORK/strace-$name.txt}" <<'PY'
+import json, sys
+name, pid, before, after, res, n, tck, strace = sys.argv[1:9]
+n, tck = int(n), int(tck)
+def read(f):
+    d = {}
+    for line in open(f):
+        p, comm, u, s, v, i = line.split()
+        key = ("proxy" if p == pid else "nginx", comm)
+        a = d.setdefault(key, [0, 0, 0, 0])
+        for j, x in enumerate((u, s, v, i)):
+            a[j] += int(x)
+    return d
+b, a = read(before), read(after)
+r = json.load(open(res))
+codes = r.get("statusCodeDistribution", {})
+if set(codes) != {"200"}:
+    sys.exit(f"{name}: answers other than 200: {codes}")
+rps = r["summary"]["requestsPerSec"]
+p99 = r["latencyPercentiles"]["p99"] * 1000
+def fmt(label, d):
+    us = 1e6 / tck / n
+    return f"  {label:<28} user {d[0]*us:6.2f} µs  sys {d[1]*us:6.2f} µs  cs {d[2]/n:5.2f} vol {d[3]/n:5.2f} invol"
+print(f"{name}: {rps:,.0f} req/s, p99 {p99:.2f} ms")
+tot = {"proxy": [0, 0, 0, 0], "nginx": [0, 0, 0, 0]}
+rows = []
+for key in sorted(a):
+    d = [x - y for x, y in zip(a[key], b.get(key, [0, 0, 0, 0]))]
+    for j in range(4):
+        tot[key[0]][j] += d[j]
+    if d[0] + d[1] + d[2] + d[3] > 0:
+        rows.append(fmt(f"{key[0]}:{key[1]}", d))
+print(fmt("proxy (all threads)", tot["proxy"]))
+print("\n".join(rows))
+print(fmt("nginx worker", tot["nginx"]))
+if strace:
+    print("  system calls per request (strace -c -f):")
+    for line in open(strace):
+        f = line.split()
+        if len(f) >= 5 and f[0][0].isdigit() and f[-1] != "total":
+            calls = int(f[3])
+            print(f"    {f[-1]:<20} {calls / n:7.3f}")
+PY
+}
+
+for round in $(seq "$ROUNDS"); do
+    log "round $round"
+    measure "haproxy-$round" "http://127.0.0.1:$HAPROXY_PORT" "$HAPROXY_PID"
+    for i in "${!BINS[@]}"; do
+        rm -rf "$WORK/audit.jsonl"* "$WORK/snapshots"
+        write_rg_config "${RG_MODE:-enforce}" "$RG_PORT" "$ADMIN_PORT" "$WORK/rg.toml" "" "${RG_AUDIT:-}"
+        taskset -c "$SRV_CPU" "${BINS[$i]}" run --config "$WORK/rg.toml" 2>>"$WORK/logs/rg-$i.log" &
+        RG_PID=$!
+        wait_http "http://127.0.0.1:$ADMIN_PORT/readyz"
+        measure "rg$i-$(basename "${BINS[$i]}")-$round" "http://127.0.0.1:$RG_PORT" "$RG_PID"
+        kill -INT "$RG_PID"
+        wait "$RG_PID" || true
+        RG_PID=
+    done
+done
+[ -s "$WORK/logs/haproxy-access.log" ] || die "HAProxy wrote no access log ($WORK/logs/haproxy-access.log)"
+log "HAProxy access log: $(wc -l <"$WORK/logs/haproxy-access.log") lines"
