@@ -137,7 +137,9 @@ where
                             };
                             // Boxed: only requests made for a purpose come here, and its
                             // future would double the size of every request's.
-                            match Box::pin(shared.response_usage(res.headers(), status, decision, id, url)).await {
+                            match Box::pin(shared.response_usage(res.headers(), status, decision, id, url))
+                                .await
+                            {
                                 Ok(Some(found)) => {
                                     res.extensions_mut().insert(found);
                                 }

@@ -612,10 +612,10 @@ async fn the_refresher_fetches_the_ip_lists() {
     };
     let mut ingress = Ingress::start(&["--upstream", &site.base(), "--config", &config(true)]).await;
     // The update may come before the line saying the ingress runs, or after it.
-    if !ingress.seen.iter().any(|l| l.contains("crawler IP list updated")) {
-        ingress.wait_line(|l| l.contains("crawler IP list updated")).await;
+    if !ingress.process.seen.iter().any(|l| l.contains("crawler IP list updated")) {
+        ingress.process.wait_line("the IP list update", |l| l.contains("crawler IP list updated")).await;
     }
-    assert!(!ingress.seen.iter().any(|l| l.contains("checks nothing")), "{:?}", ingress.seen);
+    assert!(!ingress.process.seen.iter().any(|l| l.contains("checks nothing")), "{:?}", ingress.process.seen);
     assert_eq!(lists.hits("/example.json"), 1);
     assert!(
         lists.seen_for("/example.json")[0].headers["user-agent"].to_str().unwrap().starts_with("robotsgate/")
@@ -631,8 +631,8 @@ async fn the_refresher_fetches_the_ip_lists() {
 
     // Off: one warning, no fetch, nothing to check with (judged as what it claims).
     let ingress = Ingress::start(&["--upstream", &site.base(), "--config", &config(false)]).await;
-    let warnings = ingress.seen.iter().filter(|l| l.contains("checks nothing")).count();
-    assert_eq!(warnings, 1, "{:?}", ingress.seen);
+    let warnings = ingress.process.seen.iter().filter(|l| l.contains("checks nothing")).count();
+    assert_eq!(warnings, 1, "{:?}", ingress.process.seen);
     let (status, head, _) =
         curl(&ingress.url("/page"), EXAMPLEBOT, &["-H", "X-Forwarded-For: 198.51.100.1"]).await;
     assert_eq!(status, 200, "{head}");
