@@ -1,8 +1,22 @@
 //! robotsgate: make automated HTTP clients obey the Robots Exclusion Protocol (RFC 9309)
 //! without changing them.
 //!
-//! The library is the part an embedding client uses; the `robotsgate` binary (feature
-//! `proxy`, on by default) wraps the same layer in a forward proxy.
+//! The library is the part an embedding client uses; the `robotsgate` binary (the
+//! `robotsgate-proxy` crate) wraps the same layer in a forward proxy and a reverse proxy,
+//! through this crate's public API like any embedder.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! # let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+//! #     .build_http::<http_body_util::Empty<bytes::Bytes>>();
+//! let robots = robotsgate::Robots::builder().agent("ExampleBot").build()?;
+//! let http = tower::ServiceBuilder::new().layer(robots.layer()).service(client);
+//! // Every request through `http` is checked against its origin's robots.txt first.
+//! # let _ = http;
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! - [`rep`]: the robots.txt engine (parsing and matching; pure, no I/O), the
 //!   `robotsgate-rep` crate.
@@ -11,21 +25,20 @@
 //!   accepts).
 //! - [`net`]: outbound connections (DNS, destination guard, TCP, TLS).
 //! - [`fetch`]: getting an origin's robots.txt (status classes, redirects, limits).
-//! - [`identity`]: who the bot is: published IP ranges and forward-confirmed reverse DNS.
+//! - [`identity`]: who the bot is: published IP ranges, forward-confirmed reverse DNS and
+//!   Web Bot Auth signatures (verified, and made for the requests robotsgate sends).
 //! - [`policy`]: the per-origin cache and the decision for a request.
 //! - [`pacing`]: when a request may go: crawl-delay, request-rate, back-off after 429/503,
 //!   requests held in order and refused past a limit.
-//! - [`identity`]: who a bot is: Web Bot Auth signatures verified and made.
 //! - [`audit`]: the decision log (JSON Lines) and robots.txt snapshots.
 //! - [`layer`]: `RobotsLayer`, the tower middleware that enforces the decisions.
 //! - [`ingress`]: `IngressLayer`, the other side: a site enforces its own robots.txt on
 //!   the bots that visit it (a tower layer over a server `Service`).
 //!
 //! # Features
-//! - `proxy` (default): the forward proxy process and its command line (configuration
-//!   files, listener, TLS interception, proxy users, metrics). Without it
-//!   (`default-features = false`) the library builds without clap, argon2, rpassword,
-//!   rcgen, prometheus-client, tracing-subscriber, rlimit or toml.
+//! - `cluster` (default): fleet mode, several replicas sharing robots.txt copies and
+//!   pacing through Redis (module `cluster`). `default-features = false` leaves out the
+//!   Redis client.
 //! - `reqwest`: `Robots::reqwest_middleware`, a `reqwest_middleware::Middleware` that
 //!   checks every request and redirect hop (module `reqwest`).
 
