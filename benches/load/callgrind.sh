@@ -48,16 +48,7 @@ done
 # --- tools and binaries ------------------------------------------------------------------
 need_tools valgrind
 command -v callgrind_annotate >/dev/null || die "callgrind_annotate is missing (Debian package valgrind)"
-BINS=()
-if [ $# = 0 ]; then
-    build_robotsgate
-    BINS=("$RG")
-else
-    for b in "$@"; do
-        if [ ! -f "$b" ] || [ ! -x "$b" ]; then die "$b is not an executable file"; fi
-        BINS+=("$(cd "$(dirname "$b")" && pwd)/$(basename "$b")")
-    done
-fi
+binaries "$@"
 
 # --- the origin and the interception CA --------------------------------------------------
 start_origin

@@ -60,6 +60,22 @@ build_robotsgate() {
     RG="$ROOT/target/release/robotsgate"
 }
 
+# binaries [BIN ...]: sets BINS to the binaries given (absolute paths), or to this checkout's
+# release build (build_robotsgate) when none is given.
+binaries() {
+    BINS=()
+    if [ $# = 0 ]; then
+        build_robotsgate
+        BINS=("$RG")
+        return
+    fi
+    local b
+    for b in "$@"; do
+        [ -f "$b" ] && [ -x "$b" ] || die "$b is not an executable file"
+        BINS+=("$(cd "$(dirname "$b")" && pwd)/$(basename "$b")")
+    done
+}
+
 # --- processes ---------------------------------------------------------------------------
 PIDS=()
 RG_PID=

@@ -31,16 +31,7 @@ HAPROXY_PORT=13130
 
 need_tools haproxy
 [ -z "$STRACE" ] || need_tools strace
-BINS=()
-if [ $# = 0 ]; then
-    build_robotsgate
-    BINS=("$RG")
-else
-    for b in "$@"; do
-        [ -f "$b" ] && [ -x "$b" ] || die "$b is not an executable file"
-        BINS+=("$(cd "$(dirname "$b")" && pwd)/$(basename "$b")")
-    done
-fi
+binaries "$@"
 
 start_origin
 sed -e "s|@WORK@|$WORK|g" -e "s|@PORT@|$HAPROXY_PORT|g" -e "s|@ORIGIN_PORT@|$ORIGIN_PORT|g" \
