@@ -7,6 +7,8 @@
 #   REQUESTS=100000 CONC=256 bash benches/load/perreq.sh OLD NEW
 #   STRACE=1 REQUESTS=20000 bash benches/load/perreq.sh BIN     # system calls per request
 #   ROUNDS=3 ...                                   # the targets take their turns ROUNDS times
+#                                                  # (HAProxy first, then the binaries, each
+#                                                  # round starting with the next one)
 #   RG_AUDIT='durability = "buffered"' ...         # more [audit] lines for every binary
 #   RG_MODE=off ...                                # policy.mode for every binary (default enforce)
 #
@@ -126,7 +128,9 @@ PY
 for round in $(seq "$ROUNDS"); do
     log "round $round"
     measure "haproxy-$round" "http://127.0.0.1:$HAPROXY_PORT" "$HAPROXY_PID"
-    for i in "${!BINS[@]}"; do
+    # The binaries take turns going first (a VM's drift falls on each alike).
+    for k in "${!BINS[@]}"; do
+        i=$(((k + round - 1) % ${#BINS[@]}))
         rm -rf "$WORK/audit.jsonl"* "$WORK/snapshots"
         write_rg_config "${RG_MODE:-enforce}" "$RG_PORT" "$ADMIN_PORT" "$WORK/rg.toml" "" "${RG_AUDIT:-}"
         taskset -c "$SRV_CPU" "${BINS[$i]}" run --config "$WORK/rg.toml" 2>>"$WORK/logs/rg-$i.log" &
