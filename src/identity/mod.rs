@@ -20,21 +20,14 @@
 //!   and signing the key directory robotsgate serves.
 //!
 //! ```
-//! use robotsgate::identity::ranges::{ListLimits, RangeList, RangeTable};
-//! let list = RangeList::parse(
-//!     br#"{"creationTime": "2026-08-20T14:46:45.000000",
-//!          "prefixes": [{"ipv4Prefix": "66.249.64.0/27"}, {"ipv6Prefix": "2001:4860:4801:10::/64"}]}"#,
-//!     &ListLimits::default(),
-//! )?;
-//! let mut builder = RangeTable::builder();
-//! builder.add("https://developers.google.com/static/crawling/ipranges/common-crawlers.json", "Google", &list);
-//! let table = builder.build();
+//! use robotsgate::identity::ranges::{ListLimits, ListSource, Ranges, bundled};
+//! // The bundled copy of Google's common-crawlers list, in use from the start.
+//! let ranges = Ranges::new(vec![ListSource::new(bundled::GOOGLE_COMMON, "Google")], ListLimits::default());
+//! let table = ranges.table();
 //! let operator = |ip: &str| table.lookup(ip.parse().unwrap()).next().map(|l| l.operator().to_string());
 //! assert_eq!(operator("66.249.64.7").as_deref(), Some("Google"));
 //! assert_eq!(operator("::ffff:66.249.64.7").as_deref(), Some("Google"));
-//! assert_eq!(operator("2001:4860:4801:10::1").as_deref(), Some("Google"));
-//! assert_eq!(operator("66.249.64.32"), None);
-//! # Ok::<(), robotsgate::identity::ranges::ListError>(())
+//! assert_eq!(operator("192.0.2.1"), None);
 //! ```
 
 pub mod httpsig;

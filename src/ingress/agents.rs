@@ -65,12 +65,6 @@ struct Entry {
 }
 
 /// The known agents: the ai.robots.txt project's list, bundled or from a file.
-///
-/// ```
-/// use robotsgate::ingress::KnownAgents;
-/// let agents = KnownAgents::bundled();
-/// assert!(agents.get("gptbot").is_some());
-/// ```
 #[derive(Debug, Clone)]
 pub struct KnownAgents {
     by_lower: HashMap<Box<str>, AgentInfo>,
@@ -115,18 +109,9 @@ impl KnownAgents {
     }
 
     /// How many agents the list has.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.by_lower.len()
-    }
-
-    /// Whether the list is empty.
-    pub fn is_empty(&self) -> bool {
-        self.by_lower.is_empty()
-    }
-
-    /// The tokens, lower-cased.
-    pub fn tokens(&self) -> impl Iterator<Item = &str> {
-        self.by_lower.keys().map(|k| &**k)
     }
 }
 
@@ -183,29 +168,9 @@ impl TokenSet {
         }
     }
 
-    /// How many tokens the set holds.
-    pub fn len(&self) -> usize {
-        self.words.len() + self.others.len()
-    }
-
-    /// Whether the set is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The token `user_agent` carries, if any (its first [`MAX_USER_AGENT_BYTES`] bytes
     /// are looked at). A token the site file names wins over one only the known-agents
     /// list has; among equals, the first in the `User-Agent`.
-    ///
-    /// ```
-    /// use robotsgate::ingress::{KnownAgents, TokenSet};
-    /// let set = TokenSet::new(["ExampleBot"], &KnownAgents::bundled());
-    /// let ua = "Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)";
-    /// assert_eq!(&*set.find(ua).unwrap().token, "GPTBot");
-    /// assert!(set.find("NotGPTBot/1.0").is_none());
-    /// assert!(set.find("Mozilla/5.0 (X11; Linux x86_64) Firefox/140.0").is_none());
-    /// assert!(set.find("examplebot/2").unwrap().site_group);
-    /// ```
     pub fn find(&self, user_agent: &str) -> Option<&Found> {
         let ua = user_agent.as_bytes();
         let ua = &ua[..ua.len().min(MAX_USER_AGENT_BYTES)];
@@ -272,6 +237,18 @@ impl TokenSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bundled_agents_and_token_search() {
+        let agents = KnownAgents::bundled();
+        assert!(agents.get("gptbot").is_some());
+        let set = TokenSet::new(["ExampleBot"], &agents);
+        let ua = "Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)";
+        assert_eq!(&*set.find(ua).unwrap().token, "GPTBot");
+        assert!(set.find("NotGPTBot/1.0").is_none());
+        assert!(set.find("Mozilla/5.0 (X11; Linux x86_64) Firefox/140.0").is_none());
+        assert!(set.find("examplebot/2").unwrap().site_group);
+    }
 
     #[test]
     fn bundled_list_parses() {

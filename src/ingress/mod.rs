@@ -6,7 +6,7 @@
 //! - **Who**: the product token its `User-Agent` carries, matched as crawlers are told to
 //!   match theirs (case-insensitive, a whole word: `GPTBot/1.2`, `compatible; GPTBot/1.2;`,
 //!   never `NotGPTBot`), among the site file's group names and the bundled list of known
-//!   agents ([`KnownAgents`]; see [`agents`](TokenSet::find)). A `User-Agent` with no known
+//!   agents (the ai.robots.txt project's list). A `User-Agent` with no known
 //!   token (a person's browser) passes untouched, unless
 //!   [`UnknownAgents::Star`] holds it to `User-agent: *`.
 //! - **robots.txt itself** (`/robots.txt`) is always served, byte for byte, never refused
@@ -37,7 +37,7 @@
 //!
 //! The client's address is the `SocketAddr` in the request's extensions (hyper servers and
 //! axum's `into_make_service_with_connect_info` can put it there), or what a trusted
-//! proxy's `Forwarded`/`X-Forwarded-For` says ([`client_ip`]).
+//! proxy's `Forwarded`/`X-Forwarded-For` says (see [`IngressBuilder::trusted_proxies`]).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -84,12 +84,10 @@ use bytes::Bytes;
 use http::StatusCode;
 use ipnet::IpNet;
 
-pub use agents::{AgentInfo, AgentsError, Found, KnownAgents, MAX_USER_AGENT_BYTES, TokenSet, purposes_of};
+pub(crate) use agents::KnownAgents;
 pub use body::IngressBody;
-pub use client::client_ip;
-pub use judge::{Agent, Judgement, RuleInfo, SiteContent, SiteRobots};
 pub use service::{IngressService, ResponseFuture};
-pub use state::{RobotsFetch, client_network};
+pub use state::RobotsFetch;
 
 use crate::audit::{AuditLog, IngressRecord};
 use crate::identity::Verifier;
@@ -259,12 +257,6 @@ impl IngressBuilder {
         self
     }
 
-    /// The known agents (default: the bundled list).
-    pub fn known_agents(mut self, known: KnownAgents) -> Self {
-        self.known = Arc::new(known);
-        self
-    }
-
     /// Writes one record per bot request to `log`.
     pub fn audit(mut self, log: AuditLog) -> Self {
         self.audit = Some(log);
@@ -346,11 +338,6 @@ impl IngressLayer {
     /// When the bot (`token`, from `client`'s network) last fetched robots.txt here.
     pub fn last_robots_fetch(&self, token: &str, client: Option<IpAddr>) -> Option<RobotsFetch> {
         self.shared.fetches.last(&state::bot_key(token, client))
-    }
-
-    /// Bots not paced because the pacing map was full of waiting bots.
-    pub fn untracked_bots(&self) -> u64 {
-        self.shared.limiter.untracked()
     }
 }
 

@@ -64,7 +64,8 @@ impl Limiter {
     }
 
     /// Bots not paced because the map was full.
-    pub(crate) fn untracked(&self) -> u64 {
+    #[cfg(test)]
+    fn untracked(&self) -> u64 {
         self.untracked.load(std::sync::atomic::Ordering::Relaxed)
     }
 }

@@ -82,7 +82,8 @@ impl Candidate {
     }
 
     /// The signature base (RFC 9421 §2.5) the signature is over.
-    pub fn signature_base(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn signature_base(&self) -> &str {
         &self.base
     }
 

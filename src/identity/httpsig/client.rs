@@ -48,23 +48,6 @@ pub enum DirectoryError {
     Busy(usize),
 }
 
-impl DirectoryError {
-    /// A short stable name, for logs and metrics.
-    pub fn class(&self) -> &'static str {
-        match self {
-            DirectoryError::Unreachable(u) => u.class(),
-            DirectoryError::Timeout(_) => "timeout",
-            DirectoryError::Redirect(_) => "redirect",
-            DirectoryError::Status(_) => "status",
-            DirectoryError::ContentType(_) => "content_type",
-            DirectoryError::Document(DocumentError::TooLarge(_)) => "too_large",
-            DirectoryError::Document(DocumentError::TooManyKeys(_)) => "too_many_keys",
-            DirectoryError::Document(DocumentError::Malformed(_)) => "malformed",
-            DirectoryError::Busy(_) => "busy",
-        }
-    }
-}
-
 /// Validators of a fetched directory, for conditional requests.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Validators {
@@ -281,7 +264,7 @@ pub struct DirectoryCache {
 
 impl DirectoryCache {
     /// A cache fetching through `client`.
-    pub fn new(client: DirectoryClient, config: Arc<VerifyConfig>) -> DirectoryCache {
+    pub(crate) fn new(client: DirectoryClient, config: Arc<VerifyConfig>) -> DirectoryCache {
         let entries = moka::sync::Cache::builder().max_capacity(config.directory.max_directories).build();
         DirectoryCache { client, config, entries, flights: Arc::default() }
     }
@@ -292,7 +275,7 @@ impl DirectoryCache {
     /// Waits at most `wait` for a fetch (which goes on when the wait ends: the next request
     /// finds its result); then the stale copy is used if there is one, else
     /// [`Lookup::Pending`].
-    pub async fn lookup(&self, url: &DirectoryUrl, keyid: &str, now: i64, wait: Duration) -> Lookup {
+    pub(crate) async fn lookup(&self, url: &DirectoryUrl, keyid: &str, now: i64, wait: Duration) -> Lookup {
         let key: Arc<str> = url.as_str().into();
         let known = self.entries.get(&key);
         if let Some(entry) = &known {

@@ -19,7 +19,7 @@ pub struct VerifyConfig {
     pub max_signatures: usize,
     /// Most components a signature may cover. Default 32.
     pub max_components: usize,
-    /// Accept the RFC 9421 test keys ([`TEST_KEY_THUMBPRINTS`](super::TEST_KEY_THUMBPRINTS)).
+    /// Accept the RFC 9421 test keys (whose private parts are published).
     /// Default false: only tests set it.
     pub allow_test_keys: bool,
     /// The scheme of requests whose URI has none (origin form): the ingress listener's.

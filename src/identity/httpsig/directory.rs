@@ -102,7 +102,7 @@ impl DirectoryUrl {
 
     /// Whether it is an origin's well-known directory (then only the directory media type
     /// is accepted).
-    pub fn is_well_known(&self) -> bool {
+    pub(crate) fn is_well_known(&self) -> bool {
         self.well_known
     }
 }
@@ -136,7 +136,7 @@ pub struct DirectoryKey {
 
 impl DirectoryKey {
     /// Whether `nbf`/`exp` allow its use at `now`.
-    pub fn valid_at(&self, now: i64) -> bool {
+    pub(crate) fn valid_at(&self, now: i64) -> bool {
         self.not_before.is_none_or(|n| now >= n) && self.expires.is_none_or(|e| now < e)
     }
 }

@@ -9,18 +9,18 @@
 //!   `tag="web-bot-auth"`;
 //! - each must have `created` and `expires` (now inside them, give or take
 //!   [`VerifyConfig::clock_skew`]; at most [`VerifyConfig::max_validity`] apart), `keyid`
-//!   (an RFC 7638 thumbprint, not one of the [`TEST_KEY_THUMBPRINTS`]), `alg` absent or
+//!   (an RFC 7638 thumbprint, not one of the RFC 9421 test keys), `alg` absent or
 //!   `ed25519`, and cover `@authority` (or `@target-uri`) and the `Signature-Agent` member
 //!   it names (`"signature-agent";key="sig1"`, or `"signature-agent"` for the older bare
 //!   string) — all checked before any key is fetched ([`examine`], pure);
 //! - the member's directory ([`DirectoryUrl`]: an origin means its well-known directory) is
-//!   fetched by a [`DirectoryClient`] through the library's [`Connector`](crate::net::Connector)
+//!   fetched through the library's [`Connector`](crate::net::Connector)
 //!   (`https` only, no redirects, 64 KiB, 32 keys, 2 s, the destination guard) and kept by a
 //!   [`DirectoryCache`] (HTTP freshness within bounds; a failed refresh keeps the keys; a
 //!   failure is remembered at most 5 min; one fetch per directory at a time); the key is
 //!   looked up by (directory, keyid), never by keyid alone; the directory's own response
-//!   signatures are checked where present ([`check_response_signatures`]);
-//! - one Ed25519 verification (ring), then the replay check ([`ReplayCache`]: the same
+//!   signatures are checked where present;
+//! - one Ed25519 verification (ring), then the replay check (a bounded cache: the same
 //!   nonce, or signature, refused until it expires).
 //!
 //! **Signing** (the egress side): [`RequestSigner`] adds `Signature-Agent`,
@@ -77,20 +77,16 @@ mod tests;
 
 use std::time::SystemTime;
 
-pub use base::{BaseError, Message, RequestView, field_value, signature_base};
-pub use check::{
-    ACCEPT_SIGNATURE, Candidate, Examination, WEB_BOT_AUTH_TAG, combine, examine, signature_agents,
-};
-pub use client::{DirectoryCache, DirectoryClient, DirectoryError, Fetched, Lookup, Validators};
+pub use base::{BaseError, Message, RequestView};
+pub use check::{ACCEPT_SIGNATURE, Candidate, Examination, examine, signature_agents};
+pub use client::DirectoryCache;
 pub use config::{DirectoryConfig, ResponseSignatures, VerifyConfig};
 pub use directory::{
-    AgentError, DIRECTORY_TAG, Directory, DirectoryKey, DirectoryResponse, DirectoryUrl, DocumentError,
-    IgnoredKey, MEDIA_TYPE, ResponseProof, SignatureAgentCard, WELL_KNOWN_PATH, check_response_signatures,
-    content_digest, content_digest_matches, directory_json,
+    AgentError, Directory, DirectoryKey, DirectoryUrl, DocumentError, IgnoredKey, MEDIA_TYPE,
+    SignatureAgentCard, WELL_KNOWN_PATH, directory_json,
 };
-pub use key::{KeyError, PublicKey, SigningKey, TEST_KEY_THUMBPRINTS, is_test_key};
-pub use replay::{ReplayCache, ReplayCheck, ReplayKey};
-pub use sign::{LABEL, RequestSigner, SignError, directory_response, sign_directory_response};
+pub use key::{KeyError, PublicKey, SigningKey};
+pub use sign::{LABEL, RequestSigner, SignError, directory_response};
 pub use verdict::{Failure, ReplayStatus, Unverified, Verdict, Verified};
 pub use verifier::Verifier;
 

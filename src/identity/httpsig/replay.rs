@@ -37,11 +37,6 @@ impl ReplayKey {
         out.copy_from_slice(ctx.finish().as_ref());
         ReplayKey(out)
     }
-
-    /// The 32 bytes (for a shared store).
-    pub fn as_bytes(&self) -> &[u8; 32] {
-        &self.0
-    }
 }
 
 /// What [`ReplayCache::check_and_record`] found.
@@ -105,13 +100,9 @@ impl ReplayCache {
     }
 
     /// How many signatures are remembered.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.inner.lock().unwrap_or_else(|e| e.into_inner()).expires.len()
-    }
-
-    /// Whether none is.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

@@ -114,7 +114,7 @@ impl RequestSigner {
 
     /// [`RequestSigner::sign`] with a given nonce and `created` (seconds since the epoch):
     /// for reproducible signatures. A nonce must never be used twice.
-    pub fn sign_with_nonce(
+    pub(crate) fn sign_with_nonce(
         &self,
         parts: &mut http::request::Parts,
         created: i64,
@@ -212,7 +212,9 @@ pub fn sign_directory_response(
 
 /// The key directory robotsgate serves for `keys`, signed for `request`: `200`, `Content-Type:
 /// application/http-message-signatures-directory+json`, `Cache-Control: no-store`, the
-/// JWKS of the keys' public parts, and [`sign_directory_response`]'s fields.
+/// JWKS of the keys' public parts, and per key a response signature (`Content-Digest`, and a
+/// `binding1`, `binding2`, … signature over `"@authority";req` and `content-digest`,
+/// `tag="http-message-signatures-directory"`).
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};

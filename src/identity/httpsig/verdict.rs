@@ -96,8 +96,8 @@ pub enum Unverified {
         /// Why.
         reason: String,
     },
-    /// The `Signature-Agent` is not one the caller checks
-    /// ([`Verifier::verify_agents`](super::Verifier::verify_agents)).
+    /// The `Signature-Agent` is not one of the agents the caller checks (the others'
+    /// directories are never fetched).
     #[error("Signature-Agent {directory} not checked here")]
     UnknownAgent {
         /// The directory URL.

@@ -57,11 +57,6 @@ impl Verifier {
         &self.directories
     }
 
-    /// The replay cache, when replays are refused.
-    pub fn replay_cache(&self) -> Option<&ReplayCache> {
-        self.replay.as_deref()
-    }
-
     /// The verdict on `request` at `now`: verified when one of its Web Bot Auth signatures
     /// verifies with a key its directory publishes; else failed when one fails (the first);
     /// else unverified. Fetches a directory it does not know (waiting at most
@@ -73,7 +68,7 @@ impl Verifier {
     /// [`Verifier::verify`], checking only the signatures whose `Signature-Agent` directory
     /// `wanted` accepts (the others are unverified, their directory never fetched): a site
     /// that knows which agents it trusts does not fetch the directories any request names.
-    pub async fn verify_agents(
+    pub(crate) async fn verify_agents(
         &self,
         request: &http::request::Parts,
         now: SystemTime,

@@ -3,17 +3,17 @@
 
 /// A bundled copy of a published list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bundled {
+pub(crate) struct Bundled {
     /// The URL the operator publishes the list at.
-    pub url: &'static str,
+    pub(crate) url: &'static str,
     /// The day the copy was taken (from the mirror it came through).
-    pub taken: &'static str,
+    pub(crate) taken: &'static str,
     /// The document.
-    pub json: &'static str,
+    pub(crate) json: &'static str,
 }
 
 /// Every bundled list.
-pub const BUNDLED: &[Bundled] = &[
+pub(crate) const BUNDLED: &[Bundled] = &[
     Bundled {
         url: GOOGLE_COMMON,
         taken: "2026-08-21",
@@ -52,7 +52,7 @@ pub const BUNDLED: &[Bundled] = &[
 ];
 
 /// The bundled copy of the list published at `url`, if there is one.
-pub fn bundled(url: &str) -> Option<&'static Bundled> {
+pub(crate) fn bundled(url: &str) -> Option<&'static Bundled> {
     BUNDLED.iter().find(|b| b.url == url)
 }
 

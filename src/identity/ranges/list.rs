@@ -26,18 +26,6 @@ impl Default for ListLimits {
 /// One list of prefixes as an operator publishes it (Google's format, which the JAFAR
 /// draft codifies): `{"creationTime": "...", "prefixes": [{"ipv4Prefix": "a.b.c.d/n"},
 /// {"ipv6Prefix": "x::/n"}]}`. Other members (e.g. `syncToken`) are ignored.
-///
-/// ```
-/// use robotsgate::identity::ranges::{ListLimits, RangeList};
-/// let json = br#"{"creationTime": "2026-08-20T14:46:45.000000", "syncToken": "1",
-///   "prefixes": [{"ipv4Prefix": "66.249.64.0/27"}, {"ipv6Prefix": "2001:4860:4801:10::/64"}]}"#;
-/// let list = RangeList::parse(json, &ListLimits::default()).unwrap();
-/// assert_eq!(list.creation_time(), Some("2026-08-20T14:46:45.000000"));
-/// assert_eq!((list.v4().len(), list.v6().len()), (1, 1));
-/// let bad = br#"{"prefixes": [{"ipv4Prefix": "66.249.64.0/27"}, {"ipv4Prefix": "66.249.64.1/27"}]}"#;
-/// let err = RangeList::parse(bad, &ListLimits::default()).unwrap_err();
-/// assert_eq!(err.to_string(), "prefix 1 (\"66.249.64.1/27\"): host bits set");
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RangeList {
     creation_time: Option<String>,
@@ -153,7 +141,8 @@ impl RangeList {
 
     /// A list of these prefixes (no `creationTime`), checked as a parsed one is: for
     /// lists built in code.
-    pub fn from_prefixes(
+    #[cfg(test)]
+    pub(crate) fn from_prefixes(
         prefixes: impl IntoIterator<Item = ipnet::IpNet>,
         limits: &ListLimits,
     ) -> Result<RangeList, ListError> {
@@ -189,7 +178,8 @@ impl RangeList {
     }
 
     /// Whether it has none (never, for a parsed list).
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }
@@ -227,6 +217,18 @@ fn shorten(entry: &serde_json::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_documented_list_parses_and_a_bad_entry_is_named() {
+        let json = br#"{"creationTime": "2026-08-20T14:46:45.000000", "syncToken": "1",
+          "prefixes": [{"ipv4Prefix": "66.249.64.0/27"}, {"ipv6Prefix": "2001:4860:4801:10::/64"}]}"#;
+        let list = RangeList::parse(json, &ListLimits::default()).unwrap();
+        assert_eq!(list.creation_time(), Some("2026-08-20T14:46:45.000000"));
+        assert_eq!((list.v4().len(), list.v6().len()), (1, 1));
+        let bad = br#"{"prefixes": [{"ipv4Prefix": "66.249.64.0/27"}, {"ipv4Prefix": "66.249.64.1/27"}]}"#;
+        let err = RangeList::parse(bad, &ListLimits::default()).unwrap_err();
+        assert_eq!(err.to_string(), "prefix 1 (\"66.249.64.1/27\"): host bits set");
+    }
 
     fn parse(json: &str) -> Result<RangeList, ListError> {
         RangeList::parse(json.as_bytes(), &ListLimits::default())

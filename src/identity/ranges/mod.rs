@@ -1,7 +1,7 @@
 //! Published IP ranges: the operators' JSON lists of their bots' addresses, in Google's
 //! format (codified by the JAFAR draft), kept loaded and looked up by longest-prefix match.
 //!
-//! - [`RangeList`]: one list document, parsed and checked within [`ListLimits`] (taken
+//! - each list document is parsed and checked within [`ListLimits`] (taken
 //!   whole or refused whole, with a [`ListError`] naming the bad entry).
 //! - [`RangeTable`]: which lists cover an address (a path-compressed binary trie per
 //!   address family); IPv4-mapped IPv6 addresses are looked up as IPv4.
@@ -37,8 +37,10 @@ use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
 
-pub use list::{EntryProblem, ListError, ListLimits, RangeList};
-pub use table::{ListInfo, RangeTable, RangeTableBuilder};
+pub use list::EntryProblem;
+pub(crate) use list::RangeList;
+pub use list::{ListError, ListLimits};
+pub use table::{ListInfo, RangeTable};
 
 /// Where a list comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

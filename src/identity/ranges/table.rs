@@ -47,20 +47,6 @@ impl ListInfo {
 }
 
 /// Which lists cover an address, built once (off the request path) and then only read.
-///
-/// ```
-/// use robotsgate::identity::ranges::{ListLimits, RangeList, RangeTable};
-/// let google = RangeList::parse(br#"{"prefixes": [{"ipv4Prefix": "66.249.64.0/19"}]}"#, &ListLimits::default()).unwrap();
-/// let other = RangeList::parse(br#"{"prefixes": [{"ipv4Prefix": "66.249.66.0/24"}]}"#, &ListLimits::default()).unwrap();
-/// let mut builder = RangeTable::builder();
-/// builder.add("google.json", "Google", &google).add("other.json", "Other", &other);
-/// let table = builder.build();
-/// let names = |ip: &str| table.lookup(ip.parse().unwrap()).map(|l| l.name().to_string()).collect::<Vec<_>>();
-/// assert_eq!(names("66.249.66.1"), ["google.json", "other.json"]);
-/// assert_eq!(names("66.249.65.1"), ["google.json"]);
-/// assert_eq!(names("::ffff:66.249.65.1"), ["google.json"]);
-/// assert!(names("192.0.2.1").is_empty());
-/// ```
 #[derive(Debug, Clone)]
 pub struct RangeTable {
     v4: Trie,
@@ -78,7 +64,7 @@ impl Default for RangeTable {
 
 impl RangeTable {
     /// An empty builder.
-    pub fn builder() -> RangeTableBuilder {
+    pub(crate) fn builder() -> RangeTableBuilder {
         RangeTableBuilder::default()
     }
 
@@ -327,6 +313,25 @@ mod tests {
     use super::*;
     use crate::identity::ranges::ListLimits;
     use ipnet::IpNet;
+
+    #[test]
+    fn every_covering_list_is_found() {
+        let google =
+            RangeList::parse(br#"{"prefixes": [{"ipv4Prefix": "66.249.64.0/19"}]}"#, &ListLimits::default())
+                .unwrap();
+        let other =
+            RangeList::parse(br#"{"prefixes": [{"ipv4Prefix": "66.249.66.0/24"}]}"#, &ListLimits::default())
+                .unwrap();
+        let mut builder = RangeTable::builder();
+        builder.add("google.json", "Google", &google).add("other.json", "Other", &other);
+        let table = builder.build();
+        let names =
+            |ip: &str| table.lookup(ip.parse().unwrap()).map(|l| l.name().to_string()).collect::<Vec<_>>();
+        assert_eq!(names("66.249.66.1"), ["google.json", "other.json"]);
+        assert_eq!(names("66.249.65.1"), ["google.json"]);
+        assert_eq!(names("::ffff:66.249.65.1"), ["google.json"]);
+        assert!(names("192.0.2.1").is_empty());
+    }
 
     fn list(prefixes: &[&str]) -> RangeList {
         RangeList::from_prefixes(
