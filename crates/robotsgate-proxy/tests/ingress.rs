@@ -188,13 +188,7 @@ async fn bots_are_held_to_the_sites_robots_txt_by_the_real_binary() {
     assert_eq!(recs[0]["client"], "127.0.0.1");
 
     // The compliance scoreboard: `robotsgate audit report`'s ingress view.
-    let report = dir.path().join("report.html");
-    let out = std::process::Command::new(BIN)
-        .args(["audit", "report", log.to_str().unwrap(), "--out", report.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let html = std::fs::read_to_string(&report).unwrap();
+    let html = audit_report(&log, dir.path());
     let table =
         html.split("<table id=\"bots\">").nth(1).expect("the ingress view").split("</table>").next().unwrap();
     let row = |bot: &str| -> Vec<String> {
@@ -567,13 +561,7 @@ async fn signed_bots_are_verified_and_forged_replayed_and_unverified_ones_refuse
     );
 
     // `robotsgate audit report`: the bot's identity verdicts, by method.
-    let report = dir.path().join("report.html");
-    let out = std::process::Command::new(BIN)
-        .args(["audit", "report", log.to_str().unwrap(), "--out", report.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let html = std::fs::read_to_string(&report).unwrap();
+    let html = audit_report(&log, dir.path());
     let table = html.split("<table id=\"bots\">").nth(1).unwrap().split("</table>").next().unwrap();
     let row = table.split("<tr>").find(|r| r.contains(">ExampleBot<")).expect("ExampleBot's row");
     let cells: Vec<_> =
@@ -638,4 +626,15 @@ async fn the_refresher_fetches_the_ip_lists() {
     assert_eq!(status, 200, "{head}");
     ingress.stop().await;
     assert_eq!(lists.hits("/example.json"), 1);
+}
+
+/// `robotsgate audit report LOG --out DIR/report.html`: the HTML it wrote.
+fn audit_report(log: &std::path::Path, dir: &std::path::Path) -> String {
+    let report = dir.join("report.html");
+    let out = std::process::Command::new(BIN)
+        .args(["audit", "report", log.to_str().unwrap(), "--out", report.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::read_to_string(&report).unwrap()
 }
