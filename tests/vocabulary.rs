@@ -14,7 +14,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use robotsgate::audit::AuditLog;
 use robotsgate::layer::{DecisionObserver, Mode};
-use robotsgate::{Outcome, ROBOTSGATE_HEADER, ReasonClass, Refusal, Robots};
+use robotsgate::{Outcome, ROBOTSGATE_HEADER, ReasonClass, Refusal, RefusalKind, Robots};
 use support::{Reply, TestOrigin, bounded};
 use tower::ServiceExt;
 
@@ -26,7 +26,7 @@ impl DecisionObserver for Seen {
     fn decision(&self, outcome: Outcome, reason: ReasonClass, _: Duration) {
         self.0.lock().unwrap().push((outcome, reason));
     }
-    fn refused(&self, _: &'static str) {}
+    fn refused(&self, _: RefusalKind) {}
 }
 
 #[tokio::test]

@@ -171,7 +171,7 @@ impl Shared {
     fn token(&self, settings: &Settings, parts: &mut http::request::Parts) -> Result<Arc<str>, Refusal> {
         settings.selector.select(parts).map_err(|e| {
             if let Some(o) = &self.observer {
-                o.refused(RefusalKind::NoToken.as_str());
+                o.refused(RefusalKind::NoToken);
             }
             Refusal::new(RefusalKind::NoToken, e.to_string())
         })
@@ -305,7 +305,7 @@ impl Shared {
         if let Some(o) = &self.observer
             && found.refused.is_some()
         {
-            o.refused(if replace { "usage-refused-response" } else { "would-refuse-usage-response" });
+            o.response_usage(outcome);
         }
         if let Some(audit) = &self.audit {
             let record = ResponseUsageRecord {
@@ -360,7 +360,7 @@ impl Shared {
     /// observer).
     fn cluster_refusal(&self) -> Refusal {
         if let Some(o) = &self.observer {
-            o.refused(RefusalKind::ClusterUnavailable.as_str());
+            o.refused(RefusalKind::ClusterUnavailable);
         }
         Refusal::cluster_unavailable()
     }

@@ -80,7 +80,7 @@ use crate::net::Connector;
 use crate::origin::Scheme;
 use crate::pacing::{PaceTicket, Pacer};
 use crate::policy::{Decision, RobotsPolicy};
-use crate::refusal::Refusal;
+use crate::refusal::{Refusal, RefusalKind};
 use crate::vocabulary::{Outcome, ReasonClass};
 use decide::Shared;
 use ids::RequestIds;
@@ -148,8 +148,17 @@ pub trait DecisionObserver: Send + Sync + 'static {
     /// `paced`, ...), the reason class ([`Reason::class`](crate::policy::Reason::class))
     /// and how long deciding took.
     fn decision(&self, outcome: Outcome, reason: ReasonClass, took: std::time::Duration);
-    /// A request refused before any decision (`class`: e.g. `no-token`).
-    fn refused(&self, class: &'static str);
+    /// A request refused before any decision ([`RefusalKind::NoToken`],
+    /// [`RefusalKind::ClusterUnavailable`]; a server adds its own, e.g.
+    /// [`RefusalKind::AuthRequired`]).
+    fn refused(&self, kind: RefusalKind);
+    /// A response whose AI-usage preferences refuse the request's purpose:
+    /// [`Outcome::UsageRefused`] when it was replaced by a refusal,
+    /// [`Outcome::WouldRefuseUsage`] when it went through (report-only, or
+    /// `enforce_response` off). Nothing by default.
+    fn response_usage(&self, outcome: Outcome) {
+        let _ = outcome;
+    }
 }
 
 /// Enforce or only report.

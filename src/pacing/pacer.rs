@@ -23,8 +23,8 @@ use crate::rep::PaceHint;
 pub trait PaceObserver: Send + Sync + 'static {
     /// A request was held for `wait` (zero when its slot had come) and let go.
     fn waited(&self, wait: Duration);
-    /// A request was answered `503` instead of being held (`why`: [`PaceRefusal::as_str`]).
-    fn refused(&self, why: &'static str);
+    /// A request was answered `503` instead of being held, and why.
+    fn refused(&self, why: PaceRefusal);
     /// A lane was paused after the origin answered `status` (429 or 503).
     fn paused(&self, status: u16);
 }
@@ -308,7 +308,7 @@ impl Pacer {
 
     fn refused(&self, why: PaceRefusal) {
         if let Some(o) = self.inner.observer.get() {
-            o.refused(why.as_str());
+            o.refused(why);
         }
     }
 

@@ -175,7 +175,7 @@ where
             let mut res = match inside.head_limit.check(&req) {
                 Some(refusal) => {
                     if let Some(m) = &inside.metrics {
-                        m.refused("header-too-large");
+                        m.refused(RefusalKind::HeaderTooLarge);
                     }
                     boxed(refusal.into_response(req.method() == http::Method::HEAD))
                 }

@@ -15,7 +15,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use robotsgate::{Outcome, ReasonClass};
+use robotsgate::pacing::PaceRefusal;
+use robotsgate::{Outcome, ReasonClass, RefusalKind};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DecisionLabels {
@@ -66,6 +67,11 @@ struct ClassLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
     reason: &'static str,
 }
@@ -105,6 +111,7 @@ pub struct Metrics {
     request_seconds: Histogram,
     upstream_errors: Family<ClassLabels, Counter>,
     refused: Family<ClassLabels, Counter>,
+    response_usage: Family<OutcomeLabels, Counter>,
     connections_open: Gauge,
     connections: Counter,
     cache_entries: Gauge,
@@ -152,6 +159,7 @@ impl Metrics {
             request_seconds: Histogram::new(exponential_buckets(0.000_1, 4.0, 10)),
             upstream_errors: Family::default(),
             refused: Family::default(),
+            response_usage: Family::default(),
             connections_open: Gauge::default(),
             connections: Counter::default(),
             cache_entries: Gauge::default(),
@@ -200,8 +208,15 @@ impl Metrics {
         );
         registry.register(
             "refused",
-            "Requests refused before a robots decision (auth, client network, destination guard)",
+            "Requests refused before a robots decision, by the refusal's x-robotsgate name \
+             (auth-required, client-denied, no-token, header-too-large, cluster-unavailable)",
             m.refused.clone(),
+        );
+        registry.register(
+            "response_usage",
+            "Responses whose AI-usage preferences refuse the request's purpose, by outcome \
+             (usage-refused: replaced by a refusal; would-refuse-usage: let through)",
+            m.response_usage.clone(),
         );
         registry.register("open_connections", "Client connections open", m.connections_open.clone());
         registry.register("connections", "Client connections accepted", m.connections.clone());
@@ -320,8 +335,8 @@ impl Metrics {
     }
 
     /// A request refused before a robots decision.
-    pub fn refused(&self, class: &'static str) {
-        self.refused.get_or_create(&ClassLabels { class }).inc();
+    pub fn refused(&self, kind: RefusalKind) {
+        self.refused.get_or_create(&ClassLabels { class: kind.as_str() }).inc();
     }
 
     /// A client connection opened; the guard closes it.
@@ -369,8 +384,12 @@ impl robotsgate::layer::DecisionObserver for Metrics {
         Metrics::decision(self, outcome, reason, took);
     }
 
-    fn refused(&self, class: &'static str) {
-        Metrics::refused(self, class);
+    fn refused(&self, kind: RefusalKind) {
+        Metrics::refused(self, kind);
+    }
+
+    fn response_usage(&self, outcome: Outcome) {
+        self.response_usage.get_or_create(&OutcomeLabels { outcome: outcome.as_str() }).inc();
     }
 }
 
@@ -379,8 +398,8 @@ impl robotsgate::pacing::PaceObserver for Metrics {
         self.pace_wait.observe(wait.as_secs_f64());
     }
 
-    fn refused(&self, why: &'static str) {
-        self.pace_refused.get_or_create(&ReasonLabels { reason: why }).inc();
+    fn refused(&self, why: PaceRefusal) {
+        self.pace_refused.get_or_create(&ReasonLabels { reason: why.as_str() }).inc();
     }
 
     fn paused(&self, status: u16) {

@@ -403,7 +403,7 @@ async fn clients_outside_the_allowed_networks_get_403_and_nothing_is_forwarded()
     assert_eq!(records.len(), 10, "{records:?}");
     assert!(records.iter().all(|r| r["type"] == "refusal" && r["refusal"] == "client-denied"), "{records:?}");
     let text = proxy.metrics.render();
-    assert!(text.contains("robotsgate_refused_total{class=\"client-network\"} 10\n"), "{text}");
+    assert!(text.contains("robotsgate_refused_total{class=\"client-denied\"} 10\n"), "{text}");
     assert!(text.contains("robotsgate_connections_total 0\n"), "{text}");
     proxy.stop().await;
 
@@ -494,7 +494,7 @@ allow = ["127.0.0.0/8"]
     assert_eq!(decisions[1]["agent"], "ExampleBot");
     assert_eq!(decisions[1]["outcome"], "allowed");
     let text = proxy.metrics.render();
-    assert!(text.contains("robotsgate_refused_total{class=\"auth\"} 3\n"), "{text}");
+    assert!(text.contains("robotsgate_refused_total{class=\"auth-required\"} 3\n"), "{text}");
     proxy.stop().await;
 }
 
@@ -592,7 +592,7 @@ listen = "127.0.0.1:0"
         &[
             (r#"robotsgate_requests_total{transport="proxy",protocol="http1"}"#, 4.0),
             ("robotsgate_request_duration_seconds_count", 4.0),
-            (r#"robotsgate_refused_total{class="auth"}"#, 1.0),
+            (r#"robotsgate_refused_total{class="auth-required"}"#, 1.0),
             (r#"robotsgate_decisions_total{outcome="allowed",reason="no-rule"}"#, 1.0),
             (r#"robotsgate_decisions_total{outcome="disallowed",reason="disallow-rule"}"#, 1.0),
             (r#"robotsgate_decisions_total{outcome="destination-denied",reason="destination-denied"}"#, 1.0),

@@ -253,6 +253,7 @@ async fn response_headers_are_noted_and_enforced_before_any_body_byte() {
         (cu["content_usage"].as_str(), cu["outcome"].as_str()),
         (Some("train-ai=y, search=n"), Some("allowed"))
     );
+    assert_eq!(proxy.metric(r#"robotsgate_response_usage_total{outcome="usage-refused"}"#), 1.0);
     proxy.stop().await;
 
     // enforce_response off: noted, passed on.
@@ -264,5 +265,6 @@ async fn response_headers_are_noted_and_enforced_before_any_body_byte() {
     let records = proxy.records().await;
     let r = records.iter().find(|r| r["type"] == "response-usage").expect("noted");
     assert_eq!(r["outcome"], "would-refuse-usage", "{r}");
+    assert_eq!(proxy.metric(r#"robotsgate_response_usage_total{outcome="would-refuse-usage"}"#), 1.0);
     proxy.stop().await;
 }

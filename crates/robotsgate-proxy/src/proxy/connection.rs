@@ -92,7 +92,7 @@ async fn handle(
     let head = req.method() == Method::HEAD;
     if let Some(refusal) = HeadLimit(shared.config.max_header_bytes).check(&req) {
         if let Some(m) = &shared.metrics {
-            m.refused("header-too-large");
+            m.refused(RefusalKind::HeaderTooLarge);
         }
         shared.log_own_answer(&refusal, client, Some(&req));
         return boxed(refusal.into_response(head));
@@ -109,7 +109,7 @@ async fn handle(
             Ok(u) => user = Some(u),
             Err(refusal) => {
                 if let Some(m) = &shared.metrics {
-                    m.refused("auth");
+                    m.refused(RefusalKind::AuthRequired);
                 }
                 shared.log_own_answer(&ProxyAuth::refusal(&refusal), client, Some(&req));
                 return boxed(auth.challenge(&refusal, head));

@@ -26,6 +26,7 @@ use crate::auth::ProxyAuth;
 use crate::forward::{Forwarder, ProxyService};
 use crate::intercept::Interception;
 use crate::metrics::Metrics;
+use robotsgate::RefusalKind;
 use robotsgate::layer::RobotsLayer;
 
 mod clients;
@@ -235,7 +236,7 @@ impl Proxy {
             };
             if !self.clients.allows(client.ip()) {
                 if let Some(m) = &self.metrics {
-                    m.refused("client-network");
+                    m.refused(RefusalKind::ClientDenied);
                 }
                 tracing::info!(%client, "connection from a client network that is not allowed");
                 connections.spawn(refuse_client(stream, client, shared.clone()));
