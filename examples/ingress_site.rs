@@ -11,7 +11,6 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -40,7 +39,7 @@ async fn site(req: Request<BoxBody<Bytes, hyper::Error>>) -> Result<Response<Ful
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     // robots.txt is fetched from the site itself (GET /robots.txt through the service).
     let layer = IngressLayer::builder()
-        .observer(Arc::new(|r: &IngressRecord| {
+        .observer(|r: &IngressRecord| {
             eprintln!(
                 "  record: {} {} {} -> {}",
                 r.token.as_deref().unwrap_or("-"),
@@ -48,7 +47,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 r.path,
                 r.outcome
             )
-        }))
+        })
         .build();
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

@@ -104,7 +104,7 @@ pub struct LogFields {
 impl LogFields {
     /// The tree before the file a `file-start` record begins, if the record is one and
     /// is consistent (its subtrees give its root).
-    pub fn start_frontier(&self) -> Option<Frontier> {
+    pub(crate) fn start_frontier(&self) -> Option<Frontier> {
         if self.event != "file-start" {
             return None;
         }

@@ -53,5 +53,6 @@ pub use handle::AuditLog;
 pub use ingress::{IngressRecord, IngressRule};
 pub use record::SCHEMA_VERSION;
 pub(crate) use record::{OutcomeFacts, RequestFacts, ResponseUsageRecord};
+pub use sidecar::CheckpointLine;
 pub use snapshot::snapshot_path;
 pub use timestamp::rfc3339;

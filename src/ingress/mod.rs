@@ -182,7 +182,7 @@ impl Default for IngressConfig {
 }
 
 /// Something told of every bot request's record (metrics, tests, a second log).
-pub type IngressObserver = Arc<dyn Fn(&IngressRecord) + Send + Sync>;
+pub(crate) type IngressObserver = Arc<dyn Fn(&IngressRecord) + Send + Sync>;
 
 /// Builds an [`IngressLayer`].
 #[must_use]
@@ -263,9 +263,9 @@ impl IngressBuilder {
         self
     }
 
-    /// Hands each bot request's record to `observer`.
-    pub fn observer(mut self, observer: IngressObserver) -> Self {
-        self.observer = Some(observer);
+    /// Hands each bot request's record to `observer` (metrics, tests, a second log).
+    pub fn observer(mut self, observer: impl Fn(&IngressRecord) + Send + Sync + 'static) -> Self {
+        self.observer = Some(Arc::new(observer));
         self
     }
 

@@ -83,7 +83,7 @@ pub use client::DirectoryCache;
 pub use config::{DirectoryConfig, ResponseSignatures, VerifyConfig};
 pub use directory::{
     AgentError, Directory, DirectoryKey, DirectoryUrl, DocumentError, IgnoredKey, MEDIA_TYPE,
-    SignatureAgentCard, WELL_KNOWN_PATH, directory_json,
+    WELL_KNOWN_PATH, directory_json,
 };
 pub use key::{KeyError, PublicKey, SigningKey};
 pub use sign::{LABEL, RequestSigner, SignError, directory_response};

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::base::signature_base;
 use super::check::combine;
-use super::directory::{DirectoryResponse, check_response_signatures, content_digest};
+use super::directory::{DirectoryResponse, SignatureAgentCard, check_response_signatures, content_digest};
 use super::*;
 
 /// RFC 9421 Appendix B.1.4, "Example Ed25519 Test Key" (PKCS#8, as the RFC prints it).
