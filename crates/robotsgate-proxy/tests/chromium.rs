@@ -18,8 +18,7 @@ use std::process::Stdio;
 use base64::Engine;
 use sha2::Digest;
 use support::*;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_robotsgate");
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
@@ -64,7 +63,7 @@ fn spki_pin(ca_dir: &Path) -> String {
 
 /// `robotsgate run --config <file>` with interception of every port; its address (from
 /// the "running" line on stderr) and the child.
-async fn robotsgate(dir: &Path, ca_dir: &Path, origin_pem: &Path) -> (Child, String) {
+async fn robotsgate(dir: &Path, ca_dir: &Path, origin_pem: &Path) -> (Spawned, String) {
     let config = dir.join("robotsgate.toml");
     let text = format!(
         "[proxy]\nlisten = \"127.0.0.1:0\"\nupstream_timeout = \"10s\"\nshutdown_grace = \"5s\"\n\n\
@@ -80,37 +79,9 @@ async fn robotsgate(dir: &Path, ca_dir: &Path, origin_pem: &Path) -> (Child, Str
         ca_dir = ca_dir.display(),
     );
     std::fs::write(&config, text).unwrap();
-    let mut child = Command::new(BIN)
-        .arg("run")
-        .arg("--config")
-        .arg(&config)
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn robotsgate");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut said = Vec::new();
-    let running = within(async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            said.push(line.clone());
-            if line.contains("robotsgate is running") {
-                return Some(line);
-            }
-        }
-        None
-    })
-    .await
-    .flatten()
-    .unwrap_or_else(|| panic!("robotsgate did not start; it said:\n{}", said.join("\n")));
-    // Keep reading its stderr so that it never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let at = running.split("at http://").nth(1).expect("address in the running line");
-    let addr: String = at.chars().take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':').collect();
-    (child, addr)
+    let mut process = Spawned::start(BIN, &["run", "--config", config.to_str().unwrap()]);
+    let addr = process.running_at("robotsgate is running").await;
+    (process, addr.to_string())
 }
 
 /// Headless Chromium loading `url` through the proxy at `proxy`, trusting only the CA
@@ -210,10 +181,8 @@ async fn headless_chromium_trusts_the_ca_by_its_spki_pin_over_http2_and_http1() 
     assert_eq!(origin.hits("/page"), 2, "{:?}", origin.seen());
     assert_eq!(origin.hits("/private/page"), 0);
 
-    let pid = proxy.id().expect("robotsgate still running").to_string();
-    let status = std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("run kill");
-    assert!(status.success());
-    let exit = bounded("robotsgate exits", proxy.wait()).await.expect("wait for robotsgate");
+    proxy.signal("-TERM");
+    let exit = proxy.wait_exit().await;
     assert_eq!(exit.code(), Some(0));
     let records = read_jsonl(&dir.path().join("audit.jsonl"));
     let decisions = of_type(&records, "decision");

@@ -21,7 +21,7 @@ use http::StatusCode;
 use robotsgate::identity::httpsig::{PublicKey, SigningKey, WELL_KNOWN_PATH};
 use robotsgate_proxy::config::{Config, Dur};
 use support::*;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_robotsgate");
@@ -271,45 +271,13 @@ async fn keygen_writes_the_pair_and_never_overwrites_without_force() {
     assert!(jwks["keys"][0].get("d").is_none());
 }
 
-/// `robotsgate run` with `config` (a file), until its "key directory served" line; the
-/// proxy's and the directory's addresses, and the child.
-async fn run_binary(config: &Path) -> (SocketAddr, SocketAddr, tokio::process::Child) {
-    let mut child = Command::new(BIN)
-        .args(["run", "--config", config.to_str().unwrap()])
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn robotsgate");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr_after = |line: &str, marker: &str| -> Option<SocketAddr> {
-        let at = line.split(marker).nth(1)?;
-        at.chars()
-            .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
-            .collect::<String>()
-            .parse()
-            .ok()
-    };
-    let (mut proxy, mut directory, mut said) = (None, None, Vec::new());
-    bounded("robotsgate's running lines", async {
-        while proxy.is_none() || directory.is_none() {
-            let Ok(Some(line)) = lines.next_line().await else { panic!("robotsgate stopped: {said:#?}") };
-            if line.contains("robotsgate is running") {
-                proxy = addr_after(&line, "at http://");
-            }
-            if line.contains("key directory served at") {
-                directory = addr_after(&line, "served at http://");
-            }
-            said.push(line);
-        }
-    })
-    .await;
-    // Keep reading stderr so the child never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (proxy.unwrap(), directory.unwrap(), child)
+/// `robotsgate run --config <config>`: its proxy address, the key directory's address
+/// (the two "running" lines, in whichever order they come) and the process.
+async fn run_binary(config: &Path) -> (SocketAddr, SocketAddr, Spawned) {
+    let mut process = Spawned::start(BIN, &["run", "--config", config.to_str().unwrap()]);
+    let proxy = process.address("robotsgate is running", "at http://").await;
+    let directory = process.address("key directory served at", "served at http://").await;
+    (proxy, directory, process)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -332,7 +300,7 @@ async fn the_binary_signs_and_serves_its_directory_with_the_rotated_keys() {
         ),
     )
     .unwrap();
-    let (proxy, directory, mut child) = run_binary(&config).await;
+    let (proxy, directory, mut process) = run_binary(&config).await;
 
     // The directory, signed for the authority it was asked at, by both keys.
     let tcp = bounded("connect", tokio::net::TcpStream::connect(directory)).await.unwrap();
@@ -359,6 +327,6 @@ async fn the_binary_signs_and_serves_its_directory_with_the_rotated_keys() {
     assert_eq!(facts.expires - facts.created, 60, "the default validity");
     assert_eq!(facts.keyid, new.public().thumbprint(), "signed with signing_key, not the old key");
 
-    let _ = child.start_kill();
-    let _ = bounded("exit", child.wait()).await;
+    let _ = process.child.start_kill();
+    process.wait_exit().await;
 }

@@ -70,10 +70,20 @@ impl Spawned {
     /// Waits for the line containing `running` ("robotsgate is running ... at
     /// http://ADDR") and returns its address.
     pub async fn running_at(&mut self, running: &str) -> SocketAddr {
-        let line = self.wait_line("the running line", |l| l.contains(running)).await;
-        let at = line.split("at http://").nth(1).expect("address in the running line");
+        self.address(running, "at http://").await
+    }
+
+    /// The address after `marker` in the line containing `contains`, whether that line was
+    /// said already (lines come in any order) or is still to come (waited for, bounded).
+    pub async fn address(&mut self, contains: &str, marker: &str) -> SocketAddr {
+        let said = self.seen.iter().find(|l| l.contains(contains)).cloned();
+        let line = match said {
+            Some(line) => line,
+            None => self.wait_line(contains, |l| l.contains(contains)).await,
+        };
+        let at = line.split(marker).nth(1).unwrap_or_else(|| panic!("no {marker:?} in {line:?}"));
         let addr: String = at.chars().take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':').collect();
-        addr.parse().unwrap_or_else(|_| panic!("no address in {line:?}"))
+        addr.parse().unwrap_or_else(|_| panic!("no address after {marker:?} in {line:?}"))
     }
 
     /// Sends a signal with kill(1) (`name`: e.g. `-TERM`).
