@@ -340,13 +340,14 @@ impl RobotsBuilder {
         self
     }
 
-    /// Most origins whose robots.txt is cached (default 100,000).
+    /// Most origins whose robots.txt is cached (default 8,192).
     pub fn cache_max_origins(mut self, n: u64) -> Self {
         self.policy.max_entries = n;
         self
     }
 
-    /// Most bytes the cached, parsed files may take (default 512 MiB).
+    /// Most bytes the robots.txt cache may take: the parsed files and about 2 KiB per
+    /// origin besides (default 32 MiB).
     pub fn cache_max_bytes(mut self, n: u64) -> Self {
         self.policy.max_bytes = n;
         self

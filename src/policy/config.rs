@@ -26,9 +26,11 @@ pub struct PolicyConfig {
     pub retry_max: Duration,
     /// First retry delay after 429 or 503 without `Retry-After` (doubles per failure).
     pub retry_busy: Duration,
-    /// Most origins kept.
+    /// Most origins kept (default 8,192: a broad crawl moves on, and an origin evicted
+    /// is fetched again when it comes back).
     pub max_entries: u64,
-    /// Most bytes kept (approximate heap size of the parsed files).
+    /// Most bytes kept: the parsed files' heap and about 2 KiB per origin besides
+    /// (default 32 MiB).
     pub max_bytes: u64,
     /// Host overrides, first match wins.
     pub overrides: Vec<Override>,
@@ -45,8 +47,8 @@ impl Default for PolicyConfig {
             retry_min: Duration::from_secs(60),
             retry_max: Duration::from_secs(3600),
             retry_busy: Duration::from_secs(15),
-            max_entries: 100_000,
-            max_bytes: 512 * 1024 * 1024,
+            max_entries: 8_192,
+            max_bytes: 32 * 1024 * 1024,
             overrides: Vec::new(),
         }
     }
