@@ -3,7 +3,10 @@
 # of an nginx site, against nginx as a reverse proxy (one worker, access log on) and
 # against the site directly. 1 KiB bodies, concurrency 32, keep-alive; the client is a bot
 # (GPTBot's User-Agent) that the site's robots.txt allows, so every request is decided,
-# recorded and forwarded.
+# recorded and forwarded. A fourth target, robotsgate_ingress_verify, is the same with the
+# identity check on: the bot's operator (OpenAI, GPTBot) publishes a range list (a file
+# here, holding 127.0.0.0/8) and every request is verified by its address (reverse DNS and
+# refresh off: no network), so the two robotsgate rows give the cost of the check.
 #
 #   bash benches/load/ingress.sh
 #   DURATION=5 RUNS=1 bash benches/load/ingress.sh              # a quick look
@@ -24,6 +27,7 @@ RUNS=${RUNS:-3}
 CONC=${CONC:-32}
 NGINX_PROXY_PORT=13140
 RG_INGRESS_PORT=13141
+RG_VERIFY_PORT=13142
 UA="Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)"
 
 for tool in oha nginx taskset curl python3; do
@@ -78,6 +82,29 @@ wait_ready "http://127.0.0.1:$RG_INGRESS_PORT/1k" "$RG_PID" 30
 code=$(curl -s -o /dev/null -w '%{http_code}' -A "$UA" "http://127.0.0.1:$RG_INGRESS_PORT/private/x")
 [ "$code" = 403 ] || die "robotsgate ingress does not enforce (GPTBot /private answered $code)"
 
+# The same with the identity check on, by published ranges.
+printf '{"prefixes": [{"ipv4Prefix": "127.0.0.0/8"}]}\n' >"$WORK/gptbot-ranges.json"
+cat >"$WORK/ingress-verify.toml" <<CONF
+[verify]
+refresh = false
+rdns = false
+signatures = false
+
+[[verify.operators]]
+name = "OpenAI"
+tokens = ["GPTBot"]
+ip_lists = ["$WORK/gptbot-ranges.json"]
+CONF
+taskset -c "$SRV_CPU" "$RG" ingress --listen "127.0.0.1:$RG_VERIFY_PORT" --config "$WORK/ingress-verify.toml" \
+    --upstream "http://127.0.0.1:$ORIGIN_PORT" --audit-log "$WORK/ingress-verify-audit.jsonl" \
+    2>"$WORK/logs/robotsgate-ingress-verify.log" &
+PIDS+=($!)
+wait_ready "http://127.0.0.1:$RG_VERIFY_PORT/1k" "$!" 30
+code=$(curl -s -o /dev/null -w '%{http_code}' -A "$UA" "http://127.0.0.1:$RG_VERIFY_PORT/1k")
+[ "$code" = 200 ] || die "robotsgate ingress with verification refuses the listed GPTBot ($code)"
+grep -q '"identity":"verified"' "$WORK/ingress-verify-audit.jsonl" \
+    || die "robotsgate ingress did not record the GPTBot as verified: $(tail -1 "$WORK/ingress-verify-audit.jsonl")"
+
 run_one() { # NAME I URL
     taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -z "${DURATION}s" -c "$CONC" \
         -H "User-Agent: $UA" --output-format json "$3" >"$WORK/results/$1.$2.json"
@@ -88,6 +115,7 @@ for i in $(seq "$RUNS"); do
     run_one direct "$i" "http://127.0.0.1:$ORIGIN_PORT/1k"
     run_one nginx_proxy "$i" "http://127.0.0.1:$NGINX_PROXY_PORT/1k"
     run_one robotsgate_ingress "$i" "http://127.0.0.1:$RG_INGRESS_PORT/1k"
+    run_one robotsgate_ingress_verify "$i" "http://127.0.0.1:$RG_VERIFY_PORT/1k"
 done
 records=$(grep -c '"type":"ingress"' "$WORK/ingress-audit.jsonl" || true)
 log "ingress records written: $records"
@@ -99,7 +127,7 @@ def runs(n): return [json.load(open(p)) for p in sorted(glob.glob(os.path.join(r
 def med(n):
     rs = sorted(runs(n), key=lambda r: r["metrics"]["requests_per_sec"])
     return rs[len(rs) // 2]["metrics"]
-m = {n: med(n) for n in ("direct", "nginx_proxy", "robotsgate_ingress")}
+m = {n: med(n) for n in ("direct", "nginx_proxy", "robotsgate_ingress", "robotsgate_ingress_verify")}
 print("| target | req/s | x nginx proxy | p50 ms | p99 ms | p99 / nginx |")
 print("|---|---:|---:|---:|---:|---:|")
 for n, x in m.items():
