@@ -47,7 +47,7 @@ impl Default for PoolConfig {
     /// 512 idle connections in all (about 13 MB of buffers and TLS state at most), 32 per
     /// origin, for 15 s.
     fn default() -> Self {
-        PoolConfig { max_idle: 512, max_idle_per_origin: 32, idle_timeout: Duration::from_secs(15) }
+        PoolConfig { max_idle: 256, max_idle_per_origin: 32, idle_timeout: Duration::from_secs(15) }
     }
 }
 

@@ -36,7 +36,7 @@ impl Default for ProxySection {
             tunnel_idle_timeout: Dur::secs(600),
             workers: 0,
             listen_backlog: 4096,
-            upstream_idle_max: 512,
+            upstream_idle_max: 256,
             upstream_idle_per_origin: 32,
             upstream_idle_timeout: Dur::secs(15),
         }
