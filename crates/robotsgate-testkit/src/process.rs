@@ -86,6 +86,20 @@ impl Spawned {
         addr.parse().unwrap_or_else(|_| panic!("no address after {marker:?} in {line:?}"))
     }
 
+    /// Everything it wrote to stderr, once stderr ends (waited for, bounded): for a
+    /// process that exited, what it said.
+    pub async fn said(&mut self) -> String {
+        let (seen, lines) = (&mut self.seen, &mut self.lines);
+        let ended = within(async {
+            while let Some(line) = lines.recv().await {
+                seen.push(line);
+            }
+        })
+        .await;
+        assert!(ended.is_some(), "stderr still open after {BOUND:?}: {}", self.seen.join("\n"));
+        self.seen.join("\n")
+    }
+
     /// Sends a signal with kill(1) (`name`: e.g. `-TERM`).
     pub fn signal(&self, name: &str) {
         let pid = self.child.id().expect("child still running").to_string();

@@ -33,6 +33,18 @@ pub struct IngressArgs {
     #[arg(long, value_name = "FILE")]
     robots: Option<String>,
 
+    /// HTTPS: the certificate chain, PEM (overrides ingress.tls_cert; with --tls-key).
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<String>,
+
+    /// HTTPS: the private key of --tls-cert, PEM (overrides ingress.tls_key).
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<String>,
+
+    /// Serve /healthz, /readyz and /metrics here (overrides admin.listen).
+    #[arg(long, value_name = "ADDR")]
+    admin_listen: Option<SocketAddr>,
+
     /// Decide and record, refuse nothing (ingress.mode = "report-only").
     #[arg(long)]
     report_only: bool,
@@ -58,11 +70,20 @@ fn configuration(args: &IngressArgs) -> anyhow::Result<Config> {
     if let Some(robots) = &args.robots {
         ic.robots = robots.clone();
     }
+    if let Some(cert) = &args.tls_cert {
+        ic.tls_cert = cert.clone();
+    }
+    if let Some(key) = &args.tls_key {
+        ic.tls_key = key.clone();
+    }
     if args.report_only {
         ic.mode = IngressModeName::ReportOnly;
     }
     for cidr in &args.trusted_proxy {
         ic.trusted_proxies.push(cidr.parse::<Cidr>().map_err(anyhow::Error::msg).context("--trusted-proxy")?);
+    }
+    if let Some(addr) = args.admin_listen {
+        config.admin.listen = Some(addr);
     }
     if let Some(path) = &args.audit_log {
         config.audit.path = path.clone();
@@ -86,7 +107,8 @@ pub fn run(args: IngressArgs) -> anyhow::Result<ExitCode> {
             upstream = %config.ingress.upstream,
             mode = ?config.ingress.mode,
             audit = %config.audit.path,
-            "robotsgate ingress is running; point the site's traffic at http://{}",
+            "robotsgate ingress is running; point the site's traffic at {}://{}",
+            ingress.scheme(),
             ingress.local_addr()
         );
         ingress.run(shutdown).await.context("ingress failed")?;

@@ -195,6 +195,9 @@ impl Default for IngressSection {
             max_connections: 10_000,
             max_header_bytes: Size(64 * 1024),
             impersonators: ImpersonatorsName::Refuse,
+            tls_cert: String::new(),
+            tls_key: String::new(),
+            tls_handshake_timeout: Dur::secs(10),
         }
     }
 }

@@ -99,6 +99,19 @@ impl Config {
             return Err(err("audit.rotate_interval", "must be at least 1s (or \"0s\": not by time)".into()));
         }
 
+        let ic = &self.ingress;
+        match (ic.tls_cert.is_empty(), ic.tls_key.is_empty()) {
+            (false, true) => {
+                return Err(err("ingress.tls_cert", "is set but tls_key is not: give both".into()));
+            }
+            (true, false) => {
+                return Err(err("ingress.tls_key", "is set but tls_cert is not: give both".into()));
+            }
+            _ => {}
+        }
+        if ic.tls_handshake_timeout.0.is_zero() {
+            return Err(err("ingress.tls_handshake_timeout", "must be more than 0".into()));
+        }
         if self.tls.leaf_cache == 0 {
             return Err(err("tls.leaf_cache", "must be at least 1".into()));
         }

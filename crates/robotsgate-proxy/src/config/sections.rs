@@ -406,6 +406,12 @@ pub struct IngressSection {
     pub max_connections: usize,
     pub max_header_bytes: Size,
     pub impersonators: ImpersonatorsName,
+    /// HTTPS: the certificate chain (PEM; "": plain HTTP). With `tls_key`.
+    pub tls_cert: String,
+    /// HTTPS: the private key of `tls_cert` (PEM).
+    pub tls_key: String,
+    /// The longest a client may take to finish its TLS handshake.
+    pub tls_handshake_timeout: Dur,
 }
 
 /// `refuse`, `star` or `allow`: what a bot whose identity check failed gets.

@@ -1,10 +1,13 @@
 //! `robotsgate ingress`: a reverse proxy in front of a site that enforces the site's own
 //! robots.txt on the bots that visit it. The enforcement is the library's
-//! [`IngressLayer`]; this module is the listener (a
-//! bound on connections, header read timeout and size, graceful shutdown) and the
-//! forwarding to the upstream through a [`Pool`] (bodies streamed, hop-by-hop headers
-//! removed, `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host` and `Forwarded`
-//! added; an upstream that does not answer: `502`, recorded).
+//! [`IngressLayer`]; this module is the listener (plain HTTP, or HTTPS with the site's
+//! certificate: HTTP/1.1 and HTTP/2; a bound on connections, TLS handshake and header read
+//! timeouts, header size, graceful shutdown) and the forwarding to the upstream through a
+//! [`Pool`] (bodies streamed, hop-by-hop headers removed, `X-Forwarded-For`,
+//! `X-Forwarded-Proto`, `X-Forwarded-Host` and `Forwarded` added; an upstream that does
+//! not answer: `502`, recorded).
+
+mod tls;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -67,6 +70,17 @@ pub enum IngressError {
         /// Why.
         why: String,
     },
+    /// The certificate or key file of `ingress.tls_cert`/`tls_key` cannot be used.
+    #[error("ingress TLS: {path}: {why}")]
+    Tls {
+        /// The file.
+        path: String,
+        /// Why.
+        why: String,
+    },
+    /// Only one of `ingress.tls_cert` and `ingress.tls_key` is set.
+    #[error("ingress.tls_cert and ingress.tls_key: give both or neither")]
+    TlsPair,
     /// The listener, TLS or audit log could not be set up.
     #[error(transparent)]
     Start(#[from] StartError),
@@ -77,6 +91,10 @@ pub enum IngressError {
 pub type UpstreamRequestBody = Option<Incoming>;
 /// The response body the upstream service gives: the upstream's, or robotsgate's `502`.
 pub type UpstreamBody = Either<PoolBody, Full<Bytes>>;
+
+/// In a request's extensions: it came over HTTPS (`X-Forwarded-Proto: https`).
+#[derive(Debug, Clone, Copy)]
+pub struct Https;
 
 /// Forwards requests to the upstream through a [`Pool`].
 #[derive(Clone)]
@@ -137,6 +155,8 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
         Box::pin(async move {
             let (mut parts, body) = req.into_parts();
             let peer = parts.extensions.get::<SocketAddr>().map(|a| a.ip());
+            let proto = if parts.extensions.get::<Https>().is_some() { "https" } else { "http" };
+            let original_authority = parts.uri.authority().cloned();
             let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
             let uri = Uri::builder()
                 .scheme(this.scheme.clone())
@@ -147,9 +167,15 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
                 return Ok(Upstream::bad_gateway("the request target is not a path".into()));
             };
             parts.uri = uri;
+            // To the upstream over HTTP/1.1 (or HTTP/2 where it offers it), whatever the
+            // client spoke.
+            parts.version = http::Version::HTTP_11;
             let h = &mut parts.headers;
             strip_hop_by_hop(h);
-            let host = h.remove(HOST);
+            // HTTP/2 has no Host header: the authority of the request's URI is the host.
+            let host = h
+                .remove(HOST)
+                .or_else(|| original_authority.as_ref().and_then(|a| HeaderValue::from_str(a.as_str()).ok()));
             if let Some(ip) = peer {
                 let xff = match h.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
                     Some(prior) => format!("{prior}, {ip}"),
@@ -159,7 +185,7 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
                     h.insert("x-forwarded-for", v);
                 }
                 let node = if ip.is_ipv6() { format!("\"[{ip}]\"") } else { ip.to_string() };
-                let mut fwd = format!("for={node};proto=http");
+                let mut fwd = format!("for={node};proto={proto}");
                 if let Some(host) = host.as_ref().and_then(|v| v.to_str().ok())
                     && host.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
                 {
@@ -169,7 +195,7 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
                     h.append(http::header::FORWARDED, v);
                 }
             }
-            h.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+            h.insert("x-forwarded-proto", HeaderValue::from_static(proto));
             if let Some(host) = host {
                 h.insert("x-forwarded-host", host);
             }
@@ -278,6 +304,7 @@ pub struct Ingress {
     audit: AuditLog,
     config: crate::config::IngressSection,
     refresher: Option<RefreshHandle>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl std::fmt::Debug for Ingress {
@@ -298,6 +325,14 @@ impl Ingress {
             .ok()
             .filter(|s| s.is_client_error() || s.is_server_error())
             .ok_or(IngressError::Status(ic.status))?;
+        let acceptor = match (ic.tls_cert.is_empty(), ic.tls_key.is_empty()) {
+            (true, true) => None,
+            (false, false) => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(
+                std::path::Path::new(&ic.tls_cert),
+                std::path::Path::new(&ic.tls_key),
+            )?)),
+            _ => return Err(IngressError::TlsPair),
+        };
         let robots = if ic.robots.is_empty() {
             None
         } else {
@@ -370,7 +405,7 @@ impl Ingress {
             builder = builder.robots_bytes(body);
         }
         let service = builder.build().layer(upstream);
-        Ok(Ingress { listener, addr, service, audit, config: ic.clone(), refresher })
+        Ok(Ingress { listener, addr, service, audit, config: ic.clone(), refresher, tls: acceptor })
     }
 
     /// The address it listens on.
@@ -378,20 +413,35 @@ impl Ingress {
         self.addr
     }
 
+    /// `https` when it terminates TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
+    }
+
     /// Serves until `shutdown` completes, then lets the requests in flight finish (within
     /// `shutdown_grace`) and closes the audit log.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
-        let Ingress { listener, service, audit, config, refresher, .. } = self;
+        let Ingress { listener, service, audit, config, refresher, tls, .. } = self;
         let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
         let stop = CancellationToken::new();
         let tracker = TaskTracker::new();
+        let max_header = usize::try_from(config.max_header_bytes.0).unwrap_or(usize::MAX);
         let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
         builder
             .http1()
             .timer(TokioTimer::new())
             .header_read_timeout(config.header_read_timeout.0)
-            .max_buf_size(usize::try_from(config.max_header_bytes.0).unwrap_or(usize::MAX).max(8192));
+            .max_buf_size(max_header.max(8192));
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_header_list_size(u32::try_from(max_header).unwrap_or(u32::MAX))
+            .max_concurrent_streams(256)
+            // A client that stops answering pings is gone.
+            .keep_alive_interval(Some(config.header_read_timeout.0))
+            .keep_alive_timeout(config.header_read_timeout.0);
         let builder = Arc::new(builder);
+        let handshake_timeout = config.tls_handshake_timeout.0;
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
             let (stream, peer) = tokio::select! {
@@ -409,20 +459,30 @@ impl Ingress {
                 continue;
             };
             let svc = service.clone();
+            let https = tls.is_some();
             let hyper_svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
                 req.extensions_mut().insert(peer);
+                if https {
+                    req.extensions_mut().insert(Https);
+                }
                 svc.clone().oneshot(req.map(Some))
             });
             let builder = builder.clone();
             let stop = stop.clone();
+            let tls = tls.clone();
             tracker.spawn(async move {
-                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), hyper_svc);
-                let mut conn = std::pin::pin!(conn);
-                tokio::select! {
-                    _ = conn.as_mut() => {}
-                    () = stop.cancelled() => {
-                        conn.as_mut().graceful_shutdown();
-                        let _ = conn.await;
+                match tls {
+                    None => serve(&builder, TokioIo::new(stream), hyper_svc, &stop).await,
+                    Some(acceptor) => {
+                        let handshake = tokio::select! {
+                            h = tokio::time::timeout(handshake_timeout, acceptor.accept(stream)) => h,
+                            () = stop.cancelled() => return,
+                        };
+                        match handshake {
+                            Ok(Ok(stream)) => serve(&builder, TokioIo::new(stream), hyper_svc, &stop).await,
+                            Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                            Err(_) => tracing::debug!(%peer, "TLS handshake not finished in time: closed"),
+                        }
                     }
                 }
                 drop(permit);
@@ -439,5 +499,32 @@ impl Ingress {
         }
         audit.shutdown().await;
         Ok(())
+    }
+}
+
+/// Serves one connection (HTTP/1.1 with upgrades, or HTTP/2) until it ends, or until
+/// `stop`: then it is shut down gracefully (the requests in flight finish).
+async fn serve<I, S, B>(
+    builder: &hyper_util::server::conn::auto::Builder<TokioExecutor>,
+    io: I,
+    svc: S,
+    stop: &CancellationToken,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Send,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let conn = builder.serve_connection_with_upgrades(io, svc);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        () = stop.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
     }
 }

@@ -1,0 +1,210 @@
+//! The listener side of the real `robotsgate ingress` binary: HTTPS termination (HTTP/1.1
+//! and HTTP/2, with curl trusting a test CA), the admin listener and its metrics, WebSocket
+//! upgrades, and reloading on SIGHUP. The site is the test kit's scripted origin on
+//! loopback; readiness is read from the child's stderr.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use support::*;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_robotsgate");
+const ROBOTS: &str = "User-agent: GPTBot\nDisallow: /private\n\nUser-agent: *\nDisallow: /admin\n";
+const GPTBOT: &str =
+    "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)";
+const BROWSER: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:140.0) Gecko/20100101 Firefox/140.0";
+/// The bots come from 127.0.0.1, in no operator's ranges: identity checks are off.
+const NO_VERIFY: &str = "[verify]\nenabled = false\n";
+
+struct Ingress {
+    process: Spawned,
+    addr: SocketAddr,
+    scheme: &'static str,
+}
+
+impl Ingress {
+    async fn start(scheme: &'static str, args: &[&str]) -> Ingress {
+        let mut process = Spawned::start(BIN, &[&["ingress", "--listen", "127.0.0.1:0"], args].concat());
+        let addr = process.address("robotsgate ingress is running", &format!("at {scheme}://")).await;
+        Ingress { process, addr, scheme }
+    }
+
+    async fn stop(mut self) {
+        self.process.signal("-TERM");
+        let status = self.process.wait_exit().await;
+        assert!(status.success(), "{status:?}: {}", self.process.seen.join("\n"));
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}://{}{path}", self.scheme, self.addr)
+    }
+}
+
+/// Runs the binary with `args`, expecting it to stop with an error; what it said.
+async fn fails(args: &[&str]) -> String {
+    let mut process = Spawned::start(BIN, &[&["ingress", "--listen", "127.0.0.1:0"], args].concat());
+    let status = process.wait_exit().await;
+    let said = process.said().await;
+    assert!(!status.success(), "it started: {said}");
+    said
+}
+
+/// curl: status, headers (lower-case names), body and the HTTP version it spoke.
+async fn curl(url: &str, ua: &str, extra: &[&str]) -> (u16, String, Vec<u8>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, body) = (dir.path().join("head"), dir.path().join("body"));
+    let out = bounded(
+        "curl",
+        Command::new("curl")
+            .args(["-s", "-A", ua, "-D"])
+            .arg(&head)
+            .arg("-w")
+            .arg("%{http_version}")
+            .arg("-o")
+            .arg(&body)
+            .args(extra)
+            .arg(url)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap();
+    let head = std::fs::read_to_string(&head).unwrap_or_default().to_ascii_lowercase();
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = std::fs::read(&body).unwrap_or_default();
+    (status, head, body, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn config_file(dir: &Path, text: &str) -> String {
+    let path = dir.join(format!("robotsgate-{}.toml", sha256_hex(text.as_bytes())));
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// A test CA's leaf for localhost and 127.0.0.1 in `dir`: (CA file, cert, key).
+fn certificate(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let ca = TestCa::localhost();
+    let (cert, key) = ca.write_leaf(dir);
+    (ca.write_pem(&dir.join("ca.pem")), cert, key)
+}
+
+#[tokio::test]
+async fn https_is_terminated_over_http1_and_http2_and_robots_txt_enforced() {
+    let site = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/page", Reply::echo()),
+        ("/private/x", Reply::ok("secret")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = certificate(dir.path());
+    let cfg = config_file(dir.path(), NO_VERIFY);
+    let log = dir.path().join("audit.jsonl");
+    let ingress = Ingress::start(
+        "https",
+        &[
+            "--upstream",
+            &site.base(),
+            "--config",
+            &cfg,
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+            "--audit-log",
+            log.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let ca = ca.to_str().unwrap();
+    for (flag, version) in [("--http1.1", "1.1"), ("--http2", "2")] {
+        // Allowed: reaches the site, which is told the request came over https.
+        let (status, head, body, spoke) = curl(&ingress.url("/page"), GPTBOT, &["--cacert", ca, flag]).await;
+        assert_eq!((status, spoke.as_str()), (200, version), "{head}");
+        let echoed = String::from_utf8_lossy(&body).to_ascii_lowercase();
+        assert!(echoed.contains("x-forwarded-proto: https"), "{echoed}");
+        assert!(echoed.contains(&format!("x-forwarded-host: {}", ingress.addr)), "{echoed}");
+        assert!(echoed.contains("forwarded: for=127.0.0.1;proto=https"), "{echoed}");
+        // Disallowed: robotsgate's 403, the site never asked.
+        let (status, head, body, spoke) =
+            curl(&ingress.url("/private/x"), GPTBOT, &["--cacert", ca, flag]).await;
+        assert_eq!((status, spoke.as_str()), (403, version), "{head}");
+        assert!(head.contains("x-robotsgate: disallowed"), "{head}");
+        assert!(String::from_utf8_lossy(&body).contains("disallow: /private"));
+        // robots.txt, byte for byte.
+        let (status, _, body, _) = curl(&ingress.url("/robots.txt"), GPTBOT, &["--cacert", ca, flag]).await;
+        assert_eq!((status, body.as_slice()), (200, ROBOTS.as_bytes()));
+        // A browser is not a bot.
+        let (status, _, body, _) = curl(&ingress.url("/private/x"), BROWSER, &["--cacert", ca, flag]).await;
+        assert_eq!((status, body.as_slice()), (200, &b"secret"[..]));
+    }
+    assert_eq!(site.hits("/page"), 2);
+    assert_eq!(site.hits("/private/x"), 2, "the browser's two, no bot's");
+    // A client that does not trust the certificate gets nothing.
+    let (status, ..) = curl(&ingress.url("/page"), GPTBOT, &[]).await;
+    assert_eq!(status, 0);
+    // Plain HTTP on the TLS port is not served.
+    let (status, ..) = curl(&format!("http://{}/page", ingress.addr), GPTBOT, &[]).await;
+    assert_eq!(status, 0);
+    assert_eq!(site.hits("/page"), 2);
+    ingress.stop().await;
+    let recs: Vec<_> = read_jsonl(&log).into_iter().filter(|r| r["type"] == "ingress").collect();
+    let outcomes: Vec<_> = recs.iter().map(|r| r["outcome"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(outcomes, ["allowed", "disallowed", "robots-txt"].repeat(2));
+}
+
+#[tokio::test]
+async fn a_client_that_does_not_finish_its_tls_handshake_is_closed() {
+    let site = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS))]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (_, cert, key) = certificate(dir.path());
+    let cfg = config_file(
+        dir.path(),
+        &format!(
+            "[ingress]\ntls_cert = {:?}\ntls_key = {:?}\ntls_handshake_timeout = \"300ms\"\n{NO_VERIFY}",
+            cert.to_str().unwrap(),
+            key.to_str().unwrap()
+        ),
+    );
+    let ingress = Ingress::start("https", &["--upstream", &site.base(), "--config", &cfg]).await;
+    // Half a ClientHello record header, then silence.
+    let mut stream = tokio::net::TcpStream::connect(ingress.addr).await.unwrap();
+    stream.write_all(&[0x16, 0x03, 0x01]).await.unwrap();
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 64];
+    let n = bounded("the ingress closes the connection", stream.read(&mut buf)).await.unwrap_or(0);
+    assert_eq!(n, 0, "closed without an answer");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(250), "{:?}", started.elapsed());
+    ingress.stop().await;
+}
+
+#[tokio::test]
+async fn bad_tls_settings_stop_the_start_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, cert, key) = certificate(dir.path());
+    let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    let up = "http://127.0.0.1:9";
+    // Only one of the two, in the file: a configuration error naming the key and its line.
+    let only_cert = config_file(dir.path(), &format!("[ingress]\ntls_cert = {cert:?}\n"));
+    let said = fails(&["--upstream", up, "--config", &only_cert]).await;
+    assert!(said.contains("ingress.tls_cert") && said.contains("give both"), "{said}");
+    // ... or on the command line.
+    let said = fails(&["--upstream", up, "--tls-key", key]).await;
+    assert!(said.contains("give both or neither"), "{said}");
+    // A file that is not there.
+    let missing = dir.path().join("missing.pem");
+    let said = fails(&["--upstream", up, "--tls-cert", missing.to_str().unwrap(), "--tls-key", key]).await;
+    assert!(said.contains("missing.pem") && said.contains("cannot read"), "{said}");
+    // A file with no certificate in it.
+    let said = fails(&["--upstream", up, "--tls-cert", key, "--tls-key", key]).await;
+    assert!(said.contains("leaf-key.pem") && said.contains("no CERTIFICATE"), "{said}");
+    // A key that is not the certificate's.
+    let other = tempfile::tempdir().unwrap();
+    let (_, _, other_key) = certificate(other.path());
+    let said = fails(&["--upstream", up, "--tls-cert", cert, "--tls-key", other_key.to_str().unwrap()]).await;
+    assert!(said.contains(other_key.to_str().unwrap()) && said.contains("not the key of"), "{said}");
+}
