@@ -33,22 +33,34 @@ impl Readiness {
     }
 }
 
+/// What `/metrics` serves: the forward proxy's [`Metrics`], or the ingress's.
+pub trait MetricsText: Send + Sync + 'static {
+    /// The Prometheus text format.
+    fn render(&self) -> String;
+}
+
+impl MetricsText for Metrics {
+    fn render(&self) -> String {
+        Metrics::render(self)
+    }
+}
+
 /// A bound admin listener.
 #[derive(Debug)]
-pub struct Admin {
+pub struct Admin<M = Metrics> {
     listener: TcpListener,
-    metrics: Arc<Metrics>,
+    metrics: Arc<M>,
     ready: Readiness,
 }
 
-impl Admin {
+impl<M: MetricsText> Admin<M> {
     /// Binds `addr`.
-    pub async fn bind(addr: SocketAddr, metrics: Arc<Metrics>, ready: Readiness) -> std::io::Result<Admin> {
+    pub async fn bind(addr: SocketAddr, metrics: Arc<M>, ready: Readiness) -> std::io::Result<Admin<M>> {
         Ok(Admin { listener: TcpListener::bind(addr).await?, metrics, ready })
     }
 
     /// The metrics it serves.
-    pub fn metrics(&self) -> Arc<Metrics> {
+    pub fn metrics(&self) -> Arc<M> {
         self.metrics.clone()
     }
 
@@ -75,7 +87,7 @@ impl Admin {
             let (metrics, ready) = (self.metrics.clone(), self.ready.clone());
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                    let res = route(&req, &metrics, &ready);
+                    let res = route(&req, &*metrics, &ready);
                     async move { Ok::<_, Infallible>(res) }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -88,7 +100,7 @@ impl Admin {
     }
 }
 
-fn route(req: &Request<Incoming>, metrics: &Metrics, ready: &Readiness) -> Response<Full<Bytes>> {
+fn route(req: &Request<Incoming>, metrics: &impl MetricsText, ready: &Readiness) -> Response<Full<Bytes>> {
     let text = |status: StatusCode, body: String, ctype: &'static str| {
         let mut res = Response::new(Full::new(Bytes::from(body)));
         *res.status_mut() = status;

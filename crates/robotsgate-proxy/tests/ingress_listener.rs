@@ -208,3 +208,139 @@ async fn bad_tls_settings_stop_the_start_naming_the_file() {
     let said = fails(&["--upstream", up, "--tls-cert", cert, "--tls-key", other_key.to_str().unwrap()]).await;
     assert!(said.contains(other_key.to_str().unwrap()) && said.contains("not the key of"), "{said}");
 }
+
+const CLAUDEBOT: &str = "Mozilla/5.0 (compatible; ClaudeBot/1.0; +claudebot@anthropic.com)";
+
+/// `GET path` on the admin listener with curl: status and body.
+async fn admin_get(admin: SocketAddr, path: &str) -> (u16, String) {
+    let (status, _, body, _) = curl(&format!("http://{admin}{path}"), "test", &[]).await;
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// `GET path` on the admin listener again until `done` holds for its answer (bounded:
+/// what the process counts after a client is done, a closed connection, a record written,
+/// shows a moment later); the last answer.
+async fn admin_until(admin: SocketAddr, path: &str, done: impl Fn(u16, &str) -> bool) -> (u16, String) {
+    let deadline = std::time::Instant::now() + BOUND;
+    loop {
+        let (status, text) = admin_get(admin, path).await;
+        if done(status, &text) || std::time::Instant::now() > deadline {
+            return (status, text);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// The value of the sample `series` (name and labels exactly as exposed).
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+        .map(|v| v.trim().parse().unwrap_or_else(|_| panic!("{series}: not a number in {text}")))
+}
+
+/// Two operators: "Example" (GPTBot) whose list holds 127.0.0.0/8, so the tests' bots are
+/// verified, and "Elsewhere" (ClaudeBot) whose list does not: impersonators.
+fn operators(dir: &Path) -> String {
+    let list = |name: &str, net: &str| {
+        let path = dir.join(name);
+        let json = format!(
+            r#"{{"creationTime": "2026-11-20T10:00:00.000000", "prefixes": [{{"ipv4Prefix": "{net}"}}]}}"#
+        );
+        std::fs::write(&path, json).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    format!(
+        "[verify]\nrefresh = false\nrdns = false\n\n\
+         [[verify.operators]]\nname = \"Example\"\ntokens = [\"GPTBot\"]\nip_lists = [{:?}]\n\n\
+         [[verify.operators]]\nname = \"Elsewhere\"\ntokens = [\"ClaudeBot\"]\nip_lists = [{:?}]\n",
+        list("loopback.json", "127.0.0.0/8"),
+        list("elsewhere.json", "192.0.2.0/24"),
+    )
+}
+
+#[tokio::test]
+async fn the_admin_listener_counts_requests_decisions_identities_and_upstream_errors() {
+    let gate = Gate::new();
+    let site = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/page", Reply::ok("page")),
+        ("/private/x", Reply::ok("secret")),
+        ("/broken", Reply::reset()),
+        ("/slow", Reply::ok("slow").wait_gate(&gate)),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_file(dir.path(), &operators(dir.path()));
+    let log = dir.path().join("audit.jsonl");
+    let mut ingress = Ingress::start(
+        "http",
+        &[
+            "--upstream",
+            &site.base(),
+            "--config",
+            &cfg,
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--audit-log",
+            log.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let admin = ingress.process.address("admin listener", "at http://").await;
+    assert_eq!(admin_get(admin, "/healthz").await, (200, "ok\n".into()));
+    assert_eq!(admin_get(admin, "/readyz").await, (200, "ready\n".into()));
+    let (status, before) = admin_get(admin, "/metrics").await;
+    assert_eq!(status, 200);
+    assert_eq!(sample(&before, r#"robotsgate_ingress_requests_total{protocol="1.x"}"#), Some(0.0));
+
+    let get = |path: &'static str, ua: &'static str, extra: &'static [&'static str]| {
+        let url = ingress.url(path);
+        async move { curl(&url, ua, extra).await.0 }
+    };
+    assert_eq!(get("/page", BROWSER, &[]).await, 200);
+    assert_eq!(get("/page", BROWSER, &["--http2-prior-knowledge"]).await, 200);
+    assert_eq!(get("/robots.txt", GPTBOT, &[]).await, 200);
+    assert_eq!(get("/page", GPTBOT, &[]).await, 200);
+    assert_eq!(get("/private/x", GPTBOT, &[]).await, 403);
+    assert_eq!(get("/broken", GPTBOT, &[]).await, 502);
+    assert_eq!(get("/page", CLAUDEBOT, &[]).await, 403);
+
+    let expected = [
+        (r#"robotsgate_ingress_requests_total{protocol="1.x"}"#, 6.0),
+        (r#"robotsgate_ingress_requests_total{protocol="2"}"#, 1.0),
+        ("robotsgate_ingress_request_duration_seconds_count", 7.0),
+        (r#"robotsgate_ingress_decisions_total{outcome="robots-txt",reason="robots-txt"}"#, 1.0),
+        (r#"robotsgate_ingress_decisions_total{outcome="allowed",reason="no-rule"}"#, 2.0),
+        (r#"robotsgate_ingress_decisions_total{outcome="disallowed",reason="disallow-rule"}"#, 1.0),
+        (r#"robotsgate_ingress_decisions_total{outcome="identity-failed",reason="identity-failed"}"#, 1.0),
+        // robots.txt itself is never checked: GPTBot's other three requests.
+        (r#"robotsgate_ingress_identity_total{verdict="verified",method="ip_range"}"#, 3.0),
+        (r#"robotsgate_ingress_identity_total{verdict="failed",method="none"}"#, 1.0),
+        (r#"robotsgate_ingress_robots_fetches_total{result="2xx"}"#, 1.0),
+        (r#"robotsgate_ingress_upstream_errors_total{class="error"}"#, 1.0),
+        (r#"robotsgate_ingress_upstream_errors_total{class="timeout"}"#, 0.0),
+        ("robotsgate_ingress_connections_total", 7.0),
+        ("robotsgate_ingress_open_connections", 0.0),
+        // One per bot request.
+        ("robotsgate_ingress_audit_records_written", 5.0),
+    ];
+    let (_, text) = admin_until(admin, "/metrics", |_, text| {
+        expected.iter().all(|(series, want)| sample(text, series) == Some(*want))
+    })
+    .await;
+    for (series, want) in expected {
+        assert_eq!(sample(&text, series), Some(want), "{series}\n{text}");
+    }
+
+    // Draining: /readyz says 503 while a request is still in flight.
+    let slow = tokio::spawn(curl(ingress.url("/slow").leak(), BROWSER, &[]));
+    until("the slow request reaches the site", || site.hits("/slow") == 1).await;
+    ingress.process.signal("-TERM");
+    let ready = admin_until(admin, "/readyz", |status, _| status == 503).await;
+    assert_eq!(ready, (503, "not ready\n".into()));
+    gate.open();
+    let (status, _, body, _) = bounded("the slow request", slow).await.unwrap();
+    assert_eq!((status, body.as_slice()), (200, &b"slow"[..]));
+    let status = ingress.process.wait_exit().await;
+    assert!(status.success(), "{status:?}");
+}

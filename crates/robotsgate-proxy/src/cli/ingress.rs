@@ -103,6 +103,9 @@ pub fn run(args: IngressArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         let ingress = Ingress::start(&config).await?;
         let shutdown = super::run::shutdown_signal();
+        if let Some(addr) = ingress.admin_addr() {
+            tracing::info!("admin listener: /healthz, /readyz and /metrics at http://{addr}");
+        }
         tracing::info!(
             upstream = %config.ingress.upstream,
             mode = ?config.ingress.mode,

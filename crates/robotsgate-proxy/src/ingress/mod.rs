@@ -7,7 +7,10 @@
 //! `X-Forwarded-Proto`, `X-Forwarded-Host` and `Forwarded` added; an upstream that does
 //! not answer: `502`, recorded).
 
+mod metrics;
 mod tls;
+
+pub use metrics::{HandshakeFailure, IngressMetrics, OpenGuard, UpstreamFailure};
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -39,6 +42,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::{Layer as _, Service, ServiceExt as _};
 
+use crate::admin::{Admin, Readiness};
 use crate::app::{StartError, audit_log};
 use crate::config::{Config, ImpersonatorsName, IngressModeName, ReplayName, UnknownAgentsName};
 use crate::forward::strip_hop_by_hop;
@@ -103,6 +107,7 @@ pub struct Upstream {
     scheme: Scheme,
     authority: Authority,
     timeout: Duration,
+    metrics: Option<Arc<IngressMetrics>>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -123,7 +128,13 @@ impl Upstream {
         }
         let authority =
             uri.authority().cloned().ok_or_else(|| IngressError::Upstream(format!("{url:?}: no host")))?;
-        Ok(Upstream { pool, scheme, authority, timeout })
+        Ok(Upstream { pool, scheme, authority, timeout, metrics: None })
+    }
+
+    /// Counts upstream failures and robots.txt fetches in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<IngressMetrics>) -> Upstream {
+        self.metrics = Some(metrics);
+        self
     }
 
     fn bad_gateway(why: String) -> Response<UpstreamBody> {
@@ -199,12 +210,21 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
             if let Some(host) = host {
                 h.insert("x-forwarded-host", host);
             }
+            // No body: the layer's own fetch of robots.txt.
+            let robots_fetch = body.is_none();
             let body = match body {
                 Some(b) => Either::Left(b),
                 None => Either::Right(Empty::new()),
             };
             let req = Request::from_parts(parts, body);
-            match tokio::time::timeout(this.timeout, this.pool.send(req)).await {
+            let metrics = this.metrics.as_deref();
+            let answer = tokio::time::timeout(this.timeout, this.pool.send(req)).await;
+            if robots_fetch && let Some(m) = metrics {
+                m.robots_fetch(
+                    answer.as_ref().ok().and_then(|r| r.as_ref().ok()).map(|r| r.status().as_u16()),
+                );
+            }
+            match answer {
                 Ok(Ok(res)) => {
                     let (mut parts, body) = res.into_parts();
                     strip_hop_by_hop(&mut parts.headers);
@@ -212,9 +232,17 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
                 }
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "the upstream failed");
+                    if let Some(m) = metrics {
+                        m.upstream_failed(UpstreamFailure::Error);
+                    }
                     Ok(Upstream::bad_gateway(e.to_string()))
                 }
-                Err(_) => Ok(Upstream::bad_gateway(format!("no answer in {} s", this.timeout.as_secs()))),
+                Err(_) => {
+                    if let Some(m) = metrics {
+                        m.upstream_failed(UpstreamFailure::Timeout);
+                    }
+                    Ok(Upstream::bad_gateway(format!("no answer in {} s", this.timeout.as_secs())))
+                }
             }
         })
     }
@@ -305,6 +333,10 @@ pub struct Ingress {
     config: crate::config::IngressSection,
     refresher: Option<RefreshHandle>,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    metrics: Arc<IngressMetrics>,
+    admin: Option<Admin<IngressMetrics>>,
+    admin_addr: Option<SocketAddr>,
+    ready: Readiness,
 }
 
 impl std::fmt::Debug for Ingress {
@@ -375,8 +407,23 @@ impl Ingress {
                 idle_timeout: config.proxy.upstream_idle_timeout.0,
             },
         );
-        let upstream = Upstream::new(&ic.upstream, pool, ic.upstream_timeout.0)?;
         let audit = audit_log(config).await?;
+        let metrics = Arc::new(IngressMetrics::new(Some(audit.clone())));
+        let upstream =
+            Upstream::new(&ic.upstream, pool, ic.upstream_timeout.0)?.with_metrics(metrics.clone());
+        let ready = Readiness::default();
+        let admin = match config.admin.listen {
+            Some(a) => Some(
+                Admin::bind(a, metrics.clone(), ready.clone())
+                    .await
+                    .map_err(|source| StartError::AdminListen { addr: a, source })?,
+            ),
+            None => None,
+        };
+        let admin_addr = match &admin {
+            Some(a) => Some(a.local_addr().map_err(|source| StartError::AdminListen { addr, source })?),
+            None => None,
+        };
 
         let settings = IngressConfig {
             mode: match ic.mode {
@@ -399,18 +446,44 @@ impl Ingress {
         };
         let verifier = verifier(config, &outbound)?;
         let refresher = verifier.as_ref().and_then(|v| refresher(config, v, &outbound));
-        let mut builder =
-            IngressLayer::builder().config(settings).audit(audit.clone()).verifier(verifier.map(Arc::new));
+        let observed = metrics.clone();
+        let mut builder = IngressLayer::builder()
+            .config(settings)
+            .audit(audit.clone())
+            .verifier(verifier.map(Arc::new))
+            .observer(move |record| observed.record(record));
         if let Some(body) = robots {
             builder = builder.robots_bytes(body);
         }
         let service = builder.build().layer(upstream);
-        Ok(Ingress { listener, addr, service, audit, config: ic.clone(), refresher, tls: acceptor })
+        Ok(Ingress {
+            listener,
+            addr,
+            service,
+            audit,
+            config: ic.clone(),
+            refresher,
+            tls: acceptor,
+            metrics,
+            admin,
+            admin_addr,
+            ready,
+        })
     }
 
     /// The address it listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address of the admin listener (`[admin] listen`), when configured.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Arc<IngressMetrics> {
+        &self.metrics
     }
 
     /// `https` when it terminates TLS, else `http`.
@@ -421,7 +494,10 @@ impl Ingress {
     /// Serves until `shutdown` completes, then lets the requests in flight finish (within
     /// `shutdown_grace`) and closes the audit log.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
-        let Ingress { listener, service, audit, config, refresher, tls, .. } = self;
+        let Ingress { listener, service, audit, config, refresher, tls, metrics, admin, ready, .. } = self;
+        let stop_admin = CancellationToken::new();
+        let admin = admin.map(|a| tokio::spawn(a.run(stop_admin.clone())));
+        ready.set(true);
         let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
         let stop = CancellationToken::new();
         let tracker = TaskTracker::new();
@@ -458,15 +534,26 @@ impl Ingress {
                 tracing::warn!(%peer, "ingress.max_connections reached: connection closed");
                 continue;
             };
+            let open = metrics.connection();
             let svc = service.clone();
             let https = tls.is_some();
+            let counted = metrics.clone();
             let hyper_svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
                 req.extensions_mut().insert(peer);
                 if https {
                     req.extensions_mut().insert(Https);
                 }
-                svc.clone().oneshot(req.map(Some))
+                let http2 = req.version() == http::Version::HTTP_2;
+                let started = std::time::Instant::now();
+                let answer = svc.clone().oneshot(req.map(Some));
+                let counted = counted.clone();
+                async move {
+                    let res = answer.await;
+                    counted.request(http2, started.elapsed());
+                    res
+                }
             });
+            let conn_metrics = metrics.clone();
             let builder = builder.clone();
             let stop = stop.clone();
             let tls = tls.clone();
@@ -480,14 +567,23 @@ impl Ingress {
                         };
                         match handshake {
                             Ok(Ok(stream)) => serve(&builder, TokioIo::new(stream), hyper_svc, &stop).await,
-                            Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
-                            Err(_) => tracing::debug!(%peer, "TLS handshake not finished in time: closed"),
+                            Ok(Err(e)) => {
+                                conn_metrics.handshake_failed(HandshakeFailure::Error);
+                                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            }
+                            Err(_) => {
+                                conn_metrics.handshake_failed(HandshakeFailure::Timeout);
+                                tracing::debug!(%peer, "TLS handshake not finished in time: closed");
+                            }
                         }
                     }
                 }
+                drop(open);
                 drop(permit);
             });
         }
+        // Draining: load balancers stop sending new clients.
+        ready.set(false);
         drop(listener);
         stop.cancel();
         tracker.close();
@@ -498,6 +594,10 @@ impl Ingress {
             r.shutdown().await;
         }
         audit.shutdown().await;
+        stop_admin.cancel();
+        if let Some(task) = admin {
+            let _ = task.await;
+        }
         Ok(())
     }
 }

@@ -1,0 +1,276 @@
+//! The metrics of `robotsgate ingress` (`robotsgate_ingress_*`), served by the admin
+//! listener at `/metrics`.
+//!
+//! Bot requests are counted from the layer's records ([`IngressMetrics::record`], given
+//! to [`IngressBuilder::observer`](robotsgate::ingress::IngressBuilder::observer)): by
+//! outcome and reason (the names of [`robotsgate::Outcome`] and
+//! [`robotsgate::ReasonClass`]) and by identity verdict and method. The counters of each
+//! label set are made once and then found by comparing the record's `&'static str`
+//! names: nothing is hashed or allocated per request.
+
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use robotsgate::audit::{AuditLog, IngressRecord};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabels {
+    outcome: &'static str,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IdentityLabels {
+    verdict: &'static str,
+    method: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProtocolLabels {
+    protocol: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassLabels {
+    class: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+/// The counters of a family by a pair of static names, made on first use.
+struct Memo<L> {
+    family: Family<L, Counter>,
+    made: ArcSwap<Vec<((&'static str, &'static str), Counter)>>,
+    labels: fn(&'static str, &'static str) -> L,
+}
+
+impl<L> Memo<L>
+where
+    L: Clone + std::hash::Hash + Eq + EncodeLabelSet + std::fmt::Debug + Send + Sync + 'static,
+{
+    fn new(labels: fn(&'static str, &'static str) -> L) -> Memo<L> {
+        Memo { family: Family::default(), made: ArcSwap::default(), labels }
+    }
+
+    fn inc(&self, key: (&'static str, &'static str)) {
+        if let Some((_, c)) = self.made.load().iter().find(|(k, _)| *k == key) {
+            c.inc();
+            return;
+        }
+        let counter = self.family.get_or_create(&(self.labels)(key.0, key.1)).clone();
+        counter.inc();
+        self.made.rcu(|made| {
+            let mut made = Vec::clone(made);
+            if !made.iter().any(|(k, _)| *k == key) {
+                made.push((key, counter.clone()));
+            }
+            made
+        });
+    }
+}
+
+/// How a TLS handshake failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandshakeFailure {
+    /// The client sent something that is not a TLS handshake we can finish.
+    Error,
+    /// It did not finish within `ingress.tls_handshake_timeout`.
+    Timeout,
+}
+
+/// Why the upstream did not answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamFailure {
+    /// Connecting or sending failed.
+    Error,
+    /// No answer within `ingress.upstream_timeout`.
+    Timeout,
+}
+
+/// The metrics of one `robotsgate ingress` process.
+pub struct IngressMetrics {
+    registry: Registry,
+    /// HTTP/1.x, HTTP/2.
+    requests: [Counter; 2],
+    request_seconds: Histogram,
+    decisions: Memo<DecisionLabels>,
+    identity: Memo<IdentityLabels>,
+    /// error, timeout
+    upstream_errors: [Counter; 2],
+    /// error, timeout
+    handshake_failures: [Counter; 2],
+    /// 2xx, 3xx, 4xx, 5xx, error
+    robots_fetches: [Counter; 5],
+    connections: Counter,
+    connections_open: Gauge,
+    websockets: Counter,
+    websockets_open: Gauge,
+    audit_written: Gauge,
+    audit_lost: Gauge,
+    audit: Option<AuditLog>,
+}
+
+impl std::fmt::Debug for IngressMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IngressMetrics").finish_non_exhaustive()
+    }
+}
+
+impl IngressMetrics {
+    /// All series registered, at zero; the audit figures read from `audit` when scraped.
+    pub fn new(audit: Option<AuditLog>) -> IngressMetrics {
+        let requests = Family::<ProtocolLabels, Counter>::default();
+        let upstream_errors = Family::<ClassLabels, Counter>::default();
+        let handshakes = Family::<ClassLabels, Counter>::default();
+        let fetches = Family::<ResultLabels, Counter>::default();
+        let m = IngressMetrics {
+            registry: Registry::default(),
+            requests: ["1.x", "2"]
+                .map(|protocol| requests.get_or_create(&ProtocolLabels { protocol }).clone()),
+            request_seconds: Histogram::new(exponential_buckets(0.000_1, 4.0, 10)),
+            decisions: Memo::new(|outcome, reason| DecisionLabels { outcome, reason }),
+            identity: Memo::new(|verdict, method| IdentityLabels { verdict, method }),
+            upstream_errors: ["error", "timeout"]
+                .map(|class| upstream_errors.get_or_create(&ClassLabels { class }).clone()),
+            handshake_failures: ["error", "timeout"]
+                .map(|class| handshakes.get_or_create(&ClassLabels { class }).clone()),
+            robots_fetches: ["2xx", "3xx", "4xx", "5xx", "error"]
+                .map(|result| fetches.get_or_create(&ResultLabels { result }).clone()),
+            connections: Counter::default(),
+            connections_open: Gauge::default(),
+            websockets: Counter::default(),
+            websockets_open: Gauge::default(),
+            audit_written: Gauge::default(),
+            audit_lost: Gauge::default(),
+            audit,
+        };
+        let mut r = Registry::with_prefix("robotsgate_ingress");
+        r.register("requests", "Requests received (bots and others), by HTTP version", requests);
+        r.register(
+            "request_duration_seconds",
+            "Time from a request to its response headers",
+            m.request_seconds.clone(),
+        );
+        r.register(
+            "decisions",
+            "Bot requests by outcome and reason (robots-txt: fetches of robots.txt itself)",
+            m.decisions.family.clone(),
+        );
+        r.register(
+            "identity",
+            "Bot requests whose identity was checked, by verdict (verified, unverified, failed) and \
+             method (ip_range, reverse_dns, signature; none when not verified)",
+            m.identity.family.clone(),
+        );
+        r.register(
+            "upstream_errors",
+            "Requests the upstream did not answer (502), by class (error, timeout)",
+            upstream_errors,
+        );
+        r.register(
+            "robots_fetches",
+            "Fetches of the upstream's /robots.txt by robotsgate, by result (status class or error)",
+            fetches,
+        );
+        r.register(
+            "tls_handshake_failures",
+            "TLS handshakes that failed (error) or did not finish in time (timeout)",
+            handshakes,
+        );
+        r.register("connections", "Client connections accepted", m.connections.clone());
+        r.register("open_connections", "Client connections open", m.connections_open.clone());
+        r.register("websockets", "WebSocket connections spliced to the upstream", m.websockets.clone());
+        r.register("open_websockets", "WebSocket connections open", m.websockets_open.clone());
+        r.register("audit_records_written", "Audit records written", m.audit_written.clone());
+        r.register("audit_records_lost", "Audit records lost because writing failed", m.audit_lost.clone());
+        IngressMetrics { registry: r, ..m }
+    }
+
+    /// A bot request's record (the layer's observer).
+    pub fn record(&self, record: &IngressRecord) {
+        self.decisions.inc((record.outcome, record.reason));
+        if let Some(verdict) = record.identity {
+            self.identity.inc((verdict, record.identity_method.unwrap_or("none")));
+        }
+    }
+
+    /// A request and the time to its response headers.
+    pub fn request(&self, http2: bool, took: Duration) {
+        self.requests[usize::from(http2)].inc();
+        self.request_seconds.observe(took.as_secs_f64());
+    }
+
+    /// The upstream did not answer.
+    pub fn upstream_failed(&self, why: UpstreamFailure) {
+        self.upstream_errors[usize::from(why == UpstreamFailure::Timeout)].inc();
+    }
+
+    /// robotsgate fetched the upstream's robots.txt: its status, or `None` (no answer).
+    pub fn robots_fetch(&self, status: Option<u16>) {
+        let i = match status {
+            Some(200..=299) => 0,
+            Some(300..=399) => 1,
+            Some(400..=499) => 2,
+            Some(_) => 3,
+            None => 4,
+        };
+        self.robots_fetches[i].inc();
+    }
+
+    /// A TLS handshake failed.
+    pub fn handshake_failed(&self, why: HandshakeFailure) {
+        self.handshake_failures[usize::from(why == HandshakeFailure::Timeout)].inc();
+    }
+
+    /// A client connection, open until the guard is dropped.
+    pub fn connection(&self) -> OpenGuard {
+        self.connections.inc();
+        self.connections_open.inc();
+        OpenGuard(self.connections_open.clone())
+    }
+
+    /// A WebSocket spliced to the upstream, open until the guard is dropped.
+    pub fn websocket(&self) -> OpenGuard {
+        self.websockets.inc();
+        self.websockets_open.inc();
+        OpenGuard(self.websockets_open.clone())
+    }
+
+    /// The Prometheus text format.
+    pub fn render(&self) -> String {
+        if let Some(audit) = &self.audit {
+            self.audit_written.set(i64::try_from(audit.written()).unwrap_or(i64::MAX));
+            self.audit_lost.set(i64::try_from(audit.lost()).unwrap_or(i64::MAX));
+        }
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+impl crate::admin::MetricsText for IngressMetrics {
+    fn render(&self) -> String {
+        IngressMetrics::render(self)
+    }
+}
+
+/// Decrements an open-count gauge when dropped.
+#[derive(Debug)]
+pub struct OpenGuard(Gauge);
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
