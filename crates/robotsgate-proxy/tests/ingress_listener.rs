@@ -344,3 +344,152 @@ async fn the_admin_listener_counts_requests_decisions_identities_and_upstream_er
     let status = ingress.process.wait_exit().await;
     assert!(status.success(), "{status:?}");
 }
+
+/// The WebSocket handshake request for `url` as `ua`.
+fn ws_request(url: &str, ua: &str) -> http::Request<()> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+    let mut req = url.into_client_request().unwrap();
+    req.headers_mut().insert("user-agent", ua.parse().unwrap());
+    req
+}
+
+/// Sends `text` on `ws` and expects the site's echo.
+async fn ws_echo<S>(ws: &mut tokio_tungstenite::WebSocketStream<S>, text: &str)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+    bounded("send", ws.send(Message::text(text))).await.expect("send");
+    let got = bounded("echo", ws.next()).await.expect("a message").expect("a message");
+    assert_eq!(got, Message::text(format!("echo: {text}")));
+}
+
+#[tokio::test]
+async fn websockets_pass_for_allowed_bots_and_browsers_and_disallowed_ones_get_403() {
+    use tokio_tungstenite::tungstenite::Error as WsError;
+    let site = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/chat", Reply::websocket()),
+        ("/private/chat", Reply::websocket()),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = certificate(dir.path());
+    let cfg = config_file(dir.path(), NO_VERIFY);
+    let log = dir.path().join("audit.jsonl");
+    let ingress = Ingress::start(
+        "http",
+        &["--upstream", &site.base(), "--config", &cfg, "--audit-log", log.to_str().unwrap()],
+    )
+    .await;
+    let ws_url = |path: &str| format!("ws://{}{path}", ingress.addr);
+
+    // An allowed bot: the upgrade reaches the site, messages go both ways.
+    let tcp = tokio::net::TcpStream::connect(ingress.addr).await.unwrap();
+    let (mut ws, res) =
+        bounded("handshake", tokio_tungstenite::client_async(ws_request(&ws_url("/chat"), GPTBOT), tcp))
+            .await
+            .expect("101");
+    assert_eq!(res.status(), 101);
+    ws_echo(&mut ws, "hello").await;
+    ws_echo(&mut ws, "and again").await;
+    bounded("close", ws.close(None)).await.expect("close");
+    drop(ws);
+    until("the site sees the close", || site.ws_closed() == 1).await;
+    assert_eq!(site.ws_messages(), 2);
+    let seen = site.seen_for("/chat");
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].headers["upgrade"], "websocket");
+    assert_eq!(seen[0].headers["x-forwarded-for"], "127.0.0.1");
+
+    // A browser on the path bots may not use: not a bot, it passes.
+    let tcp = tokio::net::TcpStream::connect(ingress.addr).await.unwrap();
+    let (mut ws, _) = bounded(
+        "handshake",
+        tokio_tungstenite::client_async(ws_request(&ws_url("/private/chat"), BROWSER), tcp),
+    )
+    .await
+    .expect("101");
+    ws_echo(&mut ws, "browser").await;
+    drop(ws);
+
+    // A disallowed bot: robotsgate's 403, the site never asked.
+    let tcp = tokio::net::TcpStream::connect(ingress.addr).await.unwrap();
+    let refused = bounded(
+        "handshake",
+        tokio_tungstenite::client_async(ws_request(&ws_url("/private/chat"), GPTBOT), tcp),
+    )
+    .await;
+    match refused {
+        Err(WsError::Http(res)) => {
+            assert_eq!(res.status(), 403);
+            assert_eq!(res.headers()["x-robotsgate"], "disallowed");
+        }
+        other => panic!("not refused: {other:?}"),
+    }
+    assert_eq!(site.hits("/private/chat"), 1, "the browser's only");
+    ingress.stop().await;
+    let recs: Vec<_> = read_jsonl(&log).into_iter().filter(|r| r["type"] == "ingress").collect();
+    let outcomes: Vec<_> =
+        recs.iter().map(|r| (r["outcome"].as_str().unwrap(), r["status"].as_u64())).collect();
+    assert_eq!(outcomes, [("allowed", Some(101)), ("disallowed", Some(403))]);
+
+    // And over HTTPS (wss://), through the TLS listener.
+    let ingress = Ingress::start(
+        "https",
+        &[
+            "--upstream",
+            &site.base(),
+            "--config",
+            &cfg,
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    )
+    .await;
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    let pem = std::fs::read(&ca).unwrap();
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let connector = tokio_rustls::TlsConnector::from(ca::client_config(roots, &[b"http/1.1"]));
+    let tcp = tokio::net::TcpStream::connect(ingress.addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = bounded("TLS", connector.connect(name, tcp)).await.unwrap();
+    let url = format!("wss://localhost:{}/chat", ingress.addr.port());
+    let (mut ws, res) = bounded("handshake", tokio_tungstenite::client_async(ws_request(&url, GPTBOT), tls))
+        .await
+        .expect("101");
+    assert_eq!(res.status(), 101);
+    ws_echo(&mut ws, "over tls").await;
+    bounded("close", ws.close(None)).await.expect("close");
+    drop(ws);
+    until("the site sees the second close", || site.ws_closed() == 3).await;
+    ingress.stop().await;
+}
+
+#[tokio::test]
+async fn a_silent_websocket_is_closed_after_the_idle_timeout() {
+    use futures_util::StreamExt as _;
+    let site = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/chat", Reply::websocket())]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_file(dir.path(), &format!("[ingress]\nwebsocket_idle_timeout = \"300ms\"\n{NO_VERIFY}"));
+    let ingress = Ingress::start("http", &["--upstream", &site.base(), "--config", &cfg]).await;
+    let tcp = tokio::net::TcpStream::connect(ingress.addr).await.unwrap();
+    let url = format!("ws://{}/chat", ingress.addr);
+    let (mut ws, _) = bounded("handshake", tokio_tungstenite::client_async(ws_request(&url, GPTBOT), tcp))
+        .await
+        .expect("101");
+    ws_echo(&mut ws, "hello").await;
+    let started = std::time::Instant::now();
+    // Nothing more is sent: robotsgate closes both sides.
+    let next = bounded("the close", ws.next()).await;
+    assert!(!matches!(next, Some(Ok(tokio_tungstenite::tungstenite::Message::Text(_)))), "{next:?}");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(200), "{:?}", started.elapsed());
+    until("the site sees the close", || site.ws_closed() == 1).await;
+    ingress.stop().await;
+}

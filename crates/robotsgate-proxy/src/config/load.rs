@@ -109,6 +109,9 @@ impl Config {
             }
             _ => {}
         }
+        if ic.websocket_idle_timeout.0.is_zero() {
+            return Err(err("ingress.websocket_idle_timeout", "must be more than 0".into()));
+        }
         if ic.tls_handshake_timeout.0.is_zero() {
             return Err(err("ingress.tls_handshake_timeout", "must be more than 0".into()));
         }

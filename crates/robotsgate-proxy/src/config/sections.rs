@@ -412,6 +412,8 @@ pub struct IngressSection {
     pub tls_key: String,
     /// The longest a client may take to finish its TLS handshake.
     pub tls_handshake_timeout: Dur,
+    /// A WebSocket with nothing moving either way for this long is closed.
+    pub websocket_idle_timeout: Dur,
 }
 
 /// `refuse`, `star` or `allow`: what a bot whose identity check failed gets.

@@ -52,7 +52,8 @@ pub(crate) use headers::{HeadLimit, own_via};
 pub use service::ProxyBody;
 pub(crate) use service::{ProxyService, boxed};
 pub(crate) use sticky::Sticky;
-pub(crate) use tunnel::PreConnected;
+pub(crate) use tunnel::{PreConnected, copy_until_idle};
+pub(crate) use upgrade::wants_websocket;
 
 /// How requests are forwarded.
 #[derive(Debug, Clone)]

@@ -109,7 +109,7 @@ impl Forwarder {
 
 /// Copies both ways between a client and an origin until either side closes or nothing
 /// moves for `idle`, counting the bytes each way in `tally`.
-pub(super) async fn copy_until_idle<A, B>(
+pub(crate) async fn copy_until_idle<A, B>(
     client: A,
     origin: B,
     idle: Duration,

@@ -26,7 +26,7 @@ use robotsgate::{Refusal, RefusalKind};
 
 /// Whether a request asks for a WebSocket upgrade: `GET` over HTTP/1.1 with `websocket`
 /// in `Upgrade` and `upgrade` among the `Connection` tokens.
-pub(super) fn wants_websocket<B>(req: &Request<B>) -> bool {
+pub(crate) fn wants_websocket<B>(req: &Request<B>) -> bool {
     req.method() == http::Method::GET
         && req.version() == http::Version::HTTP_11
         && has_token(req.headers(), header::UPGRADE, "websocket")

@@ -9,6 +9,7 @@
 
 mod metrics;
 mod tls;
+mod upgrade;
 
 pub use metrics::{HandshakeFailure, IngressMetrics, OpenGuard, UpstreamFailure};
 
@@ -45,7 +46,7 @@ use tower::{Layer as _, Service, ServiceExt as _};
 use crate::admin::{Admin, Readiness};
 use crate::app::{StartError, audit_log};
 use crate::config::{Config, ImpersonatorsName, IngressModeName, ReplayName, UnknownAgentsName};
-use crate::forward::strip_hop_by_hop;
+use crate::forward::{strip_hop_by_hop, wants_websocket};
 
 /// Why `robotsgate ingress` cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -93,8 +94,10 @@ pub enum IngressError {
 /// The request body the upstream service takes: the client's, or none (the layer's own
 /// robots.txt fetch).
 pub type UpstreamRequestBody = Option<Incoming>;
-/// The response body the upstream service gives: the upstream's, or robotsgate's `502`.
-pub type UpstreamBody = Either<PoolBody, Full<Bytes>>;
+/// The response body the upstream service gives: the upstream's (through the pool), or
+/// robotsgate's own (a `502`, a `101`), or the upstream's answer to a WebSocket upgrade
+/// it did not accept.
+pub type UpstreamBody = Either<PoolBody, Either<Full<Bytes>, Incoming>>;
 
 /// In a request's extensions: it came over HTTPS (`X-Forwarded-Proto: https`).
 #[derive(Debug, Clone, Copy)]
@@ -108,6 +111,10 @@ pub struct Upstream {
     authority: Authority,
     timeout: Duration,
     metrics: Option<Arc<IngressMetrics>>,
+    /// WebSockets: their tasks, the signal that ends them, how long one may stay silent.
+    tunnels: TaskTracker,
+    cut: CancellationToken,
+    websocket_idle: Duration,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -128,7 +135,22 @@ impl Upstream {
         }
         let authority =
             uri.authority().cloned().ok_or_else(|| IngressError::Upstream(format!("{url:?}: no host")))?;
-        Ok(Upstream { pool, scheme, authority, timeout, metrics: None })
+        Ok(Upstream {
+            pool,
+            scheme,
+            authority,
+            timeout,
+            metrics: None,
+            tunnels: TaskTracker::new(),
+            cut: CancellationToken::new(),
+            websocket_idle: Duration::from_secs(600),
+        })
+    }
+
+    /// A WebSocket with nothing moving either way for `idle` is closed (default 10 min).
+    pub fn with_websocket_idle_timeout(mut self, idle: Duration) -> Upstream {
+        self.websocket_idle = idle;
+        self
     }
 
     /// Counts upstream failures and robots.txt fetches in `metrics`.
@@ -139,7 +161,7 @@ impl Upstream {
 
     fn bad_gateway(why: String) -> Response<UpstreamBody> {
         let text = format!("robotsgate: the site did not answer: {why}\n");
-        let mut res = Response::new(Either::Right(Full::new(Bytes::from(text.clone()))));
+        let mut res = Response::new(Either::Right(Either::Left(Full::new(Bytes::from(text.clone())))));
         *res.status_mut() = StatusCode::BAD_GATEWAY;
         let h = res.headers_mut();
         h.insert(ROBOTSGATE_HEADER, HeaderValue::from_static("upstream-unreachable"));
@@ -164,6 +186,7 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
     fn call(&mut self, req: Request<UpstreamRequestBody>) -> Self::Future {
         let this = self.clone();
         Box::pin(async move {
+            let websocket = wants_websocket(&req).then(|| req.headers().get(http::header::UPGRADE).cloned());
             let (mut parts, body) = req.into_parts();
             let peer = parts.extensions.get::<SocketAddr>().map(|a| a.ip());
             let proto = if parts.extensions.get::<Https>().is_some() { "https" } else { "http" };
@@ -209,6 +232,11 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
             h.insert("x-forwarded-proto", HeaderValue::from_static(proto));
             if let Some(host) = host {
                 h.insert("x-forwarded-host", host);
+            }
+            if let Some(Some(upgrade)) = websocket
+                && let Some(client) = parts.extensions.remove::<hyper::upgrade::OnUpgrade>()
+            {
+                return Ok(this.upgrade(parts, upgrade, client).await);
             }
             // No body: the layer's own fetch of robots.txt.
             let robots_fetch = body.is_none();
@@ -337,6 +365,8 @@ pub struct Ingress {
     admin: Option<Admin<IngressMetrics>>,
     admin_addr: Option<SocketAddr>,
     ready: Readiness,
+    /// The upstream's WebSocket tasks and the signal that closes them.
+    websockets: (TaskTracker, CancellationToken),
 }
 
 impl std::fmt::Debug for Ingress {
@@ -409,8 +439,10 @@ impl Ingress {
         );
         let audit = audit_log(config).await?;
         let metrics = Arc::new(IngressMetrics::new(Some(audit.clone())));
-        let upstream =
-            Upstream::new(&ic.upstream, pool, ic.upstream_timeout.0)?.with_metrics(metrics.clone());
+        let upstream = Upstream::new(&ic.upstream, pool, ic.upstream_timeout.0)?
+            .with_metrics(metrics.clone())
+            .with_websocket_idle_timeout(ic.websocket_idle_timeout.0);
+        let websockets = (upstream.tunnels.clone(), upstream.cut.clone());
         let ready = Readiness::default();
         let admin = match config.admin.listen {
             Some(a) => Some(
@@ -468,6 +500,7 @@ impl Ingress {
             admin,
             admin_addr,
             ready,
+            websockets,
         })
     }
 
@@ -494,7 +527,19 @@ impl Ingress {
     /// Serves until `shutdown` completes, then lets the requests in flight finish (within
     /// `shutdown_grace`) and closes the audit log.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
-        let Ingress { listener, service, audit, config, refresher, tls, metrics, admin, ready, .. } = self;
+        let Ingress {
+            listener,
+            service,
+            audit,
+            config,
+            refresher,
+            tls,
+            metrics,
+            admin,
+            ready,
+            websockets,
+            ..
+        } = self;
         let stop_admin = CancellationToken::new();
         let admin = admin.map(|a| tokio::spawn(a.run(stop_admin.clone())));
         ready.set(true);
@@ -587,9 +632,15 @@ impl Ingress {
         drop(listener);
         stop.cancel();
         tracker.close();
-        if tokio::time::timeout(config.shutdown_grace.0, tracker.wait()).await.is_err() {
-            tracing::warn!("requests still in flight after ingress.shutdown_grace: closed");
+        let (tunnels, cut) = websockets;
+        tunnels.close();
+        let drained = async { tokio::join!(tracker.wait(), tunnels.wait()) };
+        if tokio::time::timeout(config.shutdown_grace.0, drained).await.is_err() {
+            tracing::warn!("requests or WebSockets still open after ingress.shutdown_grace: closed");
         }
+        cut.cancel();
+        // Cut, they end at once.
+        let _ = tokio::time::timeout(Duration::from_secs(1), tunnels.wait()).await;
         if let Some(r) = refresher {
             r.shutdown().await;
         }
