@@ -275,6 +275,38 @@ async fn a_given_file_is_enforced_and_served() {
 }
 
 #[tokio::test]
+async fn a_running_layer_takes_new_settings_and_a_new_file() {
+    let site = Site::new(200, "User-agent: *\nDisallow: /fetched\n");
+    let layer = IngressLayer::builder().robots_bytes(ROBOTS).build();
+    let addr = serve(layer.clone(), site.clone()).await;
+    assert_eq!(get(addr, "/private", GPTBOT).await.0, StatusCode::FORBIDDEN);
+    // New settings: the status of a refusal, then report-only.
+    let mut config = (*layer.config()).clone();
+    config.status = StatusCode::NOT_FOUND;
+    layer.reload(config.clone());
+    assert_eq!(get(addr, "/private", GPTBOT).await.0, StatusCode::NOT_FOUND);
+    config.mode = Mode::ReportOnly;
+    layer.reload(config.clone());
+    assert_eq!(get(addr, "/private", GPTBOT).await.0, StatusCode::OK);
+    assert_eq!(site.hits(), 1);
+    config.mode = Mode::Enforce;
+    layer.reload(config);
+    // A new file: enforced and served.
+    let new = "User-agent: GPTBot\nDisallow: /other\n";
+    layer.set_robots_bytes(Some(Bytes::from_static(new.as_bytes())));
+    assert_eq!(get(addr, "/private", GPTBOT).await.0, StatusCode::OK);
+    assert_eq!(get(addr, "/other", GPTBOT).await.0, StatusCode::NOT_FOUND);
+    let (status, _, body) = get(addr, "/robots.txt", GPTBOT).await;
+    assert_eq!((status, &body[..]), (StatusCode::OK, new.as_bytes()));
+    // No file: the site's own, fetched.
+    assert_eq!(site.robots_fetches.load(Ordering::SeqCst), 0);
+    layer.set_robots_bytes(None);
+    assert_eq!(get(addr, "/fetched", CLAUDEBOT).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(get(addr, "/other", GPTBOT).await.0, StatusCode::OK);
+    assert_eq!(site.robots_fetches.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
 async fn report_only_decides_records_and_passes() {
     let site = Site::new(200, ROBOTS);
     let (seen, b) = records();

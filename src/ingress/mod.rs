@@ -80,6 +80,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::StatusCode;
 use ipnet::IpNet;
@@ -277,15 +278,13 @@ impl IngressBuilder {
 
     /// The layer.
     pub fn build(self) -> IngressLayer {
-        let cache = match self.robots {
-            Some(body) => source::RobotsCache::fixed(body, &self.known),
-            None => source::RobotsCache::fetched(self.config.ttl, self.config.error_ttl),
-        };
+        let cache =
+            source::RobotsCache::new(self.robots, &self.known, self.config.ttl, self.config.error_ttl);
         IngressLayer {
             shared: Arc::new(Shared {
                 limiter: state::Limiter::new(self.config.max_bots),
                 fetches: state::FetchMemory::new(self.config.max_bots as u64),
-                config: self.config,
+                config: ArcSwap::from_pointee(self.config),
                 cache,
                 known: self.known,
                 audit: self.audit,
@@ -298,7 +297,8 @@ impl IngressBuilder {
 
 /// What every clone of the layer and its services shares.
 pub(crate) struct Shared {
-    pub(crate) config: IngressConfig,
+    /// Replaced by [`IngressLayer::reload`].
+    pub(crate) config: ArcSwap<IngressConfig>,
     pub(crate) cache: source::RobotsCache,
     pub(crate) known: Arc<KnownAgents>,
     pub(crate) limiter: state::Limiter,
@@ -317,7 +317,9 @@ pub struct IngressLayer {
 
 impl std::fmt::Debug for IngressLayer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IngressLayer").field("config", &self.shared.config).finish_non_exhaustive()
+        f.debug_struct("IngressLayer")
+            .field("config", &self.shared.config.load_full())
+            .finish_non_exhaustive()
     }
 }
 
@@ -333,6 +335,26 @@ impl IngressLayer {
             observer: None,
             verifier: None,
         }
+    }
+
+    /// Applies new settings to this layer and every service made from it, from the next
+    /// request on: mode, status, unknown agents, impersonators, profile, trusted proxies,
+    /// `fetch_timeout` and `max_retry_after`. The robots.txt time to live (`ttl`,
+    /// `error_ttl`) and `max_bots` stay as built. Pacing state and the robots.txt fetches
+    /// remembered are kept.
+    pub fn reload(&self, config: IngressConfig) {
+        self.shared.config.store(Arc::new(config));
+    }
+
+    /// Replaces the site's robots.txt given as bytes ([`IngressBuilder::robots_bytes`]);
+    /// `None`: fetched through the inner service from now on.
+    pub fn set_robots_bytes(&self, body: Option<Bytes>) {
+        self.shared.cache.set_fixed(body, &self.shared.known);
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> Arc<IngressConfig> {
+        self.shared.config.load_full()
     }
 
     /// When the bot (`token`, from `client`'s network) last fetched robots.txt here.

@@ -35,7 +35,9 @@ pub struct IngressService<S> {
 
 impl<S> std::fmt::Debug for IngressService<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IngressService").field("config", &self.shared.config).finish_non_exhaustive()
+        f.debug_struct("IngressService")
+            .field("config", &self.shared.config.load_full())
+            .finish_non_exhaustive()
     }
 }
 
@@ -192,7 +194,7 @@ fn record(
         site_group: found.is_some_and(|f| f.site_group),
         method: facts.method.clone(),
         path: facts.path.clone(),
-        mode: shared.config.mode.as_str(),
+        mode: shared.config.load().mode.as_str(),
         outcome: outcome.as_str(),
         reason: judgement.map_or(ReasonClass::RobotsTxt, |j| j.class).as_str(),
         rule: judgement.and_then(|j| j.rule.as_ref()).map(|r| IngressRule {
@@ -258,7 +260,8 @@ where
     ResB: Body<Data = Bytes> + Send + 'static,
     ResB::Error: std::fmt::Display,
 {
-    let config = &shared.config;
+    let config = shared.config.load_full();
+    let fetch_timeout = config.fetch_timeout;
     let head = req.method() == Method::HEAD;
     let peer = req.extensions().get::<SocketAddr>().map(|a| a.ip());
     let client = client_ip(peer, req.headers(), &config.trusted_proxies);
@@ -267,7 +270,7 @@ where
         .cache
         .current(&shared.known, {
             let fetcher = inner.clone();
-            move || fetch_robots(fetcher, host, config.fetch_timeout)
+            move || fetch_robots(fetcher, host, fetch_timeout)
         })
         .await;
     let ua = user_agent(req.headers());

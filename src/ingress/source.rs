@@ -58,7 +58,8 @@ struct Held {
 /// The site's robots.txt, as the service uses it.
 #[derive(Debug)]
 pub(crate) struct RobotsCache {
-    fixed: Option<Arc<SiteRobots>>,
+    /// A file given (replaceable while running); `None`: fetched.
+    fixed: ArcSwapOption<SiteRobots>,
     held: ArcSwapOption<Held>,
     fetching: tokio::sync::Mutex<()>,
     ttl: Duration,
@@ -70,21 +71,16 @@ pub(crate) struct RobotsCache {
 pub(crate) const READ_LIMIT: usize = MAX_ROBOTS_TXT_BYTES;
 
 impl RobotsCache {
-    /// A file given once.
-    pub(crate) fn fixed(body: Bytes, known: &KnownAgents) -> RobotsCache {
+    /// The file `body` if given, else fetched through the inner service (and used for
+    /// `ttl`, or `error_ttl` after a failure).
+    pub(crate) fn new(
+        body: Option<Bytes>,
+        known: &KnownAgents,
+        ttl: Duration,
+        error_ttl: Duration,
+    ) -> RobotsCache {
         RobotsCache {
-            fixed: Some(Arc::new(SiteRobots::parsed(body, known))),
-            held: ArcSwapOption::empty(),
-            fetching: tokio::sync::Mutex::new(()),
-            ttl: Duration::MAX,
-            error_ttl: Duration::MAX,
-        }
-    }
-
-    /// Fetched through the inner service.
-    pub(crate) fn fetched(ttl: Duration, error_ttl: Duration) -> RobotsCache {
-        RobotsCache {
-            fixed: None,
+            fixed: ArcSwapOption::from(body.map(|b| Arc::new(SiteRobots::parsed(b, known)))),
             held: ArcSwapOption::empty(),
             fetching: tokio::sync::Mutex::new(()),
             ttl,
@@ -92,9 +88,18 @@ impl RobotsCache {
         }
     }
 
-    /// The file given once, if the source is one.
-    pub(crate) fn fixed_copy(&self) -> Option<&Arc<SiteRobots>> {
-        self.fixed.as_ref()
+    /// Replaces the file given (`None`: fetched through the inner service from now on;
+    /// a copy fetched before is not reused).
+    pub(crate) fn set_fixed(&self, body: Option<Bytes>, known: &KnownAgents) {
+        if body.is_none() {
+            self.held.store(None);
+        }
+        self.fixed.store(body.map(|b| Arc::new(SiteRobots::parsed(b, known))));
+    }
+
+    /// The file given, if the source is one.
+    pub(crate) fn fixed_copy(&self) -> Option<Arc<SiteRobots>> {
+        self.fixed.load_full()
     }
 
     /// The copy to decide with: the held one while fresh; else one fetch (`fetch`) runs
@@ -105,8 +110,8 @@ impl RobotsCache {
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Fetched>,
     {
-        if let Some(fixed) = &self.fixed {
-            return fixed.clone();
+        if let Some(fixed) = self.fixed.load_full() {
+            return fixed;
         }
         let now = Instant::now();
         let held = self.held.load_full();
