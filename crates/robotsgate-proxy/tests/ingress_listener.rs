@@ -493,3 +493,66 @@ async fn a_silent_websocket_is_closed_after_the_idle_timeout() {
     until("the site sees the close", || site.ws_closed() == 1).await;
     ingress.stop().await;
 }
+
+#[tokio::test]
+async fn sighup_reloads_the_robots_file_mode_and_status() {
+    let site = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: *\nDisallow: /\n")),
+        ("/private/x", Reply::ok("secret")),
+        ("/other", Reply::ok("other")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let robots = dir.path().join("robots.txt");
+    std::fs::write(&robots, ROBOTS).unwrap();
+    let cfg = dir.path().join("robotsgate.toml");
+    let write_config = |extra: &str| {
+        let text = format!("[ingress]\nrobots = {:?}\n{extra}\n{NO_VERIFY}", robots.to_str().unwrap());
+        std::fs::write(&cfg, text).unwrap();
+    };
+    write_config("");
+    let mut ingress =
+        Ingress::start("http", &["--upstream", &site.base(), "--config", cfg.to_str().unwrap()]).await;
+    let base = ingress.url("");
+    let status = |path: &'static str| {
+        let url = format!("{base}{path}");
+        async move { curl(&url, GPTBOT, &[]).await.0 }
+    };
+    assert_eq!(status("/private/x").await, 403);
+    assert_eq!(status("/other").await, 200);
+
+    // A new file and status; a timeout changed too (needs a restart: said so).
+    let new = "User-agent: GPTBot\nDisallow: /other\n";
+    std::fs::write(&robots, new).unwrap();
+    write_config("status = 404\nupstream_timeout = \"30s\"");
+    ingress.process.signal("-HUP");
+    ingress.process.wait_line("reloaded", |l| l.contains("configuration reloaded")).await;
+    ingress
+        .process
+        .wait_line("restart", |l| l.contains("ingress timeouts") && l.contains("only on restart"))
+        .await;
+    assert_eq!(status("/private/x").await, 200);
+    assert_eq!(status("/other").await, 404);
+    let (code, _, body, _) = curl(&ingress.url("/robots.txt"), GPTBOT, &[]).await;
+    assert_eq!((code, body.as_slice()), (200, new.as_bytes()));
+
+    // Report-only: decided, passed.
+    write_config("status = 404\nmode = \"report-only\"");
+    ingress.process.signal("-HUP");
+    ingress.process.wait_line("reloaded", |l| l.contains("configuration reloaded")).await;
+    assert_eq!(status("/other").await, 200);
+
+    // A status that cannot refuse: refused, the configuration in force kept.
+    write_config("status = 200");
+    ingress.process.signal("-HUP");
+    ingress.process.wait_line("refused", |l| l.contains("reload refused")).await;
+    assert_eq!(status("/other").await, 200, "still report-only");
+    // A file that is gone: refused too.
+    std::fs::remove_file(&robots).unwrap();
+    write_config("status = 403");
+    ingress.process.signal("-HUP");
+    ingress.process.wait_line("refused", |l| l.contains("reload refused") && l.contains("robots")).await;
+    assert_eq!(status("/other").await, 200, "still report-only");
+    assert_eq!(site.hits("/robots.txt"), 0, "the file, never the site's");
+    ingress.stop().await;
+}

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::config::{Cidr, Config, IngressModeName};
-use crate::ingress::Ingress;
+use crate::ingress::{Ingress, IngressReloader};
 
 #[derive(Debug, Args)]
 pub struct IngressArgs {
@@ -114,8 +114,48 @@ pub fn run(args: IngressArgs) -> anyhow::Result<ExitCode> {
             ingress.scheme(),
             ingress.local_addr()
         );
+        let reloads = tokio::spawn(reload_on_sighup(args, ingress.reloader()));
         ingress.run(shutdown).await.context("ingress failed")?;
+        reloads.abort();
         tracing::info!("stopped");
         Ok(ExitCode::SUCCESS)
     })
 }
+
+/// Reloads the configuration on each SIGHUP; a file that does not load is refused and
+/// the configuration in force kept.
+#[cfg(unix)]
+async fn reload_on_sighup(args: IngressArgs, reloader: IngressReloader) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGHUP; reloading is off");
+            return;
+        }
+    };
+    while hup.recv().await.is_some() {
+        let file = args.config.as_ref().map_or("built-in configuration".into(), |p| p.display().to_string());
+        let new = match configuration(&args) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(file, error = %format!("{e:#}"), "reload refused; keeping the configuration in force");
+                continue;
+            }
+        };
+        match reloader.reload(&new).await {
+            Ok(restart) => {
+                tracing::info!(file, robots = %new.ingress.robots, "configuration reloaded");
+                for key in restart {
+                    tracing::warn!(file, setting = key, "changed, but takes effect only on restart");
+                }
+            }
+            Err(e) => {
+                tracing::error!(file, error = %e, "reload refused; keeping the configuration in force")
+            }
+        }
+    }
+}
+
+#[cfg(not(unix))]
+async fn reload_on_sighup(_: IngressArgs, _: IngressReloader) {}

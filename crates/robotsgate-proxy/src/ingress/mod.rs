@@ -8,10 +8,12 @@
 //! not answer: `502`, recorded).
 
 mod metrics;
+mod reload;
 mod tls;
 mod upgrade;
 
 pub use metrics::{HandshakeFailure, IngressMetrics, OpenGuard, UpstreamFailure};
+pub use reload::IngressReloader;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -352,6 +354,44 @@ pub fn refresher(config: &Config, verifier: &Verifier, outbound: &Connector) -> 
     Some(refresh::spawn(ranges.clone(), outbound.clone(), refresh))
 }
 
+/// The layer's settings of `[ingress]`; a status that cannot refuse is an error.
+fn settings(ic: &crate::config::IngressSection) -> Result<IngressConfig, IngressError> {
+    let status = StatusCode::from_u16(ic.status)
+        .ok()
+        .filter(|s| s.is_client_error() || s.is_server_error())
+        .ok_or(IngressError::Status(ic.status))?;
+    Ok(IngressConfig {
+        mode: match ic.mode {
+            IngressModeName::Enforce => Mode::Enforce,
+            IngressModeName::ReportOnly => Mode::ReportOnly,
+        },
+        status,
+        unknown_agents: match ic.unknown_agents {
+            UnknownAgentsName::Ignore => UnknownAgents::Ignore,
+            UnknownAgentsName::Star => UnknownAgents::Star,
+        },
+        impersonators: match ic.impersonators {
+            ImpersonatorsName::Refuse => Impersonators::Refuse,
+            ImpersonatorsName::Star => Impersonators::Star,
+            ImpersonatorsName::Allow => Impersonators::Allow,
+        },
+        trusted_proxies: ic.trusted_proxies.iter().map(|c| c.0).collect(),
+        ttl: ic.robots_ttl.0,
+        ..IngressConfig::default()
+    })
+}
+
+/// The robots.txt file of `ingress.robots` (`None` for ""), served byte for byte.
+async fn read_robots(path: &str) -> Result<Option<Vec<u8>>, IngressError> {
+    if path.is_empty() {
+        return Ok(None);
+    }
+    let body = tokio::fs::read(path)
+        .await
+        .map_err(|source| IngressError::Robots { path: path.to_owned(), source })?;
+    Ok(Some(body))
+}
+
 /// The reverse proxy, bound and ready to run.
 pub struct Ingress {
     listener: TcpListener,
@@ -367,6 +407,7 @@ pub struct Ingress {
     ready: Readiness,
     /// The upstream's WebSocket tasks and the signal that closes them.
     websockets: (TaskTracker, CancellationToken),
+    reloader: IngressReloader,
 }
 
 impl std::fmt::Debug for Ingress {
@@ -383,10 +424,7 @@ impl Ingress {
         if ic.upstream.is_empty() {
             return Err(IngressError::Upstream("not set (give --upstream URL)".into()));
         }
-        let status = StatusCode::from_u16(ic.status)
-            .ok()
-            .filter(|s| s.is_client_error() || s.is_server_error())
-            .ok_or(IngressError::Status(ic.status))?;
+        let settings = settings(ic)?;
         let acceptor = match (ic.tls_cert.is_empty(), ic.tls_key.is_empty()) {
             (true, true) => None,
             (false, false) => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(
@@ -395,15 +433,7 @@ impl Ingress {
             )?)),
             _ => return Err(IngressError::TlsPair),
         };
-        let robots = if ic.robots.is_empty() {
-            None
-        } else {
-            Some(
-                tokio::fs::read(&ic.robots)
-                    .await
-                    .map_err(|source| IngressError::Robots { path: ic.robots.clone(), source })?,
-            )
-        };
+        let robots = read_robots(&ic.robots).await?;
         let addr = ic.listen;
         let listener =
             crate::proxy::listen(addr, 1024).map_err(|source| StartError::Listen { addr, source })?;
@@ -457,25 +487,6 @@ impl Ingress {
             None => None,
         };
 
-        let settings = IngressConfig {
-            mode: match ic.mode {
-                IngressModeName::Enforce => Mode::Enforce,
-                IngressModeName::ReportOnly => Mode::ReportOnly,
-            },
-            status,
-            unknown_agents: match ic.unknown_agents {
-                UnknownAgentsName::Ignore => UnknownAgents::Ignore,
-                UnknownAgentsName::Star => UnknownAgents::Star,
-            },
-            impersonators: match ic.impersonators {
-                ImpersonatorsName::Refuse => Impersonators::Refuse,
-                ImpersonatorsName::Star => Impersonators::Star,
-                ImpersonatorsName::Allow => Impersonators::Allow,
-            },
-            trusted_proxies: ic.trusted_proxies.iter().map(|c| c.0).collect(),
-            ttl: ic.robots_ttl.0,
-            ..IngressConfig::default()
-        };
         let verifier = verifier(config, &outbound)?;
         let refresher = verifier.as_ref().and_then(|v| refresher(config, v, &outbound));
         let observed = metrics.clone();
@@ -487,7 +498,9 @@ impl Ingress {
         if let Some(body) = robots {
             builder = builder.robots_bytes(body);
         }
-        let service = builder.build().layer(upstream);
+        let layer = builder.build();
+        let reloader = IngressReloader::new(layer.clone(), config.clone());
+        let service = layer.layer(upstream);
         Ok(Ingress {
             listener,
             addr,
@@ -501,6 +514,7 @@ impl Ingress {
             admin_addr,
             ready,
             websockets,
+            reloader,
         })
     }
 
@@ -512,6 +526,11 @@ impl Ingress {
     /// The address of the admin listener (`[admin] listen`), when configured.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin_addr
+    }
+
+    /// A handle that applies a new configuration while running.
+    pub fn reloader(&self) -> IngressReloader {
+        self.reloader.clone()
     }
 
     /// The metrics.
