@@ -58,6 +58,9 @@ pub struct Verified {
     pub proven: bool,
     /// What the replay check did.
     pub replay: ReplayStatus,
+    /// The product token the key's directory names (a Signature Agent Card's
+    /// `rfc9309-product-token`), if it names one.
+    pub product_token: Option<Arc<str>>,
 }
 
 /// What the replay check did for a verified signature.

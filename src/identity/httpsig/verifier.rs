@@ -146,6 +146,7 @@ impl Verifier {
             nonce: c.nonce.clone(),
             proven: key.proven,
             replay,
+            product_token: dir.product_token.clone(),
         })
     }
 }
