@@ -18,6 +18,7 @@ mod error;
 mod guard;
 pub(crate) mod http;
 mod pool;
+mod proxy;
 mod stream;
 mod tls;
 
@@ -29,5 +30,6 @@ pub use error::ConnectError;
 pub use guard::Guard;
 pub(crate) use http::error_chain;
 pub use pool::{Pool, PoolBody, PoolConfig, PoolError, PoolRequestBody, origin_form};
+pub use proxy::{Proxies, ProxyError, ProxyServer};
 pub use stream::Stream;
 pub use tls::{TlsConfig, TlsSetupError, client_config, load_pem_certs};
