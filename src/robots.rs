@@ -177,6 +177,11 @@ pub enum BuildError {
     /// be used.
     #[error("proxy settings: {0}")]
     Proxy(#[from] ProxyError),
+    /// The reqwest client could not be built (feature `reqwest`:
+    /// `RobotsBuilder::build_reqwest_client`).
+    #[cfg(feature = "reqwest")]
+    #[error("cannot build the reqwest client: {0}")]
+    Reqwest(#[source] reqwest::Error),
     /// The request signing settings cannot be used (the `Signature-Agent` is not an
     /// `https` URL).
     #[error("request signing: {0}")]
