@@ -1,6 +1,8 @@
 //! Outbound connections, shared by the robots.txt fetcher and the proxy: DNS
 //! (hickory-resolver, plus static `host → address` overrides), the destination guard,
-//! TCP with a deadline, and TLS (rustls with the webpki roots plus configured extra roots).
+//! TCP with a deadline, TLS (rustls with the webpki roots plus configured extra roots), and
+//! forward proxies ([`Proxies`]: the `HTTPS_PROXY`-style environment variables or settings
+//! of your own).
 //!
 //! A destination is resolved once, every address is checked by the [`Guard`], and the
 //! connection goes to an address that passed, so a name cannot be re-resolved to
