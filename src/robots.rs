@@ -343,7 +343,7 @@ impl RobotsBuilder {
     /// [`Robots::pool`]) go through. By default they are read from the standard
     /// environment variables when [`build`](RobotsBuilder::build) runs, as curl and
     /// reqwest do (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY` and their
-    /// lower-case forms; see [`Proxies`], whose module says which applies when, and what
+    /// lower-case forms; see [`Proxies`] for which applies when, and what
     /// the destination guard checks through a proxy); an invalid value is a
     /// [`BuildError::Proxy`]. `Proxies::none()` connects directly whatever the
     /// environment says (the `robotsgate` proxy server does so).

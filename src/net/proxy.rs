@@ -1,40 +1,7 @@
 //! [`Proxies`]: the forward proxies outbound connections go through, from the standard
 //! environment variables or set explicitly, and the `CONNECT` tunnel through one.
 //!
-//! Which proxy an origin goes through (the rules of curl and reqwest):
-//!
-//! | origin | proxy (first set, non-empty) |
-//! |---|---|
-//! | `http://` | `http_proxy`, `HTTP_PROXY` (not under CGI: `REQUEST_METHOD` set), `all_proxy`, `ALL_PROXY` |
-//! | `https://` | `https_proxy`, `HTTPS_PROXY`, `all_proxy`, `ALL_PROXY` |
-//! | matched by `no_proxy` / `NO_PROXY` | none (a direct connection) |
-//!
-//! `no_proxy` is a comma-separated list: `*` (every origin), a domain (`example.com`,
-//! `.example.com` or `*.example.com`: the domain and its subdomains), an IP address or a
-//! network (`10.0.0.0/8`, `::1`), each optionally with `:port`.
-//!
-//! A proxy is an `http://host:port` URL (`host:port` alone means `http://`; the port
-//! defaults to 80); credentials in it (`http://user:pass@host:port`, percent-encoded) are
-//! sent as `Proxy-Authorization: Basic`. Plain-http requests go to the proxy in absolute
-//! form; https ones through a `CONNECT` tunnel, then TLS with the origin end to end.
-//! `https://` proxies (TLS to the proxy) and SOCKS proxies are not supported: such a
-//! value is an error, as is any value that does not parse, never silently ignored.
-//!
-//! ```
-//! use robotsgate::net::Proxies;
-//! use robotsgate::origin::Origin;
-//!
-//! // As `Proxies::from_env()` reads them, from a map instead of the process environment.
-//! let vars = [("HTTPS_PROXY", "http://user:secret@proxy.corp:3128"), ("NO_PROXY", "intranet.corp,10.0.0.0/8")];
-//! let proxies = Proxies::from_vars(|name| {
-//!     vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
-//! })?;
-//! let via = proxies.proxy_for(&Origin::parse("https://example.com/")?).expect("proxied");
-//! assert_eq!(via.to_string(), "http://proxy.corp:3128"); // no credentials shown
-//! assert!(proxies.proxy_for(&Origin::parse("https://www.intranet.corp/")?).is_none());
-//! assert!(proxies.proxy_for(&Origin::parse("http://example.com/")?).is_none()); // no HTTP_PROXY
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! See [`Proxies`].
 
 use std::fmt;
 use std::sync::Arc;
@@ -47,8 +14,43 @@ use tokio::net::TcpStream;
 
 use crate::origin::{Host, Origin, Scheme};
 
-/// The forward proxies outbound connections go through (see the [module docs](self)).
-/// [`Proxies::none`] (the `Default`) connects directly. Cheap to clone.
+/// The forward proxies outbound connections go through. [`Proxies::none`] (the
+/// `Default`) connects directly. Cheap to clone.
+///
+/// Which proxy an origin goes through (the rules of curl and reqwest):
+///
+/// | origin | proxy (first set, non-empty) |
+/// |---|---|
+/// | `http://` | `http_proxy`, `HTTP_PROXY` (not under CGI: `REQUEST_METHOD` set), `all_proxy`, `ALL_PROXY` |
+/// | `https://` | `https_proxy`, `HTTPS_PROXY`, `all_proxy`, `ALL_PROXY` |
+/// | matched by `no_proxy` / `NO_PROXY` | none (a direct connection) |
+///
+/// `no_proxy` is a comma-separated list: `*` (every origin), a domain (`example.com`,
+/// `.example.com` or `*.example.com`: the domain and its subdomains), an IP address or a
+/// network (`10.0.0.0/8`, `::1`), each optionally with `:port`.
+///
+/// A proxy is an `http://host:port` URL (`host:port` alone means `http://`; the port
+/// defaults to 80); credentials in it (`http://user:pass@host:port`, percent-encoded) are
+/// sent as `Proxy-Authorization: Basic`. Plain-http requests go to the proxy in absolute
+/// form; https ones through a `CONNECT` tunnel, then TLS with the origin end to end.
+/// `https://` proxies (TLS to the proxy) and SOCKS proxies are not supported: such a
+/// value is an error, as is any value that does not parse, never silently ignored.
+///
+/// ```
+/// use robotsgate::net::Proxies;
+/// use robotsgate::origin::Origin;
+///
+/// // As `Proxies::from_env()` reads them, from a map instead of the process environment.
+/// let vars = [("HTTPS_PROXY", "http://user:secret@proxy.corp:3128"), ("NO_PROXY", "intranet.corp,10.0.0.0/8")];
+/// let proxies = Proxies::from_vars(|name| {
+///     vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+/// })?;
+/// let via = proxies.proxy_for(&Origin::parse("https://example.com/")?).expect("proxied");
+/// assert_eq!(via.to_string(), "http://proxy.corp:3128"); // no credentials shown
+/// assert!(proxies.proxy_for(&Origin::parse("https://www.intranet.corp/")?).is_none());
+/// assert!(proxies.proxy_for(&Origin::parse("http://example.com/")?).is_none()); // no HTTP_PROXY
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Proxies {
     http: Option<Arc<ProxyServer>>,
@@ -92,7 +94,7 @@ impl fmt::Debug for ProxyServer {
 }
 
 impl ProxyServer {
-    /// Parses a proxy URL (see the [module docs](self)).
+    /// Parses a proxy URL (see [`Proxies`]).
     pub fn parse(url: &str) -> Result<ProxyServer, ProxyError> {
         let bad = |reason: &str| ProxyError::Url { url: redact(url), reason: reason.to_owned() };
         let trimmed = url.trim();
@@ -260,7 +262,7 @@ impl Proxies {
         Proxies::default()
     }
 
-    /// The proxies the process environment names (see the [module docs](self)); an
+    /// The proxies the process environment names (see [`Proxies`]); an
     /// invalid value is an error naming the variable.
     pub fn from_env() -> Result<Proxies, ProxyError> {
         Proxies::from_vars(|name| std::env::var(name).ok())
