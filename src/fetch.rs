@@ -36,7 +36,8 @@ mod service;
 
 use crate::origin::Origin;
 use crate::rep::MAX_ROBOTS_TXT_BYTES;
-use service::{BoxError, FetchBody, FetchService};
+pub(crate) use service::FetchService;
+use service::{BoxError, FetchBody};
 
 /// How robots.txt files are fetched.
 #[derive(Debug, Clone)]
@@ -238,7 +239,12 @@ impl Fetcher {
         ResB::Data: Send,
         ResB::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        Fetcher { via: Via::Service(FetchService::new(service)), config }
+        Fetcher::with_fetch_service(FetchService::new(service), config)
+    }
+
+    /// [`Fetcher::with_service`] with the service already boxed.
+    pub(crate) fn with_fetch_service(service: FetchService, config: FetchConfig) -> Fetcher {
+        Fetcher { via: Via::Service(service), config }
     }
 
     /// The pool it fetches through, unless it fetches through a service.

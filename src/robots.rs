@@ -9,7 +9,7 @@ use ipnet::IpNet;
 use rustls::pki_types::CertificateDer;
 
 use crate::audit::AuditLog;
-use crate::fetch::{FetchConfig, Fetcher};
+use crate::fetch::{FetchConfig, FetchService, Fetcher};
 use crate::identity::httpsig::{RequestSigner, SignError, SigningKey};
 use crate::layer::{
     DecisionObserver, Mode, PurposeSettings, RobotsLayer, SelectToken, TokenError, Transport,
@@ -188,9 +188,6 @@ pub enum BuildError {
     Signing(#[from] SignError),
 }
 
-/// Makes the fetcher of a service given to [`RobotsBuilder::fetch_service`].
-type FetcherWith = Box<dyn FnOnce(FetchConfig) -> Fetcher + Send>;
-
 /// Settings for a [`Robots`]. Every setting but [`agent`](RobotsBuilder::agent) has a
 /// working default: the conservative profile, enforcement, the destination guard refusing
 /// loopback, private and other special-purpose addresses, the system's DNS, the webpki
@@ -216,7 +213,7 @@ pub struct RobotsBuilder {
     connect_timeout: Option<Duration>,
     connector: Option<Connector>,
     proxies: Option<Proxies>,
-    fetch_service: Option<FetcherWith>,
+    fetch_service: Option<FetchService>,
     audit: Option<AuditLog>,
     observer: Option<Arc<dyn DecisionObserver>>,
     selector: Option<Arc<dyn SelectToken>>,
@@ -440,7 +437,7 @@ impl RobotsBuilder {
         ResB::Data: Send,
         ResB::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        self.fetch_service = Some(Box::new(move |config| Fetcher::with_service(service, config)));
+        self.fetch_service = Some(FetchService::new(service));
         self
     }
 
@@ -793,7 +790,7 @@ impl RobotsBuilder {
         fetch_observers.extend(self.fetch_observers);
         let own_connections = self.fetch_service.is_none();
         let fetcher = match self.fetch_service {
-            Some(with) => with(fetch),
+            Some(service) => Fetcher::with_fetch_service(service, fetch),
             None => Fetcher::with_pool(pool.clone(), fetch),
         };
         let policy = RobotsPolicy::with_observers(fetcher, self.policy, fetch_observers);
@@ -880,6 +877,13 @@ impl SelectToken for SharedSelector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_builder_and_robots_are_send_and_sync() {
+        fn shared<T: Send + Sync>() {}
+        shared::<RobotsBuilder>();
+        shared::<Robots>();
+    }
 
     #[test]
     fn build_needs_no_runtime_and_has_working_defaults() {
