@@ -189,31 +189,10 @@ impl Config {
             return Err(err("pacing.max_origins", "must be at least 1".into()));
         }
         let cl = &self.cluster;
-        if !cl.redis.is_empty() {
-            if !cfg!(feature = "cluster") {
-                return Err(err(
-                    "cluster.redis",
-                    "this robotsgate was built without the feature \"cluster\"".into(),
-                ));
-            }
-            let scheme = cl.redis.split(':').next().unwrap_or("");
-            if !matches!(scheme, "redis" | "rediss" | "redis+unix" | "unix") {
-                return Err(err(
-                    "cluster.redis",
-                    format!("{:?} is not a Redis URL (redis://host:6379/0 or rediss://...)", cl.redis),
-                ));
-            }
-            if url::Url::parse(&cl.redis).is_err() {
-                return Err(err("cluster.redis", format!("{:?} does not parse as a URL", cl.redis)));
-            }
+        if let Some((key, message)) = check_cluster(cl) {
+            return Err(err(key, message));
         }
         if !cl.ca_file.is_empty() {
-            if url::Url::parse(&cl.redis).map_or(true, |u| u.scheme() != "rediss") {
-                return Err(err(
-                    "cluster.ca_file",
-                    format!("is for TLS, but cluster.redis {:?} is not a rediss:// URL", cl.redis),
-                ));
-            }
             self.cluster_ca().map_err(|why| err("cluster.ca_file", why))?;
         }
         if cl.command_timeout.0.is_zero() {
@@ -259,30 +238,42 @@ impl Config {
         Ok(Some(pem))
     }
 
-    /// Fleet mode's connection settings (`None` without `[cluster] redis`): the URL with
-    /// the password of `password_file` (its content replaces the URL's), the CA of
-    /// `ca_file`; `Err` says why a file cannot be used.
+    /// Fleet mode's connection settings (`None` without `[cluster] redis` or
+    /// `redis_cluster`): the URL (or each seed node's) with the password of
+    /// `password_file` (its content replaces the URL's), the CA of `ca_file`; `Err` says
+    /// why a file cannot be used.
     #[cfg(feature = "cluster")]
     pub fn cluster_config(&self) -> Result<Option<robotsgate::cluster::ClusterConfig>, String> {
         use super::sections::ClusterOnErrorName;
-        use robotsgate::cluster::{ClusterConfig, OnClusterError};
+        use robotsgate::cluster::{ClusterConfig, OnClusterError, Redis};
         let c = &self.cluster;
-        if c.redis.is_empty() {
-            return Ok(None);
-        }
-        let mut url = c.redis.clone();
-        if !c.password_file.is_empty() {
-            let password = std::fs::read_to_string(&c.password_file)
-                .map_err(|e| format!("cannot read cluster.password_file {}: {e}", c.password_file))?;
-            let mut parsed = url::Url::parse(&url).map_err(|e| format!("cluster.redis: {e}"))?;
+        let password = match c.password_file.as_str() {
+            "" => None,
+            path => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read cluster.password_file {path}: {e}"))?;
+                Some(text.trim_end_matches(['\r', '\n']).to_owned())
+            }
+        };
+        let with_password = |key: &str, url: &str| -> Result<String, String> {
+            let Some(password) = &password else { return Ok(url.to_owned()) };
+            let mut parsed = url::Url::parse(url).map_err(|e| format!("{key}: {e}"))?;
             parsed
-                .set_password(Some(password.trim_end_matches(['\r', '\n'])))
-                .map_err(|()| "the Redis URL cannot carry a password".to_owned())?;
-            url = parsed.to_string();
-        }
+                .set_password(Some(password))
+                .map_err(|()| format!("{key}: the Redis URL {url:?} cannot carry a password"))?;
+            Ok(parsed.to_string())
+        };
+        let redis = match (&c.redis_cluster, c.redis.as_str()) {
+            (Some(nodes), "") => Redis::Cluster(
+                nodes.iter().map(|n| with_password("cluster.redis_cluster", n)).collect::<Result<_, _>>()?,
+            ),
+            (None, "") => return Ok(None),
+            (None, url) => Redis::Server(with_password("cluster.redis", url)?),
+            (Some(_), _) => return Err(BOTH.into()),
+        };
         let ca_pem = self.cluster_ca().map_err(|why| format!("cluster.ca_file: {why}"))?;
         Ok(Some(ClusterConfig {
-            url,
+            redis,
             ca_pem,
             key_prefix: c.key_prefix.clone(),
             connect_timeout: c.connect_timeout.0,
@@ -397,6 +388,89 @@ fn check_identity(s: &super::sections::IdentitySection) -> Result<(), (&'static 
         return Err(("identity.validity", "must be between 1s and 24h".into()));
     }
     Ok(())
+}
+
+/// `[cluster] redis` and `redis_cluster` both set.
+const BOTH: &str = "cluster.redis and cluster.redis_cluster are both set: one server (redis) or a Redis Cluster's \
+     seed nodes (redis_cluster), not both";
+
+/// The checks of `[cluster]`'s Redis (`redis` or `redis_cluster`, never both; URLs robotsgate
+/// can use; `ca_file` only for `rediss://`): the key and why, or `None` when it is fine.
+fn check_cluster(cl: &super::sections::ClusterSection) -> Option<(&'static str, String)> {
+    if cl.redis_cluster.is_some() && !cl.redis.is_empty() {
+        return Some(("cluster.redis_cluster", BOTH.into()));
+    }
+    let set = !cl.redis.is_empty() || cl.redis_cluster.is_some();
+    if set && !cfg!(feature = "cluster") {
+        let key = if cl.redis.is_empty() { "cluster.redis_cluster" } else { "cluster.redis" };
+        return Some((key, "this robotsgate was built without the feature \"cluster\"".into()));
+    }
+    // The URLs, and the key they are under.
+    let (key, urls): (&'static str, Vec<&str>) = match &cl.redis_cluster {
+        Some(nodes) => ("cluster.redis_cluster", nodes.iter().map(String::as_str).collect()),
+        None if cl.redis.is_empty() => ("cluster.redis", Vec::new()),
+        None => ("cluster.redis", vec![cl.redis.as_str()]),
+    };
+    let cluster = cl.redis_cluster.is_some();
+    if cluster && urls.is_empty() {
+        return Some((
+            key,
+            "is empty: give the Redis Cluster's seed nodes (one or more \"redis://host:port\"), or leave it out".into(),
+        ));
+    }
+    for url in &urls {
+        let scheme = url.split(':').next().unwrap_or("");
+        let schemes: &[&str] =
+            if cluster { &["redis", "rediss"] } else { &["redis", "rediss", "redis+unix", "unix"] };
+        if !schemes.contains(&scheme) {
+            let why = if cluster {
+                format!("{url:?} is not a Redis Cluster node's URL (redis://host:6379 or rediss://host:6379)")
+            } else {
+                format!("{url:?} is not a Redis URL (redis://host:6379/0 or rediss://...)")
+            };
+            return Some((key, why));
+        }
+        let Ok(parsed) = url::Url::parse(url) else {
+            return Some((key, format!("{url:?} does not parse as a URL")));
+        };
+        if cluster && parsed.host_str().is_none_or(str::is_empty) {
+            return Some((key, format!("{url:?} names no host")));
+        }
+        if cluster && !matches!(parsed.path(), "" | "/" | "/0") {
+            return Some((
+                key,
+                format!(
+                    "{url:?} names database {:?}, but a Redis Cluster has database 0 only",
+                    &parsed.path()[1..]
+                ),
+            ));
+        }
+    }
+    if cluster
+        && urls.iter().any(|u| u.starts_with("rediss:"))
+        && !urls.iter().all(|u| u.starts_with("rediss:"))
+    {
+        return Some((key, "mixes redis:// and rediss:// nodes: all are one or the other".into()));
+    }
+    if cluster && cl.key_prefix.contains(['{', '}']) {
+        return Some((
+            "cluster.key_prefix",
+            format!(
+                "{:?} holds a brace: with redis_cluster the origin in braces is each key's hash tag (one origin's \
+                 keys in one slot), and a brace in the prefix would change it",
+                cl.key_prefix
+            ),
+        ));
+    }
+    if !cl.ca_file.is_empty() && (urls.is_empty() || !urls.iter().all(|u| u.starts_with("rediss:"))) {
+        let what = match (cluster, urls.as_slice()) {
+            (true, _) => format!("cluster.redis_cluster {urls:?} are not all rediss:// URLs"),
+            (false, [url]) => format!("cluster.redis {url:?} is not a rediss:// URL"),
+            (false, _) => "neither cluster.redis nor cluster.redis_cluster is set (to rediss:// URLs)".into(),
+        };
+        return Some(("cluster.ca_file", format!("is for TLS, but {what}")));
+    }
+    None
 }
 
 #[cfg(test)]
