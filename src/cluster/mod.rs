@@ -593,6 +593,33 @@ mod tests {
         redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::InvalidData, e))
     }
 
+    #[tokio::test]
+    async fn a_redis_cluster_needs_usable_seed_nodes_and_a_prefix_that_keeps_the_hash_tag() {
+        let config = |nodes: &[&str]| ClusterConfig {
+            redis: Redis::Cluster(nodes.iter().map(|n| (*n).to_owned()).collect()),
+            ..ClusterConfig::default()
+        };
+        // No I/O: made whether the nodes are up or not.
+        let ok = Cluster::new(config(&["redis://127.0.0.1:1", "redis://127.0.0.1:2/0"])).unwrap();
+        assert!(ok.is_up());
+        let err = |c: ClusterConfig| Cluster::new(c).unwrap_err().to_string();
+        for (nodes, why) in [
+            (&[][..], "no seed node"),
+            (&["redis+unix:///run/redis.sock"][..], "not a Unix socket"),
+            (&["redis://127.0.0.1:7000/2"][..], "database 0 only"),
+            (&["redis://127.0.0.1:7000", "rediss://127.0.0.1:7001"][..], "mixes"),
+            (&["redis://:a@127.0.0.1:7000", "redis://:b@127.0.0.1:7001"][..], "password"),
+            (&["http://127.0.0.1:7000"][..], "redis_cluster"),
+        ] {
+            let e = err(config(nodes));
+            assert!(e.starts_with("cluster.redis_cluster: ") && e.contains(why), "{nodes:?}: {e}");
+        }
+        let braces = ClusterConfig { key_prefix: "{fleet}:".into(), ..config(&["redis://127.0.0.1:7000"]) };
+        assert!(err(braces).starts_with("cluster.key_prefix: "));
+        let ca = ClusterConfig { ca_pem: Some(b"-".to_vec()), ..config(&["redis://127.0.0.1:7000"]) };
+        assert!(err(ca).starts_with("cluster.ca_file: "));
+    }
+
     #[test]
     fn a_certificate_error_under_ca_file_says_the_webpki_roots_are_not_used() {
         use rustls::CertificateError::{BadSignature, UnknownIssuer};

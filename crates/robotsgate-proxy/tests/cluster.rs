@@ -973,3 +973,94 @@ async fn on_a_redis_cluster_a_primary_killed_leaves_the_fleet_answering_and_its_
     a.stop().await;
     b.stop().await;
 }
+
+/// A configuration file for `robotsgate run` in `dir` with `cluster` as its `[cluster]`
+/// section.
+fn config_file(dir: &std::path::Path, cluster: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("robotsgate.toml");
+    let text = format!(
+        "[proxy]\nlisten = \"127.0.0.1:0\"\n\n[agent]\ntoken = \"ExampleBot\"\n\n[guard]\nallow = [\"127.0.0.0/8\"]\n\n\
+         [audit]\npath = \"{}\"\n\n[cluster]\n{cluster}",
+        dir.join("audit.jsonl").display(),
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `[cluster] redis` and `redis_cluster` together, or an empty `redis_cluster`: the real
+/// binary refuses the file, naming the file, line and key, and why.
+#[test]
+fn redis_and_redis_cluster_together_or_no_seed_node_are_configuration_errors() {
+    let dir = temp_dir();
+    for (name, cluster, line, why) in [
+        (
+            "both",
+            "redis = \"redis://127.0.0.1:6379/0\"\nredis_cluster = [\"redis://127.0.0.1:7000\"]\n",
+            15,
+            "is set beside cluster.redis: one server (redis) or a Redis Cluster's seed nodes (redis_cluster), not both",
+        ),
+        ("empty", "redis_cluster = []\n", 14, "is empty"),
+        ("database", "redis_cluster = [\"redis://127.0.0.1:7000/3\"]\n", 14, "database 0 only"),
+    ] {
+        let path = config_file(&dir.path().join(name), cluster);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_robotsgate"))
+            .args(["run", "--config", path.to_str().unwrap(), "--check-config"])
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run robotsgate");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(&format!("robotsgate.toml:{line}:")), "{name}: line {line}: {stderr}");
+        assert!(stderr.contains("cluster.redis_cluster") && stderr.contains(why), "{name}: {stderr}");
+    }
+}
+
+/// Two real `robotsgate run` processes configured with `redis_cluster` (the TOML as an
+/// operator writes it) fetch a cold origin's robots.txt once between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
+async fn two_robotsgate_processes_on_a_redis_cluster_fetch_robots_txt_once() {
+    let dir = temp_dir();
+    let cluster = RedisCluster::start(3, 0).await;
+    let gate = Gate::new();
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: *\nDisallow: /private\n").wait_gate(&gate)),
+        ("/page", Reply::ok("page")),
+        ("/private", Reply::ok("secret")),
+    ])
+    .await;
+    let seeds = cluster.urls()[..2].iter().map(|u| format!("{u:?}")).collect::<Vec<_>>().join(", ");
+    let section = format!("redis_cluster = [{seeds}]\ncommand_timeout = \"300ms\"\n");
+    let mut processes = Vec::new();
+    for name in ["a", "b"] {
+        let path = config_file(&dir.path().join(name), &section);
+        let mut p =
+            Spawned::start(env!("CARGO_BIN_EXE_robotsgate"), &["run", "--config", path.to_str().unwrap()]);
+        let addr = p.running_at("robotsgate is running").await;
+        processes.push((p, addr));
+    }
+    let tasks: Vec<_> = (0..6)
+        .map(|i| {
+            let addr = processes[i % 2].1;
+            let url = origin.url(if i % 3 == 0 { "/private" } else { "/page" });
+            tokio::spawn(async move { (url.ends_with("/page"), get(addr, &url).await.status) })
+        })
+        .collect();
+    origin.wait_hits("/robots.txt", 1).await;
+    gate.open();
+    for t in tasks {
+        let (page, status) = bounded("answer", t).await.unwrap();
+        assert_eq!(status, if page { StatusCode::OK } else { StatusCode::FORBIDDEN });
+    }
+    assert_eq!(origin.hits("/robots.txt"), 1, "one fetch for the two processes");
+    assert_eq!(origin.hits("/private"), 0);
+    let copy = format!("robotsgate:{{{}}}:robots", origin.base());
+    assert_eq!(cluster.cli(&["TYPE", &copy]).trim(), "hash");
+    for (mut p, _) in processes {
+        p.signal("-TERM");
+        let status = p.wait_exit().await;
+        assert!(status.success(), "{status:?}: {}", p.seen.join("\n"));
+    }
+}

@@ -269,7 +269,7 @@ impl Config {
             ),
             (None, "") => return Ok(None),
             (None, url) => Redis::Server(with_password("cluster.redis", url)?),
-            (Some(_), _) => return Err(BOTH.into()),
+            (Some(_), _) => return Err(format!("cluster.redis_cluster {BOTH}")),
         };
         let ca_pem = self.cluster_ca().map_err(|why| format!("cluster.ca_file: {why}"))?;
         Ok(Some(ClusterConfig {
@@ -391,8 +391,8 @@ fn check_identity(s: &super::sections::IdentitySection) -> Result<(), (&'static 
 }
 
 /// `[cluster] redis` and `redis_cluster` both set.
-const BOTH: &str = "cluster.redis and cluster.redis_cluster are both set: one server (redis) or a Redis Cluster's \
-     seed nodes (redis_cluster), not both";
+const BOTH: &str = "is set beside cluster.redis: one server (redis) or a Redis Cluster's seed nodes \
+     (redis_cluster), not both";
 
 /// The checks of `[cluster]`'s Redis (`redis` or `redis_cluster`, never both; URLs robotsgate
 /// can use; `ca_file` only for `rediss://`): the key and why, or `None` when it is fine.
@@ -561,6 +561,100 @@ mod tests {
             assert_eq!((e.key.as_deref(), e.line.map(|l| l.0)), (Some("cluster.ca_file"), Some(3)), "{e}");
             assert!(e.message.contains(why), "{url} {ca}: {e}");
         }
+    }
+
+    #[test]
+    fn redis_cluster_is_one_or_more_seed_nodes_and_never_beside_redis() {
+        let c = Config::parse(
+            "a.toml",
+            "[cluster]\nredis_cluster = [\"redis://10.0.0.1:6379\", \"redis://10.0.0.2:6379/0\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.cluster.redis_cluster.as_ref().map(Vec::len), Some(2));
+        assert_eq!(Config::parse("a.toml", "").unwrap().cluster.redis_cluster, None);
+        #[cfg(feature = "cluster")]
+        {
+            use robotsgate::cluster::Redis;
+            let dir = tempfile::tempdir().unwrap();
+            let secret = dir.path().join("secret");
+            std::fs::write(&secret, "s3cret\n").unwrap();
+            let mut with_password = c.clone();
+            with_password.cluster.password_file = secret.display().to_string();
+            let config = with_password.cluster_config().unwrap().unwrap();
+            assert_eq!(
+                config.redis,
+                Redis::Cluster(vec![
+                    "redis://:s3cret@10.0.0.1:6379".into(),
+                    "redis://:s3cret@10.0.0.2:6379/0".into()
+                ])
+            );
+        }
+        let ca_dir = tempfile::tempdir().unwrap();
+        let ca = {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+            params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            let path = ca_dir.path().join("ca.pem");
+            std::fs::write(&path, params.self_signed(&key).unwrap().pem()).unwrap();
+            path.display().to_string()
+        };
+        let tls = format!("[cluster]\nredis_cluster = [\"rediss://10.0.0.1:6380\"]\nca_file = \"{ca}\"\n");
+        assert!(Config::parse("a.toml", &tls).is_ok());
+        for (text, key, line, why) in [
+            (
+                "[cluster]\nredis = \"redis://r:6379/0\"\nredis_cluster = [\"redis://10.0.0.1:6379\"]\n"
+                    .to_owned(),
+                "cluster.redis_cluster",
+                3,
+                "beside cluster.redis",
+            ),
+            ("[cluster]\nredis_cluster = []\n".into(), "cluster.redis_cluster", 2, "is empty"),
+            (
+                "[cluster]\nredis_cluster = [\"redis://10.0.0.1:6379/2\"]\n".into(),
+                "cluster.redis_cluster",
+                2,
+                "database 0 only",
+            ),
+            (
+                "[cluster]\nredis_cluster = [\"unix:///run/redis.sock\"]\n".into(),
+                "cluster.redis_cluster",
+                2,
+                "not a Redis Cluster node",
+            ),
+            (
+                "[cluster]\nredis_cluster = [\"10.0.0.1:6379\"]\n".into(),
+                "cluster.redis_cluster",
+                2,
+                "not a Redis Cluster node",
+            ),
+            (
+                "[cluster]\nredis_cluster = [\"redis://10.0.0.1:6379\", \"rediss://10.0.0.2:6380\"]\n".into(),
+                "cluster.redis_cluster",
+                2,
+                "mixes",
+            ),
+            (
+                "[cluster]\nredis_cluster = [\"redis://10.0.0.1:6379\"]\nkey_prefix = \"{fleet}:\"\n".into(),
+                "cluster.key_prefix",
+                3,
+                "hash tag",
+            ),
+            (
+                format!("[cluster]\nredis_cluster = [\"redis://10.0.0.1:6379\"]\nca_file = \"{ca}\"\n"),
+                "cluster.ca_file",
+                3,
+                "rediss://",
+            ),
+        ] {
+            let e = Config::parse("a.toml", &text).unwrap_err();
+            assert_eq!((e.key.as_deref(), e.line.map(|l| l.0)), (Some(key), Some(line)), "{text}: {e}");
+            assert!(e.message.contains(why), "{text}: {e}");
+        }
+        // One server may still use a prefix with braces (no hash slots there).
+        assert!(
+            Config::parse("a.toml", "[cluster]\nredis = \"redis://r:6379/0\"\nkey_prefix = \"{fleet}:\"\n")
+                .is_ok()
+        );
     }
 
     #[test]
