@@ -1064,3 +1064,54 @@ async fn two_robotsgate_processes_on_a_redis_cluster_fetch_robots_txt_once() {
         assert!(status.success(), "{status:?}: {}", p.seen.join("\n"));
     }
 }
+
+/// A Redis Cluster that speaks TLS only (to clients and between its nodes), with a
+/// certificate from a CA no webpki root knows: with that CA in `ca_file`, two replicas
+/// share one robots.txt fetch and one pace over `rediss://` seeds; without it, Redis'
+/// certificate does not verify and the replica goes on alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
+async fn over_rediss_a_redis_cluster_with_the_operators_ca_shares_copies_and_pacing() {
+    let dir = temp_dir();
+    let ca = TestCa::localhost();
+    let (cert, key) = ca.write_leaf(dir.path());
+    let ca_file = ca.write_pem(&dir.path().join("redis-ca.pem"));
+    let cluster = RedisCluster::start_tls(3, 0, RedisTls { cert, key, ca: ca_file.clone() }).await;
+    assert!(cluster.urls().iter().all(|u| u.starts_with("rediss://")), "{:?}", cluster.urls());
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: *\nCrawl-delay: 0.4\nDisallow: /private\n")),
+        ("/a", Reply::ok("a")),
+        ("/b", Reply::ok("b")),
+        ("/c", Reply::ok("c")),
+    ])
+    .await;
+    let with_ca = |name: &str| {
+        let mut c = cluster_replica(dir.path(), &cluster, name);
+        c.cluster.ca_file = ca_file.display().to_string();
+        c
+    };
+    let a = RunningProxy::start(&with_ca("a")).await;
+    let b = RunningProxy::start(&with_ca("b")).await;
+    assert_eq!(get(a.addr, &origin.url("/a")).await.status, StatusCode::OK);
+    assert_eq!(get(b.addr, &origin.url("/b")).await.status, StatusCode::OK);
+    assert_eq!(origin.hits("/robots.txt"), 1, "b read a's copy through the cluster");
+    let g = gaps(&origin, "/");
+    assert_eq!(g.len(), 2, "{g:?}");
+    assert!(g[1] >= Duration::from_millis(400) - SLACK, "the pace was shared: {g:?}");
+    for p in [&a, &b] {
+        assert_eq!(p.metric("robotsgate_cluster_up"), 1.0);
+    }
+    let [copy, _, pace] = origin_keys(&origin);
+    assert_eq!(cluster.cli(&["TYPE", &copy]).trim(), "hash");
+    assert_eq!(cluster.cli(&["TYPE", &pace]).trim(), "hash");
+    // Without the CA (the webpki roots only): alone, and said so.
+    let c = RunningProxy::start(&cluster_replica(dir.path(), &cluster, "c")).await;
+    assert_eq!(get(c.addr, &origin.url("/c")).await.status, StatusCode::OK);
+    assert_eq!(c.metric("robotsgate_cluster_up"), 0.0);
+    let records = c.records().await;
+    let d = of_type(&records, "decision").into_iter().find(|d| d["url"] == origin.url("/c")).unwrap();
+    assert_eq!(d["cluster"], "alone", "{d}");
+    for p in [a, b, c] {
+        p.stop().await;
+    }
+}

@@ -175,6 +175,7 @@ async fn ping(port: u16) -> bool {
 /// dead peer after [`RedisCluster::NODE_TIMEOUT`], and a replica then takes its place.
 pub struct RedisCluster {
     nodes: Vec<ClusterNode>,
+    tls: Option<RedisTls>,
     _dir: tempfile::TempDir,
 }
 
@@ -191,23 +192,43 @@ impl RedisCluster {
     /// Starts the nodes, joins them (the first `masters` nodes hold the slots, the others
     /// replicate them) and waits (bounded) until every node says `cluster_state:ok`.
     pub async fn start(masters: usize, replicas: usize) -> RedisCluster {
+        RedisCluster::start_with(masters, replicas, None).await
+    }
+
+    /// [`RedisCluster::start`] speaking TLS only, to clients and between nodes
+    /// (`--tls-port`, `--tls-cluster yes`, `--tls-replication yes`), with `tls`'s
+    /// certificate; clients are not asked for one.
+    pub async fn start_tls(masters: usize, replicas: usize, tls: RedisTls) -> RedisCluster {
+        RedisCluster::start_with(masters, replicas, Some(tls)).await
+    }
+
+    async fn start_with(masters: usize, replicas: usize, tls: Option<RedisTls>) -> RedisCluster {
         assert!(masters >= 3, "redis-cli --cluster create needs three primaries");
         let dir = tempfile::Builder::new().prefix("robotsgate-redis-cluster-").tempdir().expect("temp dir");
         let mut nodes = Vec::new();
         for i in 0..masters * (1 + replicas) {
             let sub = dir.path().join(format!("node-{i}"));
             std::fs::create_dir_all(&sub).expect("node dir");
-            nodes.push(start_node(&sub).await);
+            nodes.push(start_node(&sub, tls.as_ref()).await);
         }
         let mut create = Command::new("redis-cli");
+        tls_args(&mut create, tls.as_ref());
         create.arg("--cluster").arg("create");
         for n in &nodes {
             create.arg(format!("127.0.0.1:{}", n.port));
         }
-        let out = create
+        // It waits for the nodes to join: bounded (a node that cannot reach the others
+        // would keep it waiting for ever).
+        let mut create = tokio::process::Command::from(create);
+        let created = create
             .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdin(Stdio::null())
-            .output()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .output();
+        let out = bounded("redis-cli --cluster create", created)
+            .await
             .expect("redis-cli (Debian package redis-tools)");
         assert!(
             out.status.success()
@@ -216,7 +237,7 @@ impl RedisCluster {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let cluster = RedisCluster { nodes, _dir: dir };
+        let cluster = RedisCluster { nodes, tls, _dir: dir };
         cluster.wait_ok().await;
         cluster
     }
@@ -228,8 +249,8 @@ impl RedisCluster {
         bounded("the Redis Cluster is ok", async {
             loop {
                 let settled = self.running().all(|port| {
-                    let info = cli(port, &["CLUSTER", "INFO"]);
-                    let replication = cli(port, &["INFO", "replication"]);
+                    let info = cli(port, self.tls.as_ref(), &["CLUSTER", "INFO"]);
+                    let replication = cli(port, self.tls.as_ref(), &["INFO", "replication"]);
                     info.contains("cluster_state:ok")
                         && info.contains("cluster_slots_ok:16384")
                         && (replication.contains("role:master")
@@ -244,9 +265,10 @@ impl RedisCluster {
         .await;
     }
 
-    /// The seed nodes' URLs (every node's: `redis://127.0.0.1:PORT`).
+    /// The seed nodes' URLs (every node's: `redis://127.0.0.1:PORT`, or `rediss://`).
     pub fn urls(&self) -> Vec<String> {
-        self.nodes.iter().map(|n| format!("redis://127.0.0.1:{}", n.port)).collect()
+        let scheme = if self.tls.is_some() { "rediss" } else { "redis" };
+        self.nodes.iter().map(|n| format!("{scheme}://127.0.0.1:{}", n.port)).collect()
     }
 
     /// Every node's port.
@@ -264,7 +286,7 @@ impl RedisCluster {
         let port = self.running().next().expect("a running node");
         let mut all = vec!["-c"];
         all.extend_from_slice(args);
-        cli(port, &all)
+        cli(port, self.tls.as_ref(), &all)
     }
 
     /// The port of the primary that serves `key`'s slot now, as a running node sees it.
@@ -364,11 +386,24 @@ fn free_cluster_port() -> u16 {
 
 /// Starts one cluster node in `dir` on free ports (again on others when it does not come
 /// up: a port taken meanwhile), answering `PING` (bounded).
-async fn start_node(dir: &std::path::Path) -> ClusterNode {
+async fn start_node(dir: &std::path::Path, tls: Option<&RedisTls>) -> ClusterNode {
     for _ in 0..10 {
         let port = free_cluster_port();
-        let mut child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--cluster-enabled", "yes"])
+        let mut command = Command::new("redis-server");
+        match tls {
+            Some(tls) => {
+                command.args(["--port", "0", "--tls-port", &port.to_string(), "--tls-auth-clients", "no"]);
+                command.args(["--tls-cluster", "yes", "--tls-replication", "yes"]);
+                command.arg("--tls-cert-file").arg(&tls.cert);
+                command.arg("--tls-key-file").arg(&tls.key);
+                command.arg("--tls-ca-cert-file").arg(&tls.ca);
+            }
+            None => {
+                command.args(["--port", &port.to_string()]);
+            }
+        }
+        let mut child = command
+            .args(["--bind", "127.0.0.1", "--cluster-enabled", "yes"])
             .args(["--cluster-config-file", "nodes.conf"])
             .args(["--cluster-node-timeout", &RedisCluster::NODE_TIMEOUT.as_millis().to_string()])
             // A replica takes over whenever its primary fails, however long it has been
@@ -383,7 +418,11 @@ async fn start_node(dir: &std::path::Path) -> ClusterNode {
             .expect("redis-server (Debian package redis-server) on PATH");
         let up = bounded("a cluster node answers or exits", async {
             loop {
-                if ping(port).await {
+                let answers = match tls {
+                    Some(_) => cli(port, tls, &["PING"]).trim() == "PONG",
+                    None => ping(port).await,
+                };
+                if answers {
                     return true;
                 }
                 if let Ok(Some(_)) = child.try_wait() {
@@ -403,9 +442,18 @@ async fn start_node(dir: &std::path::Path) -> ClusterNode {
     panic!("no Redis Cluster node came up on free ports in ten tries");
 }
 
-/// `redis-cli -p port args`: its standard output.
-fn cli(port: u16, args: &[&str]) -> String {
-    let out = Command::new("redis-cli")
+/// `--tls --cacert CA` for `redis-cli` with `tls`.
+fn tls_args(command: &mut Command, tls: Option<&RedisTls>) {
+    if let Some(tls) = tls {
+        command.arg("--tls").arg("--cacert").arg(&tls.ca);
+    }
+}
+
+/// `redis-cli -p port args` (over TLS with `tls`): its standard output.
+fn cli(port: u16, tls: Option<&RedisTls>, args: &[&str]) -> String {
+    let mut command = Command::new("redis-cli");
+    tls_args(&mut command, tls);
+    let out = command
         .args(["-p", &port.to_string()])
         .args(args)
         .stdin(Stdio::null())
