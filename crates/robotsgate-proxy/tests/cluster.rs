@@ -801,6 +801,23 @@ async fn on_a_redis_cluster_a_fleet_of_two_fetches_robots_txt_once() {
     assert_eq!(slot(&copy), slot(&lease));
     assert_eq!(slot(&copy), slot(&pace));
     assert_eq!(slot(&copy), slot(&origin.base()));
+    // `audit explain`'s look-up of a snapshot (blocking) asks the cluster too: the key's
+    // node, wherever it is.
+    let sha = sha256_hex(robots.as_bytes());
+    let key = robotsgate::cluster::snapshot_key("robotsgate:", &sha);
+    assert_eq!(cluster.cli(&["SET", &key, robots]).trim(), "OK");
+    let config = robotsgate::cluster::ClusterConfig {
+        redis: robotsgate::cluster::Redis::Cluster(cluster.urls()[..1].to_vec()),
+        ..Default::default()
+    };
+    let read = |sha: String| {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || robotsgate::cluster::read_snapshot(&config, &sha))
+    };
+    let body = bounded("read_snapshot", read(sha.clone())).await.unwrap().unwrap();
+    assert_eq!(body.as_deref(), Some(robots.as_bytes()));
+    let none = bounded("read_snapshot", read("00".repeat(32))).await.unwrap().unwrap();
+    assert_eq!(none, None);
     a.stop().await;
     b.stop().await;
 }
