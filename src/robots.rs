@@ -696,6 +696,30 @@ impl RobotsBuilder {
     /// `on_error`) while Redis cannot be reached, robots.txt copies are shared through it
     /// (unless [`copy_share`](RobotsBuilder::copy_share) gives another share) and so is
     /// pacing (unless [`pace_store`](RobotsBuilder::pace_store) gives another store).
+    ///
+    /// One Redis server ([`Redis::Server`](crate::cluster::Redis::Server)) or a Redis
+    /// Cluster ([`Redis::Cluster`](crate::cluster::Redis::Cluster), its seed nodes):
+    ///
+    /// ```
+    /// use robotsgate::cluster::{Cluster, ClusterConfig, Redis};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let one = ClusterConfig { redis: Redis::Server("redis://redis:6379/0".into()), ..Default::default() };
+    /// let nodes = vec!["redis://10.0.0.1:6379".into(), "redis://10.0.0.2:6379".into()];
+    /// let cluster = ClusterConfig { redis: Redis::Cluster(nodes), ..Default::default() };
+    /// for config in [one, cluster] {
+    ///     // Connects lazily: no I/O here (within a tokio runtime).
+    ///     let fleet = Cluster::new(config)?;
+    ///     let robots = robotsgate::Robots::builder().agent("ExampleBot").cluster(fleet.clone()).build()?;
+    ///     // Notices Redis coming back after an outage.
+    ///     let watch = fleet.watch(std::time::Duration::from_secs(1));
+    ///     # watch.abort();
+    ///     # drop(robots);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     #[cfg(feature = "cluster")]
     pub fn cluster(mut self, cluster: crate::cluster::Cluster) -> Self {
         self.cluster = Some(cluster);
