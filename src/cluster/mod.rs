@@ -19,12 +19,15 @@
 //! - **Snapshots** ([`RedisCopyShare::with_snapshots`]): the replica that fetches a
 //!   robots.txt also keeps its body under its SHA-256, so that `robotsgate audit explain`
 //!   finds the exact file of a decision whichever replica made it ([`read_snapshot`]).
+//! - **Web Bot Auth replays** ([`RedisReplays`], the site side): a signature one replica
+//!   accepted is a replay at every other.
 //!
 //! Keys: `<prefix>{<origin>}:pace:<token>`, `<prefix>{<origin>}:robots` and
 //! `<prefix>{<origin>}:robots:lease`: the origin in braces is a hash tag, so that a Redis
 //! Cluster keeps one origin's keys in one slot (the only script that touches two keys,
-//! the copy and its lease, touches one origin's); and `<prefix>snapshot:<sha256>`, one
-//! string per robots.txt body.
+//! the copy and its lease, touches one origin's); `<prefix>snapshot:<sha256>`, one
+//! string per robots.txt body; and `<prefix>replay:{<hash>}`, one per signature accepted,
+//! until it expires.
 //!
 //! **One server or a Redis Cluster** ([`Redis`]): the same keys and scripts work on both.
 //! With a cluster, the seed nodes are asked for the slot map (when the first command
@@ -55,6 +58,7 @@
 //! ```
 
 mod copies;
+mod replays;
 mod store;
 
 use std::sync::Arc;
@@ -62,6 +66,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use copies::RedisCopyShare;
+pub use replays::RedisReplays;
 pub use store::RedisPaceStore;
 
 /// What a replica does while Redis cannot be reached.

@@ -1132,3 +1132,84 @@ async fn over_rediss_a_redis_cluster_with_the_operators_ca_shares_copies_and_pac
         p.stop().await;
     }
 }
+
+/// Web Bot Auth's replay check shared by a fleet (issue 29): two replicas' signature
+/// verifiers share `RedisReplays` on one Redis; a signature accepted by one is a replay at
+/// the other, and with Redis stopped each checks alone (the signature accepted, recorded
+/// here only). Signatures made by Cloudflare's `web-bot-auth` crate; the key directory on a
+/// real HTTPS origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
+async fn replicas_share_the_signature_replay_check() {
+    use std::sync::Arc;
+    use std::time::SystemTime;
+
+    use robotsgate::cluster::{Cluster, ClusterConfig, Redis, RedisReplays};
+    use robotsgate::identity::httpsig::{
+        self, Failure, ReplayStatus, SigningKey, Verdict, Verifier, VerifyConfig, WELL_KNOWN_PATH,
+    };
+    use robotsgate::net::{Connector, TlsConfig, client_config};
+
+    let mut redis = RedisServer::start().await;
+    let ca = TestCa::new("replays", &["a.test"]);
+    let origin = TestOrigin::start_tls([], ca.server_config(&[b"http/1.1"])).await;
+    let seed = [5u8; 32];
+    let key = SigningKey::from_seed(&seed).unwrap();
+    let body = httpsig::directory_json([key.public()]);
+    origin.route(
+        WELL_KNOWN_PATH,
+        Reply::typed(httpsig::MEDIA_TYPE, body).header("cache-control", "max-age=600"),
+    );
+    let agent = origin.base_as("a.test");
+    let replica = || {
+        let tls = TlsConfig { webpki_roots: false, extra_roots: vec![ca.der.clone()] };
+        let tls = client_config(&tls, &[b"http/1.1"]).unwrap();
+        let connector = Connector::new(resolver(), Arc::new(loopback_guard()), tls, Duration::from_secs(5));
+        let config = ClusterConfig {
+            redis: Redis::Server(redis.url()),
+            command_timeout: Duration::from_millis(300),
+            ..ClusterConfig::default()
+        };
+        let cluster = Cluster::new(config).unwrap();
+        let verifier = Verifier::new(connector, VerifyConfig { max_wait: BOUND, ..VerifyConfig::default() });
+        (verifier.share_replays(Arc::new(RedisReplays::new(cluster.clone()))), cluster)
+    };
+    let ((a, _), (b, cluster_b)) = (replica(), replica());
+    let signed = |nonce: &str| {
+        let fields = wba_sign(&seed, key.public().thumbprint(), &agent, "site.test", nonce);
+        let mut req = http::Request::get("https://site.test/page");
+        for (name, value) in fields.pairs() {
+            req = req.header(name, value);
+        }
+        req.body(()).unwrap().into_parts().0
+    };
+    let replay = |v: &Verdict| match v {
+        Verdict::Verified(v) => Some(v.replay),
+        _ => None,
+    };
+
+    // Accepted at A (recorded in the fleet's store), a replay at B.
+    let request = signed("nonce-one");
+    let at_a = a.verify(&request, SystemTime::now()).await;
+    assert_eq!(replay(&at_a), Some(ReplayStatus::Shared), "{at_a:?}");
+    let at_b = b.verify(&request, SystemTime::now()).await;
+    assert_eq!(at_b, Verdict::Failed(Failure::Replayed));
+    // A fresh nonce is accepted at B; then a replay at A.
+    let other = signed("nonce-two");
+    assert_eq!(replay(&b.verify(&other, SystemTime::now()).await), Some(ReplayStatus::Shared));
+    assert_eq!(a.verify(&other, SystemTime::now()).await, Verdict::Failed(Failure::Replayed));
+
+    // Redis stopped: each replica checks alone (accepted at both, recorded here only), and
+    // still refuses its own replays.
+    redis.stop();
+    let alone = signed("nonce-three");
+    assert_eq!(replay(&a.verify(&alone, SystemTime::now()).await), Some(ReplayStatus::Recorded));
+    assert_eq!(replay(&b.verify(&alone, SystemTime::now()).await), Some(ReplayStatus::Recorded));
+    assert!(!cluster_b.is_up(), "B noticed that Redis is gone");
+    assert_eq!(
+        b.verify(&alone, SystemTime::now()).await,
+        Verdict::Failed(Failure::Replayed),
+        "B's own replay"
+    );
+    assert_eq!(origin.hits(WELL_KNOWN_PATH), 2, "one directory fetch per replica");
+}

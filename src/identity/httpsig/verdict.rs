@@ -74,6 +74,9 @@ pub enum ReplayStatus {
     /// Not recorded: the replay cache was full of entries living longer. A replay of this
     /// signature would not be noticed.
     Full,
+    /// Recorded here and in the fleet's store ([`SharedReplays`](super::SharedReplays)):
+    /// a replay at any replica is noticed.
+    Shared,
 }
 
 /// Why there was nothing to decide with.
