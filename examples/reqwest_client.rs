@@ -17,17 +17,17 @@ mod origin;
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let origin = origin::start(route).await?;
 
-    let robots = Robots::builder()
+    // One reqwest client for the requests and the robots.txt fetches: its `.resolve()`
+    // (here: `demo.example` is the origin on loopback), proxies and TLS serve both. The
+    // middleware follows redirects itself and checks each hop: build_reqwest_client sets
+    // the client up so (redirect::Policy::none()) from any reqwest::ClientBuilder.
+    let (_robots, http) = Robots::builder()
         .agent("ExampleBot")
         .user_agent("ExampleBot/1.0 (+https://example.com/bot)")
-        .allow_destination("127.0.0.0/8".parse()?) // the demo origin is on loopback
-        .build()?;
-    // The middleware follows redirects itself and checks each hop: reqwest_client builds
-    // the client so (redirect::Policy::none()) from any reqwest::ClientBuilder.
-    let http = robots.reqwest_client(reqwest::Client::builder())?;
+        .build_reqwest_client(reqwest::Client::builder().resolve("demo.example", origin))?;
 
     for path in ["/", "/private/report.pdf", "/moved"] {
-        let url = format!("http://{origin}{path}");
+        let url = format!("http://demo.example:{}{path}", origin.port());
         match http.get(&url).send().await {
             Ok(res) => println!("{url}: {} {:?}", res.status(), res.text().await?),
             Err(reqwest_middleware::Error::Middleware(e)) => match e.downcast_ref::<Refusal>() {

@@ -12,6 +12,12 @@
 //! Only the first [`FetchConfig::max_body_bytes`] (500 KiB) of the *decoded* body are
 //! read; the rest is ignored and the fetch does not fail, so a compressed bomb stays small.
 //! `gzip`, `deflate` and `br` are decoded.
+//!
+//! A [`Fetcher`] sends through robotsgate's own [`Pool`] (its DNS, destination guard, TLS
+//! and proxies) or through a client of yours ([`Fetcher::with_service`], what
+//! [`RobotsBuilder::fetch_service`](crate::RobotsBuilder::fetch_service) sets up): either
+//! way the table above, the redirects, the size limit, the timeouts and the facts of
+//! [`FetchOutcome`] are this module's, one code path for both.
 
 use std::time::{Duration, SystemTime};
 
@@ -24,9 +30,14 @@ use tokio::time::Instant;
 
 use crate::net::error_chain;
 use crate::net::http::{self as client, BodyError};
-use crate::net::{ConnectError, Connector, Pool, PoolBody, PoolConfig, PoolError};
+use crate::net::{ConnectError, Connector, Pool, PoolConfig, PoolError};
+
+mod service;
+
 use crate::origin::Origin;
 use crate::rep::MAX_ROBOTS_TXT_BYTES;
+pub(crate) use service::FetchService;
+use service::{BoxError, FetchBody};
 
 /// How robots.txt files are fetched.
 #[derive(Debug, Clone)]
@@ -153,11 +164,19 @@ impl Unreachable {
 }
 
 /// Fetches robots.txt files over keep-alive connections from a [`Pool`] (shared with the
-/// requests that follow, when the caller gives it one: [`Fetcher::with_pool`]).
+/// requests that follow, when the caller gives it one: [`Fetcher::with_pool`]), or through
+/// a client of the caller's ([`Fetcher::with_service`]).
 #[derive(Clone, Debug)]
 pub struct Fetcher {
-    pool: Pool,
+    via: Via,
     config: FetchConfig,
+}
+
+/// Where a fetcher's requests go.
+#[derive(Clone, Debug)]
+enum Via {
+    Pool(Pool),
+    Service(FetchService),
 }
 
 impl Fetcher {
@@ -169,12 +188,71 @@ impl Fetcher {
     /// A fetcher sending through `pool`: the connection a fetch used goes back to it, for
     /// the requests to that origin that follow.
     pub fn with_pool(pool: Pool, config: FetchConfig) -> Fetcher {
-        Fetcher { pool, config }
+        Fetcher { via: Via::Pool(pool), config }
     }
 
-    /// The pool it fetches through.
-    pub fn pool(&self) -> &Pool {
-        &self.pool
+    /// A fetcher sending its requests through `service`: your own HTTP client (a
+    /// hyper-util `Client`, a tower stack, an adapter around another client), so that its
+    /// DNS (`.resolve()` overrides), proxies, TLS roots and connection pool serve the
+    /// robots.txt fetches too. robotsgate makes no connection of its own then, and its
+    /// destination guard does not apply: your client decides where connections go.
+    ///
+    /// Everything else is as with the built-in transport, on the same code path: the
+    /// status classes of the [module docs](self), redirects followed by the fetcher (up
+    /// to [`FetchConfig::max_redirects`]: the service must not follow them itself, or the
+    /// hops are neither counted nor seen), the body decoded and read up to
+    /// [`FetchConfig::max_body_bytes`] (then dropped, so the rest is never read), the
+    /// header, body and total timeouts (waiting for the service to be ready counts in the
+    /// header timeout), and the facts recorded (SHA-256, final URL, caching).
+    ///
+    /// The service gets `GET` requests with an absolute URI, the `User-Agent`, `Accept`
+    /// and `Accept-Encoding` (`gzip, deflate, br`: the fetcher decodes; a client that
+    /// decodes itself removes `Content-Encoding` and that is fine too), and a body of
+    /// `ReqB::default()` (empty for `Empty<Bytes>`, `Full<Bytes>`, `String`...). Its
+    /// response body may be any `http_body::Body` whose errors convert into a boxed
+    /// error. A failing service is an unreachable robots.txt ([`Unreachable::Connect`]
+    /// when the error is robotsgate's own [`ConnectError`], as when your client uses
+    /// [`Robots::connector`](crate::Robots::connector); else [`Unreachable::Protocol`]
+    /// with the client's message).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use bytes::Bytes;
+    /// use http_body_util::Empty;
+    /// use hyper_util::client::legacy::Client;
+    /// use hyper_util::rt::TokioExecutor;
+    /// use robotsgate::fetch::{FetchConfig, Fetcher};
+    ///
+    /// let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    /// let fetcher = Fetcher::with_service(client, FetchConfig::default());
+    /// assert!(fetcher.pool().is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_service<S, ReqB, ResB>(service: S, config: FetchConfig) -> Fetcher
+    where
+        S: tower::Service<Request<ReqB>, Response = http::Response<ResB>> + Clone + Send + 'static,
+        S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+        S::Future: Send + 'static,
+        ReqB: Default + Send + 'static,
+        ResB: hyper::body::Body + Send + 'static,
+        ResB::Data: Send,
+        ResB::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        Fetcher::with_fetch_service(FetchService::new(service), config)
+    }
+
+    /// [`Fetcher::with_service`] with the service already boxed.
+    pub(crate) fn with_fetch_service(service: FetchService, config: FetchConfig) -> Fetcher {
+        Fetcher { via: Via::Service(service), config }
+    }
+
+    /// The pool it fetches through, unless it fetches through a service.
+    pub fn pool(&self) -> Option<&Pool> {
+        match &self.via {
+            Via::Pool(pool) => Some(pool),
+            Via::Service(_) => None,
+        }
     }
 
     /// The configuration.
@@ -230,16 +308,16 @@ impl Fetcher {
                 .header(USER_AGENT, &self.config.user_agent)
                 .header(ACCEPT, "text/plain, */*;q=0.5")
                 .header(ACCEPT_ENCODING, client::ACCEPT_ENCODING)
-                .body(Either::Right(Empty::new()));
+                .body(());
             let req = match req {
                 Ok(r) => r,
                 Err(e) => return FetchResult::Unreachable(Unreachable::Protocol(e.to_string())),
             };
-            let response = match tokio::time::timeout(self.config.header_timeout, self.pool.send(req)).await {
+            let response = match tokio::time::timeout(self.config.header_timeout, self.send(req)).await {
                 Err(_) => {
                     return FetchResult::Unreachable(Unreachable::HeaderTimeout(self.config.header_timeout));
                 }
-                Ok(Err(e)) => return FetchResult::Unreachable(client_error(&e)),
+                Ok(Err(e)) => return FetchResult::Unreachable(e),
                 Ok(Ok(r)) => r,
             };
             let status = response.status();
@@ -280,11 +358,22 @@ impl Fetcher {
         }
     }
 
+    /// Sends one request, through the pool or the service.
+    async fn send(&self, req: Request<()>) -> Result<http::Response<FetchBody>, Unreachable> {
+        match &self.via {
+            Via::Pool(pool) => match pool.send(req.map(|()| Either::Right(Empty::new()))).await {
+                Ok(res) => Ok(res.map(|body| body.map_err(BoxError::from).boxed_unsync())),
+                Err(e) => Err(client_error(&e)),
+            },
+            Via::Service(service) => service.send(req).await,
+        }
+    }
+
     /// Reads a body that is not a robots.txt (a redirect's, a 404 page) to its end in the
     /// background when it is short, so that its connection goes back to the pool for the
     /// requests that follow; a longer or slower one (16 KiB, 1 s) is dropped, closing the
     /// connection. The fetch does not wait for it.
-    fn drain(&self, response: http::Response<PoolBody>) {
+    fn drain(&self, response: http::Response<FetchBody>) {
         const DRAINED: u64 = 16 * 1024;
         let mut body = response.into_body();
         if hyper::body::Body::is_end_stream(&body)
@@ -305,18 +394,23 @@ impl Fetcher {
     }
 
     /// Reads and decodes the body, at most `max_body_bytes` of it.
-    async fn read_body(&self, response: http::Response<PoolBody>) -> Result<(Bytes, bool), Unreachable> {
+    async fn read_body(&self, response: http::Response<FetchBody>) -> Result<(Bytes, bool), Unreachable> {
         read_decoded_body(response, self.config.max_body_bytes, self.config.body_timeout).await
     }
 }
 
 /// Reads a response body, decoded (`gzip`, `deflate`, `br`), at most `limit` bytes of it
 /// (the flag says it went on past them), within `timeout`.
-pub(crate) async fn read_decoded_body(
-    response: http::Response<PoolBody>,
+pub(crate) async fn read_decoded_body<B>(
+    response: http::Response<B>,
     limit: usize,
     timeout: Duration,
-) -> Result<(Bytes, bool), Unreachable> {
+) -> Result<(Bytes, bool), Unreachable>
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
     client::read_body(response, limit, timeout).await.map_err(|e| match e {
         BodyError::Timeout => Unreachable::BodyTimeout(timeout),
         BodyError::Transport(why) => Unreachable::Protocol(why),

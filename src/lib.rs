@@ -23,8 +23,9 @@
 //! - [`origin`]: the origin (scheme, host, port) a robots.txt file belongs to.
 //! - [`target`]: the origin and path a URL given as text names (every URL a browser
 //!   accepts).
-//! - [`net`]: outbound connections (DNS, destination guard, TCP, TLS).
-//! - [`fetch`]: getting an origin's robots.txt (status classes, redirects, limits).
+//! - [`net`]: outbound connections (DNS, destination guard, TCP, TLS, forward proxies).
+//! - [`fetch`]: getting an origin's robots.txt (status classes, redirects, limits), through
+//!   robotsgate's connections or your own client.
 //! - [`identity`]: who the bot is: published IP ranges, forward-confirmed reverse DNS and
 //!   Web Bot Auth signatures (verified, and made for the requests robotsgate sends).
 //! - [`policy`]: the per-origin cache and the decision for a request.

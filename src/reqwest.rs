@@ -83,6 +83,12 @@ impl Robots {
     /// hop before it is fetched, which it cannot do when reqwest follows them. The safe
     /// setup in one call; the middleware alone ([`Robots::reqwest_middleware`]) is for
     /// adding other middleware too.
+    ///
+    /// robots.txt is fetched as this value was built to fetch it (robotsgate's own
+    /// connections, or the client given to
+    /// [`RobotsBuilder::fetch_with_reqwest`]), not through the client made here: for one
+    /// client serving both, so that its `.resolve()` and proxies apply to robots.txt too,
+    /// use [`RobotsBuilder::build_reqwest_client`].
     pub fn reqwest_client(
         &self,
         builder: reqwest::ClientBuilder,
@@ -94,9 +100,98 @@ impl Robots {
 
 impl RobotsBuilder {
     /// Builds and returns the reqwest middleware at once (see
-    /// [`Robots::reqwest_middleware`]).
+    /// [`Robots::reqwest_middleware`]). robots.txt is fetched through robotsgate's own
+    /// connections unless [`fetch_with_reqwest`](RobotsBuilder::fetch_with_reqwest) gave
+    /// a client.
     pub fn build_reqwest_middleware(self) -> Result<RobotsMiddleware, crate::BuildError> {
         Ok(self.build()?.reqwest_middleware())
+    }
+
+    /// Fetches robots.txt files through `client`, so that what it is set up with
+    /// (`.resolve()`, `.proxy()` and the proxy environment variables, TLS roots, local
+    /// address, timeouts) serves them as it serves your requests:
+    /// [`fetch_service`](RobotsBuilder::fetch_service) with a `reqwest::Client`, and the
+    /// same rules (robotsgate follows the redirects, reads at most 500 KiB, keeps its
+    /// timeouts, status classes and evidence; no destination guard or DNS of its own).
+    ///
+    /// Build `client` with `redirect::Policy::none()` (as the middleware needs anyway): a
+    /// robots.txt fetch the client redirected by itself is not used (robotsgate could not
+    /// count the hops) and counts as unreachable, with
+    /// [`RedirectError::ClientFollowsRedirects`] saying so.
+    /// [`build_reqwest_client`](RobotsBuilder::build_reqwest_client) sets it all up in
+    /// one call.
+    pub fn fetch_with_reqwest(self, client: reqwest::Client) -> Self {
+        self.fetch_service(ReqwestFetch(client))
+    }
+
+    /// Builds the [`Robots`] and a reqwest client from `builder` (your `.resolve()`,
+    /// proxies, TLS, timeouts...) with its redirect policy set to
+    /// `redirect::Policy::none()`, one client serving both: your requests, through this
+    /// value's middleware (which follows redirects and checks each hop), and the
+    /// robots.txt fetches ([`fetch_with_reqwest`](RobotsBuilder::fetch_with_reqwest)).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let (robots, http) = robotsgate::Robots::builder()
+    ///     .agent("ExampleBot")
+    ///     .build_reqwest_client(
+    ///         reqwest::Client::builder()
+    ///             .resolve("robots.example", "127.0.0.1:8080".parse()?)
+    ///             .proxy(reqwest::Proxy::https("http://proxy.corp:3128")?),
+    ///     )?;
+    /// // robots.txt of robots.example comes through the same client, resolved and
+    /// // proxied as the request is.
+    /// let res = http.get("http://robots.example:8080/page").send().await?;
+    /// # let _ = (robots, res);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn build_reqwest_client(
+        self,
+        builder: reqwest::ClientBuilder,
+    ) -> Result<(Robots, reqwest_middleware::ClientWithMiddleware), crate::BuildError> {
+        let client = builder
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(crate::BuildError::Reqwest)?;
+        let robots = self.fetch_with_reqwest(client.clone()).build()?;
+        let http = reqwest_middleware::ClientBuilder::new(client).with(robots.reqwest_middleware()).build();
+        Ok((robots, http))
+    }
+}
+
+/// A `reqwest::Client` as the robots.txt fetcher's transport (see
+/// [`RobotsBuilder::fetch_with_reqwest`]).
+#[derive(Clone)]
+struct ReqwestFetch(reqwest::Client);
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl tower::Service<http::Request<()>> for ReqwestFetch {
+    type Response = http::Response<reqwest::Body>;
+    type Error = BoxError;
+    type Future =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), BoxError>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<()>) -> Self::Future {
+        let client = self.0.clone();
+        Box::pin(async move {
+            let (parts, ()) = req.into_parts();
+            let url = Url::parse(&parts.uri.to_string())?;
+            let res = client.request(parts.method, url.clone()).headers(parts.headers).send().await?;
+            if res.url() != &url {
+                return Err(RedirectError::ClientFollowsRedirects {
+                    from: url.to_string(),
+                    to: res.url().to_string(),
+                }
+                .into());
+            }
+            Ok(http::Response::from(res))
+        })
     }
 }
 

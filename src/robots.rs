@@ -9,13 +9,14 @@ use ipnet::IpNet;
 use rustls::pki_types::CertificateDer;
 
 use crate::audit::AuditLog;
-use crate::fetch::{FetchConfig, Fetcher};
+use crate::fetch::{FetchConfig, FetchService, Fetcher};
 use crate::identity::httpsig::{RequestSigner, SignError, SigningKey};
 use crate::layer::{
     DecisionObserver, Mode, PurposeSettings, RobotsLayer, SelectToken, TokenError, Transport,
 };
 use crate::net::{
-    Connector, DnsConfig, Guard, Pool, PoolConfig, Resolver, TlsConfig, TlsSetupError, client_config,
+    Connector, DnsConfig, Guard, Pool, PoolConfig, Proxies, ProxyError, Resolver, TlsConfig, TlsSetupError,
+    client_config,
 };
 use crate::origin::HostPattern;
 use crate::pacing::{HostRule, PaceObserver, Pacer, PacingConfig, SharedPaceStore};
@@ -26,8 +27,10 @@ use crate::rep::{Profile, is_valid_product_token};
 /// then take [`Robots::layer`] for any tower `Service<http::Request<B>>` (a hyper-util
 /// `Client`, say) or, with the feature `reqwest`, `Robots::reqwest_middleware`.
 ///
-/// One `Robots` holds one robots.txt cache, one connector (DNS, destination guard, TLS)
-/// for the robots.txt fetches, and the optional audit log; it is cheap to clone and clones
+/// One `Robots` holds one robots.txt cache, one connector (DNS, destination guard, TLS,
+/// forward proxies: by default those of the `HTTPS_PROXY`-style environment variables)
+/// for the robots.txt fetches, or your own client for them
+/// ([`RobotsBuilder::fetch_service`]), and the optional audit log; it is cheap to clone and clones
 /// share them, so a layer and a reqwest middleware made from one value share one cache.
 ///
 /// ```
@@ -101,8 +104,9 @@ impl Robots {
         &self.pacer
     }
 
-    /// The connector the robots.txt fetches use (DNS, destination guard, TLS); a
-    /// hyper-util client built on it is held to the same guard.
+    /// The connector the robots.txt fetches use (DNS, destination guard, TLS, proxies); a
+    /// hyper-util client built on it is held to the same guard. Unused for robots.txt when
+    /// they go through your client ([`RobotsBuilder::fetch_service`]).
     pub fn connector(&self) -> &Connector {
         &self.connector
     }
@@ -153,6 +157,13 @@ pub enum BuildError {
         /// The `User-Agent` given.
         user_agent: String,
     },
+    /// A fetch service was given together with settings only robotsgate's own
+    /// connections use.
+    #[error(
+        "robots.txt is fetched through your client (fetch_service), so {0} would not be used: \
+         set it on your client instead"
+    )]
+    FetchServiceConflict(&'static str),
     /// A connector was given together with settings only the built-in connector uses.
     #[error(
         "a custom connector was given together with {0}, which only the built-in connector uses: \
@@ -162,6 +173,15 @@ pub enum BuildError {
     /// The TLS settings cannot be used.
     #[error(transparent)]
     Tls(#[from] TlsSetupError),
+    /// The proxy settings (or the proxy environment variables, read by default) cannot
+    /// be used.
+    #[error("proxy settings: {0}")]
+    Proxy(#[from] ProxyError),
+    /// The reqwest client could not be built (feature `reqwest`:
+    /// `RobotsBuilder::build_reqwest_client`).
+    #[cfg(feature = "reqwest")]
+    #[error("cannot build the reqwest client: {0}")]
+    Reqwest(#[source] reqwest::Error),
     /// The request signing settings cannot be used (the `Signature-Agent` is not an
     /// `https` URL).
     #[error("request signing: {0}")]
@@ -192,6 +212,8 @@ pub struct RobotsBuilder {
     tls_set: bool,
     connect_timeout: Option<Duration>,
     connector: Option<Connector>,
+    proxies: Option<Proxies>,
+    fetch_service: Option<FetchService>,
     audit: Option<AuditLog>,
     observer: Option<Arc<dyn DecisionObserver>>,
     selector: Option<Arc<dyn SelectToken>>,
@@ -314,9 +336,114 @@ impl RobotsBuilder {
         self
     }
 
+    /// The forward proxies robots.txt fetches (and requests sent through
+    /// [`Robots::pool`]) go through. By default they are read from the standard
+    /// environment variables when [`build`](RobotsBuilder::build) runs, as curl and
+    /// reqwest do (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY` and their
+    /// lower-case forms; see [`Proxies`] for which applies when, and what
+    /// the destination guard checks through a proxy); an invalid value is a
+    /// [`BuildError::Proxy`]. `Proxies::none()` connects directly whatever the
+    /// environment says (the `robotsgate` proxy server does so).
+    ///
+    /// ```
+    /// use robotsgate::net::Proxies;
+    ///
+    /// let proxies = Proxies::none().all("http://proxy.corp:3128")?.no_proxy("intranet.corp")?;
+    /// let robots = robotsgate::Robots::builder().agent("ExampleBot").proxies(proxies).build()?;
+    /// assert!(!robots.connector().proxies().is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn proxies(mut self, proxies: Proxies) -> Self {
+        self.proxies = Some(proxies);
+        self
+    }
+
+    /// Fetches robots.txt files through `service`, your own HTTP client, instead of
+    /// robotsgate's connections: a hyper-util `Client`, a tower stack around one, or any
+    /// `tower::Service<http::Request<B>>` (with `B: Default`, e.g. `Empty<Bytes>`,
+    /// `Full<Bytes>`) answering `http::Response`s with any body. Then the client's DNS
+    /// (e.g. names it resolves to fixed addresses), proxies and TLS roots serve the
+    /// robots.txt fetches as they serve your requests, and robotsgate makes no
+    /// connection or DNS lookup of its own: the destination guard does not apply (your
+    /// client decides where connections go; requests are not refused with
+    /// `destination-denied`), so the guard, DNS, TLS, connect timeout, connector and
+    /// proxy settings of this builder are errors when given too
+    /// ([`BuildError::FetchServiceConflict`]), and the proxy environment variables are
+    /// not read (configure your client's proxies).
+    ///
+    /// Everything else holds as with robotsgate's own connections, on the same code path
+    /// (see [`Fetcher::with_service`]): the status classes (4xx: allow all; 5xx, 429 or
+    /// no answer: disallow all), redirects followed by robotsgate up to
+    /// [`fetch_max_redirects`](RobotsBuilder::fetch_max_redirects) hops (the service
+    /// must not follow redirects itself), at most 500 KiB of the decoded body read, the
+    /// header, body and total timeouts, and the audit log's evidence (SHA-256 of the body,
+    /// final URL, status). With the feature `reqwest`,
+    /// `RobotsBuilder::fetch_with_reqwest` takes a `reqwest::Client`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// # use hyper_util::server::conn::auto;
+    /// # let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// # let port = listener.local_addr()?.port();
+    /// # tokio::spawn(async move {
+    /// #     while let Ok((tcp, _)) = listener.accept().await {
+    /// #         let service = hyper::service::service_fn(|_req| async {
+    /// #             Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
+    /// #                 bytes::Bytes::from_static(b"User-agent: *\nDisallow: /private\n"),
+    /// #             )))
+    /// #         });
+    /// #         let io = hyper_util::rt::TokioIo::new(tcp);
+    /// #         tokio::spawn(auto::Builder::new(hyper_util::rt::TokioExecutor::new()).serve_connection(io, service).into_owned());
+    /// #     }
+    /// # });
+    /// use std::net::SocketAddr;
+    /// use bytes::Bytes;
+    /// use http_body_util::Empty;
+    /// use hyper_util::client::legacy::Client;
+    /// use hyper_util::client::legacy::connect::HttpConnector;
+    /// use hyper_util::client::legacy::connect::dns::Name;
+    /// use hyper_util::rt::TokioExecutor;
+    /// use robotsgate::origin::Origin;
+    /// use tower::service_fn;
+    ///
+    /// // Your client: here one that resolves every name to a server on this machine.
+    /// let resolve = service_fn(move |_: Name| async move {
+    ///     Ok::<_, std::io::Error>(vec![SocketAddr::from(([127, 0, 0, 1], port))].into_iter())
+    /// });
+    /// let client = Client::builder(TokioExecutor::new())
+    ///     .build::<_, Empty<Bytes>>(HttpConnector::new_with_resolver(resolve));
+    ///
+    /// let robots = robotsgate::Robots::builder()
+    ///     .agent("ExampleBot")
+    ///     .fetch_service(client.clone())
+    ///     .build()?;
+    /// // robots.txt of robots.example comes through `client` (robotsgate's own DNS does
+    /// // not know the name); put `robots.layer()` around the same client for requests.
+    /// let origin = Origin::parse(&format!("http://robots.example:{port}/"))?;
+    /// let decision = robots.policy().decide(&origin, "/private/x", "ExampleBot".into()).await;
+    /// assert!(!decision.allowed);
+    /// assert!(robots.policy().decide(&origin, "/public", "ExampleBot".into()).await.allowed);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn fetch_service<S, ReqB, ResB>(mut self, service: S) -> Self
+    where
+        S: tower::Service<http::Request<ReqB>, Response = http::Response<ResB>> + Clone + Send + 'static,
+        S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+        S::Future: Send + 'static,
+        ReqB: Default + Send + 'static,
+        ResB: hyper::body::Body + Send + 'static,
+        ResB::Data: Send,
+        ResB::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        self.fetch_service = Some(FetchService::new(service));
+        self
+    }
+
     /// A connector of your own for the robots.txt fetches (and the destination checks);
-    /// the guard, DNS and TLS settings of this builder then do not apply, and setting
-    /// them too is an error.
+    /// the guard, DNS, TLS and proxy settings of this builder then do not apply (nor do
+    /// the proxy environment variables), and setting them too is an error.
     pub fn connector(mut self, connector: Connector) -> Self {
         self.connector = Some(connector);
         self
@@ -569,6 +696,30 @@ impl RobotsBuilder {
     /// `on_error`) while Redis cannot be reached, robots.txt copies are shared through it
     /// (unless [`copy_share`](RobotsBuilder::copy_share) gives another share) and so is
     /// pacing (unless [`pace_store`](RobotsBuilder::pace_store) gives another store).
+    ///
+    /// One Redis server ([`Redis::Server`](crate::cluster::Redis::Server)) or a Redis
+    /// Cluster ([`Redis::Cluster`](crate::cluster::Redis::Cluster), its seed nodes):
+    ///
+    /// ```
+    /// use robotsgate::cluster::{Cluster, ClusterConfig, Redis};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let one = ClusterConfig { redis: Redis::Server("redis://redis:6379/0".into()), ..Default::default() };
+    /// let nodes = vec!["redis://10.0.0.1:6379".into(), "redis://10.0.0.2:6379".into()];
+    /// let cluster = ClusterConfig { redis: Redis::Cluster(nodes), ..Default::default() };
+    /// for config in [one, cluster] {
+    ///     // Connects lazily: no I/O here (within a tokio runtime).
+    ///     let fleet = Cluster::new(config)?;
+    ///     let robots = robotsgate::Robots::builder().agent("ExampleBot").cluster(fleet.clone()).build()?;
+    ///     // Notices Redis coming back after an outage.
+    ///     let watch = fleet.watch(std::time::Duration::from_secs(1));
+    ///     # watch.abort();
+    ///     # drop(robots);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     #[cfg(feature = "cluster")]
     pub fn cluster(mut self, cluster: crate::cluster::Cluster) -> Self {
         self.cluster = Some(cluster);
@@ -611,6 +762,21 @@ impl RobotsBuilder {
         if !user_agent.to_ascii_lowercase().contains(&agent.to_ascii_lowercase()) {
             return Err(BuildError::UserAgentWithoutToken { agent, user_agent });
         }
+        if self.fetch_service.is_some() {
+            let conflict = [
+                (self.connector.is_some(), "a connector"),
+                (self.guard_set, "a destination allowance"),
+                (self.dns_set || self.resolver.is_some(), "DNS settings"),
+                (self.tls_set, "TLS roots"),
+                (self.connect_timeout.is_some(), "a connect timeout"),
+                (self.proxies.is_some(), "proxy settings"),
+            ]
+            .into_iter()
+            .find_map(|(set, what)| set.then_some(what));
+            if let Some(what) = conflict {
+                return Err(BuildError::FetchServiceConflict(what));
+            }
+        }
         let connector = match self.connector {
             Some(c) => {
                 let conflict = [
@@ -618,6 +784,7 @@ impl RobotsBuilder {
                     (self.dns_set || self.resolver.is_some(), "DNS settings"),
                     (self.tls_set, "TLS roots"),
                     (self.connect_timeout.is_some(), "a connect timeout"),
+                    (self.proxies.is_some(), "proxy settings"),
                 ]
                 .into_iter()
                 .find_map(|(set, what)| set.then_some(what));
@@ -630,7 +797,13 @@ impl RobotsBuilder {
                 let resolver = self.resolver.unwrap_or_else(|| Resolver::new(&self.dns));
                 let tls = client_config(&self.tls, &[b"h2", b"http/1.1"])?;
                 let timeout = self.connect_timeout.unwrap_or(Duration::from_secs(5));
-                Connector::new(resolver, Arc::new(self.guard), tls, timeout)
+                let proxies = match self.proxies {
+                    Some(p) => p,
+                    // With a fetch service robotsgate makes no connection of its own.
+                    None if self.fetch_service.is_some() => Proxies::none(),
+                    None => Proxies::from_env()?,
+                };
+                Connector::new(resolver, Arc::new(self.guard), tls, timeout).with_proxies(proxies)
             }
         };
         let fetch = FetchConfig { user_agent: user_agent.clone(), ..self.fetch };
@@ -640,11 +813,12 @@ impl RobotsBuilder {
             fetch_observers.push(Arc::new(audit.clone()) as Arc<dyn FetchObserver>);
         }
         fetch_observers.extend(self.fetch_observers);
-        let policy = RobotsPolicy::with_observers(
-            Fetcher::with_pool(pool.clone(), fetch),
-            self.policy,
-            fetch_observers,
-        );
+        let own_connections = self.fetch_service.is_none();
+        let fetcher = match self.fetch_service {
+            Some(service) => Fetcher::with_fetch_service(service, fetch),
+            None => Fetcher::with_pool(pool.clone(), fetch),
+        };
+        let policy = RobotsPolicy::with_observers(fetcher, self.policy, fetch_observers);
         #[cfg(feature = "cluster")]
         let (copy_share, pace_store) = match &self.cluster {
             Some(c) => (
@@ -683,8 +857,10 @@ impl RobotsBuilder {
         let mut layer = RobotsLayer::new(policy.clone(), agent.clone())
             .with_mode(self.mode)
             .with_purpose(self.purpose)
-            .with_admission(connector.clone())
             .with_pacer(pacer.clone());
+        if own_connections {
+            layer = layer.with_admission(connector.clone());
+        }
         if !self.leave_user_agent {
             layer = layer.with_user_agent(header.clone());
         }
@@ -726,6 +902,13 @@ impl SelectToken for SharedSelector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_builder_and_robots_are_send_and_sync() {
+        fn shared<T: Send + Sync>() {}
+        shared::<RobotsBuilder>();
+        shared::<Robots>();
+    }
 
     #[test]
     fn build_needs_no_runtime_and_has_working_defaults() {

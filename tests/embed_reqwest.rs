@@ -208,3 +208,61 @@ async fn requests_are_paced_and_an_origins_429_pauses_it() {
     assert!(refusal(&e).retry_after().is_some_and(|s| s >= 3590));
     assert_eq!(busy.hits("/later"), 0);
 }
+
+/// Issue 31, point 5: a reqwest client set up with `.resolve()` serves the robots.txt
+/// fetches too (robotsgate's own DNS is never asked for `robots.example`).
+#[tokio::test]
+async fn a_reqwest_client_resolving_robots_example_serves_its_robots_txt_fetch() {
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/public", Reply::ok("hello")),
+        ("/private/x", Reply::ok("secret")),
+    ])
+    .await;
+    let (robots, http) = Robots::builder()
+        .agent("ExampleBot")
+        .build_reqwest_client(reqwest::Client::builder().resolve("robots.example", origin.addr()))
+        .expect("valid settings");
+    let base = format!("http://robots.example:{}", origin.port());
+    let res = send(&http, &format!("{base}/public")).await.expect("sent");
+    assert_eq!(res.status(), 200);
+    let e = send(&http, &format!("{base}/private/x")).await.expect_err("disallowed");
+    assert_eq!(refusal(&e).kind(), RefusalKind::Disallowed, "{e}");
+    assert_eq!((origin.hits("/robots.txt"), origin.hits("/public"), origin.hits("/private/x")), (1, 1, 0));
+    let seen = origin.seen_for("/robots.txt");
+    assert_eq!(seen[0].headers["host"], format!("robots.example:{}", origin.port()).as_str());
+    // The Robots returned shares the cache the client's middleware filled.
+    let o = robotsgate::origin::Origin::parse(&base).unwrap();
+    assert!(!bounded("decide", robots.policy().decide(&o, "/private/z", "ExampleBot".into())).await.allowed);
+    assert_eq!(origin.hits("/robots.txt"), 1);
+
+    // The same through fetch_with_reqwest and the middleware on a client of one's own.
+    let client = reqwest::Client::builder()
+        .resolve("robots.example", origin.addr())
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let robots = Robots::builder().agent("ExampleBot").fetch_with_reqwest(client.clone()).build().unwrap();
+    let http = reqwest_middleware::ClientBuilder::new(client).with(robots.reqwest_middleware()).build();
+    let e = send(&http, &format!("{base}/private/y")).await.expect_err("disallowed");
+    assert_eq!(refusal(&e).kind(), RefusalKind::Disallowed, "{e}");
+    assert_eq!(origin.hits("/robots.txt"), 2);
+}
+
+/// A reqwest client that follows redirects by itself would hide the hops from robotsgate's
+/// count: its robots.txt fetch is not used (unreachable, saying why).
+#[tokio::test]
+async fn a_robots_txt_fetch_redirected_by_the_reqwest_client_itself_is_not_used() {
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::redirect(301, "/elsewhere.txt")),
+        ("/elsewhere.txt", Reply::ok("User-agent: *\nAllow: /\n")),
+    ])
+    .await;
+    let client = reqwest::Client::builder().resolve("robots.example", origin.addr()).build().unwrap();
+    let robots = Robots::builder().agent("ExampleBot").fetch_with_reqwest(client).build().unwrap();
+    let o = robotsgate::origin::Origin::parse(&format!("http://robots.example:{}/", origin.port())).unwrap();
+    let d = bounded("decide", robots.policy().decide(&o, "/page", "ExampleBot".into())).await;
+    assert!(!d.allowed, "{d:?}");
+    let why = format!("{:?}", d.reason);
+    assert!(why.contains("followed a redirect"), "{why}");
+}

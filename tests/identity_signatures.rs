@@ -292,3 +292,55 @@ async fn the_ingress_layer_lets_signed_bots_in_and_refuses_forged_replayed_and_u
     let res = svc.oneshot(bot("/page", EXAMPLEBOT, None)).await.unwrap();
     assert_eq!(status(&res), 200);
 }
+
+/// Serves a Signature Agent Card naming `token`, with `s`'s key inline, as a.test's
+/// directory.
+fn serve_card(s: &Setup, token: &str) {
+    let card = serde_json::json!({
+        "client_name": "Example",
+        "jwks": {"keys": [s.key.public().to_jwk()]},
+        "web_bot_auth": {"rfc9309-product-token": token, "rfc9309-compliance": true},
+    });
+    let reply = Reply::typed(httpsig::MEDIA_TYPE, card.to_string()).header("cache-control", "max-age=600");
+    s.origin.route(WELL_KNOWN_PATH, reply);
+}
+
+/// The token a request signed by `s`'s key, without one in its `User-Agent`, is judged as
+/// when the directory is a card naming `token` (a verifier of its own: an empty cache).
+async fn judged_as(s: &Setup, token: &str) -> Option<String> {
+    serve_card(s, token);
+    let v = s.verifier(&s.operators(false));
+    let id = check(&v, Some(&s.sign(&SEED)), None).await.unwrap();
+    assert!(id.verdict.is_verified(), "{token}: {:?}", id.verdict);
+    assert_eq!(id.operator.as_deref(), Some("Example"), "{token}");
+    id.token.as_deref().map(str::to_owned)
+}
+
+/// A key directory that is a Signature Agent Card naming a product token: a request its
+/// key signed, with no token in its `User-Agent`, is judged as the card's token, in the
+/// verifier and in the ingress layer (which picks the robots.txt group by it); a card
+/// cannot borrow another operator's token.
+#[tokio::test]
+async fn a_signature_agent_card_names_the_token_a_signed_request_is_judged_as() {
+    let s = Setup::new().await;
+    assert_eq!(judged_as(&s, "ExampleBot-User").await.as_deref(), Some("ExampleBot-User"));
+    assert_eq!(
+        judged_as(&s, "ExampleNews").await.as_deref(),
+        Some("ExampleNews"),
+        "a token no operator lists"
+    );
+    assert_eq!(
+        judged_as(&s, "GPTBot").await.as_deref(),
+        Some("ExampleBot"),
+        "OpenAI's: the first token instead"
+    );
+
+    // In the layer: ExampleBot's group allows /page, `*` (which ExampleNews falls to) does not.
+    serve_card(&s, "ExampleNews");
+    let (svc, seen, hits) = layer_site(s.verifier(&s.operators(false)));
+    let res = svc.clone().oneshot(bot("/page", BROWSER, Some(&s.sign(&SEED)))).await.unwrap();
+    assert_eq!(res.status().as_u16(), 403, "judged as ExampleNews, held to `*`");
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+    let recs = seen.lock().unwrap().clone();
+    assert_eq!((recs[0].token.as_deref(), recs[0].identity), (Some("ExampleNews"), Some("verified")));
+}

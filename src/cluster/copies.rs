@@ -32,7 +32,7 @@ use redis::Value;
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
-use super::{Cluster, int, millis};
+use super::{Cluster, Lua, LuaCall, int, millis};
 use crate::fetch::{FetchOutcome, FetchResult, Fetcher, Unreachable};
 use crate::origin::Origin;
 use crate::policy::{CopyShare, Lifetime, ShareFuture, Shared};
@@ -123,9 +123,9 @@ end
 return 1
 ";
 
-static LOOKUP_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(LOOKUP));
-static STORE_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(STORE));
-static SNAPSHOT_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(SNAPSHOT));
+static LOOKUP_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(LOOKUP));
+static STORE_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(STORE));
+static SNAPSHOT_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(SNAPSHOT));
 
 /// The longest pause between two looks while another replica fetches.
 const MAX_POLL: Duration = Duration::from_millis(200);
@@ -172,10 +172,10 @@ impl RedisCopyShare {
 
     /// Runs `script`, bounded by the command timeout; `None` (and the cluster noted down)
     /// when Redis did not answer.
-    async fn run(&self, invocation: &redis::ScriptInvocation<'_>) -> Option<Value> {
+    async fn run(&self, invocation: &LuaCall<'_>) -> Option<Value> {
         let mut conn = self.cluster.connection();
         let timeout = self.cluster.config().command_timeout;
-        match tokio::time::timeout(timeout, invocation.invoke_async::<Value>(&mut conn)).await {
+        match tokio::time::timeout(timeout, invocation.invoke(&mut conn)).await {
             Ok(Ok(v)) => {
                 self.cluster.note(true, None);
                 Some(v)
@@ -255,7 +255,7 @@ impl RedisCopyShare {
             invocation.arg(outcome.body.as_ref()).arg(millis(ttl));
             let mut conn = self.cluster.connection();
             let timeout = self.cluster.config().command_timeout;
-            match tokio::time::timeout(timeout, invocation.invoke_async::<Value>(&mut conn)).await {
+            match tokio::time::timeout(timeout, invocation.invoke(&mut conn)).await {
                 Ok(Ok(_)) => {}
                 // Redis answered, and refused (out of memory, ...): the fleet still works.
                 Ok(Err(e))

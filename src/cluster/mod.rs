@@ -19,13 +19,46 @@
 //! - **Snapshots** ([`RedisCopyShare::with_snapshots`]): the replica that fetches a
 //!   robots.txt also keeps its body under its SHA-256, so that `robotsgate audit explain`
 //!   finds the exact file of a decision whichever replica made it ([`read_snapshot`]).
+//! - **Web Bot Auth replays** ([`RedisReplays`], the site side): a signature one replica
+//!   accepted is a replay at every other.
 //!
 //! Keys: `<prefix>{<origin>}:pace:<token>`, `<prefix>{<origin>}:robots` and
 //! `<prefix>{<origin>}:robots:lease`: the origin in braces is a hash tag, so that a Redis
-//! Cluster would keep one origin's keys together; and `<prefix>snapshot:<sha256>`, one
-//! string per robots.txt body.
+//! Cluster keeps one origin's keys in one slot (the only script that touches two keys,
+//! the copy and its lease, touches one origin's); `<prefix>snapshot:<sha256>`, one
+//! string per robots.txt body; and `<prefix>replay:{<hash>}`, one per signature accepted,
+//! until it expires.
+//!
+//! **One server or a Redis Cluster** ([`Redis`]): the same keys and scripts work on both.
+//! With a cluster, the seed nodes are asked for the slot map (when the first command
+//! needs it: no I/O at start), each command goes to the node that holds its key's slot
+//! and follows `MOVED`/`ASK`; a script the node does not know yet is sent whole (`EVAL`)
+//! to that node only. While the node holding an origin's slot is down (until a replica of
+//! it takes over), the requests that need it go on alone as above, each within
+//! `command_timeout`.
+//!
+//! ```
+//! use std::time::Duration;
+//! use robotsgate::cluster::{Cluster, ClusterConfig, Redis};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // A Redis Cluster: a few seed nodes; the client finds the others.
+//! let config = ClusterConfig {
+//!     redis: Redis::Cluster(vec!["redis://10.0.0.1:6379".into(), "redis://10.0.0.2:6379".into()]),
+//!     command_timeout: Duration::from_millis(300),
+//!     ..ClusterConfig::default()
+//! };
+//! let cluster = Cluster::new(config)?; // no I/O yet
+//! let robots = robotsgate::Robots::builder().agent("ExampleBot").cluster(cluster.clone()).build()?;
+//! let _watch = cluster.watch(Duration::from_secs(1));
+//! # drop(robots);
+//! # Ok(())
+//! # }
+//! ```
 
 mod copies;
+mod replays;
 mod store;
 
 use std::sync::Arc;
@@ -33,6 +66,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use copies::RedisCopyShare;
+pub use replays::RedisReplays;
 pub use store::RedisPaceStore;
 
 /// What a replica does while Redis cannot be reached.
@@ -46,14 +80,32 @@ pub enum OnClusterError {
     Refuse,
 }
 
+/// Where the fleet's Redis is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Redis {
+    /// One server: `redis://[user:password@]host:port/db` or `rediss://...` (TLS, rustls:
+    /// the webpki roots, or [`ClusterConfig::ca_pem`]).
+    Server(String),
+    /// A Redis Cluster: the URLs of some of its nodes (seeds: `redis://[user:password@]host:port`,
+    /// or all `rediss://`), from which the client learns the others and the slot map. All
+    /// with the same user, password and scheme; database 0 (a Redis Cluster has no other).
+    Cluster(Vec<String>),
+}
+
+impl Default for Redis {
+    fn default() -> Self {
+        Redis::Server(String::new())
+    }
+}
+
 /// How to reach the fleet's Redis.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClusterConfig {
-    /// `redis://[user:password@]host:port/db` or `rediss://...` (TLS, rustls: the webpki
-    /// roots, or [`ClusterConfig::ca_pem`]).
-    pub url: String,
-    /// `rediss://`: the PEM certificates (one or more) that Redis' certificate is verified
-    /// against, instead of the webpki roots (a private CA); `None`: the webpki roots.
+    /// One server or a Redis Cluster.
+    pub redis: Redis,
+    /// `rediss://`: the PEM certificates (one or more) that Redis' certificate (every
+    /// node's, for a cluster) is verified against, instead of the webpki roots (a private
+    /// CA); `None`: the webpki roots.
     pub ca_pem: Option<Vec<u8>>,
     /// Prepended to every key (several fleets can share one Redis).
     pub key_prefix: String,
@@ -68,7 +120,7 @@ pub struct ClusterConfig {
 impl Default for ClusterConfig {
     fn default() -> Self {
         ClusterConfig {
-            url: String::new(),
+            redis: Redis::default(),
             ca_pem: None,
             key_prefix: "robotsgate:".into(),
             connect_timeout: Duration::from_secs(2),
@@ -87,6 +139,14 @@ pub enum ClusterError {
     /// The CA certificates cannot be used (or the URL is not `rediss://`).
     #[error("cluster.ca_file: {0}")]
     Ca(String),
+    /// The Redis Cluster's seed nodes cannot be used (none, a Unix socket, a database
+    /// other than 0, different users, passwords or schemes).
+    #[error("cluster.redis_cluster: {0}")]
+    Nodes(String),
+    /// The key prefix holds `{` or `}`: in a Redis Cluster it would change the keys' hash
+    /// tag (one origin's keys would no longer share a slot).
+    #[error("cluster.key_prefix: {0}")]
+    KeyPrefix(String),
 }
 
 /// Sees the cluster's state changes (the proxy's metrics do).
@@ -102,7 +162,7 @@ pub struct Cluster {
 }
 
 struct Inner {
-    manager: redis::aio::ConnectionManager,
+    connection: Connection,
     config: ClusterConfig,
     up: AtomicBool,
     observer: std::sync::OnceLock<Arc<dyn ClusterObserver>>,
@@ -123,17 +183,29 @@ impl Cluster {
     /// beside it: once Redis is found down, the stores go on alone without asking it until
     /// the watch sees it back.
     pub fn new(config: ClusterConfig) -> Result<Cluster, ClusterError> {
-        let client = client(&config)?;
-        let manager_config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(config.connect_timeout))
-            .set_response_timeout(Some(config.command_timeout))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_secs(1));
-        let manager = redis::aio::ConnectionManager::new_lazy_with_config(client, manager_config)
-            .map_err(|e| ClusterError::Url(e.to_string()))?;
+        let connection = match &config.redis {
+            Redis::Server(_) => {
+                let client = client(&config)?;
+                let manager_config = redis::aio::ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(config.connect_timeout))
+                    .set_response_timeout(Some(config.command_timeout))
+                    .set_number_of_retries(2)
+                    .set_max_delay(Duration::from_secs(1));
+                let manager = redis::aio::ConnectionManager::new_lazy_with_config(client, manager_config)
+                    .map_err(|e| ClusterError::Url(e.to_string()))?;
+                Connection::Server(manager)
+            }
+            Redis::Cluster(_) => {
+                let client = cluster_client(&config)?;
+                let timeouts = redis::cluster::ClusterConfig::new()
+                    .set_connection_timeout(config.connect_timeout)
+                    .set_response_timeout(config.command_timeout);
+                Connection::Cluster(client.get_pending_async_connection_with_config(timeouts))
+            }
+        };
         Ok(Cluster {
             inner: Arc::new(Inner {
-                manager,
+                connection,
                 config,
                 // Until a command says otherwise.
                 up: AtomicBool::new(true),
@@ -165,11 +237,12 @@ impl Cluster {
 
     /// Asks Redis whether it answers (`PING`), noting the state: for health checks and
     /// for noticing that Redis is back while no paced request asks.
+    /// A Redis Cluster answers when every node holding slots (each primary) does.
     pub async fn ping(&self) -> bool {
-        let mut conn = self.inner.manager.clone();
+        let mut conn = self.connection();
         let answered = tokio::time::timeout(
             self.inner.config.command_timeout,
-            redis::cmd("PING").query_async::<String>(&mut conn),
+            redis::cmd("PING").query_async::<redis::Value>(&mut conn),
         )
         .await;
         match answered {
@@ -230,8 +303,8 @@ impl Cluster {
         })
     }
 
-    pub(crate) fn connection(&self) -> redis::aio::ConnectionManager {
-        self.inner.manager.clone()
+    pub(crate) fn connection(&self) -> Connection {
+        self.inner.connection.clone()
     }
 
     pub(crate) fn key(&self, origin: &crate::origin::Origin, agent: &str) -> String {
@@ -239,10 +312,166 @@ impl Cluster {
     }
 }
 
+/// A connection to one server (reconnecting by itself) or to a Redis Cluster (routing
+/// each command to its key's node); both lazy, cheap to clone.
+#[derive(Clone)]
+pub(crate) enum Connection {
+    Server(redis::aio::ConnectionManager),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl redis::aio::ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Connection::Server(c) => c.req_packed_command(cmd),
+            Connection::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Connection::Server(c) => c.req_packed_commands(pipeline, offset, count),
+            Connection::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Server(c) => c.get_db(),
+            Connection::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// A Lua script of the stores, run by its SHA-1 (`EVALSHA`) and, when the node does not
+/// know it yet, by its text (`EVAL`, which also keeps it there): both go to the node of
+/// the script's keys. (`SCRIPT LOAD`, which the redis crate's `Script` sends on a miss,
+/// goes to every node of a Redis Cluster and fails while one of them is down.) Every
+/// script's keys are one origin's: one hash tag, one slot.
+pub(crate) struct Lua {
+    code: &'static str,
+    sha: String,
+}
+
+impl Lua {
+    pub(crate) fn new(code: &'static str) -> Lua {
+        Lua { code, sha: redis::Script::new(code).get_hash().to_owned() }
+    }
+
+    /// A call of this script on `key` (more with [`LuaCall::key`]).
+    pub(crate) fn key(&self, key: &str) -> LuaCall<'_> {
+        LuaCall { lua: self, keys: vec![key.to_owned()], args: Vec::new() }
+    }
+}
+
+/// One call of a [`Lua`] script: its keys and arguments.
+pub(crate) struct LuaCall<'a> {
+    lua: &'a Lua,
+    keys: Vec<String>,
+    args: Vec<Vec<u8>>,
+}
+
+impl LuaCall<'_> {
+    pub(crate) fn key(&mut self, key: &str) -> &mut Self {
+        self.keys.push(key.to_owned());
+        self
+    }
+
+    pub(crate) fn arg(&mut self, arg: impl redis::ToRedisArgs) -> &mut Self {
+        self.args.extend(arg.to_redis_args());
+        self
+    }
+
+    /// Runs it on `conn` (not bounded here: the callers bound it by the command timeout).
+    pub(crate) async fn invoke(&self, conn: &mut Connection) -> redis::RedisResult<redis::Value> {
+        let command = |name: &str, script: &[u8]| {
+            let mut c = redis::cmd(name);
+            c.arg(script).arg(self.keys.len()).arg(&self.keys).arg(&self.args);
+            c
+        };
+        match command("EVALSHA", self.lua.sha.as_bytes()).query_async(conn).await {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                command("EVAL", self.lua.code.as_bytes()).query_async(conn).await
+            }
+            answer => answer,
+        }
+    }
+}
+
+/// The Redis Cluster client of `config` (its seed nodes, and their CA for `rediss://`);
+/// no I/O. The seeds are checked here: at least one, no Unix socket, database 0, and a
+/// key prefix that leaves the origin's braces the hash tag.
+fn cluster_client(config: &ClusterConfig) -> Result<redis::cluster::ClusterClient, ClusterError> {
+    use redis::IntoConnectionInfo;
+    let Redis::Cluster(nodes) = &config.redis else {
+        return Err(ClusterError::Nodes("not a Redis Cluster".into()));
+    };
+    if nodes.is_empty() {
+        return Err(ClusterError::Nodes("no seed node (give one or more redis://host:port)".into()));
+    }
+    if config.key_prefix.contains(['{', '}']) {
+        return Err(ClusterError::KeyPrefix(format!(
+            "{:?} holds a brace: with a Redis Cluster the origin in braces is each key's hash tag \
+             (one origin's keys in one slot), and a brace in the prefix would change it",
+            config.key_prefix
+        )));
+    }
+    let mut infos = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        let info = node
+            .as_str()
+            .into_connection_info()
+            .map_err(|e| ClusterError::Nodes(format!("{node:?}: {e}")))?;
+        if matches!(info.addr(), redis::ConnectionAddr::Unix(_)) {
+            return Err(ClusterError::Nodes(format!(
+                "{node:?}: a Redis Cluster is reached over TCP (its nodes announce host and port), not a Unix socket"
+            )));
+        }
+        if info.redis_settings().db() != 0 {
+            return Err(ClusterError::Nodes(format!(
+                "{node:?}: database {}, but a Redis Cluster has database 0 only",
+                info.redis_settings().db()
+            )));
+        }
+        infos.push(info);
+    }
+    let tls =
+        infos.iter().map(|i| matches!(i.addr(), redis::ConnectionAddr::TcpTls { .. })).collect::<Vec<_>>();
+    if tls.iter().any(|t| *t != tls[0]) {
+        return Err(ClusterError::Nodes(
+            "mixes redis:// and rediss:// seed nodes: all are one or the other".into(),
+        ));
+    }
+    let mut builder = redis::cluster::ClusterClientBuilder::new(infos)
+        .connection_timeout(config.connect_timeout)
+        .response_timeout(config.command_timeout)
+        .retries(2)
+        .max_retry_wait(1000);
+    if let Some(pem) = &config.ca_pem {
+        if !tls[0] {
+            return Err(ClusterError::Ca("is for TLS, but the seed nodes are not rediss:// URLs".into()));
+        }
+        builder = builder.certs(redis::TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) });
+    }
+    builder.build().map_err(|e| match e.kind() {
+        redis::ErrorKind::InvalidClientConfig => ClusterError::Nodes(e.to_string()),
+        _ if config.ca_pem.is_some() => ClusterError::Ca(e.to_string()),
+        _ => ClusterError::Nodes(e.to_string()),
+    })
+}
+
 /// The Redis client of `config` (its URL, and its CA for `rediss://`); no I/O.
 fn client(config: &ClusterConfig) -> Result<redis::Client, ClusterError> {
     use redis::IntoConnectionInfo;
-    let info = config.url.as_str().into_connection_info().map_err(|e| ClusterError::Url(e.to_string()))?;
+    let Redis::Server(url) = &config.redis else {
+        return Err(ClusterError::Url("a Redis Cluster, not one server".into()));
+    };
+    let info = url.as_str().into_connection_info().map_err(|e| ClusterError::Url(e.to_string()))?;
     match &config.ca_pem {
         Some(pem) => {
             let certs = redis::TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) };
@@ -318,7 +547,22 @@ pub enum SnapshotError {
 /// Reads the robots.txt body kept under `sha256_hex` in the fleet's Redis (blocking: for
 /// the command line, e.g. `robotsgate audit explain`); `None` when Redis has none. The
 /// caller checks that its hash is the one asked for (another program may write the key).
+/// With a Redis Cluster, the key's node is asked (each step within the timeouts).
 pub fn read_snapshot(config: &ClusterConfig, sha256_hex: &str) -> Result<Option<Vec<u8>>, SnapshotError> {
+    let key = snapshot_key(&config.key_prefix, sha256_hex);
+    if let Redis::Cluster(_) = config.redis {
+        let timeouts = redis::cluster::ClusterConfig::new()
+            .set_connection_timeout(config.connect_timeout)
+            .set_response_timeout(config.command_timeout);
+        let connected = cluster_client(config)?.get_connection_with_config(timeouts);
+        let mut conn = match connected {
+            Err(e) if config.ca_pem.is_some() && certificate_failed(&e) => {
+                return Err(SnapshotError::CertificateNotInCaFile(e));
+            }
+            c => c?,
+        };
+        return Ok(redis::cmd("GET").arg(&key).query::<Option<Vec<u8>>>(&mut conn)?);
+    }
     let connected = client(config)?.get_connection_with_timeout(config.connect_timeout);
     let mut conn = match connected {
         Err(e) if config.ca_pem.is_some() && certificate_failed(&e) => {
@@ -328,7 +572,6 @@ pub fn read_snapshot(config: &ClusterConfig, sha256_hex: &str) -> Result<Option<
     };
     conn.set_read_timeout(Some(config.command_timeout))?;
     conn.set_write_timeout(Some(config.command_timeout))?;
-    let key = snapshot_key(&config.key_prefix, sha256_hex);
     Ok(redis::cmd("GET").arg(&key).query::<Option<Vec<u8>>>(&mut conn)?)
 }
 
@@ -353,6 +596,33 @@ mod tests {
 
     fn tls_error(e: rustls::Error) -> redis::RedisError {
         redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    }
+
+    #[tokio::test]
+    async fn a_redis_cluster_needs_usable_seed_nodes_and_a_prefix_that_keeps_the_hash_tag() {
+        let config = |nodes: &[&str]| ClusterConfig {
+            redis: Redis::Cluster(nodes.iter().map(|n| (*n).to_owned()).collect()),
+            ..ClusterConfig::default()
+        };
+        // No I/O: made whether the nodes are up or not.
+        let ok = Cluster::new(config(&["redis://127.0.0.1:1", "redis://127.0.0.1:2/0"])).unwrap();
+        assert!(ok.is_up());
+        let err = |c: ClusterConfig| Cluster::new(c).unwrap_err().to_string();
+        for (nodes, why) in [
+            (&[][..], "no seed node"),
+            (&["redis+unix:///run/redis.sock"][..], "not a Unix socket"),
+            (&["redis://127.0.0.1:7000/2"][..], "database 0 only"),
+            (&["redis://127.0.0.1:7000", "rediss://127.0.0.1:7001"][..], "mixes"),
+            (&["redis://:a@127.0.0.1:7000", "redis://:b@127.0.0.1:7001"][..], "password"),
+            (&["http://127.0.0.1:7000"][..], "redis_cluster"),
+        ] {
+            let e = err(config(nodes));
+            assert!(e.starts_with("cluster.redis_cluster: ") && e.contains(why), "{nodes:?}: {e}");
+        }
+        let braces = ClusterConfig { key_prefix: "{fleet}:".into(), ..config(&["redis://127.0.0.1:7000"]) };
+        assert!(err(braces).starts_with("cluster.key_prefix: "));
+        let ca = ClusterConfig { ca_pem: Some(b"-".to_vec()), ..config(&["redis://127.0.0.1:7000"]) };
+        assert!(err(ca).starts_with("cluster.ca_file: "));
     }
 
     #[test]

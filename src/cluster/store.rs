@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::{Cluster, int, millis};
+use super::{Cluster, Lua, int, millis};
 use crate::pacing::{Backoff, LaneId, PauseInfo, SharedFuture, SharedPaceStore, SharedPause, SharedSlot};
 
 /// Lua: a key that is not a hash (another program wrote it) is a miss: deleted.
@@ -117,10 +117,10 @@ return 1
 "
 );
 
-static TAKE_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(TAKE));
-static GIVE_BACK_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(GIVE_BACK));
-static PAUSE_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(PAUSE));
-static CLEAR_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(CLEAR));
+static TAKE_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(TAKE));
+static GIVE_BACK_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(GIVE_BACK));
+static PAUSE_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(PAUSE));
+static CLEAR_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(CLEAR));
 
 /// The pacer's store in Redis (see [fleet mode](crate::cluster)).
 #[derive(Debug, Clone)]
@@ -136,13 +136,7 @@ impl RedisPaceStore {
 
     /// Runs `script` on `key` with `args`, bounded by the command timeout; `None` (and the
     /// cluster noted down) when Redis did not answer, or answered what does not read.
-    async fn run(
-        &self,
-        script: &redis::Script,
-        key: &str,
-        args: &[i64],
-        text: Option<&str>,
-    ) -> Option<Vec<i64>> {
+    async fn run(&self, script: &Lua, key: &str, args: &[i64], text: Option<&str>) -> Option<Vec<i64>> {
         let mut invocation = script.key(key);
         for a in args {
             invocation.arg(*a);
@@ -152,7 +146,7 @@ impl RedisPaceStore {
         }
         let mut conn = self.cluster.connection();
         let timeout = self.cluster.config().command_timeout;
-        let answer = tokio::time::timeout(timeout, invocation.invoke_async::<Value>(&mut conn)).await;
+        let answer = tokio::time::timeout(timeout, invocation.invoke(&mut conn)).await;
         match answer {
             Ok(Ok(value)) => {
                 self.cluster.note(true, None);
@@ -191,7 +185,7 @@ impl SharedPaceStore for RedisPaceStore {
             let mut invocation = TAKE_SCRIPT.key(&key);
             invocation.arg(millis(delay)).arg(millis(limit));
             let timeout = self.cluster.config().command_timeout;
-            let answer = tokio::time::timeout(timeout, invocation.invoke_async::<Value>(&mut conn)).await;
+            let answer = tokio::time::timeout(timeout, invocation.invoke(&mut conn)).await;
             // The retry_after text is a string value at index 6.
             let values = match answer {
                 Ok(Ok(Value::Array(values))) if values.len() == 9 => {
@@ -246,7 +240,7 @@ impl SharedPaceStore for RedisPaceStore {
             invocation.arg(args[0]).arg(args[1]).arg(raw.as_str()).arg(args[2]).arg(args[3]).arg(args[4]);
             let mut conn = self.cluster.connection();
             let timeout = self.cluster.config().command_timeout;
-            match tokio::time::timeout(timeout, invocation.invoke_async::<Value>(&mut conn)).await {
+            match tokio::time::timeout(timeout, invocation.invoke(&mut conn)).await {
                 Ok(Ok(v)) => {
                     self.cluster.note(true, None);
                     let ms = |x: i64| Duration::from_millis(u64::try_from(x).unwrap_or(0));

@@ -71,7 +71,9 @@ pub struct Identity {
     /// The operator the request claims (by its token or its `Signature-Agent`), if any.
     pub operator: Option<Arc<str>>,
     /// The product token to judge the request as when its `User-Agent` carries none and
-    /// its signature names an operator's `Signature-Agent`: the operator's first token.
+    /// its signature names an operator's `Signature-Agent`: the one the agent's Signature
+    /// Agent Card names (when verified, and not another operator's), else the operator's
+    /// first token.
     pub token: Option<Arc<str>>,
     /// The operator requires verification ([`Operator::require`]).
     pub required: bool,
@@ -227,10 +229,9 @@ impl Verifier {
                         if let Some(signer) = signer
                             && (token.is_none() || by_token == Some(signer))
                         {
-                            let as_token = if token.is_none() {
-                                self.inner.operators.get(signer).and_then(|o| o.first_token.clone())
-                            } else {
-                                None
+                            let as_token = match token {
+                                Some(_) => None,
+                                None => self.judged_as(signer, v.product_token.clone()),
                             };
                             let method = Method::Signature { agent: v.directory, keyid: v.keyid };
                             return Some(identity(Some(signer), Verdict::Verified(method), as_token));
@@ -268,6 +269,15 @@ impl Verifier {
             None => Verdict::Unverified(Why::UnknownToken),
         };
         Some(identity(by_token, verdict, None))
+    }
+
+    /// The token a request verified for operator `signer` without a token of its own is
+    /// judged as: the one its directory's card names (`card`), unless that token is
+    /// another operator's (a card cannot borrow another operator's allowances); else the
+    /// operator's first token.
+    fn judged_as(&self, signer: usize, card: Option<Arc<str>>) -> Option<Arc<str>> {
+        card.filter(|t| self.index(t).is_none_or(|i| i == signer))
+            .or_else(|| self.inner.operators.get(signer).and_then(|o| o.first_token.clone()))
     }
 
     fn index(&self, token: &str) -> Option<usize> {

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use super::dns::Resolver;
 use super::error::ConnectError;
 use super::guard::Guard;
+use super::proxy::{self, Proxies, ProxyServer};
 use super::stream::Stream;
 use crate::origin::{Host, Origin, Scheme};
 
@@ -35,6 +36,7 @@ struct ConnectorInner {
     tls: tokio_rustls::TlsConnector,
     tls_config: Arc<rustls::ClientConfig>,
     connect_timeout: Duration,
+    proxies: Proxies,
 }
 
 impl fmt::Debug for Connector {
@@ -43,6 +45,7 @@ impl fmt::Debug for Connector {
             .field("resolver", &self.inner.resolver)
             .field("guard", &self.inner.guard)
             .field("connect_timeout", &self.inner.connect_timeout)
+            .field("proxies", &self.inner.proxies)
             .finish()
     }
 }
@@ -62,7 +65,42 @@ impl Connector {
                 tls: tls.clone().into(),
                 tls_config: tls,
                 connect_timeout,
+                proxies: Proxies::none(),
             }),
+        }
+    }
+
+    /// The same connector going through `proxies` (see [`Proxies`]): an origin they name
+    /// a proxy for is reached through it, `CONNECT` then TLS with the origin for https,
+    /// absolute-form requests on a [`Stream::Proxied`] for plain http. The proxy is
+    /// resolved with this connector's resolver and is not held to the guard (you named
+    /// it); the origin's name is resolved by the proxy, so the guard checks only origins
+    /// given as IP addresses and robotsgate makes no DNS lookup for the others.
+    /// [`connect_tcp`](Connector::connect_tcp) stays direct.
+    pub fn with_proxies(&self, proxies: Proxies) -> Connector {
+        let inner = &self.inner;
+        Connector {
+            inner: Arc::new(ConnectorInner {
+                resolver: inner.resolver.clone(),
+                guard: inner.guard.clone(),
+                tls: inner.tls.clone(),
+                tls_config: inner.tls_config.clone(),
+                connect_timeout: inner.connect_timeout,
+                proxies,
+            }),
+        }
+    }
+
+    /// The proxies it connects through.
+    pub fn proxies(&self) -> &Proxies {
+        &self.inner.proxies
+    }
+
+    /// The forward proxy plain-http requests to `origin` go to in absolute form, if any.
+    pub(crate) fn forward_proxy(&self, origin: &Origin) -> Option<&ProxyServer> {
+        match origin.scheme() {
+            Scheme::Http => self.inner.proxies.proxy_for(origin),
+            Scheme::Https => None,
         }
     }
 
@@ -77,14 +115,22 @@ impl Connector {
             Arc::new(config),
             self.inner.connect_timeout,
         )
+        .with_proxies(self.inner.proxies.clone())
     }
 
-    /// Connects to `origin` (TLS for https).
+    /// Connects to `origin` (TLS for https), through its proxy when
+    /// [`with_proxies`](Connector::with_proxies) names one; DNS, TCP, the proxy's tunnel
+    /// and TLS within the connect timeout together.
     pub async fn connect(&self, origin: &Origin) -> Result<Stream, ConnectError> {
         let host = origin.host();
         let deadline = Instant::now() + self.inner.connect_timeout;
         let timeout =
             |h: &Host| ConnectError::Timeout { host: h.to_string(), timeout: self.inner.connect_timeout };
+        if let Some(proxy) = self.inner.proxies.proxy_for(origin) {
+            return tokio::time::timeout_at(deadline, self.connect_proxied(proxy, origin))
+                .await
+                .map_err(|_| timeout(host))?;
+        }
         let ips = tokio::time::timeout_at(deadline, self.inner.resolver.resolve(host))
             .await
             .map_err(|_| timeout(host))??;
@@ -93,18 +139,61 @@ impl Connector {
             .map_err(|_| timeout(host))??;
         match origin.scheme() {
             Scheme::Http => Ok(Stream::Plain(tcp)),
-            Scheme::Https => {
-                let name = match host {
-                    Host::Domain(d) => ServerName::try_from(d.clone()),
-                    Host::V4(ip) => Ok(ServerName::IpAddress(IpAddr::V4(*ip).into())),
-                    Host::V6(ip) => Ok(ServerName::IpAddress(IpAddr::V6(*ip).into())),
+            Scheme::Https => self.tls(origin, tcp).await,
+        }
+    }
+
+    /// TLS with `origin` over `tcp` (the caller bounds the time).
+    async fn tls(&self, origin: &Origin, tcp: TcpStream) -> Result<Stream, ConnectError> {
+        let host = origin.host();
+        let name = match host {
+            Host::Domain(d) => ServerName::try_from(d.clone()),
+            Host::V4(ip) => Ok(ServerName::IpAddress(IpAddr::V4(*ip).into())),
+            Host::V6(ip) => Ok(ServerName::IpAddress(IpAddr::V6(*ip).into())),
+        }
+        .map_err(|e| ConnectError::Tls { host: host.to_string(), reason: e.to_string() })?;
+        let tls = self
+            .inner
+            .tls
+            .connect(name, tcp)
+            .await
+            .map_err(|e| ConnectError::Tls { host: host.to_string(), reason: tls_reason(&e) })?;
+        Ok(Stream::Tls(Box::new(tls)))
+    }
+
+    /// `origin` through `proxy`: the guard for an origin given as an address, TCP to the
+    /// proxy, then the tunnel and TLS for https (the caller bounds the time).
+    async fn connect_proxied(&self, proxy: &ProxyServer, origin: &Origin) -> Result<Stream, ConnectError> {
+        if let Some(ip) = origin.host().ip() {
+            self.screen(origin, &[ip], |_| ())?;
+        }
+        let ips = self
+            .inner
+            .resolver
+            .resolve(proxy.host())
+            .await
+            .map_err(|e| proxy::tunnel_error(proxy, format!("cannot resolve it: {e}")))?;
+        let mut last = None;
+        let mut tcp = None;
+        for ip in ips {
+            match TcpStream::connect(SocketAddr::new(ip, proxy.port())).await {
+                Ok(s) => {
+                    let _ = s.set_nodelay(true);
+                    tcp = Some(s);
+                    break;
                 }
-                .map_err(|e| ConnectError::Tls { host: host.to_string(), reason: e.to_string() })?;
-                let tls = tokio::time::timeout_at(deadline, self.inner.tls.connect(name, tcp))
-                    .await
-                    .map_err(|_| timeout(host))?
-                    .map_err(|e| ConnectError::Tls { host: host.to_string(), reason: tls_reason(&e) })?;
-                Ok(Stream::Tls(Box::new(tls)))
+                Err(e) => last = Some(e),
+            }
+        }
+        let Some(mut tcp) = tcp else {
+            let why = last.map_or_else(|| "no addresses".to_owned(), |e| e.to_string());
+            return Err(proxy::tunnel_error(proxy, format!("cannot connect to it: {why}")));
+        };
+        match origin.scheme() {
+            Scheme::Http => Ok(Stream::Proxied(tcp)),
+            Scheme::Https => {
+                proxy::tunnel(&mut tcp, proxy, origin).await?;
+                self.tls(origin, tcp).await
             }
         }
     }
@@ -157,6 +246,10 @@ impl Connector {
     /// addresses, and without a DNS lookup when the addresses are known (the layer asks
     /// this for every request).
     pub async fn check_admitted(&self, origin: &Origin) -> Result<(), ConnectError> {
+        if self.inner.proxies.proxy_for(origin).is_some() {
+            // Through a proxy the proxy resolves the name: only an address is checked.
+            return self.admit(origin).await.map(|_| ());
+        }
         match self.inner.resolver.with_known(origin.host(), |ips| self.screen(origin, ips, |_| ())) {
             Some(verdict) => verdict,
             None => Box::pin(self.admit(origin)).await.map(|_| ()),
@@ -164,9 +257,18 @@ impl Connector {
     }
 
     /// Checks a destination against the guard without connecting: resolves it and
-    /// returns the addresses that may be used.
+    /// returns the addresses that may be used. An origin reached through a proxy is not
+    /// resolved (the proxy does that): its address is checked when it is one, and the
+    /// list is empty for a name.
     pub async fn admit(&self, origin: &Origin) -> Result<Vec<SocketAddr>, ConnectError> {
         let host = origin.host();
+        if self.inner.proxies.proxy_for(origin).is_some() {
+            let mut ok = Vec::with_capacity(1);
+            if let Some(ip) = host.ip() {
+                self.screen(origin, &[ip], |a| ok.push(a))?;
+            }
+            return Ok(ok);
+        }
         let ips = tokio::time::timeout(self.inner.connect_timeout, self.inner.resolver.resolve(host))
             .await
             .map_err(|_| ConnectError::Timeout {

@@ -55,6 +55,14 @@ pub enum ConnectError {
         /// rustls' reason.
         reason: String,
     },
+    /// The forward proxy could not be reached or refused the tunnel (`CONNECT`).
+    #[error("through the proxy {proxy}: {reason}")]
+    Proxy {
+        /// The proxy (`http://host:port`, without credentials).
+        proxy: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// The URI cannot be connected to (no host, not http/https).
     #[error("cannot connect to {0}")]
     BadDestination(String),
@@ -70,6 +78,7 @@ impl ConnectError {
             ConnectError::Connect { kind: io::ErrorKind::ConnectionRefused, .. } => "connection_refused",
             ConnectError::Connect { .. } => "connect",
             ConnectError::Tls { .. } => "tls",
+            ConnectError::Proxy { .. } => "proxy",
             ConnectError::BadDestination(_) => "bad_destination",
         }
     }

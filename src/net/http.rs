@@ -13,7 +13,24 @@ use http_body_util::BodyDataStream;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::io::StreamReader;
 
-use super::PoolBody;
+/// A body's error, boxed.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// An error of the body itself (the connection, the framing), as the reader sees it.
+#[derive(Debug)]
+struct Transport(BoxError);
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Transport {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
 
 /// The `Accept-Encoding` of requests whose bodies go through [`read_body`].
 pub(crate) const ACCEPT_ENCODING: &str = "gzip, deflate, br";
@@ -31,17 +48,23 @@ pub(crate) enum BodyError {
 
 /// Reads `response`'s body decoded (`gzip`, `deflate`, `br`), at most `limit` bytes of it
 /// within `timeout`; the flag says the body went on past `limit` (the rest is not read).
-pub(crate) async fn read_body(
-    response: http::Response<PoolBody>,
+pub(crate) async fn read_body<B>(
+    response: http::Response<B>,
     limit: usize,
     timeout: Duration,
-) -> Result<(Bytes, bool), BodyError> {
+) -> Result<(Bytes, bool), BodyError>
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
     let encoding = response
         .headers()
         .get(CONTENT_ENCODING)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_ascii_lowercase())
         .unwrap_or_default();
-    let stream = BodyDataStream::new(response.into_body()).map_err(io::Error::other);
+    let body = Box::pin(response.into_body());
+    let stream = BodyDataStream::new(body).map_err(|e| io::Error::other(Transport(e.into())));
     let raw = StreamReader::new(stream);
     let mut reader: Box<dyn AsyncRead + Unpin + Send> = match encoding.as_str() {
         "" | "identity" => Box::new(raw),
@@ -64,7 +87,7 @@ pub(crate) async fn read_body(
 
 /// Classifies an error while reading the body: the transport (hyper) or the decoder.
 fn body_error(e: io::Error) -> BodyError {
-    let transport = e.get_ref().is_some_and(|inner| inner.downcast_ref::<hyper::Error>().is_some());
+    let transport = e.get_ref().is_some_and(|inner| inner.is::<Transport>());
     if transport || e.kind() == io::ErrorKind::UnexpectedEof && e.get_ref().is_none() {
         BodyError::Transport(error_chain(&e))
     } else {

@@ -1,6 +1,8 @@
 //! Outbound connections, shared by the robots.txt fetcher and the proxy: DNS
 //! (hickory-resolver, plus static `host → address` overrides), the destination guard,
-//! TCP with a deadline, and TLS (rustls with the webpki roots plus configured extra roots).
+//! TCP with a deadline, TLS (rustls with the webpki roots plus configured extra roots), and
+//! forward proxies ([`Proxies`]: the `HTTPS_PROXY`-style environment variables or settings
+//! of your own).
 //!
 //! A destination is resolved once, every address is checked by the [`Guard`], and the
 //! connection goes to an address that passed, so a name cannot be re-resolved to
@@ -18,6 +20,7 @@ mod error;
 mod guard;
 pub(crate) mod http;
 mod pool;
+mod proxy;
 mod stream;
 mod tls;
 
@@ -29,5 +32,6 @@ pub use error::ConnectError;
 pub use guard::Guard;
 pub(crate) use http::error_chain;
 pub use pool::{Pool, PoolBody, PoolConfig, PoolError, PoolRequestBody, origin_form};
+pub use proxy::{Proxies, ProxyError, ProxyServer};
 pub use stream::Stream;
 pub use tls::{TlsConfig, TlsSetupError, client_config, load_pem_certs};

@@ -317,9 +317,21 @@ impl Pool {
         match conn {
             Checked::H1(mut sender) => {
                 // RFC 9112 §3.2.1: to an origin, the request target is in origin form; the
-                // absolute form comes back with the request if it must go elsewhere.
-                let target = origin_form(req.uri());
-                let absolute = std::mem::replace(req.uri_mut(), target);
+                // absolute form comes back with the request if it must go elsewhere. To a
+                // forward proxy it stays in absolute form (§3.2.2), with the proxy's
+                // credentials.
+                let absolute = match self.inner.connector.forward_proxy(origin) {
+                    Some(proxy) => {
+                        if let Some(auth) = proxy.authorization() {
+                            req.headers_mut().insert(header::PROXY_AUTHORIZATION, auth.clone());
+                        }
+                        req.uri().clone()
+                    }
+                    None => {
+                        let target = origin_form(req.uri());
+                        std::mem::replace(req.uri_mut(), target)
+                    }
+                };
                 if !req.headers().contains_key(header::HOST)
                     && let Ok(host) = HeaderValue::from_str(&origin.authority())
                 {

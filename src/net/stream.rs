@@ -13,14 +13,17 @@ use tokio::net::TcpStream;
 pub enum Stream {
     /// TCP.
     Plain(TcpStream),
-    /// TLS over TCP.
+    /// TLS over TCP (directly, or through a forward proxy's `CONNECT` tunnel).
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    /// TCP to a forward proxy, for plain-http requests, which go to it in absolute form
+    /// (see [`Proxies`](super::Proxies)).
+    Proxied(TcpStream),
 }
 
 impl Stream {
     fn tcp(&self) -> &TcpStream {
         match self {
-            Stream::Plain(s) => s,
+            Stream::Plain(s) | Stream::Proxied(s) => s,
             Stream::Tls(s) => s.get_ref().0,
         }
     }
@@ -31,6 +34,8 @@ impl Connection for Stream {
         let connected = self.tcp().connected();
         match self {
             Stream::Tls(s) if s.get_ref().1.alpn_protocol() == Some(b"h2") => connected.negotiated_h2(),
+            // hyper-util's client then sends requests in absolute form.
+            Stream::Proxied(_) => connected.proxy(true),
             _ => connected,
         }
     }
@@ -39,7 +44,7 @@ impl Connection for Stream {
 impl AsyncRead for Stream {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Plain(s) | Stream::Proxied(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Tls(s) => Pin::new(s).poll_read(cx, buf),
         }
     }
@@ -48,21 +53,21 @@ impl AsyncRead for Stream {
 impl AsyncWrite for Stream {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Plain(s) | Stream::Proxied(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Tls(s) => Pin::new(s).poll_write(cx, buf),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Plain(s) | Stream::Proxied(s) => Pin::new(s).poll_flush(cx),
             Stream::Tls(s) => Pin::new(s).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Plain(s) | Stream::Proxied(s) => Pin::new(s).poll_shutdown(cx),
             Stream::Tls(s) => Pin::new(s).poll_shutdown(cx),
         }
     }
@@ -73,14 +78,14 @@ impl AsyncWrite for Stream {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stream::Plain(s) | Stream::Proxied(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             Stream::Tls(s) => Pin::new(s).poll_write_vectored(cx, bufs),
         }
     }
 
     fn is_write_vectored(&self) -> bool {
         match self {
-            Stream::Plain(s) => s.is_write_vectored(),
+            Stream::Plain(s) | Stream::Proxied(s) => s.is_write_vectored(),
             Stream::Tls(s) => s.is_write_vectored(),
         }
     }

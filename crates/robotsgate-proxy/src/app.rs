@@ -278,6 +278,9 @@ impl App {
             .dns(dns)
             .tls(tls)
             .connect_timeout(config.fetch.connect_timeout.0)
+            // A forward proxy itself: its upstream connections go directly, whatever
+            // HTTP_PROXY, HTTPS_PROXY or ALL_PROXY say in its environment.
+            .proxies(net::Proxies::none())
             .fetch_config(FetchConfig {
                 header_timeout: config.fetch.header_timeout.0,
                 body_timeout: config.fetch.body_timeout.0,

@@ -696,7 +696,7 @@ async fn a_certificate_failing_under_ca_file_says_the_webpki_roots_are_not_used(
     let redis = RedisServer::start_tls(RedisTls { cert, key, ca: redis_ca.clone() }).await;
     let other = TestCa::localhost().write_pem(&dir.path().join("other-ca.pem"));
     let config = |ca_pem: Option<Vec<u8>>| robotsgate::cluster::ClusterConfig {
-        url: redis.url(),
+        redis: robotsgate::cluster::Redis::Server(redis.url()),
         ca_pem,
         ..Default::default()
     };
@@ -723,4 +723,493 @@ async fn a_certificate_failing_under_ca_file_says_the_webpki_roots_are_not_used(
     let text = err.to_string();
     println!("{text}");
     assert!(!text.contains("cluster.ca_file"), "{text}");
+}
+
+// ---------------------------------------------------------------------------------------
+// A real Redis Cluster (`[cluster] redis_cluster`, issue 31.3): nodes on loopback joined by
+// `redis-cli --cluster create`; the replicas are given every node as a seed.
+
+/// A replica of a fleet on the Redis Cluster `cluster`.
+fn cluster_replica(dir: &std::path::Path, cluster: &RedisCluster, name: &str) -> Config {
+    let sub = dir.join(name);
+    std::fs::create_dir_all(&sub).unwrap();
+    let mut c = test_config(&sub);
+    c.cluster.redis_cluster = Some(cluster.urls());
+    c.cluster.command_timeout = Dur(Duration::from_millis(300));
+    c.cluster.connect_timeout = Dur(Duration::from_millis(300));
+    c
+}
+
+/// The keys of `origin` in the fleet's Redis (the robots.txt copy, its lease, the pacing lane
+/// of ExampleBot).
+fn origin_keys(origin: &TestOrigin) -> [String; 3] {
+    let tag = format!("robotsgate:{{{}}}", origin.base());
+    [format!("{tag}:robots"), format!("{tag}:robots:lease"), format!("{tag}:pace:ExampleBot")]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
+async fn on_a_redis_cluster_a_fleet_of_two_fetches_robots_txt_once() {
+    let dir = temp_dir();
+    let cluster = RedisCluster::start(3, 0).await;
+    let gate = Gate::new();
+    let robots = "User-agent: *\nDisallow: /private\n";
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok(robots).wait_gate(&gate)),
+        ("/page", Reply::ok("page")),
+        ("/private", Reply::ok("secret")),
+    ])
+    .await;
+    let a = RunningProxy::start(&cluster_replica(dir.path(), &cluster, "a")).await;
+    let b = RunningProxy::start(&cluster_replica(dir.path(), &cluster, "b")).await;
+    // Eight requests at once, four through each replica; the origin holds robots.txt until
+    // the first fetch of it has arrived (the others then wait on the fleet's lease).
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let addr = [a.addr, b.addr][i % 2];
+            let url = origin.url(if i % 4 < 2 { "/page" } else { "/private" });
+            tokio::spawn(async move { (url.ends_with("/page"), get(addr, &url).await.status) })
+        })
+        .collect();
+    origin.wait_hits("/robots.txt", 1).await;
+    gate.open();
+    for t in tasks {
+        let (page, status) = bounded("answer", t).await.unwrap();
+        assert_eq!(status, if page { StatusCode::OK } else { StatusCode::FORBIDDEN });
+    }
+    assert_eq!(origin.hits("/robots.txt"), 1, "one fetch for the fleet");
+    assert_eq!(origin.hits("/private"), 0);
+    let mut fetches = 0;
+    for p in [&a, &b] {
+        let records = p.records().await;
+        fetches += of_type(&records, "fetch").len();
+        for d in of_type(&records, "decision") {
+            check_decision_record(d);
+            assert_eq!(d["robots"]["sha256"], sha256_hex(robots.as_bytes()), "{d}");
+            assert!(d["cluster"].is_null(), "decided with the fleet: {d}");
+        }
+        assert_eq!(p.metric("robotsgate_cluster_up"), 1.0);
+    }
+    assert_eq!(fetches, 1, "one replica fetched");
+    // The copy is in the cluster, the lease gone; the origin's keys share one slot (the
+    // lookup script touches the copy and the lease together), and that slot is the hash
+    // tag's: the origin's.
+    let [copy, lease, pace] = origin_keys(&origin);
+    assert_eq!(cluster.cli(&["TYPE", &copy]).trim(), "hash");
+    assert_eq!(cluster.cli(&["EXISTS", &lease]).trim(), "0");
+    let slot = |key: &str| cluster.cli(&["CLUSTER", "KEYSLOT", key]).trim().to_owned();
+    assert_eq!(slot(&copy), slot(&lease));
+    assert_eq!(slot(&copy), slot(&pace));
+    assert_eq!(slot(&copy), slot(&origin.base()));
+    // `audit explain`'s look-up of a snapshot (blocking) asks the cluster too: the key's
+    // node, wherever it is.
+    let sha = sha256_hex(robots.as_bytes());
+    let key = robotsgate::cluster::snapshot_key("robotsgate:", &sha);
+    assert_eq!(cluster.cli(&["SET", &key, robots]).trim(), "OK");
+    let config = robotsgate::cluster::ClusterConfig {
+        redis: robotsgate::cluster::Redis::Cluster(cluster.urls()[..1].to_vec()),
+        ..Default::default()
+    };
+    let read = |sha: String| {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || robotsgate::cluster::read_snapshot(&config, &sha))
+    };
+    let body = bounded("read_snapshot", read(sha.clone())).await.unwrap().unwrap();
+    assert_eq!(body.as_deref(), Some(robots.as_bytes()));
+    let none = bounded("read_snapshot", read("00".repeat(32))).await.unwrap().unwrap();
+    assert_eq!(none, None);
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
+async fn on_a_redis_cluster_two_replicas_keep_an_origins_crawl_delay_together() {
+    let dir = temp_dir();
+    let cluster = RedisCluster::start(3, 0).await;
+    // Origins whose keys fall on different nodes: each one's lane is on its own node.
+    let mut origins = Vec::new();
+    let mut primaries = std::collections::BTreeSet::new();
+    for _ in 0..12 {
+        let origin =
+            TestOrigin::start([("/robots.txt", Reply::ok("User-agent: *\nCrawl-delay: 0.4\n"))]).await;
+        for i in 0..4 {
+            origin.route(&format!("/p{i}"), Reply::ok("p"));
+        }
+        if primaries.insert(cluster.primary_of(&origin_keys(&origin)[2])) {
+            origins.push(origin);
+        }
+        if primaries.len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(origins.len(), 2, "two origins on two nodes");
+    let a = RunningProxy::start(&cluster_replica(dir.path(), &cluster, "a")).await;
+    let b = RunningProxy::start(&cluster_replica(dir.path(), &cluster, "b")).await;
+    // Four requests at once per origin, two through each replica.
+    let tasks: Vec<_> = origins
+        .iter()
+        .flat_map(|origin| (0..4).map(move |i| (origin.url(&format!("/p{i}")), i)))
+        .map(|(url, i)| {
+            let addr = [a.addr, b.addr][i % 2];
+            tokio::spawn(async move { get(addr, &url).await.status })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(bounded("answer", t).await.unwrap(), StatusCode::OK);
+    }
+    for origin in &origins {
+        let gaps = gaps(origin, "/p");
+        assert_eq!(gaps.len(), 3);
+        for g in &gaps {
+            assert!(*g >= Duration::from_millis(400) - SLACK, "the fleet kept 0.4 s: {gaps:?}");
+        }
+        assert_eq!(origin.hits("/robots.txt"), 1);
+        let [_, _, pace] = origin_keys(origin);
+        assert_eq!(cluster.cli(&["TYPE", &pace]).trim(), "hash", "the lane is in the cluster");
+    }
+    for p in [&a, &b] {
+        assert_eq!(p.metric("robotsgate_cluster_up"), 1.0);
+        for d in of_type(&p.records().await, "decision") {
+            check_decision_record(d);
+            assert!(d["cluster"].is_null(), "{d}");
+        }
+    }
+    a.stop().await;
+    b.stop().await;
+}
+
+/// Six nodes, three primaries with a replica each. The primary holding an origin's keys is
+/// killed: until its replica takes over, requests that need that node are answered all the
+/// same, each within a bound (the replica decides and paces alone, and says so: metric,
+/// `"cluster": "alone"`); once the replica has taken over, the fleet shares again (one
+/// robots.txt fetch for a new origin, wherever its keys are).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
+async fn on_a_redis_cluster_a_primary_killed_leaves_the_fleet_answering_and_its_replica_takes_over() {
+    let dir = temp_dir();
+    let mut cluster = RedisCluster::start(3, 1).await;
+    let robots = "User-agent: *\nCrawl-delay: 0.1\nDisallow: /private\n";
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(robots))]).await;
+    for p in ["/a", "/b", "/c", "/d"] {
+        origin.route(p, Reply::ok("ok"));
+    }
+    let [copy, _, pace] = origin_keys(&origin);
+    let dead = cluster.primary_of(&pace);
+    // A cold origin whose keys are on the same node.
+    let cold = bounded("an origin on the same node", async {
+        loop {
+            let o =
+                TestOrigin::start([("/robots.txt", Reply::ok(robots)), ("/private", Reply::ok("secret"))])
+                    .await;
+            if cluster.primary_of(&origin_keys(&o)[0]) == dead {
+                return o;
+            }
+        }
+    })
+    .await;
+    let a = RunningProxy::start(&cluster_replica(dir.path(), &cluster, "a")).await;
+    let b = RunningProxy::start(&cluster_replica(dir.path(), &cluster, "b")).await;
+    assert_eq!(get(a.addr, &origin.url("/a")).await.status, StatusCode::OK);
+    assert_eq!(get(b.addr, &origin.url("/a")).await.status, StatusCode::OK);
+    assert_eq!(origin.hits("/robots.txt"), 1, "shared before the kill");
+
+    // The node stops answering (frozen: its connections stay open, as behind a network
+    // cut): each request is answered within a bound, the command timeout (300 ms) a few
+    // times over, never the fetch or upstream timeouts. The known origin is paced alone; the
+    // cold one is fetched by the replica alone, decided and answered.
+    cluster.freeze(dead);
+    for (p, url, want) in [
+        (&a, origin.url("/b"), StatusCode::OK),
+        (&b, origin.url("/b"), StatusCode::OK),
+        (&a, cold.url("/private"), StatusCode::FORBIDDEN),
+        (&b, cold.url("/private"), StatusCode::FORBIDDEN),
+    ] {
+        let t = tokio::time::Instant::now();
+        let got = get(p.addr, &url).await;
+        let took = t.elapsed();
+        println!("{url} while the node is frozen: {} in {took:?}", got.status);
+        assert_eq!(got.status, want, "{url}: {}", got.text());
+        assert!(took < Duration::from_secs(3), "{url} answered in {took:?}");
+    }
+    assert_eq!(cold.hits("/private"), 0);
+    assert_eq!(cold.hits("/robots.txt"), 2, "each replica fetched alone");
+    // Then it is gone for good (a crash).
+    cluster.kill(dead);
+    let t = tokio::time::Instant::now();
+    let got = get(a.addr, &origin.url("/c")).await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.text());
+    assert!(t.elapsed() < Duration::from_secs(3), "answered in {:?}", t.elapsed());
+    let mut alone = 0;
+    for p in [&a, &b] {
+        for d in of_type(&p.records().await, "decision") {
+            check_decision_record(d);
+            alone += usize::from(d["cluster"] == "alone");
+        }
+    }
+    assert!(alone >= 1, "decided alone while the node was down, and said so");
+
+    // The replica takes over; the replicas of the fleet notice (their watch) and share
+    // again.
+    let now = cluster.wait_failover(&pace, dead).await;
+    assert_ne!(now, dead);
+    bounded("the fleet sees the cluster again", async {
+        while a.metric("robotsgate_cluster_up") != 1.0 || b.metric("robotsgate_cluster_up") != 1.0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    // The copy survived the failover (it was replicated) or is fetched once more; either
+    // way a new origin is fetched once for the fleet.
+    let _ = cluster.cli(&["TYPE", &copy]);
+    let gate = Gate::new();
+    let fresh = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n").wait_gate(&gate)),
+        ("/x", Reply::ok("x")),
+    ])
+    .await;
+    let tasks: Vec<_> = (0..4)
+        .map(|i| {
+            let addr = [a.addr, b.addr][i % 2];
+            let url = fresh.url("/x");
+            tokio::spawn(async move { get(addr, &url).await.status })
+        })
+        .collect();
+    fresh.wait_hits("/robots.txt", 1).await;
+    gate.open();
+    for t in tasks {
+        assert_eq!(bounded("answer", t).await.unwrap(), StatusCode::OK);
+    }
+    assert_eq!(fresh.hits("/robots.txt"), 1, "one fetch for the fleet after the failover");
+    let t = tokio::time::Instant::now();
+    assert_eq!(get(b.addr, &origin.url("/d")).await.status, StatusCode::OK);
+    assert!(t.elapsed() < Duration::from_secs(3));
+    for p in [&a, &b] {
+        assert_eq!(p.metric("robotsgate_cluster_up"), 1.0);
+    }
+    a.stop().await;
+    b.stop().await;
+}
+
+/// A configuration file for `robotsgate run` in `dir` with `cluster` as its `[cluster]`
+/// section.
+fn config_file(dir: &std::path::Path, cluster: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("robotsgate.toml");
+    let text = format!(
+        "[proxy]\nlisten = \"127.0.0.1:0\"\n\n[agent]\ntoken = \"ExampleBot\"\n\n[guard]\nallow = [\"127.0.0.0/8\"]\n\n\
+         [audit]\npath = \"{}\"\n\n[cluster]\n{cluster}",
+        dir.join("audit.jsonl").display(),
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `[cluster] redis` and `redis_cluster` together, or an empty `redis_cluster`: the real
+/// binary refuses the file, naming the file, line and key, and why.
+#[test]
+fn redis_and_redis_cluster_together_or_no_seed_node_are_configuration_errors() {
+    let dir = temp_dir();
+    for (name, cluster, line, why) in [
+        (
+            "both",
+            "redis = \"redis://127.0.0.1:6379/0\"\nredis_cluster = [\"redis://127.0.0.1:7000\"]\n",
+            15,
+            "is set beside cluster.redis: one server (redis) or a Redis Cluster's seed nodes (redis_cluster), not both",
+        ),
+        ("empty", "redis_cluster = []\n", 14, "is empty"),
+        ("database", "redis_cluster = [\"redis://127.0.0.1:7000/3\"]\n", 14, "database 0 only"),
+    ] {
+        let path = config_file(&dir.path().join(name), cluster);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_robotsgate"))
+            .args(["run", "--config", path.to_str().unwrap(), "--check-config"])
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run robotsgate");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(&format!("robotsgate.toml:{line}:")), "{name}: line {line}: {stderr}");
+        assert!(stderr.contains("cluster.redis_cluster") && stderr.contains(why), "{name}: {stderr}");
+    }
+}
+
+/// Two real `robotsgate run` processes configured with `redis_cluster` (the TOML as an
+/// operator writes it) fetch a cold origin's robots.txt once between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
+async fn two_robotsgate_processes_on_a_redis_cluster_fetch_robots_txt_once() {
+    let dir = temp_dir();
+    let cluster = RedisCluster::start(3, 0).await;
+    let gate = Gate::new();
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: *\nDisallow: /private\n").wait_gate(&gate)),
+        ("/page", Reply::ok("page")),
+        ("/private", Reply::ok("secret")),
+    ])
+    .await;
+    let seeds = cluster.urls()[..2].iter().map(|u| format!("{u:?}")).collect::<Vec<_>>().join(", ");
+    let section = format!("redis_cluster = [{seeds}]\ncommand_timeout = \"300ms\"\n");
+    let mut processes = Vec::new();
+    for name in ["a", "b"] {
+        let path = config_file(&dir.path().join(name), &section);
+        let mut p =
+            Spawned::start(env!("CARGO_BIN_EXE_robotsgate"), &["run", "--config", path.to_str().unwrap()]);
+        let addr = p.running_at("robotsgate is running").await;
+        processes.push((p, addr));
+    }
+    let tasks: Vec<_> = (0..6)
+        .map(|i| {
+            let addr = processes[i % 2].1;
+            let url = origin.url(if i % 3 == 0 { "/private" } else { "/page" });
+            tokio::spawn(async move { (url.ends_with("/page"), get(addr, &url).await.status) })
+        })
+        .collect();
+    origin.wait_hits("/robots.txt", 1).await;
+    gate.open();
+    for t in tasks {
+        let (page, status) = bounded("answer", t).await.unwrap();
+        assert_eq!(status, if page { StatusCode::OK } else { StatusCode::FORBIDDEN });
+    }
+    assert_eq!(origin.hits("/robots.txt"), 1, "one fetch for the two processes");
+    assert_eq!(origin.hits("/private"), 0);
+    let copy = format!("robotsgate:{{{}}}:robots", origin.base());
+    assert_eq!(cluster.cli(&["TYPE", &copy]).trim(), "hash");
+    for (mut p, _) in processes {
+        p.signal("-TERM");
+        let status = p.wait_exit().await;
+        assert!(status.success(), "{status:?}: {}", p.seen.join("\n"));
+    }
+}
+
+/// A Redis Cluster that speaks TLS only (to clients and between its nodes), with a
+/// certificate from a CA no webpki root knows: with that CA in `ca_file`, two replicas
+/// share one robots.txt fetch and one pace over `rediss://` seeds; without it, Redis'
+/// certificate does not verify and the replica goes on alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
+async fn over_rediss_a_redis_cluster_with_the_operators_ca_shares_copies_and_pacing() {
+    let dir = temp_dir();
+    let ca = TestCa::localhost();
+    let (cert, key) = ca.write_leaf(dir.path());
+    let ca_file = ca.write_pem(&dir.path().join("redis-ca.pem"));
+    let cluster = RedisCluster::start_tls(3, 0, RedisTls { cert, key, ca: ca_file.clone() }).await;
+    assert!(cluster.urls().iter().all(|u| u.starts_with("rediss://")), "{:?}", cluster.urls());
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: *\nCrawl-delay: 0.4\nDisallow: /private\n")),
+        ("/a", Reply::ok("a")),
+        ("/b", Reply::ok("b")),
+        ("/c", Reply::ok("c")),
+    ])
+    .await;
+    let with_ca = |name: &str| {
+        let mut c = cluster_replica(dir.path(), &cluster, name);
+        c.cluster.ca_file = ca_file.display().to_string();
+        c
+    };
+    let a = RunningProxy::start(&with_ca("a")).await;
+    let b = RunningProxy::start(&with_ca("b")).await;
+    assert_eq!(get(a.addr, &origin.url("/a")).await.status, StatusCode::OK);
+    assert_eq!(get(b.addr, &origin.url("/b")).await.status, StatusCode::OK);
+    assert_eq!(origin.hits("/robots.txt"), 1, "b read a's copy through the cluster");
+    let g = gaps(&origin, "/");
+    assert_eq!(g.len(), 2, "{g:?}");
+    assert!(g[1] >= Duration::from_millis(400) - SLACK, "the pace was shared: {g:?}");
+    for p in [&a, &b] {
+        assert_eq!(p.metric("robotsgate_cluster_up"), 1.0);
+    }
+    let [copy, _, pace] = origin_keys(&origin);
+    assert_eq!(cluster.cli(&["TYPE", &copy]).trim(), "hash");
+    assert_eq!(cluster.cli(&["TYPE", &pace]).trim(), "hash");
+    // Without the CA (the webpki roots only): alone, and said so.
+    let c = RunningProxy::start(&cluster_replica(dir.path(), &cluster, "c")).await;
+    assert_eq!(get(c.addr, &origin.url("/c")).await.status, StatusCode::OK);
+    assert_eq!(c.metric("robotsgate_cluster_up"), 0.0);
+    let records = c.records().await;
+    let d = of_type(&records, "decision").into_iter().find(|d| d["url"] == origin.url("/c")).unwrap();
+    assert_eq!(d["cluster"], "alone", "{d}");
+    for p in [a, b, c] {
+        p.stop().await;
+    }
+}
+
+/// Web Bot Auth's replay check shared by a fleet (issue 29): two replicas' signature
+/// verifiers share `RedisReplays` on one Redis; a signature accepted by one is a replay at
+/// the other, and with Redis stopped each checks alone (the signature accepted, recorded
+/// here only). Signatures made by Cloudflare's `web-bot-auth` crate; the key directory on a
+/// real HTTPS origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
+async fn replicas_share_the_signature_replay_check() {
+    use std::sync::Arc;
+    use std::time::SystemTime;
+
+    use robotsgate::cluster::{Cluster, ClusterConfig, Redis, RedisReplays};
+    use robotsgate::identity::httpsig::{
+        self, Failure, ReplayStatus, SigningKey, Verdict, Verifier, VerifyConfig, WELL_KNOWN_PATH,
+    };
+    use robotsgate::net::{Connector, TlsConfig, client_config};
+
+    let mut redis = RedisServer::start().await;
+    let ca = TestCa::new("replays", &["a.test"]);
+    let origin = TestOrigin::start_tls([], ca.server_config(&[b"http/1.1"])).await;
+    let seed = [5u8; 32];
+    let key = SigningKey::from_seed(&seed).unwrap();
+    let body = httpsig::directory_json([key.public()]);
+    origin.route(
+        WELL_KNOWN_PATH,
+        Reply::typed(httpsig::MEDIA_TYPE, body).header("cache-control", "max-age=600"),
+    );
+    let agent = origin.base_as("a.test");
+    let replica = || {
+        let tls = TlsConfig { webpki_roots: false, extra_roots: vec![ca.der.clone()] };
+        let tls = client_config(&tls, &[b"http/1.1"]).unwrap();
+        let connector = Connector::new(resolver(), Arc::new(loopback_guard()), tls, Duration::from_secs(5));
+        let config = ClusterConfig {
+            redis: Redis::Server(redis.url()),
+            command_timeout: Duration::from_millis(300),
+            ..ClusterConfig::default()
+        };
+        let cluster = Cluster::new(config).unwrap();
+        let verifier = Verifier::new(connector, VerifyConfig { max_wait: BOUND, ..VerifyConfig::default() });
+        (verifier.share_replays(Arc::new(RedisReplays::new(cluster.clone()))), cluster)
+    };
+    let ((a, _), (b, cluster_b)) = (replica(), replica());
+    let signed = |nonce: &str| {
+        let fields = wba_sign(&seed, key.public().thumbprint(), &agent, "site.test", nonce);
+        let mut req = http::Request::get("https://site.test/page");
+        for (name, value) in fields.pairs() {
+            req = req.header(name, value);
+        }
+        req.body(()).unwrap().into_parts().0
+    };
+    let replay = |v: &Verdict| match v {
+        Verdict::Verified(v) => Some(v.replay),
+        _ => None,
+    };
+
+    // Accepted at A (recorded in the fleet's store), a replay at B.
+    let request = signed("nonce-one");
+    let at_a = a.verify(&request, SystemTime::now()).await;
+    assert_eq!(replay(&at_a), Some(ReplayStatus::Shared), "{at_a:?}");
+    let at_b = b.verify(&request, SystemTime::now()).await;
+    assert_eq!(at_b, Verdict::Failed(Failure::Replayed));
+    // A fresh nonce is accepted at B; then a replay at A.
+    let other = signed("nonce-two");
+    assert_eq!(replay(&b.verify(&other, SystemTime::now()).await), Some(ReplayStatus::Shared));
+    assert_eq!(a.verify(&other, SystemTime::now()).await, Verdict::Failed(Failure::Replayed));
+
+    // Redis stopped: each replica checks alone (accepted at both, recorded here only), and
+    // still refuses its own replays.
+    redis.stop();
+    let alone = signed("nonce-three");
+    assert_eq!(replay(&a.verify(&alone, SystemTime::now()).await), Some(ReplayStatus::Recorded));
+    assert_eq!(replay(&b.verify(&alone, SystemTime::now()).await), Some(ReplayStatus::Recorded));
+    assert!(!cluster_b.is_up(), "B noticed that Redis is gone");
+    assert_eq!(
+        b.verify(&alone, SystemTime::now()).await,
+        Verdict::Failed(Failure::Replayed),
+        "B's own replay"
+    );
+    assert_eq!(origin.hits(WELL_KNOWN_PATH), 2, "one directory fetch per replica");
 }

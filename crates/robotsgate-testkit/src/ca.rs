@@ -11,7 +11,7 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// A CA and one serverAuth leaf it signed.
+/// A CA and one leaf it signed (serverAuth and clientAuth).
 pub struct TestCa {
     /// The CA certificate (PEM).
     pub pem: String,
@@ -43,7 +43,9 @@ impl TestCa {
             .push(DnType::CommonName, names.first().copied().unwrap_or("localhost"));
         leaf_params.use_authority_key_identifier_extension = true;
         leaf_params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        leaf_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        // clientAuth too: the nodes of a Redis Cluster over TLS are each other's clients.
+        leaf_params.extended_key_usages =
+            vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth, rcgen::ExtendedKeyUsagePurpose::ClientAuth];
         let leaf_key = KeyPair::generate().unwrap();
         let leaf = leaf_params.signed_by(&leaf_key, &issuer).unwrap();
         TestCa {

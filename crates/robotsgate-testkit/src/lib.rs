@@ -6,6 +6,8 @@
 //! - [`body`]: the byte pattern, checksums, encoded and sized bodies;
 //! - [`client`]: requests through a proxy, raw HTTP/1.1, CONNECT and TLS in tunnels;
 //! - [`fetch`]: the `Fetcher` built through the public API;
+//! - [`forward_proxy`]: an HTTP forward proxy (`CONNECT` and absolute form), as an egress
+//!   proxy;
 //! - [`audit`]: audit log records read back and checked;
 //! - [`ca`]: a test CA with a leaf for HTTPS origins;
 //! - [`redis`]: a real `redis-server` for the fleet-mode tests;
@@ -19,6 +21,7 @@ pub mod body;
 pub mod ca;
 pub mod client;
 pub mod fetch;
+pub mod forward_proxy;
 pub mod origin;
 pub mod process;
 pub mod redis;
@@ -26,5 +29,6 @@ pub mod wait;
 pub mod wba;
 
 pub use self::{
-    audit::*, body::*, ca::*, client::*, fetch::*, origin::*, process::*, redis::*, wait::*, wba::*,
+    audit::*, body::*, ca::*, client::*, fetch::*, forward_proxy::*, origin::*, process::*, redis::*,
+    wait::*, wba::*,
 };

@@ -152,19 +152,28 @@ pub struct IgnoredKey {
     pub reason: String,
 }
 
-/// A parsed key directory: the Ed25519 keys it publishes, and the keys set aside.
+/// A parsed key directory: the Ed25519 keys it publishes, the keys set aside, and the
+/// robots.txt product token it names, if it is a Signature Agent Card that names one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Directory {
     /// The usable keys, in document order, one per thumbprint.
     pub keys: Vec<DirectoryKey>,
     /// The keys set aside (other algorithms, malformed, test keys, duplicates).
     pub ignored: Vec<IgnoredKey>,
+    /// `web_bot_auth.rfc9309-product-token` of a Signature Agent Card
+    /// (draft-meunier-webbotauth-registry §3): the robots.txt product token the agent's
+    /// requests are judged as when their `User-Agent` names none.
+    pub product_token: Option<Arc<str>>,
 }
 
 impl Directory {
-    /// Reads a JWKS (`{"keys": [JWK, …]}`): at most `max_bytes` and `max_keys` keys (or the
-    /// whole document is refused); Ed25519 keys are kept (see [`PublicKey::from_jwk`]),
-    /// others set aside with the reason, test keys too unless `allow_test_keys`.
+    /// Reads a JWKS (`{"keys": [JWK, …]}`) or a Signature Agent Card carrying its keys
+    /// inline (`{"jwks": {"keys": […]}, "web_bot_auth": {"rfc9309-product-token": …}}`):
+    /// at most `max_bytes` and `max_keys` keys (or the whole document is refused); Ed25519
+    /// keys are kept (see [`PublicKey::from_jwk`]), others set aside with the reason, test
+    /// keys too unless `allow_test_keys`. Refused: a card with both `jwks` and `jwks_uri`,
+    /// one with `jwks_uri` alone (keys at a second URL are not fetched), and a product
+    /// token that is not one (RFC 9309: letters, `_` and `-`).
     pub fn parse(
         body: &[u8],
         max_bytes: usize,
@@ -176,14 +185,34 @@ impl Directory {
         }
         let doc: serde_json::Value =
             serde_json::from_slice(body).map_err(|e| DocumentError::Malformed(e.to_string()))?;
-        let keys = doc
-            .get("keys")
-            .and_then(|k| k.as_array())
-            .ok_or_else(|| DocumentError::Malformed("no \"keys\" array".into()))?;
+        let (inline, uri) = (doc.get("jwks"), doc.get("jwks_uri"));
+        if inline.is_some() && uri.is_some() {
+            return Err(DocumentError::Malformed("a card with both jwks and jwks_uri".into()));
+        }
+        let keys = match (doc.get("keys"), inline) {
+            (Some(keys), _) => keys,
+            (None, Some(jwks)) => jwks.get("keys").unwrap_or(&serde_json::Value::Null),
+            (None, None) if uri.is_some() => {
+                return Err(DocumentError::Malformed(
+                    "a card whose keys are at jwks_uri (not followed)".into(),
+                ));
+            }
+            (None, None) => &serde_json::Value::Null,
+        };
+        let keys = keys.as_array().ok_or_else(|| DocumentError::Malformed("no \"keys\" array".into()))?;
         if keys.len() > max_keys {
             return Err(DocumentError::TooManyKeys(keys.len()));
         }
-        let mut dir = Directory::default();
+        let product_token = match doc.get("web_bot_auth").and_then(|w| w.get("rfc9309-product-token")) {
+            None => None,
+            Some(serde_json::Value::String(t))
+                if !t.is_empty() && t.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_' || b == b'-') =>
+            {
+                Some(Arc::from(t.as_str()))
+            }
+            Some(other) => return Err(DocumentError::Malformed(format!("product token {other}"))),
+        };
+        let mut dir = Directory { product_token, ..Directory::default() };
         for (index, jwk) in keys.iter().enumerate() {
             let kid = jwk.get("kid").and_then(|k| k.as_str()).map(str::to_owned);
             let mut ignore = |reason: String| {
@@ -371,61 +400,4 @@ pub fn check_response_signatures(
         keep
     });
     proof
-}
-
-/// A Signature Agent Card (draft-meunier-webbotauth-registry-04 §3): an OAuth Client ID
-/// Metadata Document with a `web_bot_auth` object. Only what robotsgate uses is read.
-/// Parsed and tested, not yet fetched: taking the operator's product token from a card is
-/// open (issue 29), so outside tests nothing constructs one.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct SignatureAgentCard {
-    /// `client_id`: the card's own URL.
-    pub client_id: Option<String>,
-    /// `client_name`.
-    pub name: Option<String>,
-    /// `jwks_uri`: where the keys are.
-    pub jwks_uri: Option<String>,
-    /// `jwks`: the keys inline (a card MUST NOT have both).
-    pub jwks: Option<serde_json::Value>,
-    /// `web_bot_auth.rfc9309-product-token`: the robots.txt product token the agent obeys.
-    pub product_token: Option<String>,
-    /// `web_bot_auth.rfc9309-compliance`: whether it claims to obey robots.txt (default
-    /// false).
-    pub robots_compliance: bool,
-}
-
-#[cfg_attr(not(test), expect(dead_code, reason = "cards are not fetched yet (issue 29)"))]
-impl SignatureAgentCard {
-    /// Reads a card (bounded by `max_bytes`); refuses one with both `jwks` and `jwks_uri`,
-    /// and one whose product token is not an RFC 9309 product token (letters, `_`, `-`).
-    pub(crate) fn parse(body: &[u8], max_bytes: usize) -> Result<SignatureAgentCard, DocumentError> {
-        if body.len() > max_bytes {
-            return Err(DocumentError::TooLarge(max_bytes));
-        }
-        let doc: serde_json::Value =
-            serde_json::from_slice(body).map_err(|e| DocumentError::Malformed(e.to_string()))?;
-        if !doc.is_object() {
-            return Err(DocumentError::Malformed("a card is a JSON object".into()));
-        }
-        let s = |v: Option<&serde_json::Value>| v.and_then(|v| v.as_str()).map(str::to_owned);
-        let wba = doc.get("web_bot_auth");
-        let card = SignatureAgentCard {
-            client_id: s(doc.get("client_id")),
-            name: s(doc.get("client_name")),
-            jwks_uri: s(doc.get("jwks_uri")),
-            jwks: doc.get("jwks").cloned(),
-            product_token: s(wba.and_then(|w| w.get("rfc9309-product-token"))),
-            robots_compliance: wba.and_then(|w| w.get("rfc9309-compliance")).and_then(|v| v.as_bool())
-                == Some(true),
-        };
-        if card.jwks.is_some() && card.jwks_uri.is_some() {
-            return Err(DocumentError::Malformed("both jwks and jwks_uri".into()));
-        }
-        if let Some(t) = &card.product_token
-            && (t.is_empty() || !t.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_' || b == b'-'))
-        {
-            return Err(DocumentError::Malformed(format!("product token {t:?}")));
-        }
-        Ok(card)
-    }
 }

@@ -86,6 +86,7 @@ pub use directory::{
     WELL_KNOWN_PATH, directory_json,
 };
 pub use key::{KeyError, PublicKey, SigningKey};
+pub use replay::{ReplayFuture, ReplayKey, SharedReplays};
 pub use sign::{LABEL, RequestSigner, SignError, directory_response};
 pub use verdict::{Failure, ReplayStatus, Unverified, Verdict, Verified};
 pub use verifier::Verifier;

@@ -8,6 +8,8 @@
 //! ([`ReplayCheck::Full`]): its replay would not be noticed, and the verdict says so.
 
 use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Mutex;
 
 /// What a signature is remembered by: SHA-256 of (directory, keyid, nonce or signature).
@@ -37,6 +39,28 @@ impl ReplayKey {
         out.copy_from_slice(ctx.finish().as_ref());
         ReplayKey(out)
     }
+
+    /// The hash.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+/// A future of a [`SharedReplays`].
+pub type ReplayFuture<'a> = Pin<Box<dyn Future<Output = Option<bool>> + Send + 'a>>;
+
+/// Signatures seen, shared by a fleet of replicas (fleet mode keeps them in Redis:
+/// `cluster::RedisReplays`), so that a signature one replica accepted is a replay at every
+/// other. Asked after the replica's own [`ReplayCache`], for signatures that verified.
+pub trait SharedReplays: Send + Sync + 'static {
+    /// Whether the store is reachable as far as is known: when not, it is not asked (the
+    /// replica's own check stands).
+    fn is_up(&self) -> bool;
+
+    /// Atomically records `key` until `expires` (seconds since the epoch): `Some(true)`
+    /// when no replica had, `Some(false)` when one had (a replay), `None` when the store
+    /// did not answer in time (the replica's own check stands).
+    fn record<'a>(&'a self, key: &'a ReplayKey, expires: i64) -> ReplayFuture<'a>;
 }
 
 /// What [`ReplayCache::check_and_record`] found.

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::base::signature_base;
 use super::check::combine;
-use super::directory::{DirectoryResponse, SignatureAgentCard, check_response_signatures, content_digest};
+use super::directory::{DirectoryResponse, check_response_signatures, content_digest};
 use super::*;
 
 /// RFC 9421 Appendix B.1.4, "Example Ed25519 Test Key" (PKCS#8, as the RFC prints it).
@@ -486,6 +486,7 @@ fn combine_prefers_verified_then_failed() {
         nonce: None,
         proven: false,
         replay: ReplayStatus::Off,
+        product_token: None,
     });
     let f = Verdict::Failed(Failure::BadSignature);
     let u = Verdict::Unverified(Unverified::NoAgent);
@@ -598,24 +599,44 @@ fn directory_response_signatures() {
 }
 
 #[test]
-fn signature_agent_cards() {
-    let card = SignatureAgentCard::parse(
-        br#"{"client_id":"https://example.com/bot","client_name":"Example Bot",
-             "jwks_uri":"https://example.com/.well-known/http-message-signatures-directory",
-             "web_bot_auth":{"rfc9309-product-token":"ExampleBot","rfc9309-compliance":true,"purpose":"search"}}"#,
-        65536,
-    )
-    .unwrap();
-    assert_eq!(card.product_token.as_deref(), Some("ExampleBot"));
-    assert!(card.robots_compliance);
-    assert_eq!(card.name.as_deref(), Some("Example Bot"));
-    assert!(SignatureAgentCard::parse(br#"{"jwks":{"keys":[]},"jwks_uri":"https://x"}"#, 65536).is_err());
-    assert!(
-        SignatureAgentCard::parse(br#"{"web_bot_auth":{"rfc9309-product-token":"Bad Bot/1"}}"#, 65536)
-            .is_err()
+fn signature_agent_cards_give_keys_inline_and_a_product_token() {
+    let a = SigningKey::generate().unwrap();
+    let card = json!({
+        "client_id": "https://example.com/bot",
+        "client_name": "Example Bot",
+        "jwks": {"keys": [a.public().to_jwk()]},
+        "web_bot_auth": {"rfc9309-product-token": "ExampleBot-News", "rfc9309-compliance": true},
+    })
+    .to_string();
+    let dir = Directory::parse(card.as_bytes(), 65536, 32, false).unwrap();
+    assert_eq!(dir.keys.len(), 1);
+    assert_eq!(dir.product_token.as_deref(), Some("ExampleBot-News"));
+    // A plain JWKS names no token; one with a card's member does.
+    let plain = directory_json([a.public()]);
+    assert_eq!(Directory::parse(plain.as_bytes(), 65536, 32, false).unwrap().product_token, None);
+    let jwks_with_token =
+        json!({"keys": [a.public().to_jwk()], "web_bot_auth": {"rfc9309-product-token": "X_Bot"}});
+    let dir = Directory::parse(jwks_with_token.to_string().as_bytes(), 65536, 32, false).unwrap();
+    assert_eq!(dir.product_token.as_deref(), Some("X_Bot"));
+    // Refused: both jwks and jwks_uri, jwks_uri alone (not followed), a token that is not one.
+    let malformed = |doc: serde_json::Value| {
+        matches!(
+            Directory::parse(doc.to_string().as_bytes(), 65536, 32, false),
+            Err(DocumentError::Malformed(_))
+        )
+    };
+    assert!(malformed(json!({"jwks": {"keys": []}, "jwks_uri": "https://x/"})));
+    assert!(malformed(json!({"jwks_uri": "https://x/", "web_bot_auth": {}})));
+    for bad in [json!("Bad Bot/1"), json!(""), json!(7), json!("ExampleBot/1.0")] {
+        let doc = json!({"keys": [], "web_bot_auth": {"rfc9309-product-token": bad}});
+        assert!(malformed(doc.clone()), "{doc}");
+    }
+    // The card's other members do not matter; its keys obey the same bounds.
+    let many = json!({"jwks": {"keys": [a.public().to_jwk(), a.public().to_jwk()]}});
+    assert_eq!(
+        Directory::parse(many.to_string().as_bytes(), 65536, 1, false),
+        Err(DocumentError::TooManyKeys(2))
     );
-    assert!(SignatureAgentCard::parse(b"[]", 65536).is_err());
-    assert_eq!(SignatureAgentCard::parse(b"{}", 65536).unwrap(), SignatureAgentCard::default());
 }
 
 #[test]

@@ -58,6 +58,9 @@ pub struct Verified {
     pub proven: bool,
     /// What the replay check did.
     pub replay: ReplayStatus,
+    /// The product token the key's directory names (a Signature Agent Card's
+    /// `rfc9309-product-token`), if it names one.
+    pub product_token: Option<Arc<str>>,
 }
 
 /// What the replay check did for a verified signature.
@@ -71,6 +74,9 @@ pub enum ReplayStatus {
     /// Not recorded: the replay cache was full of entries living longer. A replay of this
     /// signature would not be noticed.
     Full,
+    /// Recorded here and in the fleet's store ([`SharedReplays`](super::SharedReplays)):
+    /// a replay at any replica is noticed.
+    Shared,
 }
 
 /// Why there was nothing to decide with.

@@ -10,7 +10,7 @@ use super::check::{Candidate, combine, examine};
 use super::client::{DirectoryCache, DirectoryClient, Lookup};
 use super::config::VerifyConfig;
 use super::directory::DirectoryUrl;
-use super::replay::{ReplayCache, ReplayCheck, ReplayKey};
+use super::replay::{ReplayCache, ReplayCheck, ReplayKey, SharedReplays};
 use super::unix_seconds;
 use super::verdict::{Failure, ReplayStatus, Unverified, Verdict, Verified};
 use crate::net::Connector;
@@ -30,11 +30,23 @@ use crate::net::Connector;
 /// }
 /// # }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Verifier {
     config: Arc<VerifyConfig>,
     directories: Arc<DirectoryCache>,
     replay: Option<Arc<ReplayCache>>,
+    shared: Option<Arc<dyn SharedReplays>>,
+}
+
+impl std::fmt::Debug for Verifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verifier")
+            .field("config", &self.config)
+            .field("directories", &self.directories)
+            .field("replay", &self.replay)
+            .field("shared_replays", &self.shared.is_some())
+            .finish()
+    }
 }
 
 impl Verifier {
@@ -44,7 +56,21 @@ impl Verifier {
         let config = Arc::new(config);
         let client = DirectoryClient::new(connector, config.clone());
         let replay = config.refuse_replays.then(|| Arc::new(ReplayCache::new(config.replay_capacity)));
-        Verifier { directories: Arc::new(DirectoryCache::new(client, config.clone())), config, replay }
+        Verifier {
+            directories: Arc::new(DirectoryCache::new(client, config.clone())),
+            config,
+            replay,
+            shared: None,
+        }
+    }
+
+    /// Shares the replay check with a fleet of replicas through `shared` (fleet mode:
+    /// `cluster::RedisReplays`): a signature another replica accepted is a replay here.
+    /// Only with [`VerifyConfig::refuse_replays`]; while the store cannot be reached, each
+    /// replica checks alone.
+    pub fn share_replays(mut self, shared: Arc<dyn SharedReplays>) -> Verifier {
+        self.shared = Some(shared);
+        self
     }
 
     /// The configuration.
@@ -130,10 +156,19 @@ impl Verifier {
             None => ReplayStatus::Off,
             Some(cache) => {
                 let k = ReplayKey::new(directory, &c.keyid, c.nonce.as_deref(), c.signature());
-                match cache.check_and_record(k, c.expires, now) {
+                let here = match cache.check_and_record(k, c.expires, now) {
                     ReplayCheck::New => ReplayStatus::Recorded,
                     ReplayCheck::Full => ReplayStatus::Full,
                     ReplayCheck::Replayed => return Verdict::Failed(Failure::Replayed),
+                };
+                match &self.shared {
+                    // Boxed where awaited: fleet mode only.
+                    Some(shared) if shared.is_up() => match Box::pin(shared.record(&k, c.expires)).await {
+                        Some(true) => ReplayStatus::Shared,
+                        Some(false) => return Verdict::Failed(Failure::Replayed),
+                        None => here,
+                    },
+                    _ => here,
                 }
             }
         };
@@ -146,6 +181,7 @@ impl Verifier {
             nonce: c.nonce.clone(),
             proven: key.proven,
             replay,
+            product_token: dir.product_token.clone(),
         })
     }
 }

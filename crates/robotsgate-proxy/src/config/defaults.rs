@@ -99,6 +99,7 @@ impl Default for ClusterSection {
     fn default() -> Self {
         ClusterSection {
             redis: String::new(),
+            redis_cluster: None,
             password_file: String::new(),
             ca_file: String::new(),
             key_prefix: "robotsgate:".into(),

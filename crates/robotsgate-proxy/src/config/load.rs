@@ -205,31 +205,10 @@ impl Config {
             return Err(err("pacing.max_origins", "must be at least 1".into()));
         }
         let cl = &self.cluster;
-        if !cl.redis.is_empty() {
-            if !cfg!(feature = "cluster") {
-                return Err(err(
-                    "cluster.redis",
-                    "this robotsgate was built without the feature \"cluster\"".into(),
-                ));
-            }
-            let scheme = cl.redis.split(':').next().unwrap_or("");
-            if !matches!(scheme, "redis" | "rediss" | "redis+unix" | "unix") {
-                return Err(err(
-                    "cluster.redis",
-                    format!("{:?} is not a Redis URL (redis://host:6379/0 or rediss://...)", cl.redis),
-                ));
-            }
-            if url::Url::parse(&cl.redis).is_err() {
-                return Err(err("cluster.redis", format!("{:?} does not parse as a URL", cl.redis)));
-            }
+        if let Some((key, message)) = check_cluster(cl) {
+            return Err(err(key, message));
         }
         if !cl.ca_file.is_empty() {
-            if url::Url::parse(&cl.redis).map_or(true, |u| u.scheme() != "rediss") {
-                return Err(err(
-                    "cluster.ca_file",
-                    format!("is for TLS, but cluster.redis {:?} is not a rediss:// URL", cl.redis),
-                ));
-            }
             self.cluster_ca().map_err(|why| err("cluster.ca_file", why))?;
         }
         if cl.command_timeout.0.is_zero() {
@@ -275,30 +254,42 @@ impl Config {
         Ok(Some(pem))
     }
 
-    /// Fleet mode's connection settings (`None` without `[cluster] redis`): the URL with
-    /// the password of `password_file` (its content replaces the URL's), the CA of
-    /// `ca_file`; `Err` says why a file cannot be used.
+    /// Fleet mode's connection settings (`None` without `[cluster] redis` or
+    /// `redis_cluster`): the URL (or each seed node's) with the password of
+    /// `password_file` (its content replaces the URL's), the CA of `ca_file`; `Err` says
+    /// why a file cannot be used.
     #[cfg(feature = "cluster")]
     pub fn cluster_config(&self) -> Result<Option<robotsgate::cluster::ClusterConfig>, String> {
         use super::sections::ClusterOnErrorName;
-        use robotsgate::cluster::{ClusterConfig, OnClusterError};
+        use robotsgate::cluster::{ClusterConfig, OnClusterError, Redis};
         let c = &self.cluster;
-        if c.redis.is_empty() {
-            return Ok(None);
-        }
-        let mut url = c.redis.clone();
-        if !c.password_file.is_empty() {
-            let password = std::fs::read_to_string(&c.password_file)
-                .map_err(|e| format!("cannot read cluster.password_file {}: {e}", c.password_file))?;
-            let mut parsed = url::Url::parse(&url).map_err(|e| format!("cluster.redis: {e}"))?;
+        let password = match c.password_file.as_str() {
+            "" => None,
+            path => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read cluster.password_file {path}: {e}"))?;
+                Some(text.trim_end_matches(['\r', '\n']).to_owned())
+            }
+        };
+        let with_password = |key: &str, url: &str| -> Result<String, String> {
+            let Some(password) = &password else { return Ok(url.to_owned()) };
+            let mut parsed = url::Url::parse(url).map_err(|e| format!("{key}: {e}"))?;
             parsed
-                .set_password(Some(password.trim_end_matches(['\r', '\n'])))
-                .map_err(|()| "the Redis URL cannot carry a password".to_owned())?;
-            url = parsed.to_string();
-        }
+                .set_password(Some(password))
+                .map_err(|()| format!("{key}: the Redis URL {url:?} cannot carry a password"))?;
+            Ok(parsed.to_string())
+        };
+        let redis = match (&c.redis_cluster, c.redis.as_str()) {
+            (Some(nodes), "") => Redis::Cluster(
+                nodes.iter().map(|n| with_password("cluster.redis_cluster", n)).collect::<Result<_, _>>()?,
+            ),
+            (None, "") => return Ok(None),
+            (None, url) => Redis::Server(with_password("cluster.redis", url)?),
+            (Some(_), _) => return Err(format!("cluster.redis_cluster {BOTH}")),
+        };
         let ca_pem = self.cluster_ca().map_err(|why| format!("cluster.ca_file: {why}"))?;
         Ok(Some(ClusterConfig {
-            url,
+            redis,
             ca_pem,
             key_prefix: c.key_prefix.clone(),
             connect_timeout: c.connect_timeout.0,
@@ -415,6 +406,89 @@ fn check_identity(s: &super::sections::IdentitySection) -> Result<(), (&'static 
     Ok(())
 }
 
+/// `[cluster] redis` and `redis_cluster` both set.
+const BOTH: &str = "is set beside cluster.redis: one server (redis) or a Redis Cluster's seed nodes \
+     (redis_cluster), not both";
+
+/// The checks of `[cluster]`'s Redis (`redis` or `redis_cluster`, never both; URLs robotsgate
+/// can use; `ca_file` only for `rediss://`): the key and why, or `None` when it is fine.
+fn check_cluster(cl: &super::sections::ClusterSection) -> Option<(&'static str, String)> {
+    if cl.redis_cluster.is_some() && !cl.redis.is_empty() {
+        return Some(("cluster.redis_cluster", BOTH.into()));
+    }
+    let set = !cl.redis.is_empty() || cl.redis_cluster.is_some();
+    if set && !cfg!(feature = "cluster") {
+        let key = if cl.redis.is_empty() { "cluster.redis_cluster" } else { "cluster.redis" };
+        return Some((key, "this robotsgate was built without the feature \"cluster\"".into()));
+    }
+    // The URLs, and the key they are under.
+    let (key, urls): (&'static str, Vec<&str>) = match &cl.redis_cluster {
+        Some(nodes) => ("cluster.redis_cluster", nodes.iter().map(String::as_str).collect()),
+        None if cl.redis.is_empty() => ("cluster.redis", Vec::new()),
+        None => ("cluster.redis", vec![cl.redis.as_str()]),
+    };
+    let cluster = cl.redis_cluster.is_some();
+    if cluster && urls.is_empty() {
+        return Some((
+            key,
+            "is empty: give the Redis Cluster's seed nodes (one or more \"redis://host:port\"), or leave it out".into(),
+        ));
+    }
+    for url in &urls {
+        let scheme = url.split(':').next().unwrap_or("");
+        let schemes: &[&str] =
+            if cluster { &["redis", "rediss"] } else { &["redis", "rediss", "redis+unix", "unix"] };
+        if !schemes.contains(&scheme) {
+            let why = if cluster {
+                format!("{url:?} is not a Redis Cluster node's URL (redis://host:6379 or rediss://host:6379)")
+            } else {
+                format!("{url:?} is not a Redis URL (redis://host:6379/0 or rediss://...)")
+            };
+            return Some((key, why));
+        }
+        let Ok(parsed) = url::Url::parse(url) else {
+            return Some((key, format!("{url:?} does not parse as a URL")));
+        };
+        if cluster && parsed.host_str().is_none_or(str::is_empty) {
+            return Some((key, format!("{url:?} names no host")));
+        }
+        if cluster && !matches!(parsed.path(), "" | "/" | "/0") {
+            return Some((
+                key,
+                format!(
+                    "{url:?} names database {:?}, but a Redis Cluster has database 0 only",
+                    &parsed.path()[1..]
+                ),
+            ));
+        }
+    }
+    if cluster
+        && urls.iter().any(|u| u.starts_with("rediss:"))
+        && !urls.iter().all(|u| u.starts_with("rediss:"))
+    {
+        return Some((key, "mixes redis:// and rediss:// nodes: all are one or the other".into()));
+    }
+    if cluster && cl.key_prefix.contains(['{', '}']) {
+        return Some((
+            "cluster.key_prefix",
+            format!(
+                "{:?} holds a brace: with redis_cluster the origin in braces is each key's hash tag (one origin's \
+                 keys in one slot), and a brace in the prefix would change it",
+                cl.key_prefix
+            ),
+        ));
+    }
+    if !cl.ca_file.is_empty() && (urls.is_empty() || !urls.iter().all(|u| u.starts_with("rediss:"))) {
+        let what = match (cluster, urls.as_slice()) {
+            (true, _) => format!("cluster.redis_cluster {urls:?} are not all rediss:// URLs"),
+            (false, [url]) => format!("cluster.redis {url:?} is not a rediss:// URL"),
+            (false, _) => "neither cluster.redis nor cluster.redis_cluster is set (to rediss:// URLs)".into(),
+        };
+        return Some(("cluster.ca_file", format!("is for TLS, but {what}")));
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -503,6 +577,100 @@ mod tests {
             assert_eq!((e.key.as_deref(), e.line.map(|l| l.0)), (Some("cluster.ca_file"), Some(3)), "{e}");
             assert!(e.message.contains(why), "{url} {ca}: {e}");
         }
+    }
+
+    #[test]
+    fn redis_cluster_is_one_or_more_seed_nodes_and_never_beside_redis() {
+        let c = Config::parse(
+            "a.toml",
+            "[cluster]\nredis_cluster = [\"redis://10.0.0.1:6379\", \"redis://10.0.0.2:6379/0\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.cluster.redis_cluster.as_ref().map(Vec::len), Some(2));
+        assert_eq!(Config::parse("a.toml", "").unwrap().cluster.redis_cluster, None);
+        #[cfg(feature = "cluster")]
+        {
+            use robotsgate::cluster::Redis;
+            let dir = tempfile::tempdir().unwrap();
+            let secret = dir.path().join("secret");
+            std::fs::write(&secret, "s3cret\n").unwrap();
+            let mut with_password = c.clone();
+            with_password.cluster.password_file = secret.display().to_string();
+            let config = with_password.cluster_config().unwrap().unwrap();
+            assert_eq!(
+                config.redis,
+                Redis::Cluster(vec![
+                    "redis://:s3cret@10.0.0.1:6379".into(),
+                    "redis://:s3cret@10.0.0.2:6379/0".into()
+                ])
+            );
+        }
+        let ca_dir = tempfile::tempdir().unwrap();
+        let ca = {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+            params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            let path = ca_dir.path().join("ca.pem");
+            std::fs::write(&path, params.self_signed(&key).unwrap().pem()).unwrap();
+            path.display().to_string()
+        };
+        let tls = format!("[cluster]\nredis_cluster = [\"rediss://10.0.0.1:6380\"]\nca_file = \"{ca}\"\n");
+        assert!(Config::parse("a.toml", &tls).is_ok());
+        for (text, key, line, why) in [
+            (
+                "[cluster]\nredis = \"redis://r:6379/0\"\nredis_cluster = [\"redis://10.0.0.1:6379\"]\n"
+                    .to_owned(),
+                "cluster.redis_cluster",
+                3,
+                "beside cluster.redis",
+            ),
+            ("[cluster]\nredis_cluster = []\n".into(), "cluster.redis_cluster", 2, "is empty"),
+            (
+                "[cluster]\nredis_cluster = [\"redis://10.0.0.1:6379/2\"]\n".into(),
+                "cluster.redis_cluster",
+                2,
+                "database 0 only",
+            ),
+            (
+                "[cluster]\nredis_cluster = [\"unix:///run/redis.sock\"]\n".into(),
+                "cluster.redis_cluster",
+                2,
+                "not a Redis Cluster node",
+            ),
+            (
+                "[cluster]\nredis_cluster = [\"10.0.0.1:6379\"]\n".into(),
+                "cluster.redis_cluster",
+                2,
+                "not a Redis Cluster node",
+            ),
+            (
+                "[cluster]\nredis_cluster = [\"redis://10.0.0.1:6379\", \"rediss://10.0.0.2:6380\"]\n".into(),
+                "cluster.redis_cluster",
+                2,
+                "mixes",
+            ),
+            (
+                "[cluster]\nredis_cluster = [\"redis://10.0.0.1:6379\"]\nkey_prefix = \"{fleet}:\"\n".into(),
+                "cluster.key_prefix",
+                3,
+                "hash tag",
+            ),
+            (
+                format!("[cluster]\nredis_cluster = [\"redis://10.0.0.1:6379\"]\nca_file = \"{ca}\"\n"),
+                "cluster.ca_file",
+                3,
+                "rediss://",
+            ),
+        ] {
+            let e = Config::parse("a.toml", &text).unwrap_err();
+            assert_eq!((e.key.as_deref(), e.line.map(|l| l.0)), (Some(key), Some(line)), "{text}: {e}");
+            assert!(e.message.contains(why), "{text}: {e}");
+        }
+        // One server may still use a prefix with braces (no hash slots there).
+        assert!(
+            Config::parse("a.toml", "[cluster]\nredis = \"redis://r:6379/0\"\nkey_prefix = \"{fleet}:\"\n")
+                .is_ok()
+        );
     }
 
     #[test]

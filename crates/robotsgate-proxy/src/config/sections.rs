@@ -185,6 +185,8 @@ pub struct PacingSection {
 #[allow(missing_docs)]
 pub struct ClusterSection {
     pub redis: String,
+    /// A Redis Cluster's seed nodes (instead of `redis`); `None` when not set.
+    pub redis_cluster: Option<Vec<String>>,
     pub password_file: String,
     pub ca_file: String,
     pub key_prefix: String,

@@ -88,6 +88,9 @@ pub enum IngressError {
     /// Only one of `ingress.tls_cert` and `ingress.tls_key` is set.
     #[error("ingress.tls_cert and ingress.tls_key: give both or neither")]
     TlsPair,
+    /// `[cluster]` cannot be used.
+    #[error("cluster: {0}")]
+    Cluster(String),
     /// The listener, TLS or audit log could not be set up.
     #[error(transparent)]
     Start(#[from] StartError),
@@ -340,7 +343,29 @@ pub fn verifier(config: &Config, outbound: &Connector) -> Result<Option<Verifier
         };
         SignatureVerifier::new(outbound.clone(), sig)
     });
+    let signatures = match signatures {
+        Some(sig) if v.replay == ReplayName::Refuse => share_replays(config, sig)?,
+        other => other,
+    };
     Ok(Some(Verifier::with_signatures(&operators, ranges, rdns, signatures)))
+}
+
+/// Fleet mode on the site side: with `[cluster]`, the replay check is shared through its
+/// Redis, so that a signature one replica accepted is refused as a replay by every other.
+/// The cluster's watch (noticing Redis back after it was down) runs as long as the process.
+#[cfg(feature = "cluster")]
+fn share_replays(config: &Config, sig: SignatureVerifier) -> Result<Option<SignatureVerifier>, IngressError> {
+    use robotsgate::cluster::{Cluster, RedisReplays};
+    let Some(c) = config.cluster_config().map_err(IngressError::Cluster)? else { return Ok(Some(sig)) };
+    let cluster = Cluster::new(c).map_err(|e| IngressError::Cluster(e.to_string()))?;
+    drop(cluster.watch(Duration::from_secs(1)));
+    Ok(Some(sig.share_replays(Arc::new(RedisReplays::new(cluster)))))
+}
+
+/// Without the feature `cluster`, `[cluster]` is refused when the file is read.
+#[cfg(not(feature = "cluster"))]
+fn share_replays(_: &Config, sig: SignatureVerifier) -> Result<Option<SignatureVerifier>, IngressError> {
+    Ok(Some(sig))
 }
 
 /// Starts the refresher of `verifier`'s URL and file lists (`verify.refresh`), fetching

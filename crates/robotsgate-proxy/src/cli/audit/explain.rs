@@ -250,15 +250,21 @@ fn snapshot_candidates(args: &ExplainArgs, log: &Path, sha: &str, fetch: Option<
 #[cfg(feature = "cluster")]
 fn from_fleet(config: &crate::config::Config, sha: &str) -> Result<(Vec<u8>, String), String> {
     let Some(c) = config.cluster_config()? else {
-        return Err("--config has no [cluster] redis to look in".into());
+        return Err("--config has no [cluster] redis or redis_cluster to look in".into());
     };
     // The URL as it may be shown: without a password.
-    let url = match url::Url::parse(&c.url) {
+    let shown = |url: &str| match url::Url::parse(url) {
         Ok(mut u) => {
             let _ = u.set_password(None);
             u.to_string()
         }
-        Err(_) => c.url.clone(),
+        Err(_) => url.to_owned(),
+    };
+    let url = match &c.redis {
+        robotsgate::cluster::Redis::Server(url) => shown(url),
+        robotsgate::cluster::Redis::Cluster(nodes) => {
+            format!("Cluster [{}]", nodes.iter().map(|n| shown(n)).collect::<Vec<_>>().join(", "))
+        }
     };
     let key = robotsgate::cluster::snapshot_key(&c.key_prefix, sha);
     match robotsgate::cluster::read_snapshot(&c, sha) {
