@@ -404,7 +404,7 @@ impl RobotsLayer {
     /// as for a request through the layer.
     ///
     /// With a pacer, the request is also held until its slot (or refused with
-    /// [`RefusalKind::Paced`](crate::RefusalKind::Paced)), but its answer is not reported:
+    /// [`RefusalKind::Paced`]), but its answer is not reported:
     /// [`RobotsLayer::admit`] does that.
     pub async fn decide(&self, parts: &mut http::request::Parts) -> Result<Decision, Refusal> {
         self.admit(parts).await.map(|(decision, _)| decision)

@@ -51,7 +51,7 @@
 //! Where the implementation chooses between readings of the drafts:
 //! - a member that is a full `https` URL (not an origin) is fetched as it is, as earlier
 //!   drafts and the `web-bot-auth` crate do; `type=cimd` (Signature Agent Cards) is not
-//!   resolved (the request is unverified); [`SignatureAgentCard`] reads a card's
+//!   resolved (the request is unverified); a card (`Directory::parse`) gives its
 //!   `rfc9309-product-token` for callers that fetch cards;
 //! - a directory that was fetched and lacks the key makes the signature
 //!   [`Failure::UnknownKey`] (the request names an agent whose directory disowns the key);

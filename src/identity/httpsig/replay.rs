@@ -51,7 +51,7 @@ pub type ReplayFuture<'a> = Pin<Box<dyn Future<Output = Option<bool>> + Send + '
 
 /// Signatures seen, shared by a fleet of replicas (fleet mode keeps them in Redis:
 /// `cluster::RedisReplays`), so that a signature one replica accepted is a replay at every
-/// other. Asked after the replica's own [`ReplayCache`], for signatures that verified.
+/// other. Asked after the replica's own replay cache, for signatures that verified.
 pub trait SharedReplays: Send + Sync + 'static {
     /// Whether the store is reachable as far as is known: when not, it is not asked (the
     /// replica's own check stands).
