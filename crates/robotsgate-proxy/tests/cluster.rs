@@ -1213,3 +1213,74 @@ async fn replicas_share_the_signature_replay_check() {
     );
     assert_eq!(origin.hits(WELL_KNOWN_PATH), 2, "one directory fetch per replica");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
+async fn on_a_redis_cluster_a_strict_replica_refuses_while_a_primary_is_down_and_answers_after_the_failover()
+{
+    let dir = temp_dir();
+    let mut cluster = RedisCluster::start(3, 1).await;
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok("User-agent: *\nCrawl-delay: 0.1\n"))]).await;
+    for p in ["/a", "/b", "/c", "/d"] {
+        origin.route(p, Reply::ok("ok"));
+    }
+    let [_, _, pace] = origin_keys(&origin);
+    let dead = cluster.primary_of(&pace);
+    let mut strict = cluster_replica(dir.path(), &cluster, "strict");
+    strict.cluster.on_error = ClusterOnErrorName::Refuse;
+    let strict = RunningProxy::start(&strict).await;
+    assert_eq!(get(strict.addr, &origin.url("/a")).await.status, StatusCode::OK);
+    assert_eq!(strict.metric("robotsgate_cluster_up"), 1.0);
+
+    // The primary holding the origin's pacing lane stops answering: the strict replica
+    // refuses (503, `cluster-unavailable`) within a bound, the origin is not reached.
+    cluster.freeze(dead);
+    let before = origin.hits("/b");
+    let mut refused = 0;
+    for _ in 0..2 {
+        let t = tokio::time::Instant::now();
+        let got = get(strict.addr, &origin.url("/b")).await;
+        assert!(t.elapsed() < Duration::from_secs(3), "answered in {:?}", t.elapsed());
+        assert_eq!(got.status, StatusCode::SERVICE_UNAVAILABLE, "{}", got.text());
+        assert_eq!(got.header("x-robotsgate"), "cluster-unavailable");
+        refused += 1;
+    }
+    assert_eq!(origin.hits("/b"), before, "a refused request never reaches the origin");
+    assert_eq!(strict.metric("robotsgate_cluster_up"), 0.0);
+    let records = strict.records().await;
+    let decisions: Vec<_> = of_type(&records, "decision")
+        .into_iter()
+        .filter(|d| d["url"] == origin.url("/b") && d["outcome"] == "cluster-unavailable")
+        .collect();
+    assert_eq!(decisions.len(), refused, "{records:#?}");
+    for d in &decisions {
+        check_decision_record(d);
+        assert_eq!(d["cluster"], "alone", "{d}");
+        let o = outcome_of(&records, d);
+        assert_eq!(
+            (o["status"].as_i64(), o["refusal"].as_str()),
+            (Some(503), Some("cluster-unavailable")),
+            "{o}"
+        );
+    }
+
+    // The node is gone for good; its replica takes over, the strict replica notices (its
+    // watch) and answers again, paced with the fleet.
+    cluster.kill(dead);
+    let now = cluster.wait_failover(&pace, dead).await;
+    assert_ne!(now, dead);
+    bounded("the strict replica sees the cluster again", async {
+        while strict.metric("robotsgate_cluster_up") != 1.0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    for p in ["/c", "/d"] {
+        let got = get(strict.addr, &origin.url(p)).await;
+        assert_eq!(got.status, StatusCode::OK, "{p}: {}", got.text());
+    }
+    let records = strict.records().await;
+    let c = of_type(&records, "decision").into_iter().find(|d| d["url"] == origin.url("/c")).unwrap();
+    assert!(c["cluster"].is_null(), "decided with the fleet: {c}");
+    strict.stop().await;
+}
