@@ -95,6 +95,8 @@ pub struct App {
     cluster_watch: Option<tokio::task::JoinHandle<()>>,
     /// `[identity] directory_listen`: the key directory.
     directory: Option<crate::identity::DirectoryServer>,
+    /// Gives freed memory back once the proxy is quiet (ends with the app).
+    quiet: tokio_util::task::AbortOnDropHandle<()>,
 }
 
 /// Applies a new configuration to a running [`App`] (SIGHUP): the policy (profile,
@@ -344,6 +346,14 @@ impl App {
             ..ForwardConfig::default()
         };
         let upstream_pool = pool.clone();
+        let quiet = {
+            let (metrics, pool) = (metrics.clone(), pool.clone());
+            // Idle connections closing after the requests stopped free their buffers too.
+            tokio_util::task::AbortOnDropHandle::new(crate::memory::give_back_when_quiet(
+                QUIET_TICK,
+                move || metrics.activity().wrapping_add((pool.idle() as u64) << 48),
+            ))
+        };
         let forwarder = Forwarder::new(pool, &forward_config).with_metrics(metrics.clone());
         let clients = ClientNetworks::default();
         clients.set(px.allow_clients.iter().map(|c| c.0).collect());
@@ -390,7 +400,19 @@ impl App {
             Some(a) => Some(a.local_addr().map_err(|source| StartError::AdminListen { addr, source })?),
             None => None,
         };
-        Ok(App { proxy, audit, policy, addr, admin, admin_addr, metrics, reloader, cluster_watch, directory })
+        Ok(App {
+            proxy,
+            audit,
+            policy,
+            addr,
+            admin,
+            admin_addr,
+            metrics,
+            reloader,
+            cluster_watch,
+            directory,
+            quiet,
+        })
     }
 
     /// The address the proxy listens on.
@@ -439,6 +461,7 @@ impl App {
         if let Some(w) = self.cluster_watch {
             w.abort();
         }
+        drop(self.quiet);
         audit.shutdown().await;
         stop_admin.cancel();
         if let Some(task) = admin {
@@ -450,6 +473,10 @@ impl App {
         result
     }
 }
+
+/// How often the proxy looks whether it went quiet, to give freed memory back (see
+/// [`crate::memory`]): a burst's memory returns within two ticks of its end.
+const QUIET_TICK: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// `None` for zero ("not by time").
 fn nonzero(d: std::time::Duration) -> Option<std::time::Duration> {

@@ -16,6 +16,7 @@ pub mod forward;
 pub mod identity;
 pub mod ingress;
 pub mod intercept;
+mod memory;
 pub mod metrics;
 mod prefixed;
 pub mod proxy;

@@ -346,6 +346,14 @@ impl Metrics {
         ConnectionGuard(self.clone())
     }
 
+    /// A number that changes whenever a request is counted or a client connection opens or
+    /// closes (for noticing that the proxy went quiet).
+    pub(crate) fn activity(&self) -> u64 {
+        let requests: u64 = self.request_counters.iter().flatten().map(Counter::get).sum();
+        let open = u64::try_from(self.connections_open.get()).unwrap_or(0);
+        requests.wrapping_add(self.connections.get()).wrapping_add(open << 32)
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let sources = self.sources.read().ok().and_then(|s| s.clone());
