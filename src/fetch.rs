@@ -11,7 +11,7 @@
 //!
 //! Only the first [`FetchConfig::max_body_bytes`] (500 KiB) of the *decoded* body are
 //! read; the rest is ignored and the fetch does not fail, so a compressed bomb stays small.
-//! `gzip`, `deflate` and `br` are decoded.
+//! `gzip`, `deflate` and (with the default feature `brotli`) `br` are decoded.
 //!
 //! A [`Fetcher`] sends through robotsgate's own [`Pool`] (its DNS, destination guard, TLS
 //! and proxies) or through a client of yours ([`Fetcher::with_service`], what
@@ -25,7 +25,6 @@ use bytes::Bytes;
 use http::header::{ACCEPT, ACCEPT_ENCODING, CACHE_CONTROL, LOCATION, RETRY_AFTER, USER_AGENT};
 use http::{HeaderMap, Request, StatusCode};
 use http_body_util::{BodyExt, Either, Empty};
-use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use crate::net::error_chain;
@@ -206,7 +205,7 @@ impl Fetcher {
     /// header timeout), and the facts recorded (SHA-256, final URL, caching).
     ///
     /// The service gets `GET` requests with an absolute URI, the `User-Agent`, `Accept`
-    /// and `Accept-Encoding` (`gzip, deflate, br`: the fetcher decodes; a client that
+    /// and `Accept-Encoding` (`gzip, deflate, br`, no `br` without the feature `brotli`: the fetcher decodes; a client that
     /// decodes itself removes `Content-Encoding` and that is fine too), and a body of
     /// `ReqB::default()` (empty for `Empty<Bytes>`, `Full<Bytes>`, `String`...). Its
     /// response body may be any `http_body::Body` whose errors convert into a boxed
@@ -339,7 +338,7 @@ impl Fetcher {
             if status.is_success() {
                 return match self.read_body(response).await {
                     Ok((body, truncated)) => {
-                        out.sha256 = Some(Sha256::digest(&body).into());
+                        out.sha256 = Some(crate::digest::sha256(&body));
                         out.body = body;
                         out.truncated = truncated;
                         FetchResult::Success { status: code }

@@ -40,6 +40,8 @@
 //! - `cluster` (default): fleet mode, several replicas sharing robots.txt copies and
 //!   pacing through Redis (module `cluster`). `default-features = false` leaves out the
 //!   Redis client.
+//! - `brotli` (default): robots.txt fetched with `br` as well as `gzip` and `deflate`;
+//!   without it the fetcher does not ask for `br` (and the Brotli decoder is not built).
 //! - `reqwest`: `Robots::reqwest_middleware`, a `reqwest_middleware::Middleware` that
 //!   checks every request and redirect hop (module `reqwest`).
 
@@ -49,6 +51,7 @@
 pub mod audit;
 #[cfg(feature = "cluster")]
 pub mod cluster;
+mod digest;
 pub mod fetch;
 pub mod identity;
 pub mod ingress;

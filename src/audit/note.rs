@@ -21,7 +21,6 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use ring::signature::{ED25519, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
-use sha2::{Digest, Sha256};
 
 use super::merkle::Hash;
 
@@ -63,12 +62,13 @@ fn check_name(name: &str, what: &'static str) -> Result<(), NoteError> {
 
 /// The key id of `name` and `public`.
 fn key_id(name: &str, public: &[u8]) -> [u8; 4] {
-    let mut h = Sha256::new();
+    let mut h = ring::digest::Context::new(&ring::digest::SHA256);
     h.update(name.as_bytes());
     h.update(b"\n");
-    h.update([ALG_ED25519]);
+    h.update(&[ALG_ED25519]);
     h.update(public);
-    let d = h.finalize();
+    let d = h.finish();
+    let d = d.as_ref();
     [d[0], d[1], d[2], d[3]]
 }
 

@@ -29,7 +29,6 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use redis::Value;
-use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use super::{Cluster, Lua, LuaCall, int, millis};
@@ -490,7 +489,7 @@ fn decode(fields: &[Value], prefix: &str, max_body: usize) -> Option<FetchOutcom
     };
     // The body is the one its hash names (and only a 2xx has one).
     match (&result, sha256) {
-        (FetchResult::Success { .. }, Some(h)) if <[u8; 32]>::from(Sha256::digest(body)) == h => {}
+        (FetchResult::Success { .. }, Some(h)) if crate::digest::sha256(body) == h => {}
         (FetchResult::Success { .. }, _) => return None,
         (_, None) if body.is_empty() => {}
         _ => return None,
@@ -523,7 +522,7 @@ mod tests {
             url: "http://a.test/robots.txt".into(),
             final_url: "http://b.test/robots.txt".into(),
             redirects: 1,
-            sha256: (!body.is_empty()).then(|| Sha256::digest(body).into()),
+            sha256: (!body.is_empty()).then(|| crate::digest::sha256(body)),
             body: Bytes::from_static(body),
             result,
             truncated: false,
@@ -554,7 +553,7 @@ mod tests {
         ] {
             let mut o = outcome(result, body);
             if body.is_empty() && matches!(o.result, FetchResult::Success { .. }) {
-                o.sha256 = Some(Sha256::digest(b"").into());
+                o.sha256 = Some(crate::digest::sha256(b""));
             }
             let back =
                 decode(&stored(&o), "", 500 * 1024).unwrap_or_else(|| panic!("{:?} reads back", o.result));
