@@ -5,7 +5,9 @@
 use std::io;
 use std::time::Duration;
 
-use async_compression::tokio::bufread::{BrotliDecoder, GzipDecoder, ZlibDecoder};
+#[cfg(feature = "brotli")]
+use async_compression::tokio::bufread::BrotliDecoder;
+use async_compression::tokio::bufread::{GzipDecoder, ZlibDecoder};
 use bytes::Bytes;
 use futures_util::TryStreamExt;
 use http::header::CONTENT_ENCODING;
@@ -33,7 +35,11 @@ impl std::error::Error for Transport {
 }
 
 /// The `Accept-Encoding` of requests whose bodies go through [`read_body`].
+#[cfg(feature = "brotli")]
 pub(crate) const ACCEPT_ENCODING: &str = "gzip, deflate, br";
+/// The `Accept-Encoding` of requests whose bodies go through [`read_body`].
+#[cfg(not(feature = "brotli"))]
+pub(crate) const ACCEPT_ENCODING: &str = "gzip, deflate";
 
 /// Why a body could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +52,7 @@ pub(crate) enum BodyError {
     Decode(String),
 }
 
-/// Reads `response`'s body decoded (`gzip`, `deflate`, `br`), at most `limit` bytes of it
+/// Reads `response`'s body decoded (`gzip`, `deflate`, `br` with the feature `brotli`), at most `limit` bytes of it
 /// within `timeout`; the flag says the body went on past `limit` (the rest is not read).
 pub(crate) async fn read_body<B>(
     response: http::Response<B>,
@@ -70,6 +76,7 @@ where
         "" | "identity" => Box::new(raw),
         "gzip" | "x-gzip" => Box::new(GzipDecoder::new(raw)),
         "deflate" => Box::new(ZlibDecoder::new(raw)),
+        #[cfg(feature = "brotli")]
         "br" => Box::new(BrotliDecoder::new(raw)),
         other => return Err(BodyError::Decode(format!("unsupported content-encoding {other:?}"))),
     };
