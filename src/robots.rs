@@ -480,6 +480,13 @@ impl RobotsBuilder {
         self
     }
 
+    /// How long an origin stays cached while nothing asks about it (default 1 h; zero: it
+    /// stays until the bounds evict it): a crawl that moved on gives its memory back.
+    pub fn cache_max_idle(mut self, idle: Duration) -> Self {
+        self.policy.max_idle = idle;
+        self
+    }
+
     /// How long a robots.txt copy is fresh when the site says nothing (default 24 h;
     /// `Cache-Control: max-age` is honoured within the policy's bounds).
     pub fn cache_ttl(mut self, ttl: Duration) -> Self {

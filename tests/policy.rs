@@ -865,6 +865,39 @@ async fn the_cache_is_bounded_by_entries_and_evicted_origins_are_fetched_again()
 }
 
 #[tokio::test]
+async fn an_origin_nothing_asks_about_leaves_the_cache_after_max_idle() {
+    let busy = TestOrigin::robots("User-agent: *\nDisallow: /x\n").await;
+    let idle = TestOrigin::robots("User-agent: *\nDisallow: /x\n").await;
+    let (busy_o, idle_o) = (busy.origin("a.test"), idle.origin("b.test"));
+    let max_idle = Duration::from_millis(300);
+    let p = policy(PolicyConfig { max_idle, ..PolicyConfig::default() });
+    let kept = policy(PolicyConfig::default());
+    for policy in [&p, &kept] {
+        assert!(!decide(policy, &busy_o, "/x").await.allowed);
+        assert!(!decide(policy, &idle_o, "/x").await.allowed);
+    }
+    // One origin stays asked about; the other is left alone until it is gone (moka's clock
+    // is its own: the wait is on the cache's own count, bounded).
+    bounded("the idle origin leaves the cache", async {
+        loop {
+            assert!(!decide(&p, &busy_o, "/x").await.allowed);
+            p.sync().await;
+            if p.cached_origins() == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    // Asked about again, it is fetched again; the one in use never was.
+    assert!(!decide(&p, &idle_o, "/x").await.allowed);
+    assert_eq!((busy.hits(ROBOTS), idle.hits(ROBOTS)), (2, 3), "busy: once per policy; idle: twice by `p`");
+    // Without a short max_idle (the default is an hour) both stay.
+    kept.sync().await;
+    assert_eq!(kept.cached_origins(), 2);
+}
+
+#[tokio::test]
 async fn the_cache_is_bounded_by_bytes() {
     // Files of some 5 KiB (about 35 KB once parsed) against a 128 KiB budget.
     let mut robots = String::from("User-agent: *\n");

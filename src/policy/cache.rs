@@ -148,10 +148,13 @@ impl RobotsPolicy {
         // max_bytes / max_entries.
         let floor =
             (config.max_bytes / config.max_entries.max(1)).clamp(ENTRY_OVERHEAD, u32::MAX as u64) as u32;
-        let cache = moka::sync::Cache::builder()
+        let mut cache = moka::sync::Cache::builder()
             .max_capacity(config.max_bytes)
-            .weigher(move |_: &Origin, cell: &Arc<Cell>| cell.weight.load(Ordering::Relaxed).max(floor))
-            .build_with_hasher(foldhash::quality::RandomState::default());
+            .weigher(move |_: &Origin, cell: &Arc<Cell>| cell.weight.load(Ordering::Relaxed).max(floor));
+        if !config.max_idle.is_zero() {
+            cache = cache.time_to_idle(config.max_idle);
+        }
+        let cache = cache.build_with_hasher(foldhash::quality::RandomState::default());
         let config = arc_swap::ArcSwap::from_pointee(config);
         RobotsPolicy {
             inner: Arc::new(Inner {

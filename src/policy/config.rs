@@ -32,6 +32,10 @@ pub struct PolicyConfig {
     /// Most bytes kept: the parsed files' heap and about 2 KiB per origin besides
     /// (default 32 MiB).
     pub max_bytes: u64,
+    /// An origin not asked about for this long leaves the cache, its copy with it
+    /// (default 1 h; zero: only the bounds above evict): a crawl that moved on gives its
+    /// memory back. Asked about again, its robots.txt is fetched again.
+    pub max_idle: Duration,
     /// Host overrides, first match wins.
     pub overrides: Vec<Override>,
 }
@@ -49,6 +53,7 @@ impl Default for PolicyConfig {
             retry_busy: Duration::from_secs(15),
             max_entries: 8_192,
             max_bytes: 32 * 1024 * 1024,
+            max_idle: Duration::from_secs(3600),
             overrides: Vec::new(),
         }
     }

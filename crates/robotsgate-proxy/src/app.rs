@@ -183,9 +183,9 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
     );
     check("agent.user_agent (robots.txt fetches)", old.user_agent() != new.user_agent());
     check(
-        "policy.cache_max_entries/cache_max_bytes",
-        (old.policy.cache_max_entries, old.policy.cache_max_bytes)
-            != (new.policy.cache_max_entries, new.policy.cache_max_bytes),
+        "policy.cache_max_entries/cache_max_bytes/cache_max_idle",
+        (old.policy.cache_max_entries, old.policy.cache_max_bytes, old.policy.cache_max_idle)
+            != (new.policy.cache_max_entries, new.policy.cache_max_bytes, new.policy.cache_max_idle),
     );
     check("pacing.max_origins", old.pacing.max_origins != new.pacing.max_origins);
     check("[fetch]", old.fetch != new.fetch);
@@ -585,6 +585,7 @@ fn policy_config(config: &Config) -> PolicyConfig {
         retry_busy: p.retry_busy.0,
         max_entries: p.cache_max_entries,
         max_bytes: p.cache_max_bytes.0,
+        max_idle: p.cache_max_idle.0,
         overrides: config.overrides(),
     }
 }

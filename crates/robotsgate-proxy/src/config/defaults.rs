@@ -72,6 +72,7 @@ impl Default for PolicySection {
             retry_busy: Dur(p.retry_busy),
             cache_max_entries: p.max_entries,
             cache_max_bytes: Size(p.max_bytes),
+            cache_max_idle: Dur(p.max_idle),
             overrides: Vec::new(),
         }
     }

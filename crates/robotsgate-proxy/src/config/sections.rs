@@ -106,6 +106,7 @@ pub struct PolicySection {
     pub retry_busy: Dur,
     pub cache_max_entries: u64,
     pub cache_max_bytes: Size,
+    pub cache_max_idle: Dur,
     pub overrides: Vec<OverrideEntry>,
 }
 
