@@ -5,6 +5,7 @@
 #   bash benches/load/broad.sh                   # N = 10000 and 100000
 #   NS="20000" bash benches/load/broad.sh        # one size
 #   RG_EXTRA='upstream_idle_max = 0' bash benches/load/broad.sh   # more [proxy] lines
+#   RG_POLICY='cache_max_idle = "20s"' SETTLE=45 bash benches/load/broad.sh   # [policy] lines
 #   RG_BIN=/path/to/robotsgate bash benches/load/broad.sh   # another binary, not built here
 #
 # The origins are http://127.A.B.C:18081/ — distinct loopback addresses, all served by one
@@ -29,6 +30,7 @@ NS=${NS:-10000 100000}
 CONNS=${CONNS:-64}
 SETTLE=${SETTLE:-25}
 RG_EXTRA=${RG_EXTRA:-}
+RG_POLICY=${RG_POLICY:-}
 ORIGIN=18081
 RG_PORT=13140
 ADMIN=19140
@@ -99,6 +101,8 @@ listen = "127.0.0.1:$RG_PORT"
 $RG_EXTRA
 [agent]
 token = "benchbot"
+[policy]
+$RG_POLICY
 [guard]
 allow = ["127.0.0.0/8"]
 [audit]
