@@ -482,6 +482,9 @@ impl RobotsBuilder {
 
     /// How long an origin stays cached while nothing asks about it (default 1 h; zero: it
     /// stays until the bounds evict it): a crawl that moved on gives its memory back.
+    /// Expired origins leave at the cache's next maintenance: when it is used, or
+    /// [`RobotsPolicy::sync`](crate::policy::RobotsPolicy::sync) (the proxy runs it every
+    /// few seconds).
     pub fn cache_max_idle(mut self, idle: Duration) -> Self {
         self.policy.max_idle = idle;
         self

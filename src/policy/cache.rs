@@ -204,7 +204,9 @@ impl RobotsPolicy {
         self.inner.cache.weighted_size()
     }
 
-    /// Runs pending cache maintenance (evictions) now; tests use this to observe bounds.
+    /// Runs pending cache maintenance (evictions, origins past `max_idle`) now. The cache
+    /// runs it as it is used; call this where it may sit unused (the proxy does every few
+    /// seconds) and in tests observing the bounds.
     pub async fn sync(&self) {
         self.inner.cache.run_pending_tasks();
     }

@@ -34,7 +34,9 @@ pub struct PolicyConfig {
     pub max_bytes: u64,
     /// An origin not asked about for this long leaves the cache, its copy with it
     /// (default 1 h; zero: only the bounds above evict): a crawl that moved on gives its
-    /// memory back. Asked about again, its robots.txt is fetched again.
+    /// memory back. Asked about again, its robots.txt is fetched again. Expired origins
+    /// leave at the cache's next maintenance: when it is used, or
+    /// [`RobotsPolicy::sync`](crate::policy::RobotsPolicy::sync).
     pub max_idle: Duration,
     /// Host overrides, first match wins.
     pub overrides: Vec<Override>,

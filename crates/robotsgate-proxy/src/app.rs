@@ -347,11 +347,22 @@ impl App {
         };
         let upstream_pool = pool.clone();
         let quiet = {
-            let (metrics, pool) = (metrics.clone(), pool.clone());
-            // Idle connections closing after the requests stopped free their buffers too.
+            let (metrics, pool, policy) = (metrics.clone(), pool.clone(), policy.clone());
+            // Idle connections closing after the requests stopped free their buffers too,
+            // and origins leaving the cache (`policy.cache_max_idle`: the cache evicts in
+            // its maintenance, run here when no request runs it).
             tokio_util::task::AbortOnDropHandle::new(crate::memory::give_back_when_quiet(
                 QUIET_TICK,
-                move || metrics.activity().wrapping_add((pool.idle() as u64) << 48),
+                move || {
+                    let (metrics, pool, policy) = (metrics.clone(), pool.clone(), policy.clone());
+                    async move {
+                        policy.sync().await;
+                        metrics
+                            .activity()
+                            .wrapping_add((pool.idle() as u64) << 48)
+                            .wrapping_add(policy.cached_origins() << 20)
+                    }
+                },
             ))
         };
         let forwarder = Forwarder::new(pool, &forward_config).with_metrics(metrics.clone());

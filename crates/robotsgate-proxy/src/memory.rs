@@ -11,22 +11,26 @@
 
 use std::time::Duration;
 
-/// Every `tick`, reads `activity` (any number that changes when the proxy does work: its
-/// request and connection counters, its idle connections); after a tick on which it did not
-/// change, following one on which it did, returns the allocator's free pages to the system.
-/// Runs until the returned task is aborted.
-pub(crate) fn give_back_when_quiet(
+/// Every `tick`, runs `activity` (housekeeping that frees what has expired, then any number
+/// that changes when the proxy does work: its request and connection counters, its idle
+/// connections, its cached origins); after a tick on which that number did not change,
+/// following one on which it did, returns the allocator's free pages to the system. Runs
+/// until the returned task is aborted.
+pub(crate) fn give_back_when_quiet<F>(
     tick: Duration,
-    activity: impl Fn() -> u64 + Send + 'static,
-) -> tokio::task::JoinHandle<()> {
+    activity: impl Fn() -> F + Send + 'static,
+) -> tokio::task::JoinHandle<()>
+where
+    F: Future<Output = u64> + Send,
+{
     tokio::spawn(async move {
         let mut every = tokio::time::interval(tick);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut last = activity();
+        let mut last = activity().await;
         let mut given_back = true;
         loop {
             every.tick().await;
-            let now = activity();
+            let now = activity().await;
             if now != last {
                 last = now;
                 given_back = false;

@@ -53,6 +53,32 @@ async fn allowed_requests_pass_with_bodies_intact() {
     proxy.stop().await;
 }
 
+/// A crawl that moved on gives its memory back (issue 31.7): an origin nothing asks about
+/// for `policy.cache_max_idle` leaves the cache while no request runs (the proxy runs the
+/// cache's maintenance itself), and is fetched again when it comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_origin_left_alone_leaves_the_cache_without_any_request() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("page"))]).await;
+    let mut config = test_config(dir.path());
+    config.policy.cache_max_idle = Dur(Duration::from_secs(1));
+    let proxy = proxy_for(&config).await;
+    assert_eq!(get(proxy.addr, &origin.url("/page")).await.status, StatusCode::OK);
+    proxy.policy.sync().await;
+    assert_eq!(proxy.metric("robotsgate_robots_cache_entries"), 1.0);
+    // No request from here on: only the proxy's own housekeeping can empty the cache.
+    bounded("the idle origin leaves the cache", async {
+        while proxy.metric("robotsgate_robots_cache_entries") != 0.0 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert_eq!(origin.hits("/robots.txt"), 1);
+    assert_eq!(get(proxy.addr, &origin.url("/page")).await.status, StatusCode::OK);
+    assert_eq!(origin.hits("/robots.txt"), 2, "fetched again when the crawl comes back");
+    proxy.stop().await;
+}
+
 /// An origin cannot pass for robotsgate: its own `x-robotsgate` header is removed, so a
 /// client that reads the header (curl, a crawler's refusal check) sees the origin's `200`
 /// as the origin's, and an origin's `503` saying `paced` still pauses its lane.

@@ -129,6 +129,8 @@ pub struct RunningProxy {
     pub metrics: Arc<Metrics>,
     /// Applies a new configuration while it runs (what SIGHUP does).
     pub reloader: Reloader,
+    /// Its robots.txt policy (the cache).
+    pub policy: robotsgate::policy::RobotsPolicy,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<io::Result<()>>>,
 }
@@ -142,6 +144,7 @@ impl RunningProxy {
         let admin = app.admin_addr();
         let metrics = app.metrics().clone();
         let reloader = app.reloader();
+        let policy = app.policy().clone();
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(app.run(async move {
             let _ = rx.await;
@@ -154,6 +157,7 @@ impl RunningProxy {
             admin,
             metrics,
             reloader,
+            policy,
             stop: Some(tx),
             task: Some(task),
         }
