@@ -1,4 +1,5 @@
-//! SHA-256, the one digest the library uses (files, audit leaves, key ids), from ring.
+//! The SHA-256 of a byte string (robots.txt files, audit key ids), from ring: the one digest
+//! implementation the library uses (streaming hashes take `ring::digest::Context` directly).
 
 /// The SHA-256 digest of `data`.
 pub(crate) fn sha256(data: &[u8]) -> [u8; 32] {
