@@ -1,5 +1,6 @@
-//! The SHA-256 of a byte string (robots.txt files, audit key ids), from ring: the one digest
-//! implementation the library uses (streaming hashes take `ring::digest::Context` directly).
+//! The SHA-256 of a byte string (robots.txt files and the copies shared by a fleet), from
+//! ring: the one digest implementation the library uses (streaming hashes take
+//! `ring::digest::Context` directly).
 
 /// The SHA-256 digest of `data`.
 pub(crate) fn sha256(data: &[u8]) -> [u8; 32] {
