@@ -470,12 +470,15 @@ impl Ingress {
             return Err(IngressError::Upstream("not set (give --upstream URL)".into()));
         }
         let settings = settings(ic)?;
-        let acceptor = match (ic.tls_cert.is_empty(), ic.tls_key.is_empty()) {
-            (true, true) => None,
-            (false, false) => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(
-                std::path::Path::new(&ic.tls_cert),
-                std::path::Path::new(&ic.tls_key),
-            )?)),
+        let (acceptor, site_cert) = match (ic.tls_cert.is_empty(), ic.tls_key.is_empty()) {
+            (true, true) => (None, None),
+            (false, false) => {
+                let (server, site_cert) = tls::server_config(
+                    std::path::Path::new(&ic.tls_cert),
+                    std::path::Path::new(&ic.tls_key),
+                )?;
+                (Some(tokio_rustls::TlsAcceptor::from(server)), Some(site_cert))
+            }
             _ => return Err(IngressError::TlsPair),
         };
         let robots = read_robots(&ic.robots).await?;
@@ -545,7 +548,7 @@ impl Ingress {
         }
         let builder = share_pacing(config, builder)?;
         let layer = builder.build();
-        let reloader = IngressReloader::new(layer.clone(), config.clone());
+        let reloader = IngressReloader::new(layer.clone(), config.clone(), site_cert, metrics.clone());
         let service = layer.layer(upstream);
         Ok(Ingress {
             listener,
