@@ -21,13 +21,17 @@
 //!   finds the exact file of a decision whichever replica made it ([`read_snapshot`]).
 //! - **Web Bot Auth replays** ([`RedisReplays`], the site side): a signature one replica
 //!   accepted is a replay at every other.
+//! - **Ingress pacing** ([`RedisIngressPacing`], the site side): a bot's `Crawl-delay`
+//!   (per token and client network) holds across the replicas, with the pacer's slot
+//!   script.
 //!
 //! Keys: `<prefix>{<origin>}:pace:<token>`, `<prefix>{<origin>}:robots` and
 //! `<prefix>{<origin>}:robots:lease`: the origin in braces is a hash tag, so that a Redis
 //! Cluster keeps one origin's keys in one slot (the only script that touches two keys,
 //! the copy and its lease, touches one origin's); `<prefix>snapshot:<sha256>`, one
 //! string per robots.txt body; and `<prefix>replay:{<hash>}`, one per signature accepted,
-//! until it expires.
+//! until it expires; `<prefix>ingress:{<token>|<network>}:pace`, one hash per bot the
+//! ingress paces.
 //!
 //! **One server or a Redis Cluster** ([`Redis`]): the same keys and scripts work on both.
 //! With a cluster, the seed nodes are asked for the slot map (when the first command
@@ -58,6 +62,7 @@
 //! ```
 
 mod copies;
+mod ingress;
 mod replays;
 mod store;
 
@@ -66,6 +71,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use copies::RedisCopyShare;
+pub use ingress::RedisIngressPacing;
 pub use replays::RedisReplays;
 pub use store::RedisPaceStore;
 

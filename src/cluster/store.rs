@@ -117,7 +117,7 @@ return 1
 "
 );
 
-static TAKE_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(TAKE));
+pub(super) static TAKE_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(TAKE));
 static GIVE_BACK_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(GIVE_BACK));
 static PAUSE_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(PAUSE));
 static CLEAR_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(CLEAR));

@@ -71,6 +71,7 @@
 mod agents;
 mod body;
 mod client;
+mod fleet;
 mod judge;
 mod service;
 mod source;
@@ -87,6 +88,7 @@ use ipnet::IpNet;
 
 pub(crate) use agents::KnownAgents;
 pub use body::IngressBody;
+pub use fleet::{PacedBot, PacingFuture, SharedPacing};
 pub use service::{IngressService, ResponseFuture};
 pub use state::RobotsFetch;
 
@@ -194,6 +196,7 @@ pub struct IngressBuilder {
     audit: Option<AuditLog>,
     observer: Option<IngressObserver>,
     verifier: Option<Arc<Verifier>>,
+    pacing: Option<Arc<dyn SharedPacing>>,
 }
 
 impl std::fmt::Debug for IngressBuilder {
@@ -276,6 +279,15 @@ impl IngressBuilder {
         self
     }
 
+    /// Keeps each bot's pacing (`Crawl-delay`, `Request-rate`) in `store`, shared with the
+    /// other replicas of a fleet (fleet mode: `cluster::RedisIngressPacing`). While the
+    /// store cannot be reached, this replica paces alone (or refuses paced bots with `503`
+    /// when the store says so); what it admitted alone is not told to the fleet.
+    pub fn share_pacing(mut self, store: Arc<dyn SharedPacing>) -> Self {
+        self.pacing = Some(store);
+        self
+    }
+
     /// The layer.
     pub fn build(self) -> IngressLayer {
         let cache =
@@ -290,6 +302,7 @@ impl IngressBuilder {
                 audit: self.audit,
                 observer: self.observer,
                 verifier: self.verifier,
+                pacing: self.pacing,
             }),
         }
     }
@@ -306,6 +319,7 @@ pub(crate) struct Shared {
     pub(crate) audit: Option<AuditLog>,
     pub(crate) observer: Option<IngressObserver>,
     pub(crate) verifier: Option<Arc<Verifier>>,
+    pub(crate) pacing: Option<Arc<dyn SharedPacing>>,
 }
 
 /// The tower layer that enforces a site's robots.txt on the bots visiting it. See the
@@ -334,6 +348,7 @@ impl IngressLayer {
             audit: None,
             observer: None,
             verifier: None,
+            pacing: None,
         }
     }
 

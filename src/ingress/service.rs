@@ -19,7 +19,7 @@ use super::client::client_ip;
 use super::judge::{Agent, Judgement, SiteRobots};
 use super::source::{Fetched, READ_LIMIT, read_bounded};
 use super::state::{RobotsFetch, bot_key};
-use super::{Impersonators, Mode, Shared, UnknownAgents};
+use super::{Impersonators, Mode, PacedBot, Shared, UnknownAgents};
 use crate::ROBOTSGATE_HEADER;
 use crate::audit::{IngressRecord, IngressRule, SCHEMA_VERSION, rfc3339};
 use crate::identity::{Identity, Verdict, httpsig};
@@ -424,7 +424,35 @@ where
             .unwrap_or(config.max_retry_after)
             .min(config.max_retry_after);
         let key = bot_key(agent.name(), client);
-        if let Err(wait) = shared.limiter.admit(key, delay, tokio::time::Instant::now()) {
+        let admitted = match admit(&shared, key, delay).await {
+            Admitted::Now(admitted) => admitted,
+            Admitted::Refuse => {
+                // Fleet mode without its store, `on_error = "refuse"`: the fleet's pacing
+                // cannot be kept.
+                let mut rec = record(
+                    &shared,
+                    &facts,
+                    found.as_ref(),
+                    &site,
+                    Some(&j),
+                    Outcome::ClusterUnavailable,
+                    identity,
+                    None,
+                    last_fetch,
+                );
+                rec.reason = ReasonClass::ClusterUnavailable.as_str();
+                rec.status = Some(503);
+                if emit(&shared, &rec).await.is_err() {
+                    return Ok(audit_unavailable(head));
+                }
+                let text = format!(
+                    "robotsgate: {token_text} is asked to wait between requests ({hint}), and the fleet's pacing cannot be reached\n"
+                );
+                let kind = Outcome::ClusterUnavailable.as_str();
+                return Ok(own(StatusCode::SERVICE_UNAVAILABLE, kind, text, head));
+            }
+        };
+        if let Err(wait) = admitted {
             let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
             let outcome = if report_only { Outcome::WouldPace } else { Outcome::Paced };
             let mut rec = record(
@@ -466,6 +494,34 @@ where
         last_fetch,
     );
     forward(&shared, inner, req, rec, j.content_usage).await
+}
+
+/// What pacing said of a bot's request.
+enum Admitted {
+    /// Admitted, or how long it has to wait.
+    Now(Result<(), Duration>),
+    /// The fleet's store cannot be reached and paced bots are refused meanwhile.
+    Refuse,
+}
+
+/// Asks the fleet's store when there is one and it answers (the replica's own state
+/// follows what it said), else the replica's own state; report-only never refuses.
+async fn admit(shared: &Shared, key: super::state::BotKey, delay: Duration) -> Admitted {
+    let now = tokio::time::Instant::now();
+    let Some(store) = &shared.pacing else { return Admitted::Now(shared.limiter.admit(key, delay, now)) };
+    if store.is_up() {
+        let bot = PacedBot { token: &key.0, network: key.1 };
+        if let Some(answer) = store.admit(bot, delay).await {
+            if answer.is_ok() {
+                shared.limiter.note(key, now + delay);
+            }
+            return Admitted::Now(answer);
+        }
+    }
+    if store.refuse_while_down() && shared.config.load().mode == Mode::Enforce {
+        return Admitted::Refuse;
+    }
+    Admitted::Now(shared.limiter.admit(key, delay, now))
 }
 
 /// Sends the request to the inner service, adds `Content-Usage`, and writes the record

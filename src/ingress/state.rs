@@ -63,6 +63,19 @@ impl Limiter {
         Ok(())
     }
 
+    /// The bot's next request comes at `next` at the earliest (what the fleet's store
+    /// said, kept for pacing alone if it goes away); not kept when the map is full.
+    pub(crate) fn note(&self, key: BotKey, next: Instant) {
+        let Ok(mut map) = self.next.lock() else { return };
+        if map.len() >= self.max && !map.contains_key(&key) {
+            map.retain(|_, n| *n > Instant::now());
+            if map.len() >= self.max {
+                return;
+            }
+        }
+        map.insert(key, next);
+    }
+
     /// Bots not paced because the map was full.
     #[cfg(test)]
     fn untracked(&self) -> u64 {

@@ -1284,3 +1284,106 @@ async fn on_a_redis_cluster_a_strict_replica_refuses_while_a_primary_is_down_and
     assert!(c["cluster"].is_null(), "decided with the fleet: {c}");
     strict.stop().await;
 }
+
+/// The ingress (issue 28) in fleet mode: each bot's Crawl-delay (per token and client
+/// network) is kept in the fleet's Redis, so that a bot's second request at another replica
+/// within the delay gets `429` with `Retry-After`. With Redis stopped, a replica with
+/// `on_error = "continue"` paces alone, one with `"refuse"` answers paced bots `503
+/// cluster-unavailable` (browsers pass); with Redis back, they share again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
+async fn ingress_replicas_keep_a_bots_crawl_delay_together_and_go_alone_or_refuse_without_redis() {
+    const BIN: &str = env!("CARGO_BIN_EXE_robotsgate");
+    const GPTBOT: &str = "Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)";
+    const CLAUDEBOT: &str = "Mozilla/5.0 (compatible; ClaudeBot/1.0; +claudebot@anthropic.com)";
+    const BROWSER: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:140.0) Gecko/20100101 Firefox/140.0";
+    let mut redis = RedisServer::start().await;
+    let site = TestOrigin::start([("/page", Reply::ok("page"))]).await;
+    let dir = temp_dir();
+    let robots = dir.path().join("robots.txt");
+    std::fs::write(&robots, "User-agent: GPTBot\nUser-agent: ClaudeBot\nCrawl-delay: 30\n").unwrap();
+    let start = |name: &str, on_error: &str| {
+        let cfg = dir.path().join(format!("{name}.toml"));
+        let text = format!(
+            "[ingress]\nrobots = {:?}\n\n[verify]\nenabled = false\n\n[cluster]\nredis = {:?}\n\
+             command_timeout = \"300ms\"\non_error = {on_error:?}\n",
+            robots.to_str().unwrap(),
+            redis.url()
+        );
+        std::fs::write(&cfg, text).unwrap();
+        let args = ["ingress", "--listen", "127.0.0.1:0", "--upstream", &site.base(), "--config"];
+        Spawned::start(BIN, &[&args[..], &[cfg.to_str().unwrap()]].concat())
+    };
+    let (mut a, mut b, mut c) = (start("a", "continue"), start("b", "continue"), start("c", "refuse"));
+    let mut urls = Vec::new();
+    for p in [&mut a, &mut b, &mut c] {
+        let addr = p.address("robotsgate ingress is running", "at http://").await;
+        urls.push(format!("http://{addr}/page"));
+    }
+    let (a_url, b_url, c_url) = (&urls[0], &urls[1], &urls[2]);
+
+    // GPTBot at A, then at B within the delay: B knows from Redis.
+    assert_eq!(ingress_get(a_url, GPTBOT).await.0, 200);
+    let (status, head) = ingress_get(b_url, GPTBOT).await;
+    assert_eq!(status, 429, "{head}");
+    assert!(head.contains("x-robotsgate: paced"), "{head}");
+    let retry: u64 = head
+        .lines()
+        .find_map(|l| l.strip_prefix("retry-after: "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no Retry-After: {head}"));
+    assert!((1..=30).contains(&retry), "{retry}");
+    // And at C; a browser is not paced anywhere.
+    assert_eq!(ingress_get(c_url, GPTBOT).await.0, 429);
+    assert_eq!(ingress_get(b_url, BROWSER).await.0, 200);
+    assert_eq!(site.hits("/page"), 2, "GPTBot's first request and the browser's");
+    let keys = redis.cli(&["KEYS", "robotsgate:ingress:*"]);
+    assert!(keys.contains("robotsgate:ingress:{gptbot|127.0.0.0/24}:pace"), "{keys}");
+
+    redis.stop();
+    // B goes on alone: it had not admitted GPTBot itself, so it does now, then paces it.
+    assert_eq!(ingress_get(b_url, GPTBOT).await.0, 200);
+    assert_eq!(ingress_get(b_url, GPTBOT).await.0, 429);
+    // C refuses paced bots while Redis is away, and passes browsers.
+    for _ in 0..2 {
+        let (status, head) = ingress_get(c_url, CLAUDEBOT).await;
+        assert_eq!(status, 503, "{head}");
+        assert!(head.contains("x-robotsgate: cluster-unavailable"), "{head}");
+    }
+    assert_eq!(ingress_get(c_url, BROWSER).await.0, 200);
+    // A finds Redis gone too (and paces GPTBot on what Redis had told it).
+    assert_eq!(ingress_get(a_url, GPTBOT).await.0, 429);
+    for p in [&mut a, &mut c] {
+        p.wait_line("Redis down", |l| l.contains("Redis cannot be reached")).await;
+    }
+
+    // Back: A and C notice (their watch pings every second) and share again: ClaudeBot,
+    // admitted at C, is paced at A, which never saw it.
+    redis.restart().await;
+    for p in [&mut a, &mut c] {
+        p.wait_line("Redis back", |l| l.contains("Redis is reachable again")).await;
+    }
+    assert_eq!(ingress_get(c_url, CLAUDEBOT).await.0, 200);
+    let (status, head) = ingress_get(a_url, CLAUDEBOT).await;
+    assert_eq!(status, 429, "shared again: {head}");
+    for mut p in [a, b, c] {
+        p.signal("-TERM");
+        assert!(p.wait_exit().await.success(), "{}", p.seen.join("\n"));
+    }
+}
+
+/// curl through an ingress: the status and the response head (lower-case).
+async fn ingress_get(url: &str, ua: &str) -> (u16, String) {
+    let out = bounded(
+        "curl",
+        tokio::process::Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-D", "-", "-A", ua, url])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap();
+    let head = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, head)
+}

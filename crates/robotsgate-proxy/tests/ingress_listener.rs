@@ -556,3 +556,66 @@ async fn sighup_reloads_the_robots_file_mode_and_status() {
     assert_eq!(site.hits("/robots.txt"), 0, "the file, never the site's");
     ingress.stop().await;
 }
+
+/// SIGHUP re-reads the HTTPS certificate and key: a new TLS connection gets the new
+/// certificate (a client trusting only the old CA is refused); a broken file leaves the
+/// pair in force, and says so.
+#[tokio::test]
+async fn sighup_reloads_the_tls_certificate_and_a_broken_one_keeps_the_old() {
+    let site = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("page"))]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (old_ca, new_ca) = (TestCa::new("old", &["127.0.0.1"]), TestCa::new("new", &["127.0.0.1"]));
+    let (old_dir, new_dir) = (dir.path().join("old"), dir.path().join("new"));
+    std::fs::create_dir_all(&old_dir).unwrap();
+    std::fs::create_dir_all(&new_dir).unwrap();
+    let (old_cert, old_key) = old_ca.write_leaf(&old_dir);
+    let (new_cert, new_key) = new_ca.write_leaf(&new_dir);
+    let old_trust = old_ca.write_pem(&dir.path().join("old-ca.pem"));
+    let new_trust = new_ca.write_pem(&dir.path().join("new-ca.pem"));
+    let (cert, key) = (dir.path().join("site.pem"), dir.path().join("site-key.pem"));
+    std::fs::copy(&old_cert, &cert).unwrap();
+    std::fs::copy(&old_key, &key).unwrap();
+    let cfg = dir.path().join("robotsgate.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[ingress]\ntls_cert = {:?}\ntls_key = {:?}\n{NO_VERIFY}",
+            cert.to_str().unwrap(),
+            key.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let mut ingress =
+        Ingress::start("https", &["--upstream", &site.base(), "--config", cfg.to_str().unwrap()]).await;
+    let url = ingress.url("/page");
+    let status = |trust: &Path| {
+        let (url, trust) = (url.clone(), trust.to_str().unwrap().to_owned());
+        async move { curl(&url, BROWSER, &["--cacert", &trust]).await.0 }
+    };
+    assert_eq!(status(&old_trust).await, 200);
+    assert_eq!(status(&new_trust).await, 0, "the new CA is not the one in force yet");
+
+    // The files swapped: the next connection gets the new certificate.
+    std::fs::copy(&new_cert, &cert).unwrap();
+    std::fs::copy(&new_key, &key).unwrap();
+    ingress.process.signal("-HUP");
+    ingress.process.wait_line("reloaded", |l| l.contains("TLS certificate reloaded")).await;
+    assert_eq!(status(&new_trust).await, 200);
+    assert_eq!(status(&old_trust).await, 0, "the old certificate is gone");
+
+    // A broken certificate file, and a key that is not the certificate's: the new pair stays.
+    for (c, k) in [
+        (&b"not a certificate"[..], new_key.as_path()),
+        (&std::fs::read(&new_cert).unwrap()[..], old_key.as_path()),
+    ] {
+        std::fs::write(&cert, c).unwrap();
+        std::fs::copy(k, &key).unwrap();
+        ingress.process.signal("-HUP");
+        let said = ingress.process.wait_line("refused", |l| l.contains("TLS certificate not reloaded")).await;
+        assert!(said.contains("site"), "names the file: {said}");
+        ingress.process.wait_line("rest reloaded", |l| l.contains("configuration reloaded")).await;
+        assert_eq!(status(&new_trust).await, 200, "{said}");
+    }
+    assert_eq!(site.hits("/page"), 4);
+    ingress.stop().await;
+}

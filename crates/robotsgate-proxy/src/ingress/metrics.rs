@@ -108,6 +108,7 @@ pub struct IngressMetrics {
     upstream_errors: [Counter; 2],
     /// error, timeout
     handshake_failures: [Counter; 2],
+    tls_reload_failures: Counter,
     /// 2xx, 3xx, 4xx, 5xx, error
     robots_fetches: [Counter; 5],
     connections: Counter,
@@ -145,6 +146,7 @@ impl IngressMetrics {
                 .map(|class| handshakes.get_or_create(&ClassLabels { class }).clone()),
             robots_fetches: ["2xx", "3xx", "4xx", "5xx", "error"]
                 .map(|result| fetches.get_or_create(&ResultLabels { result }).clone()),
+            tls_reload_failures: Counter::default(),
             connections: Counter::default(),
             connections_open: Gauge::default(),
             websockets: Counter::default(),
@@ -185,6 +187,11 @@ impl IngressMetrics {
             "tls_handshake_failures",
             "TLS handshakes that failed (error) or did not finish in time (timeout)",
             handshakes,
+        );
+        r.register(
+            "tls_reload_failures",
+            "Certificate reloads (SIGHUP) refused: the files did not load; the pair in force was kept",
+            m.tls_reload_failures.clone(),
         );
         r.register("connections", "Client connections accepted", m.connections.clone());
         r.register("open_connections", "Client connections open", m.connections_open.clone());
@@ -229,6 +236,11 @@ impl IngressMetrics {
     /// A TLS handshake failed.
     pub fn handshake_failed(&self, why: HandshakeFailure) {
         self.handshake_failures[usize::from(why == HandshakeFailure::Timeout)].inc();
+    }
+
+    /// A certificate reload was refused.
+    pub fn tls_reload_failed(&self) {
+        self.tls_reload_failures.inc();
     }
 
     /// A client connection, open until the guard is dropped.

@@ -37,7 +37,9 @@ use robotsgate::identity::httpsig::{Verifier as SignatureVerifier, VerifyConfig 
 use robotsgate::identity::ranges::refresh::{self, RefreshConfig, RefreshHandle};
 use robotsgate::identity::ranges::{ListLimits, Location, Ranges};
 use robotsgate::identity::rdns::{RdnsConfig, ReverseDns};
-use robotsgate::ingress::{Impersonators, IngressConfig, IngressLayer, IngressService, Mode, UnknownAgents};
+use robotsgate::ingress::{
+    Impersonators, IngressBuilder, IngressConfig, IngressLayer, IngressService, Mode, UnknownAgents,
+};
 use robotsgate::net::{Connector, DnsConfig, Guard, Pool, PoolBody, PoolConfig, Resolver, TlsConfig};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -362,6 +364,24 @@ fn share_replays(config: &Config, sig: SignatureVerifier) -> Result<Option<Signa
     Ok(Some(sig.share_replays(Arc::new(RedisReplays::new(cluster)))))
 }
 
+/// Fleet mode's pacing on the site side: with `[cluster]`, each bot's Crawl-delay is kept
+/// in its Redis, so that it holds across the replicas (`on_error = "refuse"`: paced bots
+/// get `503` while Redis cannot be reached). Its watch runs as long as the process.
+#[cfg(feature = "cluster")]
+fn share_pacing(config: &Config, builder: IngressBuilder) -> Result<IngressBuilder, IngressError> {
+    use robotsgate::cluster::{Cluster, RedisIngressPacing};
+    let Some(c) = config.cluster_config().map_err(IngressError::Cluster)? else { return Ok(builder) };
+    let cluster = Cluster::new(c).map_err(|e| IngressError::Cluster(e.to_string()))?;
+    drop(cluster.watch(Duration::from_secs(1)));
+    Ok(builder.share_pacing(Arc::new(RedisIngressPacing::new(cluster))))
+}
+
+/// Without the feature `cluster`, `[cluster]` is refused when the file is read.
+#[cfg(not(feature = "cluster"))]
+fn share_pacing(_: &Config, builder: IngressBuilder) -> Result<IngressBuilder, IngressError> {
+    Ok(builder)
+}
+
 /// Without the feature `cluster`, `[cluster]` is refused when the file is read.
 #[cfg(not(feature = "cluster"))]
 fn share_replays(_: &Config, sig: SignatureVerifier) -> Result<Option<SignatureVerifier>, IngressError> {
@@ -450,12 +470,15 @@ impl Ingress {
             return Err(IngressError::Upstream("not set (give --upstream URL)".into()));
         }
         let settings = settings(ic)?;
-        let acceptor = match (ic.tls_cert.is_empty(), ic.tls_key.is_empty()) {
-            (true, true) => None,
-            (false, false) => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(
-                std::path::Path::new(&ic.tls_cert),
-                std::path::Path::new(&ic.tls_key),
-            )?)),
+        let (acceptor, site_cert) = match (ic.tls_cert.is_empty(), ic.tls_key.is_empty()) {
+            (true, true) => (None, None),
+            (false, false) => {
+                let (server, site_cert) = tls::server_config(
+                    std::path::Path::new(&ic.tls_cert),
+                    std::path::Path::new(&ic.tls_key),
+                )?;
+                (Some(tokio_rustls::TlsAcceptor::from(server)), Some(site_cert))
+            }
             _ => return Err(IngressError::TlsPair),
         };
         let robots = read_robots(&ic.robots).await?;
@@ -523,8 +546,9 @@ impl Ingress {
         if let Some(body) = robots {
             builder = builder.robots_bytes(body);
         }
+        let builder = share_pacing(config, builder)?;
         let layer = builder.build();
-        let reloader = IngressReloader::new(layer.clone(), config.clone());
+        let reloader = IngressReloader::new(layer.clone(), config.clone(), site_cert, metrics.clone());
         let service = layer.layer(upstream);
         Ok(Ingress {
             listener,

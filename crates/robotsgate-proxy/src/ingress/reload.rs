@@ -1,6 +1,8 @@
 //! Reloading `robotsgate ingress` while it runs (SIGHUP): the `[ingress]` settings the
 //! layer reads per request (mode, status, unknown agents, impersonators, trusted proxies)
-//! and the robots.txt file (re-read, or dropped for the upstream's). Connections, pacing
+//! and the robots.txt file (re-read, or dropped for the upstream's), and the HTTPS
+//! certificate and key (re-read; a pair that does not load keeps the one in force, logged
+//! and counted in `robotsgate_ingress_tls_reload_failures`). Connections, pacing
 //! state and the robots.txt fetches remembered stay; the other settings need a restart
 //! and [`IngressReloader::reload`] names them.
 
@@ -8,6 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use robotsgate::ingress::IngressLayer;
 
+use super::metrics::IngressMetrics;
+use super::tls::SiteCert;
 use super::{IngressError, read_robots, settings};
 use crate::config::Config;
 
@@ -20,6 +24,9 @@ pub struct IngressReloader {
 struct Inner {
     layer: IngressLayer,
     current: Mutex<Config>,
+    /// The certificate and key in force, with HTTPS.
+    cert: Option<Arc<SiteCert>>,
+    metrics: Arc<IngressMetrics>,
 }
 
 impl std::fmt::Debug for IngressReloader {
@@ -29,8 +36,13 @@ impl std::fmt::Debug for IngressReloader {
 }
 
 impl IngressReloader {
-    pub(super) fn new(layer: IngressLayer, config: Config) -> IngressReloader {
-        IngressReloader { inner: Arc::new(Inner { layer, current: Mutex::new(config) }) }
+    pub(super) fn new(
+        layer: IngressLayer,
+        config: Config,
+        cert: Option<Arc<SiteCert>>,
+        metrics: Arc<IngressMetrics>,
+    ) -> IngressReloader {
+        IngressReloader { inner: Arc::new(Inner { layer, current: Mutex::new(config), cert, metrics }) }
     }
 
     /// Applies `new` (already parsed and checked). A robots.txt file that cannot be read
@@ -42,6 +54,20 @@ impl IngressReloader {
         let robots = read_robots(&ic.robots).await?;
         let settings = settings(ic)?;
         let i = &self.inner;
+        // The certificate on its own: a pair that does not load keeps the one in force (an
+        // expiring certificate must not keep the other settings from applying).
+        if let Some(cert) = &i.cert
+            && !ic.tls_cert.is_empty()
+            && !ic.tls_key.is_empty()
+        {
+            match cert.reload(std::path::Path::new(&ic.tls_cert), std::path::Path::new(&ic.tls_key)) {
+                Ok(()) => tracing::info!(cert = %ic.tls_cert, "TLS certificate reloaded"),
+                Err(e) => {
+                    i.metrics.tls_reload_failed();
+                    tracing::error!(error = %e, "TLS certificate not reloaded: the one in force is kept");
+                }
+            }
+        }
         i.layer.reload(settings);
         i.layer.set_robots_bytes(robots.map(Into::into));
         let mut current = match i.current.lock() {
@@ -65,10 +91,11 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
     check("ingress.listen", o.listen != n.listen);
     check("ingress.upstream", o.upstream != n.upstream);
     check("ingress.robots_ttl", o.robots_ttl != n.robots_ttl);
+    // New certificate and key files are read (with HTTPS); HTTPS on or off is not.
     check(
-        "ingress.tls_cert/tls_key/tls_handshake_timeout",
-        (&o.tls_cert, &o.tls_key, o.tls_handshake_timeout)
-            != (&n.tls_cert, &n.tls_key, n.tls_handshake_timeout),
+        "ingress.tls_cert/tls_key (HTTPS on or off)/tls_handshake_timeout",
+        (o.tls_cert.is_empty(), o.tls_key.is_empty(), o.tls_handshake_timeout)
+            != (n.tls_cert.is_empty(), n.tls_key.is_empty(), n.tls_handshake_timeout),
     );
     check(
         "ingress timeouts and limits",

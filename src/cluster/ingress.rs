@@ -1,0 +1,81 @@
+//! [`RedisIngressPacing`]: the ingress's per-bot pacing shared by the fleet in Redis, with
+//! the pacer's own slot script (`TAKE`, on Redis' clock) and a limit of zero: a bot's
+//! request is admitted when its slot is now, else it is told how long to wait.
+//!
+//! One hash per bot, `<prefix>ingress:{<token>|<network>}:pace` (the bot in braces is a
+//! hash tag: one key per command, so any node of a Redis Cluster holds it), expiring once
+//! its delay has passed.
+
+use std::time::Duration;
+
+use redis::Value;
+
+use super::store::TAKE_SCRIPT;
+use super::{Cluster, OnClusterError, int, millis};
+use crate::ingress::{PacedBot, PacingFuture, SharedPacing};
+
+/// Per-bot pacing shared by a fleet of ingress replicas in Redis: give it to
+/// [`IngressBuilder::share_pacing`](crate::ingress::IngressBuilder::share_pacing).
+/// `on_error = "refuse"` in the cluster's configuration refuses paced bots while Redis
+/// cannot be reached.
+#[derive(Debug, Clone)]
+pub struct RedisIngressPacing {
+    cluster: Cluster,
+}
+
+impl RedisIngressPacing {
+    /// The pacing shared through `cluster`'s Redis.
+    pub fn new(cluster: Cluster) -> RedisIngressPacing {
+        RedisIngressPacing { cluster }
+    }
+
+    /// The Redis key of `bot`.
+    fn key(&self, bot: PacedBot<'_>) -> String {
+        let network = bot.network.map_or_else(|| "-".to_owned(), |n| n.to_string());
+        // Braces in a token would move the hash tag: the token is a product token
+        // (letters, digits, `-`, `_`), but `{`/`}` are not trusted to be absent.
+        let token: String = bot.token.chars().map(|c| if c == '{' || c == '}' { '_' } else { c }).collect();
+        format!("{}ingress:{{{token}|{network}}}:pace", self.cluster.config().key_prefix)
+    }
+}
+
+impl SharedPacing for RedisIngressPacing {
+    fn is_up(&self) -> bool {
+        self.cluster.is_up()
+    }
+
+    fn refuse_while_down(&self) -> bool {
+        self.cluster.config().on_error == OnClusterError::Refuse
+    }
+
+    fn admit<'a>(&'a self, bot: PacedBot<'a>, delay: Duration) -> PacingFuture<'a> {
+        Box::pin(async move {
+            let key = self.key(bot);
+            let mut conn = self.cluster.connection();
+            let mut invocation = TAKE_SCRIPT.key(&key);
+            invocation.arg(millis(delay)).arg(0i64);
+            let timeout = self.cluster.config().command_timeout;
+            let values = match tokio::time::timeout(timeout, invocation.invoke(&mut conn)).await {
+                Ok(Ok(Value::Array(values))) if values.len() == 9 => {
+                    self.cluster.note(true, None);
+                    values
+                }
+                Ok(Ok(_)) => return None,
+                Ok(Err(e)) => {
+                    self.cluster.failed(&e);
+                    return None;
+                }
+                Err(_) => {
+                    self.cluster.note(false, Some("timed out"));
+                    return None;
+                }
+            };
+            // {taken, wait_ms, ...}
+            let (taken, wait) = (int(&values[0])?, int(&values[1])?);
+            if taken == 1 {
+                return Some(Ok(()));
+            }
+            Some(Err(Duration::from_millis(u64::try_from(wait).ok()?.max(1))))
+        })
+    }
+}
