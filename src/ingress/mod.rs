@@ -71,6 +71,7 @@
 mod agents;
 mod body;
 mod client;
+mod identity_use;
 mod judge;
 mod service;
 mod source;
@@ -92,6 +93,7 @@ pub use state::RobotsFetch;
 
 use crate::audit::{AuditLog, IngressRecord};
 use crate::identity::Verifier;
+use crate::layer::ids::RequestIds;
 use crate::rep::Profile;
 
 /// Enforce, or only report.
@@ -290,6 +292,7 @@ impl IngressBuilder {
                 audit: self.audit,
                 observer: self.observer,
                 verifier: self.verifier,
+                ids: RequestIds::new(),
             }),
         }
     }
@@ -306,6 +309,8 @@ pub(crate) struct Shared {
     pub(crate) audit: Option<AuditLog>,
     pub(crate) observer: Option<IngressObserver>,
     pub(crate) verifier: Option<Arc<Verifier>>,
+    /// The records' `request_id`s (the decision records' series).
+    pub(crate) ids: RequestIds,
 }
 
 /// The tower layer that enforces a site's robots.txt on the bots visiting it. See the

@@ -316,6 +316,7 @@ async fn the_admin_listener_counts_requests_decisions_identities_and_upstream_er
         // robots.txt itself is never checked: GPTBot's other three requests.
         (r#"robotsgate_ingress_identity_total{verdict="verified",method="ip_range"}"#, 3.0),
         (r#"robotsgate_ingress_identity_total{verdict="failed",method="none"}"#, 1.0),
+        (r#"robotsgate_ingress_identity_not_verified_total{verdict="failed",why="not_in_ranges"}"#, 1.0),
         (r#"robotsgate_ingress_robots_fetches_total{result="2xx"}"#, 1.0),
         (r#"robotsgate_ingress_upstream_errors_total{class="error"}"#, 1.0),
         (r#"robotsgate_ingress_upstream_errors_total{class="timeout"}"#, 0.0),

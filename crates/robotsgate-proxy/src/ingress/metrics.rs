@@ -32,6 +32,12 @@ struct IdentityLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IdentityWhyLabels {
+    verdict: &'static str,
+    why: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProtocolLabels {
     protocol: &'static str,
 }
@@ -104,6 +110,7 @@ pub struct IngressMetrics {
     request_seconds: Histogram,
     decisions: Memo<DecisionLabels>,
     identity: Memo<IdentityLabels>,
+    identity_why: Memo<IdentityWhyLabels>,
     /// error, timeout
     upstream_errors: [Counter; 2],
     /// error, timeout
@@ -139,6 +146,7 @@ impl IngressMetrics {
             request_seconds: Histogram::new(exponential_buckets(0.000_1, 4.0, 10)),
             decisions: Memo::new(|outcome, reason| DecisionLabels { outcome, reason }),
             identity: Memo::new(|verdict, method| IdentityLabels { verdict, method }),
+            identity_why: Memo::new(|verdict, why| IdentityWhyLabels { verdict, why }),
             upstream_errors: ["error", "timeout"]
                 .map(|class| upstream_errors.get_or_create(&ClassLabels { class }).clone()),
             handshake_failures: ["error", "timeout"]
@@ -172,6 +180,13 @@ impl IngressMetrics {
             m.identity.family.clone(),
         );
         r.register(
+            "identity_not_verified",
+            "Bot requests whose identity check did not verify them, by verdict (unverified, failed) and why \
+             (not_in_ranges, no_ptr, foreign_name, not_forward_confirmed, bad_signature, replayed_signature, \
+             pending, busy, dns_error, no_method, unknown_token, signature_unchecked)",
+            m.identity_why.family.clone(),
+        );
+        r.register(
             "upstream_errors",
             "Requests the upstream did not answer (502), by class (error, timeout)",
             upstream_errors,
@@ -200,6 +215,9 @@ impl IngressMetrics {
         self.decisions.inc((record.outcome, record.reason));
         if let Some(verdict) = record.identity {
             self.identity.inc((verdict, record.identity_method.unwrap_or("none")));
+            if let Some(why) = record.identity_why {
+                self.identity_why.inc((verdict, why));
+            }
         }
     }
 
