@@ -416,9 +416,17 @@ async fn reverse_dns_asks_the_configured_server_and_waits_at_most_max_wait() {
             dns.local_addr().unwrap()
         ),
     );
-    let ingress =
-        Ingress::start(&["--upstream", &site.base(), "--config", &cfg, "--audit-log", log.to_str().unwrap()])
-            .await;
+    let ingress = Ingress::start(&[
+        "--upstream",
+        &site.base(),
+        "--config",
+        &cfg,
+        "--audit-log",
+        log.to_str().unwrap(),
+        "--admin-listen",
+        "127.0.0.1:0",
+    ])
+    .await;
     // 192.0.2.1 is not in Google's ranges; Google's reverse DNS decides, and its server
     // does not answer in time: unverified, judged as Googlebot.
     let xff = ["-H", "X-Forwarded-For: 192.0.2.1"];
@@ -437,6 +445,16 @@ async fn reverse_dns_asks_the_configured_server_and_waits_at_most_max_wait() {
     let (status, head, _) = curl(&ingress.url("/page"), GPTBOT, &xff).await;
     assert_eq!(status, 403, "{head}");
     assert!(head.contains("x-robotsgate: identity-failed"), "{head}");
+    // The reverse DNS checks' own metric: two lookups started, one decided pending.
+    let mut ingress = ingress;
+    let admin = ingress.process.address("admin listener", "at http://").await;
+    let (_, _, metrics) = curl(&format!("http://{admin}/metrics"), "test", &[]).await;
+    let metrics = String::from_utf8_lossy(&metrics).into_owned();
+    let count = |answer: &str| {
+        let series = format!("robotsgate_ingress_identity_rdns_checks_total{{answer=\"{answer}\"}} ");
+        metrics.lines().find_map(|l| l.strip_prefix(&series)).map(|v| v.trim().parse::<f64>().unwrap())
+    };
+    assert_eq!((count("lookup"), count("pending")), (Some(2.0), Some(1.0)), "{metrics}");
     ingress.stop().await;
     let recs = ingress_records(&log);
     let seen: Vec<_> = recs.iter().map(|r| (r["token"].as_str(), r["identity"].as_str())).collect();
