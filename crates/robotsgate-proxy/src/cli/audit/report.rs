@@ -918,7 +918,8 @@ fn bots_section(h: &mut String, st: &Stats, top: usize) {
 fn identity_cell(bot: &Bot) -> String {
     let mut verified: Vec<(&str, u64)> = Vec::new();
     // verdict -> (total, [(why, n)])
-    let mut other: BTreeMap<&str, (u64, Vec<(&str, u64)>)> = BTreeMap::new();
+    type Whys<'a> = (u64, Vec<(&'a str, u64)>);
+    let mut other: BTreeMap<&str, Whys<'_>> = BTreeMap::new();
     for (k, n) in &bot.identity {
         match k.split_once('/') {
             Some((verdict, why)) => {
