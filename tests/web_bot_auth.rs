@@ -620,3 +620,27 @@ async fn a_directory_signed_for_another_authority_does_not_vouch_for_its_keys() 
     let v = s.verifier_with(quick).verify(&signed(&k, &s.agent("a.test"), now()), now()).await;
     assert!(unavailable(&v).contains("not fetched within"), "{v:?}");
 }
+
+/// A negative answer (a 404 the directory says to keep for a day; `failure_ttl` set to an
+/// hour) lasts at most 5 minutes: then the directory is asked again.
+#[tokio::test]
+async fn a_negative_answer_lasts_at_most_five_minutes_whatever_it_or_the_configuration_says() {
+    let s = Setup::new().await;
+    let k = key();
+    let t0 = now();
+    s.origin.route(WELL_KNOWN_PATH, Reply::status(404).header("cache-control", "max-age=86400"));
+    let mut config = config();
+    config.directory.failure_ttl = Duration::from_secs(3600);
+    let verifier = s.verifier_with(config);
+    let agent = s.agent("a.test");
+    let v = verifier.verify(&signed(&k, &agent, t0), t0).await;
+    assert!(unavailable(&v).contains("404"), "{v:?}");
+    let t1 = t0 + Duration::from_secs(299);
+    let v = verifier.verify(&signed(&k, &agent, t1), t1).await;
+    assert!(unavailable(&v).contains("404"), "{v:?}");
+    assert_eq!(s.hits(), 1, "remembered within 5 minutes");
+    s.serve(&[&k], "a.test", t0, "max-age=60");
+    let t2 = t0 + Duration::from_secs(301);
+    verified(&verifier.verify(&signed(&k, &agent, t2), t2).await);
+    assert_eq!(s.hits(), 2, "asked again past 5 minutes");
+}

@@ -13,6 +13,9 @@ pub struct IngressRecord {
     pub kind: &'static str,
     /// When it was answered (RFC 3339, UTC).
     pub time: String,
+    /// Unique, from the same series as the decision records' (`robotsgate audit explain
+    /// LOG REQUEST_ID` finds it).
+    pub request_id: String,
     /// The client's address (after trusted proxies' `Forwarded`/`X-Forwarded-For`).
     pub client: Option<String>,
     /// The `User-Agent` (its first 1024 bytes).
@@ -57,6 +60,15 @@ pub struct IngressRecord {
     /// Why it was not verified (`not_in_ranges`, `bad_signature`, `replayed_signature`,
     /// `pending`, …), when it was not.
     pub identity_why: Option<&'static str>,
+    /// The verdict in words, with what it rests on: the IP list, the confirmed reverse DNS
+    /// name, the `Signature-Agent` and key, or what the check said no to.
+    pub identity_detail: Option<String>,
+    /// How the policy used the verdict: `refuse` (refused as an impersonator,
+    /// `impersonators = "refuse"`), `require` (refused as not verified: the operator has
+    /// `require = true`), `star` (held to `User-agent: *`), `allow` (failed, judged as the
+    /// bot it claims to be, reported only) or `as-claimed` (verified, or unverified and not
+    /// required: judged as the bot it claims to be).
+    pub identity_policy: Option<&'static str>,
     /// The operator the request claims (by its token or its `Signature-Agent`), when one
     /// does.
     pub operator: Option<String>,

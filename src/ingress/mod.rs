@@ -72,6 +72,7 @@ mod agents;
 mod body;
 mod client;
 mod fleet;
+mod identity_use;
 mod judge;
 mod service;
 mod source;
@@ -94,6 +95,7 @@ pub use state::RobotsFetch;
 
 use crate::audit::{AuditLog, IngressRecord};
 use crate::identity::Verifier;
+use crate::layer::ids::RequestIds;
 use crate::rep::Profile;
 
 /// Enforce, or only report.
@@ -303,6 +305,7 @@ impl IngressBuilder {
                 observer: self.observer,
                 verifier: self.verifier,
                 pacing: self.pacing,
+                ids: RequestIds::new(),
             }),
         }
     }
@@ -320,6 +323,8 @@ pub(crate) struct Shared {
     pub(crate) observer: Option<IngressObserver>,
     pub(crate) verifier: Option<Arc<Verifier>>,
     pub(crate) pacing: Option<Arc<dyn SharedPacing>>,
+    /// The records' `request_id`s (the decision records' series).
+    pub(crate) ids: RequestIds,
 }
 
 /// The tower layer that enforces a site's robots.txt on the bots visiting it. See the

@@ -16,10 +16,11 @@ use tower::{Service, ServiceExt as _};
 use super::agents::{Found, MAX_USER_AGENT_BYTES};
 use super::body::IngressBody;
 use super::client::client_ip;
+use super::identity_use::IdentityUse;
 use super::judge::{Agent, Judgement, SiteRobots};
 use super::source::{Fetched, READ_LIMIT, read_bounded};
 use super::state::{RobotsFetch, bot_key};
-use super::{Impersonators, Mode, PacedBot, Shared, UnknownAgents};
+use super::{Mode, PacedBot, Shared, UnknownAgents};
 use crate::ROBOTSGATE_HEADER;
 use crate::audit::{IngressRecord, IngressRule, SCHEMA_VERSION, rfc3339};
 use crate::identity::{Identity, Verdict, httpsig};
@@ -166,10 +167,13 @@ fn own<ResB>(
 
 /// What one request is, as the record says it.
 struct Facts {
+    request_id: String,
     client: Option<IpAddr>,
     user_agent: String,
     method: String,
     path: String,
+    /// How the policy used the identity verdict, once checked.
+    identity_use: Option<IdentityUse>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -188,6 +192,7 @@ fn record(
         schema_version: SCHEMA_VERSION,
         kind: "ingress",
         time: rfc3339(SystemTime::now()),
+        request_id: facts.request_id.clone(),
         client: facts.client.map(|c| c.to_string()),
         user_agent: facts.user_agent.clone(),
         token: found.map(|f| f.token.to_string()),
@@ -219,6 +224,11 @@ fn record(
             Verdict::Verified(_) => None,
             Verdict::Unverified(w) | Verdict::Failed(w) => Some(w.class()),
         }),
+        identity_detail: identity.map(|i| match &i.verdict {
+            Verdict::Verified(m) => m.to_string(),
+            Verdict::Unverified(w) | Verdict::Failed(w) => w.to_string(),
+        }),
+        identity_policy: identity.and(facts.identity_use).map(IdentityUse::as_str),
         operator: identity.and_then(|i| i.operator.as_deref().map(str::to_owned)),
         status: None,
     }
@@ -275,7 +285,8 @@ where
         .await;
     let ua = user_agent(req.headers());
     let mut found = site.find_token(&ua).cloned();
-    let facts = Facts {
+    let mut facts = Facts {
+        request_id: shared.ids.next().as_str().to_owned(),
         client,
         user_agent: ua.clone(),
         method: req.method().as_str().to_owned(),
@@ -283,6 +294,7 @@ where
             .uri()
             .path_and_query()
             .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned()),
+        identity_use: None,
     };
 
     // robots.txt itself: always served, never refused nor paced; a bot's fetch is kept.
@@ -336,6 +348,7 @@ where
         }
     }
     let identity = checked.as_ref();
+    facts.identity_use = identity.map(|id| IdentityUse::of(id, config.impersonators));
 
     let mut agent = match &found {
         Some(f) => Agent::Token(f.token.clone()),
@@ -344,9 +357,9 @@ where
     };
     let last_fetch = found.as_ref().and_then(|f| shared.fetches.last(&bot_key(&f.token, client)));
 
-    if let (Some(id), Some(f)) = (identity, &found) {
+    if let (Some(id), Some(f), Some(used)) = (identity, &found, facts.identity_use) {
         let verdict = &id.verdict;
-        if id.refused(config.impersonators == Impersonators::Refuse) {
+        if used.refuses() {
             let (kind, outcome, text) = if verdict.is_failed() {
                 let outcome = if report_only { Outcome::WouldFailIdentity } else { Outcome::IdentityFailed };
                 (
@@ -380,7 +393,7 @@ where
             }
             return forward(&shared, inner, req, rec, None).await;
         }
-        if verdict.is_failed() && config.impersonators == Impersonators::Star {
+        if used == IdentityUse::Star {
             agent = Agent::Star;
         }
     }

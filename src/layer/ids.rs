@@ -4,13 +4,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 /// Request ids: unique within a process run, ordered, and unlikely to repeat across runs.
-pub(super) struct RequestIds {
+pub(crate) struct RequestIds {
     prefix: u64,
     next: AtomicU64,
 }
 
 impl RequestIds {
-    pub(super) fn new() -> RequestIds {
+    pub(crate) fn new() -> RequestIds {
         let nanos =
             SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         RequestIds { prefix: nanos ^ (std::process::id() as u64) << 48, next: AtomicU64::new(0) }
@@ -18,7 +18,7 @@ impl RequestIds {
 
     /// The next id, `{prefix:016x}-{counter:08x}`, written by hand on the stack: this runs
     /// for every request.
-    pub(super) fn next(&self) -> RequestId {
+    pub(crate) fn next(&self) -> RequestId {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let mut id = RequestId { buf: [b'-'; 33], len: 0 };
@@ -36,13 +36,13 @@ impl RequestIds {
 
 /// A request id without a heap allocation.
 #[derive(Clone, Copy)]
-pub(super) struct RequestId {
+pub(crate) struct RequestId {
     buf: [u8; 33],
     len: usize,
 }
 
 impl RequestId {
-    pub(super) fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         // Hex digits and a dash: always UTF-8.
         std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
     }

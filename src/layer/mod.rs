@@ -59,7 +59,7 @@
 //! ```
 
 mod decide;
-mod ids;
+pub(crate) mod ids;
 mod outcome;
 mod purpose;
 mod select;

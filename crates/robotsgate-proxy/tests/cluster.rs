@@ -1387,3 +1387,143 @@ async fn ingress_get(url: &str, ua: &str) -> (u16, String) {
     let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     (status, head)
 }
+
+/// `robotsgate ingress` (issue 29) with `[cluster]` and `verify.replay = "refuse"`: two
+/// replica processes on one real redis-server share the Web Bot Auth replay check. A
+/// request signed by Cloudflare's `web-bot-auth` crate (its key in a directory on a real
+/// HTTPS origin with the test CA) is verified at replica A, and the same request sent to
+/// replica B is refused as a replay; a fresh nonce is verified at B (B checks signatures
+/// fine), and a third replica without `[cluster]` accepts the request A saw (only the
+/// fleet's store knew it). curl sends the requests, for the site `site.test`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
+async fn ingress_replicas_share_the_signature_replay_check_through_redis() {
+    use robotsgate::identity::httpsig::{self, SigningKey, WELL_KNOWN_PATH};
+    const BIN: &str = env!("CARGO_BIN_EXE_robotsgate");
+    const EXAMPLEBOT: &str = "Mozilla/5.0 (compatible; ExampleBot/1.0; +https://bot.example)";
+
+    let redis = RedisServer::start().await;
+    let seed = [7u8; 32];
+    let key = SigningKey::from_seed(&seed).unwrap();
+    let ca = TestCa::new("ingress-replays", &["keys.test"]);
+    let directory = TestOrigin::start_tls([], ca.server_config(&[b"http/1.1"])).await;
+    directory.route(
+        WELL_KNOWN_PATH,
+        Reply::typed(httpsig::MEDIA_TYPE, httpsig::directory_json([key.public()]))
+            .header("cache-control", "max-age=600"),
+    );
+    let agent = directory.base_as("keys.test");
+    let site = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: ExampleBot\nAllow: /\n\nUser-agent: *\nDisallow: /\n")),
+        ("/page", Reply::ok("page")),
+    ])
+    .await;
+    let dir = temp_dir();
+    let ca_pem = ca.write_pem(&dir.path().join("ca.pem"));
+    let config = |name: &str, cluster: bool| {
+        let cluster = if cluster {
+            format!("\n[cluster]\nredis = \"{}\"\ncommand_timeout = \"2s\"\n", redis.url())
+        } else {
+            String::new()
+        };
+        let text = format!(
+            "[dns.static]\n\"keys.test\" = [\"127.0.0.1\"]\n\n[tls]\nextra_roots = [{ca_pem:?}]\n\n\
+             [guard]\nallow = [\"127.0.0.0/8\"]\n\n[verify]\nrdns = false\nrefresh = false\nmax_wait = \"2s\"\n\
+             replay = \"refuse\"\n\n[[verify.operators]]\nname = \"Example\"\ntokens = [\"ExampleBot\"]\n\
+             signature_agents = [\"{agent}\"]\n{cluster}"
+        );
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let upstream = site.base();
+    let start = |name: &str, cluster: bool| {
+        let cfg = config(name, cluster);
+        let log = dir.path().join(format!("{name}.jsonl"));
+        let upstream = upstream.clone();
+        async move {
+            let mut process = Spawned::start(
+                BIN,
+                &[
+                    "ingress",
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--upstream",
+                    &upstream,
+                    "--config",
+                    cfg.to_str().unwrap(),
+                    "--audit-log",
+                    log.to_str().unwrap(),
+                ],
+            );
+            let addr = process.running_at("robotsgate ingress is running").await;
+            (process, addr, log)
+        }
+    };
+    let send = |addr: std::net::SocketAddr, fields: WbaFields| async move {
+        let mut cmd = tokio::process::Command::new("curl");
+        cmd.args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-A", EXAMPLEBOT, "-H", "Host: site.test"]);
+        for (name, value) in fields.pairs() {
+            cmd.args(["-H", &format!("{name}: {value}")]);
+        }
+        cmd.arg(format!("http://{addr}/page")).kill_on_drop(true);
+        let out = bounded("curl", cmd.output()).await.unwrap();
+        String::from_utf8_lossy(&out.stdout).parse::<u16>().unwrap_or(0)
+    };
+    let sign = |nonce: &str| wba_sign(&seed, key.public().thumbprint(), &agent, "site.test", nonce);
+
+    let (mut a, a_addr, a_log) = start("a", true).await;
+    let (mut b, b_addr, b_log) = start("b", true).await;
+    // Verified at A; the same request at B: a replay, refused.
+    let seen_at_a = sign("fleet-nonce-1");
+    assert_eq!(send(a_addr, seen_at_a.clone()).await, 200);
+    assert_eq!(send(b_addr, seen_at_a.clone()).await, 403, "B refuses what A accepted");
+    // B verifies a signature it has not seen (its directory is reachable, its key known).
+    assert_eq!(send(b_addr, sign("fleet-nonce-2")).await, 200);
+    assert_eq!(site.hits("/page"), 2);
+
+    // A replica on its own (no [cluster]) never saw A's request: it accepts it.
+    let (mut c, c_addr, c_log) = start("c", false).await;
+    assert_eq!(send(c_addr, seen_at_a).await, 200, "only the fleet's store knew the nonce");
+    assert_eq!(directory.hits(WELL_KNOWN_PATH), 3, "one directory fetch per replica");
+
+    for p in [&mut a, &mut b, &mut c] {
+        p.signal("-TERM");
+        let status = p.wait_exit().await;
+        assert!(status.success(), "{status:?}: {}", p.seen.join("\n"));
+    }
+    let records = |log: &std::path::Path| -> Vec<serde_json::Value> {
+        read_jsonl(log).into_iter().filter(|r| r["type"] == "ingress").collect()
+    };
+    let seen = |log: &std::path::Path| -> Vec<(String, String, String)> {
+        records(log)
+            .iter()
+            .map(|r| {
+                let s = |k: &str| r[k].as_str().unwrap_or("-").to_owned();
+                (
+                    s("outcome"),
+                    s("identity"),
+                    r["identity_method"].as_str().or(r["identity_why"].as_str()).unwrap_or("-").to_owned(),
+                )
+            })
+            .collect()
+    };
+    let row = |o: &str, v: &str, m: &str| (o.to_owned(), v.to_owned(), m.to_owned());
+    assert_eq!(seen(&a_log), [row("allowed", "verified", "signature")]);
+    assert_eq!(
+        seen(&b_log),
+        [row("identity-failed", "failed", "replayed_signature"), row("allowed", "verified", "signature")]
+    );
+    assert_eq!(seen(&c_log), [row("allowed", "verified", "signature")]);
+    // B's record of the replay, explained.
+    let replay = &records(&b_log)[0];
+    let out = std::process::Command::new(BIN)
+        .args(["audit", "explain", b_log.to_str().unwrap(), replay["request_id"].as_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("identity: FAILED (replayed_signature)") && text.contains("replayed signature"),
+        "{text}"
+    );
+}

@@ -331,6 +331,28 @@ async fn a_googlebot_from_outside_googles_ranges_is_an_impersonator() {
         "{recs:?}"
     );
     assert_eq!(recs[0]["status"], 403);
+    assert_ne!(recs[0]["request_id"], recs[1]["request_id"]);
+    // `audit explain`: the verdict, what it rests on, and what the policy did.
+    let t = explain(&log, &recs[0]);
+    assert!(
+        t.contains("identity: FAILED (not_in_ranges): not in the operator's IP lists: it claims to be Google's and the check says no"),
+        "{t}"
+    );
+    assert!(t.contains("identity policy: refused as an impersonator (impersonators = \"refuse\")"), "{t}");
+    assert!(t.contains("status 403"), "{t}");
+    let t = explain(&log, &recs[1]);
+    assert!(
+        t.contains(
+            "identity: verified, by ip-range (the address is in the operator's published IP list): in IP list"
+        ),
+        "{t}"
+    );
+    assert!(
+        t.contains("in IP list https://developers.google.com/static/crawling/ipranges/common-crawlers.json"),
+        "{t}"
+    );
+    assert!(t.contains("identity policy: judged as Googlebot, the bot it claims to be"), "{t}");
+    assert!(t.contains(&format!("(client {GOOGLE_IP})")), "{t}");
 
     // impersonators = "allow": judged as Googlebot (whose group allows all); still failed.
     let log = dir.path().join("allow.jsonl");
@@ -346,6 +368,14 @@ async fn a_googlebot_from_outside_googles_ranges_is_an_impersonator() {
         (recs[0]["outcome"].as_str(), recs[0]["identity"].as_str()),
         (Some("allowed"), Some("failed"))
     );
+    let t = explain(&log, &recs[0]);
+    assert!(t.contains("identity: FAILED"), "{t}");
+    assert!(
+        t.contains(
+            "judged as Googlebot all the same; the failure is only reported (impersonators = \"allow\")"
+        ),
+        "{t}"
+    );
 
     // impersonators = "star": held to `User-agent: *`, which disallows /admin.
     let log = dir.path().join("star.jsonl");
@@ -360,6 +390,15 @@ async fn a_googlebot_from_outside_googles_ranges_is_an_impersonator() {
     ingress.stop().await;
     let recs = ingress_records(&log);
     assert_eq!(recs[0]["identity"], "failed");
+    let t = explain(&log, &recs[0]);
+    assert!(
+        t.contains(
+            "identity policy: held to the `User-agent: *` group, not to its own (impersonators = \"star\")"
+        ),
+        "{t}"
+    );
+    assert!(t.contains("outcome: disallowed (enforce mode)"), "{t}");
+    assert!(t.contains(": disallow: /admin"), "{t}");
 }
 
 #[tokio::test]
@@ -377,9 +416,17 @@ async fn reverse_dns_asks_the_configured_server_and_waits_at_most_max_wait() {
             dns.local_addr().unwrap()
         ),
     );
-    let ingress =
-        Ingress::start(&["--upstream", &site.base(), "--config", &cfg, "--audit-log", log.to_str().unwrap()])
-            .await;
+    let ingress = Ingress::start(&[
+        "--upstream",
+        &site.base(),
+        "--config",
+        &cfg,
+        "--audit-log",
+        log.to_str().unwrap(),
+        "--admin-listen",
+        "127.0.0.1:0",
+    ])
+    .await;
     // 192.0.2.1 is not in Google's ranges; Google's reverse DNS decides, and its server
     // does not answer in time: unverified, judged as Googlebot.
     let xff = ["-H", "X-Forwarded-For: 192.0.2.1"];
@@ -398,6 +445,16 @@ async fn reverse_dns_asks_the_configured_server_and_waits_at_most_max_wait() {
     let (status, head, _) = curl(&ingress.url("/page"), GPTBOT, &xff).await;
     assert_eq!(status, 403, "{head}");
     assert!(head.contains("x-robotsgate: identity-failed"), "{head}");
+    // The reverse DNS checks' own metric: two lookups started, one decided pending.
+    let mut ingress = ingress;
+    let admin = ingress.process.address("admin listener", "at http://").await;
+    let (_, _, metrics) = curl(&format!("http://{admin}/metrics"), "test", &[]).await;
+    let metrics = String::from_utf8_lossy(&metrics).into_owned();
+    let count = |answer: &str| {
+        let series = format!("robotsgate_ingress_identity_rdns_checks_total{{answer=\"{answer}\"}} ");
+        metrics.lines().find_map(|l| l.strip_prefix(&series)).map(|v| v.trim().parse::<f64>().unwrap())
+    };
+    assert_eq!((count("lookup"), count("pending")), (Some(2.0), Some(1.0)), "{metrics}");
     ingress.stop().await;
     let recs = ingress_records(&log);
     let seen: Vec<_> = recs.iter().map(|r| (r["token"].as_str(), r["identity"].as_str())).collect();
@@ -409,6 +466,13 @@ async fn reverse_dns_asks_the_configured_server_and_waits_at_most_max_wait() {
             (Some("GPTBot"), Some("failed"))
         ]
     );
+    // `audit explain`: pending past max_wait; a PTR name that is not Google's.
+    let t = explain(&log, &recs[0]);
+    assert!(t.contains("identity: unverified (pending): lookup pending: the reverse DNS lookup was still pending past verify.max_wait"), "{t}");
+    assert!(t.contains("identity policy: judged as Googlebot, the bot it claims to be"), "{t}");
+    let t = explain(&log, &recs[1]);
+    assert!(t.contains("identity: FAILED (foreign_name): PTR name "), "{t}");
+    assert!(t.contains("is not the operator's"), "{t}");
 }
 
 #[tokio::test]
@@ -568,7 +632,34 @@ async fn signed_bots_are_verified_and_forged_replayed_and_unverified_ones_refuse
         row.split("<td").skip(1).map(|c| c.split('>').nth(1).unwrap().split('<').next().unwrap()).collect();
     // bot, requests, refused, …, identity
     assert_eq!((cells[1], cells[2]), ("4", "3"), "{row}");
-    assert_eq!(cells[8], "signature 1, failed 2, unverified 1", "{row}");
+    assert_eq!(
+        cells[8], "signature 1, failed 2 (bad_signature 1, replayed_signature 1), unverified 1 (no_method 1)",
+        "{row}"
+    );
+
+    // `robotsgate audit explain` on each record: the method and the Signature-Agent, what
+    // failed, and how the policy used it.
+    let t = explain(&log, &recs[0]);
+    assert!(t.contains("identity: verified, by signature (Web Bot Auth"), "{t}");
+    assert!(t.contains(&format!("signed by key {keyid} of {agent}")), "{t}");
+    assert!(t.contains("operator: Example\n"), "{t}");
+    let t = explain(&log, &recs[1]);
+    assert!(t.contains("identity: FAILED (bad_signature): signature of "), "{t}");
+    assert!(t.contains(&format!("signature of {agent}")), "{t}");
+    assert!(t.contains("refused as an impersonator (impersonators = \"refuse\")"), "{t}");
+    let t = explain(&log, &recs[2]);
+    assert!(t.contains("identity: FAILED (replayed_signature): "), "{t}");
+    let t = explain(&log, &recs[3]);
+    assert!(
+        t.contains(
+            "identity: unverified (no_method): the operator publishes nothing to check with: nothing to check it with"
+        ),
+        "{t}"
+    );
+    assert!(
+        t.contains("refused: Example requires its bots to be verified ([[verify.operators]] require = true)"),
+        "{t}"
+    );
 }
 
 /// `verify.refresh`: the binary runs the refresher; a list with no bundled copy is fetched
@@ -626,6 +717,19 @@ async fn the_refresher_fetches_the_ip_lists() {
     assert_eq!(status, 200, "{head}");
     ingress.stop().await;
     assert_eq!(lists.hits("/example.json"), 1);
+}
+
+/// `robotsgate audit explain LOG REQUEST_ID` on an ingress record: its output (exit 0).
+fn explain(log: &std::path::Path, record: &Value) -> String {
+    let id = record["request_id"].as_str().expect("a request_id");
+    let out = std::process::Command::new(BIN)
+        .args(["audit", "explain", log.to_str().unwrap(), id])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.starts_with(&format!("Ingress request {id} at ")), "{text}");
+    text
 }
 
 /// `robotsgate audit report LOG --out DIR/report.html`: the HTML it wrote.

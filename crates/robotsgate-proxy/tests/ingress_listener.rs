@@ -316,6 +316,7 @@ async fn the_admin_listener_counts_requests_decisions_identities_and_upstream_er
         // robots.txt itself is never checked: GPTBot's other three requests.
         (r#"robotsgate_ingress_identity_total{verdict="verified",method="ip_range"}"#, 3.0),
         (r#"robotsgate_ingress_identity_total{verdict="failed",method="none"}"#, 1.0),
+        (r#"robotsgate_ingress_identity_not_verified_total{verdict="failed",why="not_in_ranges"}"#, 1.0),
         (r#"robotsgate_ingress_robots_fetches_total{result="2xx"}"#, 1.0),
         (r#"robotsgate_ingress_upstream_errors_total{class="error"}"#, 1.0),
         (r#"robotsgate_ingress_upstream_errors_total{class="timeout"}"#, 0.0),
@@ -330,6 +331,15 @@ async fn the_admin_listener_counts_requests_decisions_identities_and_upstream_er
     .await;
     for (series, want) in expected {
         assert_eq!(sample(&text, series), Some(want), "{series}\n{text}");
+    }
+    // Each method's own figures: the lists' prefixes (no failure), no directory cached.
+    for name in ["loopback.json", "elsewhere.json"] {
+        let path = dir.path().join(name);
+        let labels = format!("{{list=\"{}\"}}", path.to_str().unwrap());
+        let prefixes = format!("robotsgate_ingress_identity_ip_list_prefixes{labels}");
+        assert_eq!(sample(&text, &prefixes), Some(1.0), "{prefixes}\n{text}");
+        let failing = format!("robotsgate_ingress_identity_ip_list_failing{labels}");
+        assert_eq!(sample(&text, &failing), Some(0.0), "{failing}\n{text}");
     }
 
     // Draining: /readyz says 503 while a request is still in flight.

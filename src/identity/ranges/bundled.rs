@@ -29,6 +29,11 @@ pub(crate) const BUNDLED: &[Bundled] = &[
         taken: "2026-08-21",
         json: include_str!("data/google-user-triggered-fetchers.json"),
     },
+    Bundled {
+        url: GOOGLE_USER_TRIGGERED_GOOGLE,
+        taken: "2026-08-20",
+        json: include_str!("data/google-user-triggered-fetchers-google.json"),
+    },
     Bundled { url: BING, taken: "2026-07-02", json: include_str!("data/bing-bingbot.json") },
     Bundled { url: OPENAI_GPTBOT, taken: "2026-08-14", json: include_str!("data/openai-gptbot.json") },
     Bundled { url: OPENAI_SEARCHBOT, taken: "2026-08-14", json: include_str!("data/openai-searchbot.json") },
@@ -64,8 +69,8 @@ pub const GOOGLE_SPECIAL: &str =
 /// Google's user-triggered fetchers.
 pub const GOOGLE_USER_TRIGGERED: &str =
     "https://developers.google.com/static/crawling/ipranges/user-triggered-fetchers.json";
-/// Google's user-triggered fetchers on Google's own addresses (not bundled: no copy was
-/// at hand; fetched by the refresher).
+/// Google's user-triggered fetchers on Google's own addresses (Google-Site-Verification,
+/// Google-NotebookLM, ...).
 pub const GOOGLE_USER_TRIGGERED_GOOGLE: &str =
     "https://developers.google.com/static/crawling/ipranges/user-triggered-fetchers-google.json";
 /// Bingbot.
@@ -88,7 +93,7 @@ pub const ANTHROPIC: &str = "https://claude.com/crawling/bots.json";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::ranges::{ListLimits, RangeList};
+    use crate::identity::ranges::{ListLimits, RangeList, Ranges};
 
     /// Every bundled copy parses within the default limits, and is not empty.
     #[test]
@@ -100,6 +105,27 @@ mod tests {
         }
         let urls: std::collections::HashSet<_> = BUNDLED.iter().map(|b| b.url).collect();
         assert_eq!(urls.len(), BUNDLED.len(), "one copy per URL");
-        assert!(bundled(GOOGLE_USER_TRIGGERED_GOOGLE).is_none());
+        // Google's four lists are all bundled.
+        for url in [GOOGLE_COMMON, GOOGLE_SPECIAL, GOOGLE_USER_TRIGGERED, GOOGLE_USER_TRIGGERED_GOOGLE] {
+            assert!(bundled(url).is_some(), "{url}");
+        }
+    }
+
+    /// An address only in Google's user-triggered-fetchers-google list (the bundled copy)
+    /// is verified for Google's tokens from the start, by that list.
+    #[tokio::test]
+    async fn googles_own_user_triggered_fetchers_are_verified_by_the_bundled_copy() {
+        use crate::identity::{Method, Operator, Verdict, Verifier};
+        let operators = Operator::defaults();
+        let ranges = Ranges::for_operators(&operators, ListLimits::default());
+        let verifier = Verifier::new(&operators, Some(ranges), None);
+        for addr in ["192.178.9.100", "2001:4860:4801:4004::1"] {
+            let verdict = verifier.verify(addr.parse().unwrap(), "Google-Site-Verification").await;
+            assert_eq!(
+                verdict,
+                Verdict::Verified(Method::IpRange { list: GOOGLE_USER_TRIGGERED_GOOGLE.into() }),
+                "{addr}"
+            );
+        }
     }
 }

@@ -7,7 +7,12 @@
 //! [`robotsgate::ReasonClass`]) and by identity verdict and method. The counters of each
 //! label set are made once and then found by comparing the record's `&'static str`
 //! names: nothing is hashed or allocated per request.
+//!
+//! Each identity method's own figures are read from the verifier when scraped
+//! ([`IngressMetrics::watch_verifier`]): the IP lists' prefixes and failures, reverse DNS
+//! checks by how they were answered, the key directories cached.
 
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -18,6 +23,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use robotsgate::audit::{AuditLog, IngressRecord};
+use robotsgate::identity::Verifier;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DecisionLabels {
@@ -29,6 +35,22 @@ struct DecisionLabels {
 struct IdentityLabels {
     verdict: &'static str,
     method: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IdentityWhyLabels {
+    verdict: &'static str,
+    why: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListLabels {
+    list: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AnswerLabels {
+    answer: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -104,6 +126,7 @@ pub struct IngressMetrics {
     request_seconds: Histogram,
     decisions: Memo<DecisionLabels>,
     identity: Memo<IdentityLabels>,
+    identity_why: Memo<IdentityWhyLabels>,
     /// error, timeout
     upstream_errors: [Counter; 2],
     /// error, timeout
@@ -118,6 +141,12 @@ pub struct IngressMetrics {
     audit_written: Gauge,
     audit_lost: Gauge,
     audit: Option<AuditLog>,
+    ip_list_prefixes: Family<ListLabels, Gauge>,
+    ip_list_failing: Family<ListLabels, Gauge>,
+    /// hit, lookup, joined, pending, busy (set from the checker's counts when scraped).
+    rdns: Mutex<[Counter; 5]>,
+    directories: Gauge,
+    verifier: OnceLock<Arc<Verifier>>,
 }
 
 impl std::fmt::Debug for IngressMetrics {
@@ -133,6 +162,7 @@ impl IngressMetrics {
         let upstream_errors = Family::<ClassLabels, Counter>::default();
         let handshakes = Family::<ClassLabels, Counter>::default();
         let fetches = Family::<ResultLabels, Counter>::default();
+        let rdns = Family::<AnswerLabels, Counter>::default();
         let m = IngressMetrics {
             registry: Registry::default(),
             requests: ["1.x", "2"]
@@ -140,6 +170,7 @@ impl IngressMetrics {
             request_seconds: Histogram::new(exponential_buckets(0.000_1, 4.0, 10)),
             decisions: Memo::new(|outcome, reason| DecisionLabels { outcome, reason }),
             identity: Memo::new(|verdict, method| IdentityLabels { verdict, method }),
+            identity_why: Memo::new(|verdict, why| IdentityWhyLabels { verdict, why }),
             upstream_errors: ["error", "timeout"]
                 .map(|class| upstream_errors.get_or_create(&ClassLabels { class }).clone()),
             handshake_failures: ["error", "timeout"]
@@ -154,6 +185,14 @@ impl IngressMetrics {
             audit_written: Gauge::default(),
             audit_lost: Gauge::default(),
             audit,
+            ip_list_prefixes: Family::default(),
+            ip_list_failing: Family::default(),
+            rdns: Mutex::new(
+                ["hit", "lookup", "joined", "pending", "busy"]
+                    .map(|answer| rdns.get_or_create(&AnswerLabels { answer }).clone()),
+            ),
+            directories: Gauge::default(),
+            verifier: OnceLock::new(),
         };
         let mut r = Registry::with_prefix("robotsgate_ingress");
         r.register("requests", "Requests received (bots and others), by HTTP version", requests);
@@ -172,6 +211,13 @@ impl IngressMetrics {
             "Bot requests whose identity was checked, by verdict (verified, unverified, failed) and \
              method (ip_range, reverse_dns, signature; none when not verified)",
             m.identity.family.clone(),
+        );
+        r.register(
+            "identity_not_verified",
+            "Bot requests whose identity check did not verify them, by verdict (unverified, failed) and why \
+             (not_in_ranges, no_ptr, foreign_name, not_forward_confirmed, bad_signature, replayed_signature, \
+             pending, busy, dns_error, no_method, unknown_token, signature_unchecked)",
+            m.identity_why.family.clone(),
         );
         r.register(
             "upstream_errors",
@@ -199,7 +245,61 @@ impl IngressMetrics {
         r.register("open_websockets", "WebSocket connections open", m.websockets_open.clone());
         r.register("audit_records_written", "Audit records written", m.audit_written.clone());
         r.register("audit_records_lost", "Audit records lost because writing failed", m.audit_lost.clone());
+        r.register(
+            "identity_ip_list_prefixes",
+            "Prefixes of each IP range list's copy in use (0: none loaded)",
+            m.ip_list_prefixes.clone(),
+        );
+        r.register(
+            "identity_ip_list_failing",
+            "1 when the last fetch or read of an IP range list failed (its copy in use is kept)",
+            m.ip_list_failing.clone(),
+        );
+        r.register(
+            "identity_rdns_checks",
+            "Reverse DNS checks by how they were answered: hit (cached), lookup (one started), joined \
+             (waited for another request's lookup), pending (decided before it finished: verify.max_wait), \
+             busy (not started: too many running)",
+            rdns,
+        );
+        r.register(
+            "identity_signature_directories",
+            "Web Bot Auth key directories cached",
+            m.directories.clone(),
+        );
         IngressMetrics { registry: r, ..m }
+    }
+
+    /// Reads each identity method's figures from `verifier` when scraped.
+    pub fn watch_verifier(&self, verifier: Arc<Verifier>) {
+        let _ = self.verifier.set(verifier);
+    }
+
+    /// The verifier's figures, now.
+    fn read_verifier(&self) {
+        let Some(v) = self.verifier.get() else { return };
+        if let Some(ranges) = v.ranges() {
+            for status in ranges.status() {
+                let list = ListLabels { list: status.source.name.to_string() };
+                self.ip_list_prefixes
+                    .get_or_create(&list)
+                    .set(i64::try_from(status.prefixes).unwrap_or(i64::MAX));
+                self.ip_list_failing.get_or_create(&list).set(i64::from(status.last_error.is_some()));
+            }
+        }
+        if let Some(rdns) = v.rdns() {
+            let s = rdns.stats();
+            let counters = self.rdns.lock().unwrap_or_else(|e| e.into_inner());
+            for (c, now) in counters.iter().zip([s.hits, s.lookups, s.joined, s.pending, s.busy]) {
+                let before = c.get();
+                if now > before {
+                    c.inc_by(now - before);
+                }
+            }
+        }
+        if let Some(sig) = v.signatures() {
+            self.directories.set(i64::try_from(sig.directories().len()).unwrap_or(i64::MAX));
+        }
     }
 
     /// A bot request's record (the layer's observer).
@@ -207,6 +307,9 @@ impl IngressMetrics {
         self.decisions.inc((record.outcome, record.reason));
         if let Some(verdict) = record.identity {
             self.identity.inc((verdict, record.identity_method.unwrap_or("none")));
+            if let Some(why) = record.identity_why {
+                self.identity_why.inc((verdict, why));
+            }
         }
     }
 
@@ -259,6 +362,7 @@ impl IngressMetrics {
 
     /// The Prometheus text format.
     pub fn render(&self) -> String {
+        self.read_verifier();
         if let Some(audit) = &self.audit {
             self.audit_written.set(i64::try_from(audit.written()).unwrap_or(i64::MAX));
             self.audit_lost.set(i64::try_from(audit.lost()).unwrap_or(i64::MAX));

@@ -537,6 +537,9 @@ impl Ingress {
 
         let verifier = verifier(config, &outbound)?;
         let refresher = verifier.as_ref().and_then(|v| refresher(config, v, &outbound));
+        if let Some(v) = &verifier {
+            metrics.watch_verifier(Arc::new(v.clone()));
+        }
         let observed = metrics.clone();
         let mut builder = IngressLayer::builder()
             .config(settings)

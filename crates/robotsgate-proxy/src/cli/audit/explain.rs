@@ -22,7 +22,7 @@ pub struct ExplainArgs {
     /// The log file (with --with-rotated, also those closed by rotation beside it).
     #[arg(value_name = "LOG")]
     log: PathBuf,
-    /// The decision's request_id.
+    /// The request_id of a decision record or an ingress record.
     #[arg(value_name = "REQUEST_ID", required_unless_present = "url", conflicts_with = "url")]
     request_id: Option<String>,
     /// Instead of a request id: the latest decision on this URL (as logged).
@@ -51,13 +51,16 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let paths = log_paths(std::slice::from_ref(&args.log), args.with_rotated)?;
+    // A decision record (the proxy's) by request_id or URL; an ingress record (the
+    // site's side) by request_id.
     let want = |r: &Value| -> bool {
-        r["type"] == "decision"
-            && match (&args.request_id, &args.url) {
-                (Some(id), _) => r["request_id"].as_str() == Some(id),
-                (None, Some(url)) => r["url"].as_str() == Some(url),
-                (None, None) => false,
+        match (&args.request_id, &args.url) {
+            (Some(id), _) => {
+                (r["type"] == "decision" || r["type"] == "ingress") && r["request_id"].as_str() == Some(id)
             }
+            (None, Some(url)) => r["type"] == "decision" && r["url"].as_str() == Some(url),
+            (None, None) => false,
+        }
     };
     // The decision: the one with the id, or the latest on the URL.
     let mut found: Option<Value> = None;
@@ -71,11 +74,17 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     })?;
     let Some(d) = found else {
         match (&args.request_id, &args.url) {
-            (Some(id), _) => println!("no decision with request_id {id} in {}", names(&paths)),
+            (Some(id), _) => {
+                println!("no decision or ingress record with request_id {id} in {}", names(&paths))
+            }
             (_, url) => println!("no decision on {} in {}", url.as_deref().unwrap_or(""), names(&paths)),
         }
         return Ok(ExitCode::from(EXIT_FAILED));
     };
+    if d["type"] == "ingress" {
+        std::io::stdout().lock().write_all(super::explain_ingress::text(&d).as_bytes())?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let sha = d["robots"]["sha256"].as_str().map(str::to_owned);
     // The fetch record of that body, for where its snapshot was kept.
     let mut fetch: Option<Value> = None;

@@ -5,6 +5,7 @@
 //! self-contained HTML report.
 
 mod explain;
+mod explain_ingress;
 mod keygen;
 mod report;
 mod verify;

@@ -173,12 +173,17 @@ struct Bot {
     first: Option<i64>,
     last: Option<i64>,
     /// Identity verdicts: verified ones by method (`signature`, `ip_range`,
-    /// `reverse_dns`), then `failed` and `unverified`; a few keys at most.
+    /// `reverse_dns`), the others by verdict and why (`failed/bad_signature`,
+    /// `unverified/pending`); a few keys at most.
     identity: BTreeMap<String, u64>,
+    /// Failed ones held to `*` (`impersonators = "star"`) or let in as what they claim
+    /// (`"allow"`).
+    held_to_star: u64,
+    let_in_failed: u64,
 }
 
-/// Identity verdict kinds kept per bot (the methods and the two other verdicts).
-const MAX_IDENTITY_KINDS: usize = 8;
+/// Identity verdict kinds kept per bot (the methods, and the other verdicts by why).
+const MAX_IDENTITY_KINDS: usize = 24;
 
 /// Pacing waits, when decision records carry them.
 #[derive(Default)]
@@ -225,6 +230,10 @@ struct Rec<'a> {
     identity: Option<Cow<'a, str>>,
     #[serde(borrow)]
     identity_method: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    identity_why: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    identity_policy: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -357,15 +366,22 @@ impl Stats {
                         }
                     }
                 }
-                let kind = match (r.identity.as_deref(), r.identity_method.as_deref()) {
-                    (Some("verified"), Some(method)) => Some(method),
-                    (Some(verdict), _) => Some(verdict),
-                    (None, _) => None,
-                };
+                let kind =
+                    match (r.identity.as_deref(), r.identity_method.as_deref(), r.identity_why.as_deref()) {
+                        (Some("verified"), Some(method), _) => Some(method.to_owned()),
+                        (Some(verdict), _, Some(why)) => Some(format!("{verdict}/{why}")),
+                        (Some(verdict), _, None) => Some(verdict.to_owned()),
+                        (None, _, _) => None,
+                    };
                 if let Some(kind) = kind
-                    && (bot.identity.contains_key(kind) || bot.identity.len() < MAX_IDENTITY_KINDS)
+                    && (bot.identity.contains_key(&kind) || bot.identity.len() < MAX_IDENTITY_KINDS)
                 {
-                    *bot.identity.entry(kind.to_owned()).or_default() += 1;
+                    *bot.identity.entry(kind).or_default() += 1;
+                }
+                match r.identity_policy.as_deref() {
+                    Some("star") => bot.held_to_star += 1,
+                    Some("allow") => bot.let_in_failed += 1,
+                    _ => {}
                 }
                 if let Some(t) = t {
                     bot.first = Some(bot.first.map_or(t, |f| f.min(t)));
@@ -881,7 +897,7 @@ fn bots_section(h: &mut String, st: &Stats, top: usize) {
             if b.robots_fetches > 0 { format!("yes ({})", num(b.robots_fetches)) } else { "no".into() },
             b.first.map(fmt_time).unwrap_or_default(),
             b.last.map(fmt_time).unwrap_or_default(),
-            esc(&identity_cell(&b.identity)),
+            esc(&identity_cell(b)),
         );
     }
     let _ = writeln!(
@@ -890,22 +906,58 @@ fn bots_section(h: &mut String, st: &Stats, top: usize) {
          most requests. Refused: disallowed by robots.txt, a usage preference or an identity check; paced: answered \
          429 for its Crawl-delay or Request-rate. Identity: the verdicts of its identity checks, verified ones by \
          method (signature: Web Bot Auth; ip_range: the operator's published addresses; reverse_dns: \
-         forward-confirmed reverse DNS).</p>",
+         forward-confirmed reverse DNS), failed and unverified ones by why; failures not refused were held to \
+         the * group (impersonators = \"star\") or let in (\"allow\").</p>",
         num(top.max(1) as u64)
     );
 }
 
-/// `signature 2, ip_range 1, failed 1`: verified ones by method first, then `failed` and
-/// `unverified`.
-fn identity_cell(identity: &BTreeMap<String, u64>) -> String {
-    let rank = |k: &str| match k {
-        "failed" => 1,
-        "unverified" => 2,
-        _ => 0,
-    };
-    let mut kinds: Vec<_> = identity.iter().collect();
-    kinds.sort_by_key(|(k, _)| (rank(k), k.to_owned()));
-    kinds.iter().map(|(k, n)| format!("{k} {}", num(**n))).collect::<Vec<_>>().join(", ")
+/// `signature 2, ip_range 1, failed 3 (not_in_ranges 2, bad_signature 1; held to * 2),
+/// unverified 1 (pending 1)`: verified ones by method first, then `failed` and
+/// `unverified` with why, and what the policy did with failures it did not refuse.
+fn identity_cell(bot: &Bot) -> String {
+    let mut verified: Vec<(&str, u64)> = Vec::new();
+    // verdict -> (total, [(why, n)])
+    type Whys<'a> = (u64, Vec<(&'a str, u64)>);
+    let mut other: BTreeMap<&str, Whys<'_>> = BTreeMap::new();
+    for (k, n) in &bot.identity {
+        match k.split_once('/') {
+            Some((verdict, why)) => {
+                let e = other.entry(verdict).or_default();
+                e.0 += n;
+                e.1.push((why, *n));
+            }
+            None if k == "failed" || k == "unverified" => other.entry(k).or_default().0 += n,
+            None => verified.push((k, *n)),
+        }
+    }
+    let mut parts: Vec<String> = verified.iter().map(|(k, n)| format!("{k} {}", num(*n))).collect();
+    for verdict in ["failed", "unverified"] {
+        let Some((total, mut whys)) = other.remove(verdict) else { continue };
+        whys.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let mut inner: Vec<String> = Vec::new();
+        if !whys.is_empty() {
+            inner.push(whys.iter().map(|(w, n)| format!("{w} {}", num(*n))).collect::<Vec<_>>().join(", "));
+        }
+        if verdict == "failed" {
+            let mut used = Vec::new();
+            if bot.held_to_star > 0 {
+                used.push(format!("held to * {}", num(bot.held_to_star)));
+            }
+            if bot.let_in_failed > 0 {
+                used.push(format!("let in {}", num(bot.let_in_failed)));
+            }
+            if !used.is_empty() {
+                inner.push(used.join(", "));
+            }
+        }
+        if inner.is_empty() {
+            parts.push(format!("{verdict} {}", num(total)));
+        } else {
+            parts.push(format!("{verdict} {} ({})", num(total), inner.join("; ")));
+        }
+    }
+    parts.join(", ")
 }
 
 fn fetch_section(h: &mut String, st: &Stats) {
