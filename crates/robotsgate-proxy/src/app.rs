@@ -321,8 +321,10 @@ impl App {
         let robots = builder.build()?;
         let (policy, pacer, layer, pool) =
             (robots.policy().clone(), robots.pacer().clone(), robots.layer(), robots.pool().clone());
-        let layer = match crate::identity::signer(config)? {
-            Some(signer) => layer.with_signer(signer),
+        let signer = crate::identity::signer(config)?;
+        let max_price = crate::identity::max_price(config)?;
+        let layer = match &signer {
+            Some(signer) => layer.with_signer(signer.clone()),
             None => layer,
         };
         let directory = crate::identity::DirectoryServer::bind(config).await?;
@@ -344,7 +346,10 @@ impl App {
             ..ForwardConfig::default()
         };
         let upstream_pool = pool.clone();
-        let forwarder = Forwarder::new(pool, &forward_config).with_metrics(metrics.clone());
+        let mut forwarder = Forwarder::new(pool, &forward_config).with_metrics(metrics.clone());
+        if let (Some(signer), Some(max)) = (signer, max_price) {
+            forwarder = forwarder.with_pay(crate::forward::Pay { signer, max });
+        }
         let clients = ClientNetworks::default();
         clients.set(px.allow_clients.iter().map(|c| c.0).collect());
         let ready = admin.as_ref().map_or_else(Readiness::default, Admin::readiness);

@@ -131,6 +131,7 @@ impl Default for IdentitySection {
             validity: Dur::secs(60),
             published_keys: Vec::new(),
             directory_listen: None,
+            max_price: String::new(),
         }
     }
 }
