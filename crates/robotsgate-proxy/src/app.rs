@@ -318,15 +318,19 @@ impl App {
             }
             None => builder,
         };
+        // Checked here for its error's wording; the builder signs the requests and the
+        // robots.txt fetches with the same key.
+        let signer = crate::identity::signer(config)?;
+        let builder = match (&signer, crate::identity::keys(config)?) {
+            (Some(_), Some(keys)) => builder
+                .sign_with(keys[0].clone(), config.identity.signature_agent.clone())
+                .signature_validity(config.identity.validity.0),
+            _ => builder,
+        };
         let robots = builder.build()?;
         let (policy, pacer, layer, pool) =
             (robots.policy().clone(), robots.pacer().clone(), robots.layer(), robots.pool().clone());
-        let signer = crate::identity::signer(config)?;
         let max_price = crate::identity::max_price(config)?;
-        let layer = match &signer {
-            Some(signer) => layer.with_signer(signer.clone()),
-            None => layer,
-        };
         let directory = crate::identity::DirectoryServer::bind(config).await?;
         #[cfg(feature = "cluster")]
         let cluster_watch = cluster.as_ref().map(|c| c.watch(std::time::Duration::from_secs(1)));

@@ -326,6 +326,9 @@ async fn the_binary_signs_and_serves_its_directory_with_the_rotated_keys() {
     let facts = verify_seen(&origin.seen_for("/page")[0], &[&served[0]], AGENT);
     assert_eq!(facts.expires - facts.created, 60, "the default validity");
     assert_eq!(facts.keyid, new.public().thumbprint(), "signed with signing_key, not the old key");
+    // The robots.txt fetch was signed too.
+    let fetched = verify_seen(&origin.seen_for("/robots.txt")[0], &[&served[0]], AGENT);
+    assert_eq!(fetched.keyid, new.public().thumbprint());
 
     let _ = process.child.start_kill();
     process.wait_exit().await;
