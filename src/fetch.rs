@@ -163,6 +163,16 @@ impl Unreachable {
     }
 }
 
+/// Signs the requests of a fetch ([`Fetcher::with_signer`]): Web Bot Auth's
+/// [`RequestSigner`](crate::identity::httpsig::RequestSigner) is one.
+pub trait SignFetch: Send + Sync + std::fmt::Debug {
+    /// Signs the request about to be sent; an error sends it unsigned.
+    fn sign_fetch(
+        &self,
+        parts: &mut http::request::Parts,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
+}
+
 /// Fetches robots.txt files over keep-alive connections from a [`Pool`] (shared with the
 /// requests that follow, when the caller gives it one: [`Fetcher::with_pool`]), or through
 /// a client of the caller's ([`Fetcher::with_service`]).
@@ -171,7 +181,7 @@ pub struct Fetcher {
     via: Via,
     config: FetchConfig,
     /// Signs each request of a fetch (Web Bot Auth), when set.
-    signer: Option<std::sync::Arc<crate::identity::httpsig::RequestSigner>>,
+    signer: Option<std::sync::Arc<dyn SignFetch>>,
 }
 
 /// Where a fetcher's requests go.
@@ -252,7 +262,7 @@ impl Fetcher {
     /// Signs every request of a fetch (each redirect hop too) with `signer`: a site that
     /// wants verified bots sees the fetch of its robots.txt signed like the requests that
     /// follow.
-    pub fn with_signer(mut self, signer: std::sync::Arc<crate::identity::httpsig::RequestSigner>) -> Fetcher {
+    pub fn with_signer(mut self, signer: std::sync::Arc<dyn SignFetch>) -> Fetcher {
         self.signer = Some(signer);
         self
     }
@@ -326,7 +336,7 @@ impl Fetcher {
             if let Some(signer) = &self.signer {
                 let (mut parts, body) = req.into_parts();
                 // Not signable (no authority, no randomness): sent unsigned, as the layer does.
-                if let Err(e) = signer.sign(&mut parts, std::time::SystemTime::now()) {
+                if let Err(e) = signer.sign_fetch(&mut parts) {
                     tracing::warn!(error = %e, "robots.txt fetch not signed");
                 }
                 req = Request::from_parts(parts, body);

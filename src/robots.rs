@@ -829,7 +829,7 @@ impl RobotsBuilder {
             None => Fetcher::with_pool(pool.clone(), fetch),
         };
         let fetcher = match &signer {
-            Some(signer) => fetcher.with_signer(signer.clone()),
+            Some(signer) => fetcher.with_signer(signer.clone() as Arc<dyn crate::fetch::SignFetch>),
             None => fetcher,
         };
         let policy = RobotsPolicy::with_observers(fetcher, self.policy, fetch_observers);

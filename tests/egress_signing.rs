@@ -1,8 +1,8 @@
 //! Requests signed on their way out (issue 30): `Robots::builder().sign_with(..)` makes the
 //! robots.txt fetches, the tower layer and the reqwest middleware sign every request they
 //! let through, and every redirect hop, with Web Bot Auth; a loopback origin records what
-//! it received and Cloudflare's `web-bot-auth` crate verifies it against the public key. Signature fields
-//! the client sent are replaced; refused requests are not sent at all.
+//! it received and Cloudflare's `web-bot-auth` crate verifies it against the public key.
+//! Signature fields the client sent are replaced; refused requests are not sent at all.
 
 mod support;
 

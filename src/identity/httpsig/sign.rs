@@ -173,6 +173,15 @@ impl RequestSigner {
     }
 }
 
+impl crate::fetch::SignFetch for RequestSigner {
+    fn sign_fetch(
+        &self,
+        parts: &mut http::request::Parts,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.sign(parts, SystemTime::now()).map_err(Into::into)
+    }
+}
+
 /// Signs the signature base of the `Signature-Input` member `member` (`label=(…);…`, as
 /// written by the caller) over `message`; the `Signature` member `label=:…:`.
 fn sign_member(key: &SigningKey, member: &str, message: &Message<'_>) -> Result<String, SignError> {
