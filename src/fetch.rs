@@ -162,6 +162,16 @@ impl Unreachable {
     }
 }
 
+/// Signs the requests of a fetch ([`Fetcher::with_signer`]): Web Bot Auth's
+/// [`RequestSigner`](crate::identity::httpsig::RequestSigner) is one.
+pub trait SignFetch: Send + Sync + std::fmt::Debug {
+    /// Signs the request about to be sent; an error sends it unsigned.
+    fn sign_fetch(
+        &self,
+        parts: &mut http::request::Parts,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
+}
+
 /// Fetches robots.txt files over keep-alive connections from a [`Pool`] (shared with the
 /// requests that follow, when the caller gives it one: [`Fetcher::with_pool`]), or through
 /// a client of the caller's ([`Fetcher::with_service`]).
@@ -169,6 +179,8 @@ impl Unreachable {
 pub struct Fetcher {
     via: Via,
     config: FetchConfig,
+    /// Signs each request of a fetch (Web Bot Auth), when set.
+    signer: Option<std::sync::Arc<dyn SignFetch>>,
 }
 
 /// Where a fetcher's requests go.
@@ -187,7 +199,7 @@ impl Fetcher {
     /// A fetcher sending through `pool`: the connection a fetch used goes back to it, for
     /// the requests to that origin that follow.
     pub fn with_pool(pool: Pool, config: FetchConfig) -> Fetcher {
-        Fetcher { via: Via::Pool(pool), config }
+        Fetcher { via: Via::Pool(pool), config, signer: None }
     }
 
     /// A fetcher sending its requests through `service`: your own HTTP client (a
@@ -243,7 +255,15 @@ impl Fetcher {
 
     /// [`Fetcher::with_service`] with the service already boxed.
     pub(crate) fn with_fetch_service(service: FetchService, config: FetchConfig) -> Fetcher {
-        Fetcher { via: Via::Service(service), config }
+        Fetcher { via: Via::Service(service), config, signer: None }
+    }
+
+    /// Signs every request of a fetch (each redirect hop too) with `signer`: a site that
+    /// wants verified bots sees the fetch of its robots.txt signed like the requests that
+    /// follow.
+    pub fn with_signer(mut self, signer: std::sync::Arc<dyn SignFetch>) -> Fetcher {
+        self.signer = Some(signer);
+        self
     }
 
     /// The pool it fetches through, unless it fetches through a service.
@@ -308,10 +328,18 @@ impl Fetcher {
                 .header(ACCEPT, "text/plain, */*;q=0.5")
                 .header(ACCEPT_ENCODING, client::ACCEPT_ENCODING)
                 .body(());
-            let req = match req {
+            let mut req = match req {
                 Ok(r) => r,
                 Err(e) => return FetchResult::Unreachable(Unreachable::Protocol(e.to_string())),
             };
+            if let Some(signer) = &self.signer {
+                let (mut parts, body) = req.into_parts();
+                // Not signable (no authority, no randomness): sent unsigned, as the layer does.
+                if let Err(e) = signer.sign_fetch(&mut parts) {
+                    tracing::warn!(error = %e, "robots.txt fetch not signed");
+                }
+                req = Request::from_parts(parts, body);
+            }
             let response = match tokio::time::timeout(self.config.header_timeout, self.send(req)).await {
                 Err(_) => {
                     return FetchResult::Unreachable(Unreachable::HeaderTimeout(self.config.header_timeout));

@@ -823,10 +823,24 @@ impl RobotsBuilder {
             fetch_observers.push(Arc::new(audit.clone()) as Arc<dyn FetchObserver>);
         }
         fetch_observers.extend(self.fetch_observers);
+        let signer = match self.signing {
+            Some((key, signature_agent)) => {
+                let signer = RequestSigner::new(key, &signature_agent)?;
+                Some(Arc::new(match self.signature_validity {
+                    Some(v) => signer.validity(v),
+                    None => signer,
+                }))
+            }
+            None => None,
+        };
         let own_connections = self.fetch_service.is_none();
         let fetcher = match self.fetch_service {
             Some(service) => Fetcher::with_fetch_service(service, fetch),
             None => Fetcher::with_pool(pool.clone(), fetch),
+        };
+        let fetcher = match &signer {
+            Some(signer) => fetcher.with_signer(signer.clone() as Arc<dyn crate::fetch::SignFetch>),
+            None => fetcher,
         };
         let policy = RobotsPolicy::with_observers(fetcher, self.policy, fetch_observers);
         #[cfg(feature = "cluster")]
@@ -846,16 +860,6 @@ impl RobotsBuilder {
         if let Some(share) = copy_share {
             policy.share_copies(share);
         }
-        let signer = match self.signing {
-            Some((key, signature_agent)) => {
-                let signer = RequestSigner::new(key, &signature_agent)?;
-                Some(Arc::new(match self.signature_validity {
-                    Some(v) => signer.validity(v),
-                    None => signer,
-                }))
-            }
-            None => None,
-        };
         let agent: Arc<str> = agent.into();
         let pacer = match pace_store {
             Some(store) => Pacer::shared(self.pacing, store),

@@ -1,8 +1,8 @@
 //! Requests signed on their way out (issue 30): `Robots::builder().sign_with(..)` makes the
-//! tower layer and the reqwest middleware sign every request they let through, and every
-//! redirect hop, with Web Bot Auth; a loopback origin records what it received and
-//! Cloudflare's `web-bot-auth` crate verifies it against the public key. Signature fields
-//! the client sent are replaced; refused requests are not sent at all.
+//! robots.txt fetches, the tower layer and the reqwest middleware sign every request they
+//! let through, and every redirect hop, with Web Bot Auth; a loopback origin records what
+//! it received and Cloudflare's `web-bot-auth` crate verifies it against the public key.
+//! Signature fields the client sent are replaced; refused requests are not sent at all.
 
 mod support;
 
@@ -66,6 +66,12 @@ async fn the_tower_layer_signs_what_it_lets_through_replacing_the_clients_fields
     assert_eq!(facts[0].expires - facts[0].created, 30, "the validity set");
     assert_eq!(facts[0].keyid, key.public().thumbprint());
     assert_ne!(facts[0].nonce, facts[1].nonce, "a fresh nonce per request");
+    // The robots.txt fetch went signed too, with a nonce of its own.
+    let robots_txt = origin.seen_for("/robots.txt");
+    assert_eq!(robots_txt.len(), 1);
+    let fetched = verify_seen(&robots_txt[0], &[key.public()], AGENT);
+    assert_eq!(fetched.expires - fetched.created, 30);
+    assert_ne!(fetched.nonce, facts[0].nonce);
     // web-bot-auth refuses the signature with any other key.
     let (other, first) = (SigningKey::generate().unwrap(), seen[0].clone());
     assert!(std::panic::catch_unwind(move || verify_seen(&first, &[other.public()], AGENT)).is_err());

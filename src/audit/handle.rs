@@ -17,7 +17,8 @@ use super::line::{decision_line, outcome_line};
 use super::open::{PreviousRun, open_log};
 use super::out::Out;
 use super::record::{
-    DecisionRecord, FetchRecord, OutcomeFacts, OutcomeRecord, RequestFacts, ResponseUsageRecord, to_line,
+    DecisionRecord, FetchRecord, OutcomeFacts, OutcomeRecord, PaymentRecord, RequestFacts,
+    ResponseUsageRecord, to_line,
 };
 use super::tree::{Continuation, TreeConfig};
 use super::writer::FileWork;
@@ -165,6 +166,15 @@ impl AuditLog {
         record.url = super::record::logged_url(&record.url, self.inner.config.redact_query).into_owned();
         // The response waits for it, as for a decision (it may replace the response).
         self.commit(&to_line(&record)).await
+    }
+
+    /// Queues the record of a request an origin asked payment for (time and schema set
+    /// here), written with the next batch.
+    pub(crate) fn log_payment(&self, mut record: PaymentRecord) {
+        record.schema_version = super::SCHEMA_VERSION;
+        record.kind = "payment";
+        record.time = super::rfc3339(SystemTime::now());
+        let _ = self.inner.core.append(&to_line(&record), false);
     }
 
     /// Queues the record of a decision: what the layer calls for every request.

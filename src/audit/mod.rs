@@ -52,7 +52,7 @@ pub use files::{checkpoints_path, rotated_files};
 pub use handle::AuditLog;
 pub use ingress::{IngressRecord, IngressRule};
 pub use record::SCHEMA_VERSION;
-pub(crate) use record::{OutcomeFacts, RequestFacts, ResponseUsageRecord};
+pub(crate) use record::{OutcomeFacts, PaymentRecord, RequestFacts, ResponseUsageRecord};
 pub use sidecar::CheckpointLine;
 pub use snapshot::snapshot_path;
 pub use timestamp::rfc3339;

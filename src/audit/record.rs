@@ -425,6 +425,35 @@ pub(crate) struct ResponseUsageRecord {
     pub outcome: &'static str,
 }
 
+/// An origin asked payment for a request (`402` with `crawler-price`): what it asked, and
+/// whether robotsgate paid (`"type": "payment"`, keyed by the decision's `request_id`).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct PaymentRecord {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `"payment"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// When the answer arrived (RFC 3339, UTC).
+    pub time: String,
+    /// The decision record's `request_id`.
+    pub request_id: String,
+    /// The origin (`scheme://host:port`).
+    pub origin: String,
+    /// The origin's `crawler-price`.
+    pub price: String,
+    /// `[identity] max_price`, if set.
+    pub max_price: Option<String>,
+    /// Whether the request was sent again with a signed `crawler-max-price`.
+    pub retried: bool,
+    /// The retry's status.
+    pub retry_status: Option<u16>,
+    /// The retry's `crawler-charged`: what was paid.
+    pub charged: Option<String>,
+    /// Why there was no retry.
+    pub no_retry: Option<&'static str>,
+}
+
 /// What the client finally got for a request, as logged after its answer is over (one
 /// per decision record, keyed by `request_id`).
 #[derive(Debug, Clone, Serialize)]

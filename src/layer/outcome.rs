@@ -16,7 +16,7 @@ use hyper::body::{Body, Frame, SizeHint};
 
 use super::Tally;
 use super::ids::RequestId;
-use crate::audit::{AuditLog, OutcomeFacts};
+use crate::audit::{AuditLog, OutcomeFacts, PaymentRecord};
 use crate::refusal::Refusal;
 
 /// The outcome of one request whose decision was logged; written once, when it ends (or
@@ -34,6 +34,23 @@ pub(super) struct Outcome {
 impl Outcome {
     pub(super) fn new(audit: AuditLog, id: RequestId, started: Instant) -> Outcome {
         Outcome { audit, id, started, status: None, answered_by: None, refusal: None, written: false }
+    }
+
+    /// Records the payment an origin asked for this request, and what came of it.
+    pub(super) fn payment(&self, origin: String, p: &crate::identity::httpsig::Payment) {
+        self.audit.log_payment(PaymentRecord {
+            schema_version: 0,
+            kind: "payment",
+            time: String::new(),
+            request_id: self.id.as_str().to_owned(),
+            origin,
+            price: p.price.clone(),
+            max_price: p.max_price.clone(),
+            retried: p.retried,
+            retry_status: p.retry_status,
+            charged: p.charged.clone(),
+            no_retry: p.no_retry,
+        });
     }
 
     /// Notes the answer: its status, and whether robotsgate made it (and which kind).

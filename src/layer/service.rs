@@ -13,6 +13,7 @@ use tower::Service;
 use super::decide::{AuditRequestId, Shared};
 use super::outcome::{Outcome, counted};
 use super::{BoxError, Mode, RobotsBody};
+use crate::identity::httpsig::Payment;
 use crate::refusal::Refusal;
 
 /// Checks each request against robots.txt before passing it on. See the [layer
@@ -128,6 +129,9 @@ where
                         };
                         // An origin's own `x-robotsgate` must not pass for robotsgate's.
                         Refusal::disown(&mut res);
+                        if let (Some(o), Some(p)) = (&outcome, res.extensions().get::<Payment>()) {
+                            o.payment(decision.origin.to_string(), p);
+                        }
                         shared.answered(admitted.ticket, &admitted.decision, admitted.decided, &res);
                         if let Some((uri, id)) = usage {
                             let status = res.status().as_u16();

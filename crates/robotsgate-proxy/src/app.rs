@@ -320,13 +320,19 @@ impl App {
             }
             None => builder,
         };
+        // Checked here for its error's wording; the builder signs the requests and the
+        // robots.txt fetches with the same key.
+        let signer = crate::identity::signer(config)?;
+        let builder = match (&signer, crate::identity::keys(config)?) {
+            (Some(_), Some(keys)) => builder
+                .sign_with(keys[0].clone(), config.identity.signature_agent.clone())
+                .signature_validity(config.identity.validity.0),
+            _ => builder,
+        };
         let robots = builder.build()?;
         let (policy, pacer, layer, pool) =
             (robots.policy().clone(), robots.pacer().clone(), robots.layer(), robots.pool().clone());
-        let layer = match crate::identity::signer(config)? {
-            Some(signer) => layer.with_signer(signer),
-            None => layer,
-        };
+        let max_price = crate::identity::max_price(config)?;
         let directory = crate::identity::DirectoryServer::bind(config).await?;
         #[cfg(feature = "cluster")]
         let cluster_watch = cluster.as_ref().map(|c| c.watch(std::time::Duration::from_secs(1)));
@@ -365,7 +371,10 @@ impl App {
                 },
             ))
         };
-        let forwarder = Forwarder::new(pool, &forward_config).with_metrics(metrics.clone());
+        let mut forwarder = Forwarder::new(pool, &forward_config).with_metrics(metrics.clone());
+        if let (Some(signer), Some(max)) = (signer, max_price) {
+            forwarder = forwarder.with_pay(crate::forward::Pay { signer, max });
+        }
         let clients = ClientNetworks::default();
         clients.set(px.allow_clients.iter().map(|c| c.0).collect());
         let ready = admin.as_ref().map_or_else(Readiness::default, Admin::readiness);

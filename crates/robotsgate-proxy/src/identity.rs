@@ -20,7 +20,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use robotsgate::identity::httpsig::{
-    RequestSigner, SignError, SigningKey, WELL_KNOWN_PATH, directory_json, directory_response,
+    Price, RequestSigner, SignError, SigningKey, WELL_KNOWN_PATH, directory_json, directory_response,
 };
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -51,6 +51,9 @@ pub enum IdentityError {
     /// The `Signature-Agent` cannot be used.
     #[error("identity.signature_agent: {0}")]
     Agent(SignError),
+    /// `max_price` is not a price.
+    #[error("identity.max_price: {0}")]
+    MaxPrice(robotsgate::identity::httpsig::PriceError),
     /// The directory listener could not be bound.
     #[error("cannot listen on {addr} (identity.directory_listen): {source}")]
     Listen {
@@ -135,6 +138,15 @@ pub fn signer(config: &Config) -> Result<Option<Arc<RequestSigner>>, IdentityErr
     let s = &config.identity;
     let signer = RequestSigner::new(keys[0].clone(), &s.signature_agent).map_err(IdentityError::Agent)?;
     Ok(Some(Arc::new(signer.validity(s.validity.0))))
+}
+
+/// Pay per crawl's `[identity] max_price`: `None` when off.
+pub fn max_price(config: &Config) -> Result<Option<Price>, IdentityError> {
+    let text = config.identity.max_price.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    text.parse().map(Some).map_err(IdentityError::MaxPrice)
 }
 
 /// The key directory JSON of `[identity]` (what `robotsgate identity directory` prints).

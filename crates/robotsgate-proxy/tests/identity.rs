@@ -326,7 +326,82 @@ async fn the_binary_signs_and_serves_its_directory_with_the_rotated_keys() {
     let facts = verify_seen(&origin.seen_for("/page")[0], &[&served[0]], AGENT);
     assert_eq!(facts.expires - facts.created, 60, "the default validity");
     assert_eq!(facts.keyid, new.public().thumbprint(), "signed with signing_key, not the old key");
+    // The robots.txt fetch was signed too.
+    let fetched = verify_seen(&origin.seen_for("/robots.txt")[0], &[&served[0]], AGENT);
+    assert_eq!(fetched.keyid, new.public().thumbprint());
 
     let _ = process.child.start_kill();
     process.wait_exit().await;
+}
+
+/// The directory `robotsgate run --config <config>` serves for `bot.example`: its keys,
+/// after checking its response signatures with `web-bot-auth`.
+async fn served_keys(config: &Path) -> Vec<PublicKey> {
+    let (_, directory, mut process) = run_binary(config).await;
+    let tcp = bounded("connect", tokio::net::TcpStream::connect(directory)).await.unwrap();
+    let mut conn = h1(tcp).await;
+    let req = http::Request::get(WELL_KNOWN_PATH).header("host", "bot.example").body(empty()).unwrap();
+    let got = exchange(&mut conn, req).await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.describe());
+    let jwks: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
+    let served: Vec<PublicKey> =
+        jwks["keys"].as_array().unwrap().iter().map(|k| PublicKey::from_jwk(k).unwrap()).collect();
+    let refs: Vec<&PublicKey> = served.iter().collect();
+    assert_eq!(verify_directory(&got.headers, &got.body, "bot.example", &refs), served.len());
+    drop(conn);
+    let _ = process.child.start_kill();
+    process.wait_exit().await;
+    served
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_dropped_from_the_directory_no_longer_verifies() {
+    use robotsgate::identity::httpsig::RequestSigner;
+    let dir = temp_dir();
+    let (new, new_path) = write_key(dir.path(), "new.key");
+    let (old, old_path) = write_key(dir.path(), "old.key");
+    let config = dir.path().join("robotsgate.toml");
+    let write_config = |published: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                "[proxy]\nlisten = \"127.0.0.1:0\"\n\n[agent]\ntoken = \"ExampleBot\"\n\n\
+                 [identity]\nsigning_key = \"{new}\"\nsignature_agent = \"{AGENT}\"\n\
+                 published_keys = [{published}]\ndirectory_listen = \"127.0.0.1:0\"\n",
+                new = new_path.display(),
+            ),
+        )
+        .unwrap();
+    };
+    // A request signed with the old key before it was retired.
+    let signer = RequestSigner::new(old.clone(), AGENT).unwrap();
+    let mut parts = http::Request::get("http://site.example/page")
+        .header("host", "site.example")
+        .body(())
+        .unwrap()
+        .into_parts()
+        .0;
+    signer.sign(&mut parts, std::time::SystemTime::now()).unwrap();
+    let seen = Seen {
+        method: "GET".into(),
+        path: "/page".into(),
+        target: "/page".into(),
+        headers: parts.headers,
+        at: tokio::time::Instant::now(),
+    };
+
+    // Both keys published (rotation under way): it verifies against the directory.
+    write_config(&format!("\"{}\"", old_path.display()));
+    let both = served_keys(&config).await;
+    assert_eq!(both, vec![new.public().clone(), old.public().clone()]);
+    let refs: Vec<&PublicKey> = both.iter().collect();
+    assert_eq!(verify_seen(&seen, &refs, AGENT).keyid, old.public().thumbprint());
+
+    // The old key dropped: the directory serves the new one only, and the same signature
+    // no longer verifies against it.
+    write_config("");
+    let after = served_keys(&config).await;
+    assert_eq!(after, vec![new.public().clone()]);
+    let refused = std::panic::catch_unwind(|| verify_seen(&seen, &[&after[0]], AGENT));
+    assert!(refused.is_err(), "a signature by a key no longer published must not verify");
 }

@@ -67,6 +67,7 @@ mod config;
 mod directory;
 mod fields;
 mod key;
+mod pay;
 mod replay;
 mod sign;
 mod verdict;
@@ -86,6 +87,10 @@ pub use directory::{
     WELL_KNOWN_PATH, directory_json,
 };
 pub use key::{KeyError, PublicKey, SigningKey};
+pub use pay::{
+    CRAWLER_CHARGED, CRAWLER_EXACT_PRICE, CRAWLER_MAX_PRICE, CRAWLER_PRICE, Payment, Price, PriceError,
+    retry_refusal,
+};
 pub use replay::{ReplayFuture, ReplayKey, SharedReplays};
 pub use sign::{LABEL, RequestSigner, SignError, directory_response};
 pub use verdict::{Failure, ReplayStatus, Unverified, Verdict, Verified};

@@ -104,21 +104,44 @@ impl RequestSigner {
 
     /// Signs the request (see the type's docs), `created` being `now`.
     pub fn sign(&self, parts: &mut http::request::Parts, now: SystemTime) -> Result<(), SignError> {
+        self.sign_covering(parts, now, &[])
+    }
+
+    /// [`RequestSigner::sign`], the signature also covering the fields named in `fields`
+    /// (lowercase names, e.g. `crawler-max-price` for pay per crawl), which the request
+    /// must carry.
+    pub fn sign_covering(
+        &self,
+        parts: &mut http::request::Parts,
+        now: SystemTime,
+        fields: &[&str],
+    ) -> Result<(), SignError> {
         use base64::Engine as _;
         use ring::rand::SecureRandom as _;
         let mut nonce = [0u8; 32];
         self.rng.fill(&mut nonce).map_err(|_| SignError::NoRandomness)?;
         let nonce = base64::engine::general_purpose::STANDARD.encode(nonce);
-        self.sign_with_nonce(parts, unix_seconds(now), &nonce)
+        self.sign_fields(parts, unix_seconds(now), &nonce, fields)
     }
 
     /// [`RequestSigner::sign`] with a given nonce and `created` (seconds since the epoch):
     /// for reproducible signatures. A nonce must never be used twice.
+    #[cfg(test)]
     pub(crate) fn sign_with_nonce(
         &self,
         parts: &mut http::request::Parts,
         created: i64,
         nonce: &str,
+    ) -> Result<(), SignError> {
+        self.sign_fields(parts, created, nonce, &[])
+    }
+
+    fn sign_fields(
+        &self,
+        parts: &mut http::request::Parts,
+        created: i64,
+        nonce: &str,
+        fields: &[&str],
     ) -> Result<(), SignError> {
         for name in ["signature", "signature-input", "signature-agent"] {
             parts.headers.remove(name);
@@ -127,7 +150,12 @@ impl RequestSigner {
         let view = RequestView::of(parts);
         view.authority().ok_or(SignError::NoAuthority)?;
         let expires = created.saturating_add(self.validity.as_secs() as i64);
-        let mut input = format!("{LABEL}=(\"@authority\" \"signature-agent\";key=\"{LABEL}\");created=");
+        let mut input = format!("{LABEL}=(\"@authority\" \"signature-agent\";key=\"{LABEL}\"");
+        for field in fields {
+            input.push(' ');
+            sf::write_string(&mut input, field).map_err(|e| SignError::Header(e.to_string()))?;
+        }
+        input.push_str(");created=");
         let header = |e: sf::Error| SignError::Header(e.to_string());
         sf::write_integer(&mut input, created).map_err(header)?;
         input.push_str(";expires=");
@@ -142,6 +170,15 @@ impl RequestSigner {
         insert(&mut parts.headers, "signature-input", input)?;
         insert(&mut parts.headers, "signature", signature)?;
         Ok(())
+    }
+}
+
+impl crate::fetch::SignFetch for RequestSigner {
+    fn sign_fetch(
+        &self,
+        parts: &mut http::request::Parts,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.sign(parts, SystemTime::now()).map_err(Into::into)
     }
 }
 

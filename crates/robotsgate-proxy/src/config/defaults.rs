@@ -132,6 +132,7 @@ impl Default for IdentitySection {
             validity: Dur::secs(60),
             published_keys: Vec::new(),
             directory_listen: None,
+            max_price: String::new(),
         }
     }
 }

@@ -302,6 +302,9 @@ pub struct IdentitySection {
     pub published_keys: Vec<PathBuf>,
     /// Where the key directory is served; off when absent.
     pub directory_listen: Option<SocketAddr>,
+    /// Pay per crawl: the most robotsgate agrees to pay for a request (`USD 0.05`); a `402`
+    /// asking at most this is retried once with a signed `crawler-max-price`. "": off.
+    pub max_price: String,
 }
 
 /// `[audit]`

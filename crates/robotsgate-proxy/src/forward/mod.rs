@@ -37,6 +37,7 @@ use robotsgate::{Refusal, RefusalKind};
 
 mod errors;
 mod headers;
+mod pay;
 mod service;
 mod sticky;
 mod tunnel;
@@ -49,6 +50,7 @@ use sticky::KEPT_OPENING;
 pub(crate) use errors::{connect_refusal, not_a_proxy_request};
 pub use headers::strip_hop_by_hop;
 pub(crate) use headers::{HeadLimit, own_via};
+pub(crate) use pay::Pay;
 pub use service::ProxyBody;
 pub(crate) use service::{ProxyService, boxed};
 pub(crate) use sticky::Sticky;
@@ -95,6 +97,8 @@ struct ForwarderInner {
     upstream_timeout: Duration,
     tunnel_idle_timeout: Duration,
     metrics: Option<Arc<Metrics>>,
+    /// Pay per crawl's retries; `None`: off (402s are still noted).
+    pay: Option<Pay>,
     via: HeaderValue,
     tunnels: TaskTracker,
     shutdown: CancellationToken,
@@ -123,6 +127,7 @@ impl Forwarder {
             upstream_timeout: config.upstream_timeout,
             tunnel_idle_timeout: config.tunnel_idle_timeout,
             metrics: None,
+            pay: None,
             via,
             tunnels: TaskTracker::new(),
             shutdown: CancellationToken::new(),
@@ -133,6 +138,12 @@ impl Forwarder {
     /// Counts upstream errors in `metrics`.
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Forwarder {
         Arc::make_mut(&mut self.inner).metrics = Some(metrics);
+        self
+    }
+
+    /// Retries `402` answers asking at most `pay.max` with a signed `crawler-max-price`.
+    pub(crate) fn with_pay(mut self, pay: Pay) -> Forwarder {
+        Arc::make_mut(&mut self.inner).pay = Some(pay);
         self
     }
 
@@ -166,6 +177,8 @@ impl Forwarder {
         }
         parts.extensions = http::Extensions::new();
         parts.version = http::Version::HTTP_11;
+        let has_body = !hyper::body::Body::is_end_stream(&body);
+        let kept = self.inner.pay.as_ref().filter(|_| !has_body).map(|_| pay::Kept::of(&parts));
         let upstream = Request::from_parts(parts, body);
         let sent = async {
             match &sticky {
@@ -193,7 +206,11 @@ impl Forwarder {
                 append_via(&mut parts.headers, &self.inner.via);
                 // The proxy speaks HTTP/1.1 to its clients whatever the origin spoke.
                 parts.version = http::Version::HTTP_11;
-                Response::from_parts(parts, body)
+                let res = Response::from_parts(parts, body);
+                if res.status() == http::StatusCode::PAYMENT_REQUIRED {
+                    return Box::pin(self.priced(res, kept, has_body)).await;
+                }
+                res
             }
         }
     }

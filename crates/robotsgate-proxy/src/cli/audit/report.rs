@@ -16,6 +16,7 @@ use super::{LogSet, log_paths, open_log, progress_bar, read_keys, total_bytes};
 use robotsgate::Outcome;
 use robotsgate::audit::lines::Lines;
 use robotsgate::audit::verify::{Options, Signatures, Verification, Watch, verify};
+use robotsgate::identity::httpsig::Price;
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -157,6 +158,24 @@ struct Stats {
     /// Ingress records (`robotsgate ingress`): per bot (product token), at most
     /// [`MAX_BOTS`] bots (more are counted together).
     bots: BTreeMap<String, Bot>,
+    /// Pay per crawl (`payment` records): per day, origin and currency, at most
+    /// [`MAX_PAID_ROWS`] rows (more are counted in `paid_overflow`).
+    paid: BTreeMap<(String, String, String), Paid>,
+    paid_overflow: u64,
+}
+
+/// Rows of the pay-per-crawl table kept.
+const MAX_PAID_ROWS: usize = 10_000;
+
+/// One row of the pay-per-crawl table.
+#[derive(Default)]
+struct Paid {
+    /// `402` answers with a price.
+    asked: u64,
+    /// Paid answers (a `crawler-charged`).
+    paid: u64,
+    /// The total charged, in millionths of the currency.
+    micros: u64,
 }
 
 /// Bots counted one by one in the ingress view; more share one row.
@@ -234,6 +253,10 @@ struct Rec<'a> {
     identity_why: Option<Cow<'a, str>>,
     #[serde(borrow)]
     identity_policy: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    price: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    charged: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -275,6 +298,8 @@ impl Stats {
             not_records: 0,
             other_types: BTreeMap::new(),
             bots: BTreeMap::new(),
+            paid: BTreeMap::new(),
+            paid_overflow: 0,
         }
     }
 
@@ -388,7 +413,30 @@ impl Stats {
                     bot.last = Some(bot.last.map_or(t, |l| l.max(t)));
                 }
             }
+            "payment" => self.payment(r),
             other => *self.other_types.entry(other.to_owned()).or_default() += 1,
+        }
+    }
+
+    /// A `payment` record: counted per day (UTC, from its time), origin and currency.
+    fn payment(&mut self, r: &Rec<'_>) {
+        let charged = r.charged.as_deref().and_then(|c| c.parse::<Price>().ok());
+        let currency = match (&charged, r.price.as_deref().and_then(|p| p.parse::<Price>().ok())) {
+            (Some(c), _) => c.currency().to_owned(),
+            (None, Some(p)) => p.currency().to_owned(),
+            (None, None) => String::new(),
+        };
+        let day: String = r.time.chars().take(10).collect();
+        let key = (day, r.origin.to_string(), currency);
+        if !self.paid.contains_key(&key) && self.paid.len() >= MAX_PAID_ROWS {
+            self.paid_overflow += 1;
+            return;
+        }
+        let row = self.paid.entry(key).or_default();
+        row.asked += 1;
+        if let Some(c) = charged {
+            row.paid += 1;
+            row.micros = row.micros.saturating_add(c.micros());
         }
     }
 
@@ -541,6 +589,7 @@ fn render(st: &Stats, v: &Verification, key: Option<&str>, paths: &[PathBuf], to
     fetch_section(&mut h, st);
     bots_section(&mut h, st, top);
     waits_section(&mut h, st);
+    paid_section(&mut h, st);
     log_section(&mut h, st, v);
     h.push_str(
         "<h2>What this report cannot show</h2>\n<ul class=\"plain note\">\
@@ -1011,6 +1060,38 @@ fn waits_section(h: &mut String, st: &Stats) {
         let _ = write!(h, "<td class=\"n\">{}</td>", num(n));
     }
     h.push_str("</tr></table>\n");
+}
+
+/// Pay per crawl: what origins asked, and what was paid, per day and origin.
+fn paid_section(h: &mut String, st: &Stats) {
+    if st.paid.is_empty() && st.paid_overflow == 0 {
+        return;
+    }
+    h.push_str(
+        "<h2>Pay per crawl</h2>\n<table id=\"paid\"><tr><th>day (UTC)</th><th>origin</th>\
+         <th class=\"n\">asked to pay</th><th class=\"n\">paid</th><th class=\"n\">total charged</th></tr>",
+    );
+    for ((day, origin, currency), row) in &st.paid {
+        let unit = 1_000_000u64;
+        let total = format!("{currency} {}.{:06}", row.micros / unit, row.micros % unit);
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            esc(day),
+            esc(origin),
+            num(row.asked),
+            num(row.paid),
+            esc(total.trim()),
+        );
+    }
+    h.push_str("</table>\n");
+    if st.paid_overflow > 0 {
+        let _ = writeln!(
+            h,
+            "<p class=\"note\">{} more payment records not shown (too many rows).</p>",
+            num(st.paid_overflow)
+        );
+    }
 }
 
 fn log_section(h: &mut String, st: &Stats, v: &Verification) {
