@@ -8,10 +8,8 @@
 
 use std::time::Duration;
 
-use redis::Value;
-
-use super::store::TAKE_SCRIPT;
-use super::{Cluster, OnClusterError, int, millis};
+use super::store::take_slot;
+use super::{Cluster, OnClusterError, int};
 use crate::ingress::{PacedBot, PacingFuture, SharedPacing};
 
 /// Per-bot pacing shared by a fleet of ingress replicas in Redis: give it to
@@ -51,25 +49,7 @@ impl SharedPacing for RedisIngressPacing {
     fn admit<'a>(&'a self, bot: PacedBot<'a>, delay: Duration) -> PacingFuture<'a> {
         Box::pin(async move {
             let key = self.key(bot);
-            let mut conn = self.cluster.connection();
-            let mut invocation = TAKE_SCRIPT.key(&key);
-            invocation.arg(millis(delay)).arg(0i64);
-            let timeout = self.cluster.config().command_timeout;
-            let values = match tokio::time::timeout(timeout, invocation.invoke(&mut conn)).await {
-                Ok(Ok(Value::Array(values))) if values.len() == 9 => {
-                    self.cluster.note(true, None);
-                    values
-                }
-                Ok(Ok(_)) => return None,
-                Ok(Err(e)) => {
-                    self.cluster.failed(&e);
-                    return None;
-                }
-                Err(_) => {
-                    self.cluster.note(false, Some("timed out"));
-                    return None;
-                }
-            };
+            let values = take_slot(&self.cluster, &key, delay, Duration::ZERO).await?;
             // {taken, wait_ms, ...}
             let (taken, wait) = (int(&values[0])?, int(&values[1])?);
             if taken == 1 {

@@ -117,7 +117,37 @@ return 1
 "
 );
 
-pub(super) static TAKE_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(TAKE));
+static TAKE_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(TAKE));
+
+/// Runs the TAKE script on `key` (a slot `delay` after the lane's last, waiting at most
+/// `limit`) within the command timeout, noting Redis up or down: its nine values, or `None`
+/// when Redis failed or answered something else.
+pub(super) async fn take_slot(
+    cluster: &Cluster,
+    key: &str,
+    delay: Duration,
+    limit: Duration,
+) -> Option<Vec<Value>> {
+    let mut conn = cluster.connection();
+    let mut invocation = TAKE_SCRIPT.key(key);
+    invocation.arg(millis(delay)).arg(millis(limit));
+    let timeout = cluster.config().command_timeout;
+    match tokio::time::timeout(timeout, invocation.invoke(&mut conn)).await {
+        Ok(Ok(Value::Array(values))) if values.len() == 9 => {
+            cluster.note(true, None);
+            Some(values)
+        }
+        Ok(Ok(_)) => None,
+        Ok(Err(e)) => {
+            cluster.failed(&e);
+            None
+        }
+        Err(_) => {
+            cluster.note(false, Some("timed out"));
+            None
+        }
+    }
+}
 static GIVE_BACK_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(GIVE_BACK));
 static PAUSE_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(PAUSE));
 static CLEAR_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(CLEAR));
@@ -181,27 +211,8 @@ impl SharedPaceStore for RedisPaceStore {
     ) -> SharedFuture<'a, Option<SharedSlot>> {
         Box::pin(async move {
             let key = self.key(lane);
-            let mut conn = self.cluster.connection();
-            let mut invocation = TAKE_SCRIPT.key(&key);
-            invocation.arg(millis(delay)).arg(millis(limit));
-            let timeout = self.cluster.config().command_timeout;
-            let answer = tokio::time::timeout(timeout, invocation.invoke(&mut conn)).await;
             // The retry_after text is a string value at index 6.
-            let values = match answer {
-                Ok(Ok(Value::Array(values))) if values.len() == 9 => {
-                    self.cluster.note(true, None);
-                    values
-                }
-                Ok(Ok(_)) => return None,
-                Ok(Err(e)) => {
-                    self.cluster.failed(&e);
-                    return None;
-                }
-                Err(_) => {
-                    self.cluster.note(false, Some("timed out"));
-                    return None;
-                }
-            };
+            let values = take_slot(&self.cluster, &key, delay, limit).await?;
             let int = |i: usize| int(&values[i]);
             let (taken, wait, at, prev) = (int(0)?, int(1)?, int(2)?, int(3)?);
             let wait = Duration::from_millis(u64::try_from(wait).ok()?);
