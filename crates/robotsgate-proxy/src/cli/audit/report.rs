@@ -541,6 +541,7 @@ th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid var(--
 th { color: var(--muted); font-weight: 600; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.mono { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; font-size: .85rem; word-break: break-all; }
+td.tok { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; font-size: .85rem; overflow-wrap: break-word; }
 .bar { display: inline-block; height: .7rem; background: #c8493a; vertical-align: middle; border-radius: 2px; }
 .legend span { display: inline-block; margin-right: 1rem; font-size: .85rem; }
 .legend i { display: inline-block; width: .8rem; height: .8rem; margin-right: .3rem; vertical-align: -1px; border-radius: 2px; }
@@ -582,11 +583,15 @@ fn render(st: &Stats, v: &Verification, key: Option<&str>, paths: &[PathBuf], to
             .join(", ")
     );
     verification_section(&mut h, v, key);
-    totals_section(&mut h, st);
-    chart_section(&mut h, st);
-    refused_section(&mut h, st, top);
-    rules_section(&mut h, st, top);
-    fetch_section(&mut h, st);
+    // The forward proxy's sections, unless the log is a site's alone (`robotsgate ingress`
+    // writes no decision or fetch records): a site owner is not shown empty crawler tables.
+    if st.decisions > 0 || st.fetches > 0 || st.bots.is_empty() {
+        totals_section(&mut h, st);
+        chart_section(&mut h, st);
+        refused_section(&mut h, st, top);
+        rules_section(&mut h, st, top);
+        fetch_section(&mut h, st);
+    }
     bots_section(&mut h, st, top);
     waits_section(&mut h, st);
     paid_section(&mut h, st);
@@ -936,7 +941,7 @@ fn bots_section(h: &mut String, st: &Stats, top: usize) {
     for (token, b) in rows.into_iter().take(top.max(1)) {
         let _ = write!(
             h,
-            "<tr><td class=\"mono\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+            "<tr><td class=\"tok\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
              <td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(token),
             num(b.requests),
