@@ -54,6 +54,7 @@ pub mod cluster;
 mod digest;
 pub mod fetch;
 pub mod identity;
+mod ids;
 pub mod ingress;
 pub mod layer;
 pub mod net;

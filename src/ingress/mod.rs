@@ -95,7 +95,7 @@ pub use state::RobotsFetch;
 
 use crate::audit::{AuditLog, IngressRecord};
 use crate::identity::Verifier;
-use crate::layer::ids::RequestIds;
+use crate::ids::RequestIds;
 use crate::rep::Profile;
 
 /// Enforce, or only report.

@@ -9,12 +9,12 @@ use http::header::{HOST, USER_AGENT};
 use http::{HeaderValue, Method, Response};
 use tokio::time::Instant;
 
-use super::ids::{RequestId, RequestIds};
 use super::purpose::ResponseUsage;
 use super::{ClientAddr, DecisionObserver, Mode, ProxyUser, Settings, Transport};
 use crate::audit::{AuditLog, RequestFacts, ResponseUsageRecord};
 use crate::fetch::Unreachable;
 use crate::identity::httpsig::RequestSigner;
+use crate::ids::{RequestId, RequestIds};
 use crate::net::{ConnectError, Connector};
 use crate::origin::{Origin, Scheme, request_path};
 use crate::pacing::{PaceFacts, PaceTicket, Pacer};

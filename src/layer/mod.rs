@@ -59,7 +59,6 @@
 //! ```
 
 mod decide;
-pub(crate) mod ids;
 mod outcome;
 mod purpose;
 mod select;
@@ -76,6 +75,7 @@ use tower::Layer;
 
 use crate::audit::AuditLog;
 use crate::identity::httpsig::RequestSigner;
+use crate::ids::RequestIds;
 use crate::net::Connector;
 use crate::origin::Scheme;
 use crate::pacing::{PaceTicket, Pacer};
@@ -83,7 +83,6 @@ use crate::policy::{Decision, RobotsPolicy};
 use crate::refusal::{Refusal, RefusalKind};
 use crate::vocabulary::{Outcome, ReasonClass};
 use decide::Shared;
-use ids::RequestIds;
 
 pub use purpose::{PurposeSettings, ResponseUsage};
 pub use select::{SelectToken, TokenError, TokenSelector};

@@ -15,8 +15,8 @@ use http_body_util::{Either, Full};
 use hyper::body::{Body, Frame, SizeHint};
 
 use super::Tally;
-use super::ids::RequestId;
 use crate::audit::{AuditLog, OutcomeFacts, PaymentRecord};
+use crate::ids::RequestId;
 use crate::refusal::Refusal;
 
 /// The outcome of one request whose decision was logged; written once, when it ends (or
