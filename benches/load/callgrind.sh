@@ -19,6 +19,8 @@
 #   enforce    policy.mode = "enforce", audit log to a file (benches/load/robotsgate.toml)
 #   off        policy.mode = "off"
 #   intercept  https://localhost:18443/1k through TLS interception, enforce + audit log
+#   ingress    `robotsgate ingress` in front of the origin, a GPTBot the site allows: each
+#              request decided, recorded in the audit log and forwarded (identity checks off)
 #
 # RG_AUDIT: more [audit] lines for every binary measured, e.g. RG_AUDIT='durability = "synced"'.
 # RG_EXTRA: more config sections appended, e.g. RG_EXTRA=$'[purpose]\ndefault = ["search"]', or
@@ -31,18 +33,19 @@ set -euo pipefail
 BENCH_NAME=robotsgate-callgrind
 # shellcheck source=benches/load/common.sh
 . "$(dirname "$0")/common.sh"
-CASES=${CASES:-enforce off intercept}
+CASES=${CASES:-enforce off intercept ingress}
 REQUESTS=${REQUESTS:-3000}
 STARTUP_REQUESTS=8
 CONCURRENCY=8
 RG_PORT=13129
 ADMIN_PORT=19090
+INGRESS_UA="Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)"
 READY_SECONDS=120 # start-up under valgrind takes a few seconds; this bounds the wait
 STOP_SECONDS=120  # and so does the drain and flush after SIGINT
 
 [ "$REQUESTS" -gt "$STARTUP_REQUESTS" ] || die "REQUESTS must be above $STARTUP_REQUESTS"
 for case_ in $CASES; do
-    case $case_ in enforce | off | intercept) ;; *) die "unknown case $case_ (enforce, off, intercept)" ;; esac
+    case $case_ in enforce | off | intercept | ingress) ;; *) die "unknown case $case_ (enforce, off, intercept, ingress)" ;; esac
 done
 
 # --- tools and binaries ------------------------------------------------------------------
@@ -106,17 +109,33 @@ measure() {
     intercept) url="https://localhost:$ORIGIN_TLS_PORT/1k" tls_args=(--cacert "$WORK/ca/ca.pem") ;;
     esac
     rm -rf "$WORK/audit.jsonl"* "$WORK/snapshots" "$out"
-    write_rg_config "$mode" "$RG_PORT" "$ADMIN_PORT" "$WORK/robotsgate.toml" "${RG_EXTRA:-}" "${RG_AUDIT:-}"
-    taskset -c "$SRV_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" \
-        "$bin" run --config "$WORK/robotsgate.toml" 2>"$WORK/logs/$name.log" &
-    RG_PID=$!
-    wait_ready "http://127.0.0.1:$ADMIN_PORT/readyz" "$RG_PID" "$READY_SECONDS"
-    taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$n" -c "$CONCURRENCY" \
-        --output-format json -x "http://127.0.0.1:$RG_PORT" "${tls_args[@]}" "$url" >"$json"
+    if [ "$case_" = ingress ]; then
+        printf '[verify]\nenabled = false\n%s\n' "${RG_EXTRA:-}" >"$WORK/ingress.toml"
+        taskset -c "$SRV_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" \
+            "$bin" ingress --config "$WORK/ingress.toml" --listen "127.0.0.1:$RG_PORT" \
+            --admin-listen "127.0.0.1:$ADMIN_PORT" --upstream "http://127.0.0.1:$ORIGIN_PORT" \
+            --audit-log "$WORK/audit.jsonl" 2>"$WORK/logs/$name.log" &
+        RG_PID=$!
+        wait_ready "http://127.0.0.1:$ADMIN_PORT/readyz" "$RG_PID" "$READY_SECONDS"
+        taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$n" -c "$CONCURRENCY" \
+            --output-format json -H "User-Agent: $INGRESS_UA" "http://127.0.0.1:$RG_PORT/1k" >"$json"
+    else
+        write_rg_config "$mode" "$RG_PORT" "$ADMIN_PORT" "$WORK/robotsgate.toml" "${RG_EXTRA:-}" "${RG_AUDIT:-}"
+        taskset -c "$SRV_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" \
+            "$bin" run --config "$WORK/robotsgate.toml" 2>"$WORK/logs/$name.log" &
+        RG_PID=$!
+        wait_ready "http://127.0.0.1:$ADMIN_PORT/readyz" "$RG_PID" "$READY_SECONDS"
+        taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$n" -c "$CONCURRENCY" \
+            --output-format json -x "http://127.0.0.1:$RG_PORT" "${tls_args[@]}" "$url" >"$json"
+    fi
     python3 "$HERE/report.py" check "$json" || die "$name: answers other than 200"
     stop_rg
     [ -s "$out" ] || die "callgrind wrote no $out"
-    if [ "$mode" = enforce ]; then
+    if [ "$case_" = ingress ]; then
+        local records
+        records=$(grep -c '"type":"ingress"' "$WORK/audit.jsonl" || true)
+        [ "${records:-0}" = "$n" ] || die "$name: $n requests but ${records:-0} ingress records in the audit log"
+    elif [ "$mode" = enforce ]; then
         local decisions
         decisions=$(grep -c '"type":"decision"' "$WORK/audit.jsonl" || true)
         [ "${decisions:-0}" = "$n" ] ||

@@ -121,8 +121,11 @@ impl KnownAgents {
 pub struct TokenSet {
     /// Tokens made of word characters only, found by looking the words up.
     words: HashMap<Box<str>, Found>,
-    /// Tokens with other characters (`bigsur.ai`), searched for.
-    others: Vec<(Box<str>, Found)>,
+    /// Tokens with other characters (`bigsur.ai`, `ChatGPT Agent`) under their first word:
+    /// checked where that word is found, so that the `User-Agent` is read once.
+    others: HashMap<Box<str>, Vec<(Box<str>, Found)>>,
+    /// Tokens that begin with a character that is not a word character: searched for.
+    leading: Vec<(Box<str>, Found)>,
 }
 
 /// The token a `User-Agent` carries.
@@ -159,12 +162,18 @@ impl TokenSet {
         }
         let lower: Box<str> = token.to_ascii_lowercase().into();
         let found = Found { token: token.into(), site_group };
-        if lower.bytes().all(is_word_byte) {
+        let first = lower.bytes().take_while(|&b| is_word_byte(b)).count();
+        let list = if first == lower.len() {
             self.words.insert(lower, found);
-        } else if let Some(slot) = self.others.iter_mut().find(|(t, _)| *t == lower) {
-            slot.1 = found;
+            return;
+        } else if first == 0 {
+            &mut self.leading
         } else {
-            self.others.push((lower, found));
+            self.others.entry(lower[..first].into()).or_default()
+        };
+        match list.iter_mut().find(|(t, _)| *t == lower) {
+            Some(slot) => slot.1 = found,
+            None => list.push((lower, found)),
         }
     }
 
@@ -186,8 +195,9 @@ impl TokenSet {
                 *best = Some((at, f));
             }
         }
-        // Words.
-        let mut lower = [0u8; 64];
+        // Words, and the tokens with other characters that begin with one.
+        let mut buf = [0u8; 64];
+        let mut long = Vec::new();
         let mut i = 0;
         while i < ua.len() {
             if !is_word_byte(ua[i]) {
@@ -199,22 +209,34 @@ impl TokenSet {
                 i += 1;
             }
             let word = &ua[start..i];
-            if word.len() <= lower.len() {
-                let buf = &mut lower[..word.len()];
-                buf.copy_from_slice(word);
-                buf.make_ascii_lowercase();
-                // Word bytes are ASCII.
-                if let Ok(w) = std::str::from_utf8(buf)
-                    && let Some(f) = self.words.get(w)
+            let lower = if word.len() <= buf.len() {
+                &mut buf[..word.len()]
+            } else {
+                long.clear();
+                long.extend_from_slice(word);
+                &mut long[..]
+            };
+            lower.copy_from_slice(word);
+            lower.make_ascii_lowercase();
+            // Word bytes are ASCII.
+            let Ok(w) = std::str::from_utf8(lower) else { continue };
+            if let Some(f) = self.words.get(w) {
+                consider(&mut best, start, f);
+            }
+            for (token, f) in self.others.get(w).into_iter().flatten() {
+                let t = token.as_bytes();
+                let end = start + t.len();
+                if ua.get(start..end).is_some_and(|s| s.eq_ignore_ascii_case(t))
+                    && ua.get(end).is_none_or(|&b| !is_word_byte(b))
                 {
                     consider(&mut best, start, f);
                 }
             }
         }
-        // Tokens with other characters.
-        if !self.others.is_empty() {
+        // Tokens that begin with another character.
+        if !self.leading.is_empty() {
             let hay = ua.to_ascii_lowercase();
-            for (token, f) in &self.others {
+            for (token, f) in &self.leading {
                 let t = token.as_bytes();
                 let mut from = 0;
                 while let Some(off) = memchr::memmem::find(&hay[from..], t) {
@@ -279,6 +301,26 @@ mod tests {
         assert_eq!(f("Mozilla/5.0 (compatible; bigsur.ai)").as_deref(), Some("bigsur.ai"));
         assert_eq!(f("xbigsur.ai"), None);
         assert_eq!(f("ChatGPT Agent/1.0").as_deref(), Some("ChatGPT Agent"));
+        assert_eq!(f("chatgpt agentx"), None);
+        assert_eq!(f("ChatGPT Agen"), None);
+        assert_eq!(f("Foo Sidetrade Indexer Bot/1.0; bar").as_deref(), Some("Sidetrade indexer bot"));
+        assert_eq!(f("Sidetrade indexer botnet"), None);
+        // At one place, a word token wins over a longer one with other characters.
+        assert_eq!(f("iaskspider/2.0").as_deref(), Some("iaskspider"));
+    }
+
+    #[test]
+    fn tokens_beginning_with_other_characters_and_long_words() {
+        let long = format!("{}bot", "x".repeat(80));
+        let set = TokenSet::new([".dotbot", "Two Words", long.as_str()], &KnownAgents::empty());
+        let f = |ua: &str| set.find(ua).map(|f| f.token.to_string());
+        assert_eq!(f("a .DotBot/1").as_deref(), Some(".dotbot"));
+        assert_eq!(f("a.dotbot/1"), None);
+        assert_eq!(f("x two words").as_deref(), Some("Two Words"));
+        assert_eq!(f(&format!("Mozilla {}/1", long.to_uppercase())).as_deref(), Some(long.as_str()));
+        // Among tokens at different places the first wins, whatever their kind.
+        assert_eq!(f("Two Words .dotbot").as_deref(), Some("Two Words"));
+        assert_eq!(f(".dotbot Two Words").as_deref(), Some(".dotbot"));
     }
 
     #[test]
