@@ -131,7 +131,7 @@ impl AuditLog {
     /// written as [`AuditConfig::durability`] asks.
     pub async fn log_ingress(&self, record: &super::IngressRecord) -> Result<(), AuditError> {
         self.accepting()?;
-        self.commit(&to_line(record)).await
+        self.commit(&record.to_line()).await
     }
 
     /// Appends a request's record and waits as the durability asks.

@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use super::line::{json_bool, json_num, json_opt_str, json_str};
+
 /// One bot request to the site, as logged (see `docs/audit-log.md`).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct IngressRecord {
@@ -85,4 +87,165 @@ pub struct IngressRule {
     pub pattern: String,
     /// Its 1-based line.
     pub line: u32,
+}
+
+impl IngressRecord {
+    /// The record's JSON line (with its newline): what `serde_json` writes for it (same
+    /// keys, order and values; a test holds the two together), written directly, as it is
+    /// on every bot request's path.
+    pub(super) fn to_line(&self) -> Vec<u8> {
+        fn opt_num(o: &mut Vec<u8>, n: Option<impl itoa::Integer>) {
+            match n {
+                Some(n) => json_num(o, n),
+                None => o.extend_from_slice(b"null"),
+            }
+        }
+        let mut out = Vec::with_capacity(768);
+        let o = &mut out;
+        o.extend_from_slice(b"{\"schema_version\":");
+        json_num(o, self.schema_version);
+        o.extend_from_slice(b",\"type\":");
+        json_str(o, self.kind);
+        o.extend_from_slice(b",\"time\":");
+        json_str(o, &self.time);
+        o.extend_from_slice(b",\"request_id\":");
+        json_str(o, &self.request_id);
+        o.extend_from_slice(b",\"client\":");
+        json_opt_str(o, self.client.as_deref());
+        o.extend_from_slice(b",\"user_agent\":");
+        json_str(o, &self.user_agent);
+        o.extend_from_slice(b",\"token\":");
+        json_opt_str(o, self.token.as_deref());
+        o.extend_from_slice(b",\"site_group\":");
+        json_bool(o, self.site_group);
+        o.extend_from_slice(b",\"method\":");
+        json_str(o, &self.method);
+        o.extend_from_slice(b",\"path\":");
+        json_str(o, &self.path);
+        o.extend_from_slice(b",\"mode\":");
+        json_str(o, self.mode);
+        o.extend_from_slice(b",\"outcome\":");
+        json_str(o, self.outcome);
+        o.extend_from_slice(b",\"reason\":");
+        json_str(o, self.reason);
+        o.extend_from_slice(b",\"rule\":");
+        match &self.rule {
+            Some(r) => {
+                o.extend_from_slice(b"{\"kind\":");
+                json_str(o, r.kind);
+                o.extend_from_slice(b",\"pattern\":");
+                json_str(o, &r.pattern);
+                o.extend_from_slice(b",\"line\":");
+                json_num(o, r.line);
+                o.push(b'}');
+            }
+            None => o.extend_from_slice(b"null"),
+        }
+        o.extend_from_slice(b",\"group_line\":");
+        opt_num(o, self.group_line);
+        o.extend_from_slice(b",\"explanation\":");
+        json_str(o, &self.explanation);
+        o.extend_from_slice(b",\"robots_sha256\":");
+        json_opt_str(o, self.robots_sha256.as_deref());
+        o.extend_from_slice(b",\"robots_fetched\":");
+        json_opt_str(o, self.robots_fetched.as_deref());
+        o.extend_from_slice(b",\"robots_fetched_sha256\":");
+        json_opt_str(o, self.robots_fetched_sha256.as_deref());
+        o.extend_from_slice(b",\"pace\":");
+        json_opt_str(o, self.pace.as_deref());
+        o.extend_from_slice(b",\"retry_after\":");
+        opt_num(o, self.retry_after);
+        o.extend_from_slice(b",\"identity\":");
+        json_opt_str(o, self.identity);
+        o.extend_from_slice(b",\"identity_method\":");
+        json_opt_str(o, self.identity_method);
+        o.extend_from_slice(b",\"identity_why\":");
+        json_opt_str(o, self.identity_why);
+        o.extend_from_slice(b",\"identity_detail\":");
+        json_opt_str(o, self.identity_detail.as_deref());
+        o.extend_from_slice(b",\"identity_policy\":");
+        json_opt_str(o, self.identity_policy);
+        o.extend_from_slice(b",\"operator\":");
+        json_opt_str(o, self.operator.as_deref());
+        o.extend_from_slice(b",\"status\":");
+        opt_num(o, self.status);
+        o.extend_from_slice(b"}\n");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serde_line(r: &IngressRecord) -> String {
+        let mut line = serde_json::to_string(r).unwrap();
+        line.push('\n');
+        line
+    }
+
+    #[test]
+    fn the_written_line_is_what_serde_json_writes() {
+        let empty = IngressRecord {
+            schema_version: super::super::SCHEMA_VERSION,
+            kind: "ingress",
+            time: "2026-11-27T01:02:03.456789Z".into(),
+            request_id: "0000000000000001-aa".into(),
+            client: None,
+            user_agent: String::new(),
+            token: None,
+            site_group: false,
+            method: "GET".into(),
+            path: "/".into(),
+            mode: "enforce",
+            outcome: "allowed",
+            reason: "no-rule",
+            rule: None,
+            group_line: None,
+            explanation: String::new(),
+            robots_sha256: None,
+            robots_fetched: None,
+            robots_fetched_sha256: None,
+            pace: None,
+            retry_after: None,
+            identity: None,
+            identity_method: None,
+            identity_why: None,
+            identity_detail: None,
+            identity_policy: None,
+            operator: None,
+            status: None,
+        };
+        let full = IngressRecord {
+            client: Some("2001:db8::1".into()),
+            user_agent: "Mozilla/5.0 \"quoted\" \\ back\tslash \u{1} caf\u{e9} \u{2028}".into(),
+            token: Some("GPTBot".into()),
+            site_group: true,
+            method: "POST".into(),
+            path: "/a?b=\"c\"&d=%00".into(),
+            mode: "report-only",
+            outcome: "would-pace",
+            reason: "disallow-rule",
+            rule: Some(IngressRule { kind: "disallow", pattern: "/a\\*\"".into(), line: 7 }),
+            group_line: Some(u32::MAX),
+            explanation: "line 7: disallow: /a\nnext".into(),
+            robots_sha256: Some("ab".repeat(32)),
+            robots_fetched: Some("2026-11-27T00:00:00Z".into()),
+            robots_fetched_sha256: Some("cd".repeat(32)),
+            pace: Some("line 3: crawl-delay: 10".into()),
+            retry_after: Some(u64::MAX),
+            identity: Some("failed"),
+            identity_method: Some("signature"),
+            identity_why: Some("bad_signature"),
+            identity_detail: Some("key \"k\" of https://example.com".into()),
+            identity_policy: Some("refuse"),
+            operator: Some("OpenAI".into()),
+            status: Some(403),
+            ..empty.clone()
+        };
+        for r in [&empty, &full] {
+            let ours = String::from_utf8(r.to_line()).unwrap();
+            assert_eq!(ours, serde_line(r));
+        }
+    }
 }

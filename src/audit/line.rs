@@ -249,7 +249,7 @@ fn needs_escape(s: &str) -> bool {
 
 /// A JSON string: copied as is when nothing in it needs escaping (the usual case),
 /// else through serde_json's escaper.
-fn json_str(out: &mut Vec<u8>, s: &str) {
+pub(super) fn json_str(out: &mut Vec<u8>, s: &str) {
     if !needs_escape(s) {
         out.reserve(s.len() + 2);
         out.push(b'"');
@@ -260,15 +260,15 @@ fn json_str(out: &mut Vec<u8>, s: &str) {
     }
 }
 
-fn json_num(out: &mut Vec<u8>, n: impl itoa::Integer) {
+pub(super) fn json_num(out: &mut Vec<u8>, n: impl itoa::Integer) {
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
-fn json_bool(out: &mut Vec<u8>, b: bool) {
+pub(super) fn json_bool(out: &mut Vec<u8>, b: bool) {
     out.extend_from_slice(if b { b"true" } else { b"false" });
 }
 
-fn json_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
+pub(super) fn json_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
     match s {
         Some(s) => json_str(out, s),
         None => out.extend_from_slice(b"null"),

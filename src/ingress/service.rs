@@ -193,7 +193,11 @@ fn record(
         kind: "ingress",
         time: rfc3339(SystemTime::now()),
         request_id: facts.request_id.clone(),
-        client: facts.client.map(|c| c.to_string()),
+        client: facts.client.map(|c| {
+            let mut s = String::with_capacity(15);
+            crate::net::push_ip(&mut s, c);
+            s
+        }),
         user_agent: facts.user_agent.clone(),
         token: found.map(|f| f.token.to_string()),
         site_group: found.is_some_and(|f| f.site_group),

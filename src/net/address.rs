@@ -170,6 +170,34 @@ fn ietf_global(s: [u16; 8]) -> bool {
     )
 }
 
+/// Appends `ip` as its `Display` writes it (`192.0.2.1`, `2001:db8::1`). An IPv4 address
+/// is written digit by digit, without the formatter's machinery: proxies write the client's
+/// address into headers and records on every request.
+///
+/// ```
+/// use std::net::IpAddr;
+/// let mut s = String::from("for=");
+/// robotsgate::net::push_ip(&mut s, IpAddr::from([192, 0, 2, 10]));
+/// assert_eq!(s, "for=192.0.2.10");
+/// ```
+pub fn push_ip(out: &mut String, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => {
+            let mut digits = itoa::Buffer::new();
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push('.');
+                }
+                out.push_str(digits.format(octet));
+            }
+        }
+        IpAddr::V6(v6) => {
+            use std::fmt::Write as _;
+            let _ = write!(out, "{v6}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,6 +363,16 @@ mod tests {
             ("2600::1", None),
         ] {
             assert_eq!(classify(ip(a)), want, "{a}");
+        }
+    }
+
+    #[test]
+    fn push_ip_writes_what_display_writes() {
+        for ip in ["0.0.0.0", "255.255.255.255", "10.20.3.4", "::", "2001:db8::1", "::ffff:1.2.3.4"] {
+            let ip: IpAddr = ip.parse().unwrap();
+            let mut s = String::new();
+            push_ip(&mut s, ip);
+            assert_eq!(s, ip.to_string());
         }
     }
 }

@@ -24,7 +24,7 @@ mod proxy;
 mod stream;
 mod tls;
 
-pub use address::{DenyReason, classify};
+pub use address::{DenyReason, classify, push_ip};
 pub use connector::Connector;
 pub(crate) use dns::hickory;
 pub use dns::{BadNameServer, DnsConfig, NameServer, Resolver};
