@@ -20,3 +20,4 @@ mod memory;
 pub mod metrics;
 mod prefixed;
 pub mod proxy;
+mod workers;

@@ -1,5 +1,5 @@
-//! Worker threads: each runs its own single-threaded tokio runtime, and the proxy hands
-//! accepted client connections to them in turn. A connection, and every task it spawns
+//! Worker threads: each runs its own single-threaded tokio runtime, and the forward proxy
+//! and the ingress hand accepted client connections to them in turn. A connection, and every task it spawns
 //! (its kept upstream connection, pooled connections it opens, intercepted tunnels), then
 //! lives on one thread: no work stealing, no wake-ups across threads on the request path.
 //! This is how nginx and HAProxy run their event loops; on the load benchmark it served
@@ -49,10 +49,10 @@ impl Workers {
         self.handles.len()
     }
 
-    /// The runtime of the next worker, in turn.
-    pub(crate) fn next(&self) -> &Handle {
+    /// The next worker, in turn: its index (below [`Workers::len`]) and its runtime.
+    pub(crate) fn next(&self) -> (usize, &Handle) {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.handles.len();
-        &self.handles[i]
+        (i, &self.handles[i])
     }
 
     /// Spawns `task` on the next worker.
@@ -62,7 +62,7 @@ impl Workers {
         F: std::future::Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.next().spawn(task)
+        self.next().1.spawn(task)
     }
 
     /// Stops every worker and waits until their runtimes are gone.

@@ -94,12 +94,10 @@ fn configuration(args: &IngressArgs) -> anyhow::Result<Config> {
 pub fn run(args: IngressArgs) -> anyhow::Result<ExitCode> {
     let config = configuration(&args)?;
     super::run::init_logging(&config);
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
-        .build()
-        .context("cannot start tokio")?;
+    // This thread accepts connections and runs the admin listener, the list refresher and
+    // reloads; connections are served on the ingress's worker threads (ingress.workers).
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start tokio")?;
     runtime.block_on(async {
         let ingress = Ingress::start(&config).await?;
         let shutdown = super::run::shutdown_signal();

@@ -202,6 +202,7 @@ impl Default for IngressSection {
             tls_key: String::new(),
             tls_handshake_timeout: Dur::secs(10),
             websocket_idle_timeout: Dur::secs(600),
+            workers: 0,
         }
     }
 }

@@ -115,6 +115,9 @@ impl Config {
         if ic.tls_handshake_timeout.0.is_zero() {
             return Err(err("ingress.tls_handshake_timeout", "must be more than 0".into()));
         }
+        if ic.workers > 1024 {
+            return Err(err("ingress.workers", "must be at most 1024 (0: one per CPU)".into()));
+        }
         if self.tls.leaf_cache == 0 {
             return Err(err("tls.leaf_cache", "must be at least 1".into()));
         }

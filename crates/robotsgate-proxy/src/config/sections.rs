@@ -420,6 +420,9 @@ pub struct IngressSection {
     pub tls_handshake_timeout: Dur,
     /// A WebSocket with nothing moving either way for this long is closed.
     pub websocket_idle_timeout: Dur,
+    /// Threads serving client connections, each with its own event loop and its own
+    /// connections to the upstream (0: one per CPU the process may use).
+    pub workers: usize,
 }
 
 /// `refuse`, `star` or `allow`: what a bot whose identity check failed gets.

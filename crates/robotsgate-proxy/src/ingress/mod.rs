@@ -40,7 +40,9 @@ use robotsgate::identity::rdns::{RdnsConfig, ReverseDns};
 use robotsgate::ingress::{
     Impersonators, IngressBuilder, IngressConfig, IngressLayer, IngressService, Mode, UnknownAgents,
 };
-use robotsgate::net::{Connector, DnsConfig, Guard, Pool, PoolBody, PoolConfig, Resolver, TlsConfig};
+use robotsgate::net::{
+    Connector, DnsConfig, Guard, Pool, PoolBody, PoolConfig, Resolver, TlsConfig, push_ip,
+};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -51,6 +53,7 @@ use crate::admin::{Admin, Readiness};
 use crate::app::{StartError, audit_log};
 use crate::config::{Config, ImpersonatorsName, IngressModeName, ReplayName, UnknownAgentsName};
 use crate::forward::{strip_hop_by_hop, wants_websocket};
+use crate::workers::{self, Workers};
 
 /// Why `robotsgate ingress` cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -160,6 +163,15 @@ impl Upstream {
         self
     }
 
+    /// The same upstream with a pool of its own, holding at most `1/shares` of this one's
+    /// idle connections: each worker thread keeps its own connections to the upstream, so
+    /// that a request and the upstream connection it goes out on are served by one thread.
+    fn own_pool(&self, shares: usize) -> Upstream {
+        let config = self.pool.config();
+        let config = PoolConfig { max_idle: config.max_idle.div_ceil(shares.max(1)), ..config };
+        Upstream { pool: Pool::new(self.pool.connector().clone(), config), ..self.clone() }
+    }
+
     /// Counts upstream failures and robots.txt fetches in `metrics`.
     pub fn with_metrics(mut self, metrics: Arc<IngressMetrics>) -> Upstream {
         self.metrics = Some(metrics);
@@ -218,20 +230,16 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
                 .remove(HOST)
                 .or_else(|| original_authority.as_ref().and_then(|a| HeaderValue::from_str(a.as_str()).ok()));
             if let Some(ip) = peer {
-                let xff = match h.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-                    Some(prior) => format!("{prior}, {ip}"),
-                    None => ip.to_string(),
-                };
+                let mut xff = String::with_capacity(48);
+                if let Some(prior) = h.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+                    xff.push_str(prior);
+                    xff.push_str(", ");
+                }
+                push_ip(&mut xff, ip);
                 if let Ok(v) = HeaderValue::from_str(&xff) {
                     h.insert("x-forwarded-for", v);
                 }
-                let node = if ip.is_ipv6() { format!("\"[{ip}]\"") } else { ip.to_string() };
-                let mut fwd = format!("for={node};proto={proto}");
-                if let Some(host) = host.as_ref().and_then(|v| v.to_str().ok())
-                    && host.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
-                {
-                    fwd.push_str(&format!(";host=\"{host}\""));
-                }
+                let fwd = forwarded(ip, proto, host.as_ref().and_then(|v| v.to_str().ok()));
                 if let Ok(v) = HeaderValue::from_str(&fwd) {
                     h.append(http::header::FORWARDED, v);
                 }
@@ -281,6 +289,24 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
             }
         })
     }
+}
+
+/// The `Forwarded` element (RFC 7239) for a request from `ip` over `proto` to `host`
+/// (left out when it holds a character a quoted string would have to escape).
+fn forwarded(ip: std::net::IpAddr, proto: &str, host: Option<&str>) -> String {
+    let mut fwd = String::with_capacity(64);
+    fwd.push_str(if ip.is_ipv6() { "for=\"[" } else { "for=" });
+    push_ip(&mut fwd, ip);
+    fwd.push_str(if ip.is_ipv6() { "]\";proto=" } else { ";proto=" });
+    fwd.push_str(proto);
+    if let Some(host) = host
+        && host.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
+    {
+        fwd.push_str(";host=\"");
+        fwd.push_str(host);
+        fwd.push('"');
+    }
+    fwd
 }
 
 /// The identity verifier of `[verify]` (`None` when it is off): the operators' lists
@@ -441,7 +467,8 @@ async fn read_robots(path: &str) -> Result<Option<Vec<u8>>, IngressError> {
 pub struct Ingress {
     listener: TcpListener,
     addr: SocketAddr,
-    service: IngressService<Upstream>,
+    layer: IngressLayer,
+    upstream: Upstream,
     audit: AuditLog,
     config: crate::config::IngressSection,
     refresher: Option<RefreshHandle>,
@@ -552,11 +579,11 @@ impl Ingress {
         let builder = share_pacing(config, builder)?;
         let layer = builder.build();
         let reloader = IngressReloader::new(layer.clone(), config.clone(), site_cert, metrics.clone());
-        let service = layer.layer(upstream);
         Ok(Ingress {
             listener,
             addr,
-            service,
+            layer,
+            upstream,
             audit,
             config: ic.clone(),
             refresher,
@@ -600,7 +627,8 @@ impl Ingress {
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
         let Ingress {
             listener,
-            service,
+            layer,
+            upstream,
             audit,
             config,
             refresher,
@@ -611,6 +639,13 @@ impl Ingress {
             websockets,
             ..
         } = self;
+        // Connections are served on worker threads, each with its own event loop and its
+        // own connections to the upstream; this thread accepts and runs the rest.
+        let workers =
+            Workers::start(if config.workers == 0 { workers::default_count() } else { config.workers })?;
+        let services: Vec<IngressService<Upstream>> =
+            (0..workers.len()).map(|_| layer.layer(upstream.own_pool(workers.len()))).collect();
+        drop(upstream);
         let stop_admin = CancellationToken::new();
         let admin = admin.map(|a| tokio::spawn(a.run(stop_admin.clone())));
         ready.set(true);
@@ -650,8 +685,9 @@ impl Ingress {
                 tracing::warn!(%peer, "ingress.max_connections reached: connection closed");
                 continue;
             };
+            let (worker, runtime) = workers.next();
             let open = metrics.connection();
-            let svc = service.clone();
+            let svc = services[worker].clone();
             let https = tls.is_some();
             let counted = metrics.clone();
             let hyper_svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
@@ -673,30 +709,50 @@ impl Ingress {
             let builder = builder.clone();
             let stop = stop.clone();
             let tls = tls.clone();
-            tracker.spawn(async move {
-                match tls {
-                    None => serve(&builder, TokioIo::new(stream), hyper_svc, &stop).await,
-                    Some(acceptor) => {
-                        let handshake = tokio::select! {
-                            h = tokio::time::timeout(handshake_timeout, acceptor.accept(stream)) => h,
-                            () = stop.cancelled() => return,
-                        };
-                        match handshake {
-                            Ok(Ok(stream)) => serve(&builder, TokioIo::new(stream), hyper_svc, &stop).await,
-                            Ok(Err(e)) => {
-                                conn_metrics.handshake_failed(HandshakeFailure::Error);
-                                tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                            }
-                            Err(_) => {
-                                conn_metrics.handshake_failed(HandshakeFailure::Timeout);
-                                tracing::debug!(%peer, "TLS handshake not finished in time: closed");
+            // Out of this thread's reactor, into the worker's.
+            let stream = match stream.into_std() {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "cannot hand a connection to a worker");
+                    continue;
+                }
+            };
+            tracker.spawn_on(
+                async move {
+                    let stream = match tokio::net::TcpStream::from_std(stream) {
+                        Ok(s) => s,
+                        Err(e) => {
+                            tracing::warn!(%peer, error = %e, "a worker cannot take a connection");
+                            return;
+                        }
+                    };
+                    match tls {
+                        None => serve(&builder, TokioIo::new(stream), hyper_svc, &stop).await,
+                        Some(acceptor) => {
+                            let handshake = tokio::select! {
+                                h = tokio::time::timeout(handshake_timeout, acceptor.accept(stream)) => h,
+                                () = stop.cancelled() => return,
+                            };
+                            match handshake {
+                                Ok(Ok(stream)) => {
+                                    serve(&builder, TokioIo::new(stream), hyper_svc, &stop).await
+                                }
+                                Ok(Err(e)) => {
+                                    conn_metrics.handshake_failed(HandshakeFailure::Error);
+                                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                                }
+                                Err(_) => {
+                                    conn_metrics.handshake_failed(HandshakeFailure::Timeout);
+                                    tracing::debug!(%peer, "TLS handshake not finished in time: closed");
+                                }
                             }
                         }
                     }
-                }
-                drop(open);
-                drop(permit);
-            });
+                    drop(open);
+                    drop(permit);
+                },
+                runtime,
+            );
         }
         // Draining: load balancers stop sending new clients.
         ready.set(false);
@@ -715,6 +771,10 @@ impl Ingress {
         if let Some(r) = refresher {
             r.shutdown().await;
         }
+        // Whatever is still on a worker (connections past the grace period, idle upstream
+        // connections) ends with its runtime.
+        drop(services);
+        workers.stop().await;
         audit.shutdown().await;
         stop_admin.cancel();
         if let Some(task) = admin {
@@ -748,5 +808,27 @@ async fn serve<I, S, B>(
             conn.as_mut().graceful_shutdown();
             let _ = conn.await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::forwarded;
+
+    #[test]
+    fn the_forwarded_element_quotes_v6_nodes_and_leaves_out_a_host_it_cannot_quote() {
+        let v4 = [192, 0, 2, 1].into();
+        assert_eq!(
+            forwarded(v4, "http", Some("example.com")),
+            "for=192.0.2.1;proto=http;host=\"example.com\""
+        );
+        assert_eq!(forwarded(v4, "https", None), "for=192.0.2.1;proto=https");
+        assert_eq!(forwarded(v4, "http", Some("a\"b")), "for=192.0.2.1;proto=http");
+        assert_eq!(forwarded(v4, "http", Some("a b")), "for=192.0.2.1;proto=http");
+        let v6 = "2001:db8::1".parse().unwrap();
+        assert_eq!(
+            forwarded(v6, "https", Some("[::1]:8443")),
+            "for=\"[2001:db8::1]\";proto=https;host=\"[::1]:8443\""
+        );
     }
 }

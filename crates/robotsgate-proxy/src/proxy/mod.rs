@@ -33,13 +33,12 @@ mod clients;
 mod connection;
 mod shared;
 mod sniff;
-mod workers;
 
+use crate::workers::{self, Workers};
 pub use clients::ClientNetworks;
 use clients::refuse_client;
 use connection::serve_connection;
 use shared::Shared;
-use workers::Workers;
 
 /// Binds a listener on `addr` with room for `backlog` connections not yet accepted (the
 /// runtime's default is 1024, and the kernel may cap that further). The kernel holds at
@@ -271,7 +270,7 @@ impl Proxy {
                                 }
                             }
                         },
-                        workers.next(),
+                        workers.next().1,
                     );
                 }
             }
