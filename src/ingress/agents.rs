@@ -119,13 +119,20 @@ impl KnownAgents {
 /// agents, lower-cased. Built once per robots.txt copy.
 #[derive(Debug, Clone, Default)]
 pub struct TokenSet {
-    /// Tokens made of word characters only, found by looking the words up.
-    words: HashMap<Box<str>, Found>,
-    /// Tokens with other characters (`bigsur.ai`, `ChatGPT Agent`) under their first word:
-    /// checked where that word is found, so that the `User-Agent` is read once.
-    others: HashMap<Box<str>, Vec<(Box<str>, Found)>>,
+    /// Under each lower-cased word: the token that is the word, and the tokens with other
+    /// characters that begin with it. Each word of the `User-Agent` is looked up once.
+    words: HashMap<Box<str>, Word, foldhash::quality::RandomState>,
     /// Tokens that begin with a character that is not a word character: searched for.
     leading: Vec<(Box<str>, Found)>,
+}
+
+/// What a word of a `User-Agent` may be the beginning of.
+#[derive(Debug, Clone, Default)]
+struct Word {
+    /// The token made of this word alone.
+    token: Option<Found>,
+    /// Tokens with other characters (`bigsur.ai`, `ChatGPT Agent`) that begin with it.
+    longer: Vec<(Box<str>, Found)>,
 }
 
 /// The token a `User-Agent` carries.
@@ -164,12 +171,12 @@ impl TokenSet {
         let found = Found { token: token.into(), site_group };
         let first = lower.bytes().take_while(|&b| is_word_byte(b)).count();
         let list = if first == lower.len() {
-            self.words.insert(lower, found);
+            self.words.entry(lower).or_default().token = Some(found);
             return;
         } else if first == 0 {
             &mut self.leading
         } else {
-            self.others.entry(lower[..first].into()).or_default()
+            &mut self.words.entry(lower[..first].into()).or_default().longer
         };
         match list.iter_mut().find(|(t, _)| *t == lower) {
             Some(slot) => slot.1 = found,
@@ -220,10 +227,11 @@ impl TokenSet {
             lower.make_ascii_lowercase();
             // Word bytes are ASCII.
             let Ok(w) = std::str::from_utf8(lower) else { continue };
-            if let Some(f) = self.words.get(w) {
+            let Some(entry) = self.words.get(w) else { continue };
+            if let Some(f) = &entry.token {
                 consider(&mut best, start, f);
             }
-            for (token, f) in self.others.get(w).into_iter().flatten() {
+            for (token, f) in &entry.longer {
                 let t = token.as_bytes();
                 let end = start + t.len();
                 if ua.get(start..end).is_some_and(|s| s.eq_ignore_ascii_case(t))

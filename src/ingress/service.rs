@@ -179,7 +179,7 @@ struct Facts {
 #[allow(clippy::too_many_arguments)]
 fn record(
     shared: &Shared,
-    facts: &Facts,
+    facts: Facts,
     found: Option<&Found>,
     site: &SiteRobots,
     judgement: Option<&Judgement>,
@@ -192,17 +192,17 @@ fn record(
         schema_version: SCHEMA_VERSION,
         kind: "ingress",
         time: rfc3339(SystemTime::now()),
-        request_id: facts.request_id.clone(),
+        request_id: facts.request_id,
         client: facts.client.map(|c| {
             let mut s = String::with_capacity(15);
             crate::net::push_ip(&mut s, c);
             s
         }),
-        user_agent: facts.user_agent.clone(),
+        user_agent: facts.user_agent,
         token: found.map(|f| f.token.to_string()),
         site_group: found.is_some_and(|f| f.site_group),
-        method: facts.method.clone(),
-        path: facts.path.clone(),
+        method: facts.method,
+        path: facts.path,
         mode: shared.config.load().mode.as_str(),
         outcome: outcome.as_str(),
         reason: judgement.map_or(ReasonClass::RobotsTxt, |j| j.class).as_str(),
@@ -312,7 +312,7 @@ where
                 .fetches
                 .remember(key, RobotsFetch { time: SystemTime::now(), sha256: site.sha256.clone() });
             let mut rec =
-                record(&shared, &facts, Some(found), &site, None, Outcome::RobotsTxt, None, None, last);
+                record(&shared, facts, Some(found), &site, None, Outcome::RobotsTxt, None, None, last);
             rec.status = Some(200);
             if emit(&shared, &rec).await.is_err() {
                 return Ok(audit_unavailable(head));
@@ -380,7 +380,7 @@ where
                 (ReasonClass::IdentityUnverified, outcome, text)
             };
             let mut rec =
-                record(&shared, &facts, Some(f), &site, None, outcome, identity, None, last_fetch.clone());
+                record(&shared, facts, Some(f), &site, None, outcome, identity, None, last_fetch.clone());
             rec.reason = kind.as_str();
             rec.explanation = text.trim_end().to_owned();
             if !report_only {
@@ -409,7 +409,7 @@ where
     let now = SystemTime::now();
     let minute = (now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() % 86_400) / 60) as u16;
     let j = site.judge(config.profile, &agent, &facts.path, minute, &purposes);
-    let token_text = found.as_ref().map_or("an unknown agent", |f| &*f.token).to_owned();
+    let token_text = found.as_ref().map_or("an unknown agent", |f| &*f.token);
 
     if !j.allowed {
         let usage = j.usage_refused.is_some();
@@ -420,7 +420,7 @@ where
             (false, true) => (Outcome::Disallowed, Outcome::WouldDisallow),
         };
         let mut rec =
-            record(&shared, &facts, found.as_ref(), &site, Some(&j), outcome, identity, None, last_fetch);
+            record(&shared, facts, found.as_ref(), &site, Some(&j), outcome, identity, None, last_fetch);
         if !report_only {
             rec.status = Some(config.status.as_u16());
             if emit(&shared, &rec).await.is_err() {
@@ -428,7 +428,7 @@ where
             }
             let text = format!(
                 "robotsgate: robots.txt does not allow {token_text} to fetch {}: {}\n",
-                facts.path, j.explanation
+                rec.path, j.explanation
             );
             return Ok(own(config.status, kind.as_str(), text, head));
         }
@@ -448,7 +448,7 @@ where
                 // cannot be kept.
                 let mut rec = record(
                     &shared,
-                    &facts,
+                    facts,
                     found.as_ref(),
                     &site,
                     Some(&j),
@@ -474,7 +474,7 @@ where
             let outcome = if report_only { Outcome::WouldPace } else { Outcome::Paced };
             let mut rec = record(
                 &shared,
-                &facts,
+                facts,
                 found.as_ref(),
                 &site,
                 Some(&j),
@@ -499,17 +499,8 @@ where
         }
     }
 
-    let rec = record(
-        &shared,
-        &facts,
-        found.as_ref(),
-        &site,
-        Some(&j),
-        Outcome::Allowed,
-        identity,
-        None,
-        last_fetch,
-    );
+    let rec =
+        record(&shared, facts, found.as_ref(), &site, Some(&j), Outcome::Allowed, identity, None, last_fetch);
     forward(&shared, inner, req, rec, j.content_usage).await
 }
 
