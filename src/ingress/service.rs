@@ -280,13 +280,16 @@ where
     let peer = req.extensions().get::<SocketAddr>().map(|a| a.ip());
     let client = client_ip(peer, req.headers(), &config.trusted_proxies);
     let host = req.headers().get(http::header::HOST).cloned();
-    let site = shared
-        .cache
-        .current(&shared.known, {
+    // Nearly every request finds a copy in time; the fetch's future is made only when one
+    // is due.
+    let site = match shared.cache.fresh() {
+        Some(site) => site,
+        None => {
             let fetcher = inner.clone();
-            move || fetch_robots(fetcher, host, fetch_timeout)
-        })
-        .await;
+            Box::pin(shared.cache.current(&shared.known, move || fetch_robots(fetcher, host, fetch_timeout)))
+                .await
+        }
+    };
     let ua = user_agent(req.headers());
     let mut found = site.find_token(&ua).cloned();
     let mut facts = Facts {

@@ -105,6 +105,16 @@ impl RobotsCache {
     /// The copy to decide with: the held one while fresh; else one fetch (`fetch`) runs
     /// and its result is used, while other requests use the stale copy (or, with none,
     /// wait for that fetch).
+    /// The copy in use, when no fetch is due (the file, or a fetched copy within its
+    /// time): what nearly every request gets, without the fetch's future.
+    pub(crate) fn fresh(&self) -> Option<Arc<SiteRobots>> {
+        if let Some(fixed) = self.fixed.load_full() {
+            return Some(fixed);
+        }
+        let held = self.held.load();
+        held.as_ref().filter(|h| h.until > Instant::now()).map(|h| h.site.clone())
+    }
+
     pub(crate) async fn current<F, Fut>(&self, known: &KnownAgents, fetch: F) -> Arc<SiteRobots>
     where
         F: FnOnce() -> Fut,
