@@ -109,6 +109,12 @@ pub type UpstreamRequestBody = Option<Incoming>;
 /// it did not accept.
 pub type UpstreamBody = Either<PoolBody, Either<Full<Bytes>, Incoming>>;
 
+// The headers each forwarded request gets, named once (a name given as a string is looked
+// up again on every insert).
+const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: http::HeaderName = http::HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: http::HeaderName = http::HeaderName::from_static("x-forwarded-host");
+
 /// In a request's extensions: it came over HTTPS (`X-Forwarded-Proto: https`).
 #[derive(Debug, Clone, Copy)]
 pub struct Https;
@@ -231,22 +237,22 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
                 .or_else(|| original_authority.as_ref().and_then(|a| HeaderValue::from_str(a.as_str()).ok()));
             if let Some(ip) = peer {
                 let mut xff = String::with_capacity(48);
-                if let Some(prior) = h.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+                if let Some(prior) = h.get(X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
                     xff.push_str(prior);
                     xff.push_str(", ");
                 }
                 push_ip(&mut xff, ip);
                 if let Ok(v) = HeaderValue::from_str(&xff) {
-                    h.insert("x-forwarded-for", v);
+                    h.insert(X_FORWARDED_FOR, v);
                 }
                 let fwd = forwarded(ip, proto, host.as_ref().and_then(|v| v.to_str().ok()));
                 if let Ok(v) = HeaderValue::from_str(&fwd) {
                     h.append(http::header::FORWARDED, v);
                 }
             }
-            h.insert("x-forwarded-proto", HeaderValue::from_static(proto));
+            h.insert(X_FORWARDED_PROTO, HeaderValue::from_static(proto));
             if let Some(host) = host {
-                h.insert("x-forwarded-host", host);
+                h.insert(X_FORWARDED_HOST, host);
             }
             if let Some(Some(upgrade)) = websocket
                 && let Some(client) = parts.extensions.remove::<hyper::upgrade::OnUpgrade>()
