@@ -145,6 +145,10 @@ async fn bots_are_held_to_the_sites_robots_txt_by_the_real_binary() {
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].headers["x-forwarded-for"], "127.0.0.1");
     assert_eq!(seen[0].headers["forwarded"].to_str().unwrap().split(';').next(), Some("for=127.0.0.1"));
+    // The site is asked under its own name; the name the client used is passed on.
+    let site_authority = site.base().trim_start_matches("http://").trim_end_matches('/').to_owned();
+    assert_eq!(seen[0].headers["host"], site_authority.as_str());
+    assert_eq!(seen[0].headers["x-forwarded-host"], ingress.addr.to_string().as_str());
 
     // Python bots: Googlebot allowed; GPTBot allowed with Content-Usage; ClaudeBot paced by
     // the `*` group's Crawl-delay.

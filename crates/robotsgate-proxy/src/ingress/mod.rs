@@ -125,6 +125,8 @@ pub struct Upstream {
     pool: Pool,
     scheme: Scheme,
     authority: Authority,
+    /// The `Host` the upstream gets: its own authority.
+    host: HeaderValue,
     timeout: Duration,
     metrics: Option<Arc<IngressMetrics>>,
     /// WebSockets: their tasks, the signal that ends them, how long one may stay silent.
@@ -151,10 +153,13 @@ impl Upstream {
         }
         let authority =
             uri.authority().cloned().ok_or_else(|| IngressError::Upstream(format!("{url:?}: no host")))?;
+        let host = HeaderValue::from_str(authority.as_str())
+            .map_err(|e| IngressError::Upstream(format!("{url:?}: {e}")))?;
         Ok(Upstream {
             pool,
             scheme,
             authority,
+            host,
             timeout,
             metrics: None,
             tunnels: TaskTracker::new(),
@@ -254,6 +259,7 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
             if let Some(host) = host {
                 h.insert(X_FORWARDED_HOST, host);
             }
+            h.insert(HOST, this.host.clone());
             if let Some(Some(upgrade)) = websocket
                 && let Some(client) = parts.extensions.remove::<hyper::upgrade::OnUpgrade>()
             {
