@@ -50,7 +50,7 @@ use tower::{Layer as _, Service, ServiceExt as _};
 use crate::admin::{Admin, Readiness};
 use crate::app::{StartError, audit_log};
 use crate::config::{Config, ImpersonatorsName, IngressModeName, ReplayName, UnknownAgentsName};
-use crate::forward::{strip_hop_by_hop, wants_websocket};
+use crate::forward::strip_hop_by_hop;
 
 /// Why `robotsgate ingress` cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -193,7 +193,11 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
     fn call(&mut self, req: Request<UpstreamRequestBody>) -> Self::Future {
         let this = self.clone();
         Box::pin(async move {
-            let websocket = wants_websocket(&req).then(|| req.headers().get(http::header::UPGRADE).cloned());
+            let websocket = match upgrade::ask(&req) {
+                upgrade::Ask::Plain => None,
+                upgrade::Ask::WebSocket(opening) => Some(opening),
+                upgrade::Ask::OtherConnect => return Ok(Upstream::not_a_websocket()),
+            };
             let (mut parts, body) = req.into_parts();
             let peer = parts.extensions.get::<SocketAddr>().map(|a| a.ip());
             let proto = if parts.extensions.get::<Https>().is_some() { "https" } else { "http" };
@@ -240,10 +244,14 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
             if let Some(host) = host {
                 h.insert("x-forwarded-host", host);
             }
-            if let Some(Some(upgrade)) = websocket
-                && let Some(client) = parts.extensions.remove::<hyper::upgrade::OnUpgrade>()
-            {
-                return Ok(this.upgrade(parts, upgrade, client).await);
+            if let Some(opening) = websocket {
+                match parts.extensions.remove::<hyper::upgrade::OnUpgrade>() {
+                    Some(client) => return Ok(this.upgrade(parts, opening, client).await),
+                    None if matches!(opening, upgrade::Opening::ExtendedConnect) => {
+                        return Ok(Upstream::not_a_websocket());
+                    }
+                    None => {}
+                }
             }
             // No body: the layer's own fetch of robots.txt.
             let robots_fetch = body.is_none();
@@ -629,6 +637,8 @@ impl Ingress {
             .timer(TokioTimer::new())
             .max_header_list_size(u32::try_from(max_header).unwrap_or(u32::MAX))
             .max_concurrent_streams(256)
+            // WebSockets over HTTP/2 (RFC 8441): SETTINGS_ENABLE_CONNECT_PROTOCOL.
+            .enable_connect_protocol()
             // A client that stops answering pings is gone.
             .keep_alive_interval(Some(config.header_read_timeout.0))
             .keep_alive_timeout(config.header_read_timeout.0);
