@@ -31,8 +31,8 @@ pub struct IngressRecord {
     /// `enforce` or `report-only`.
     pub mode: &'static str,
     /// `allowed`, `disallowed`, `would-disallow`, `paced`, `would-pace`, `usage-refused`,
-    /// `would-refuse-usage`, `identity-failed`, `would-fail-identity` or `robots-txt` (a
-    /// fetch of robots.txt itself).
+    /// `would-refuse-usage`, `identity-failed`, `would-fail-identity`,
+    /// `cluster-unavailable` or `robots-txt` (a fetch of robots.txt itself).
     pub outcome: &'static str,
     /// The reason class (`disallow-rule`, `allow-rule`, `no-rule`, `robots-unavailable`,
     /// `robots-unreachable`, `usage-refused`, `robots-txt`).
@@ -74,6 +74,10 @@ pub struct IngressRecord {
     pub operator: Option<String>,
     /// The status sent to the client (`None`: the service failed).
     pub status: Option<u16>,
+    /// Fleet mode (shared pacing): `"alone"` when the bot was paced and the fleet's store
+    /// (Redis) could not be reached, so this replica paced it on its own (or, outcome
+    /// `cluster-unavailable`, refused it); `None` otherwise, and always without fleet mode.
+    pub cluster: Option<&'static str>,
 }
 
 /// The rule of an [`IngressRecord`].
