@@ -1441,7 +1441,9 @@ async fn ingress_get(url: &str, ua: &str) -> (u16, String) {
 /// HTTPS origin with the test CA) is verified at replica A, and the same request sent to
 /// replica B is refused as a replay; a fresh nonce is verified at B (B checks signatures
 /// fine), and a third replica without `[cluster]` accepts the request A saw (only the
-/// fleet's store knew it). curl sends the requests, for the site `site.test`.
+/// fleet's store knew it). The replay check and the pacing share one Redis client: a
+/// replica that used both holds one connection. curl sends the requests, for the site
+/// `site.test`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
 async fn ingress_replicas_share_the_signature_replay_check_through_redis() {
@@ -1461,7 +1463,12 @@ async fn ingress_replicas_share_the_signature_replay_check_through_redis() {
     );
     let agent = directory.base_as("keys.test");
     let site = TestOrigin::start([
-        ("/robots.txt", Reply::ok("User-agent: ExampleBot\nAllow: /\n\nUser-agent: *\nDisallow: /\n")),
+        (
+            "/robots.txt",
+            Reply::ok(
+                "User-agent: ExampleBot\nAllow: /\n\nUser-agent: PaceBot\nAllow: /\nCrawl-delay: 30\n\nUser-agent: *\nDisallow: /\n",
+            ),
+        ),
         ("/page", Reply::ok("page")),
     ])
     .await;
@@ -1534,6 +1541,18 @@ async fn ingress_replicas_share_the_signature_replay_check_through_redis() {
     assert_eq!(send(c_addr, seen_at_a).await, 200, "only the fleet's store knew the nonce");
     assert_eq!(directory.hits(WELL_KNOWN_PATH), 3, "one directory fetch per replica");
 
+    // A paces PaceBot through Redis too: still one connection for A (and one for B).
+    let mut cmd = tokio::process::Command::new("curl");
+    cmd.args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-A", "PaceBot/1.0", "-H", "Host: site.test"]);
+    let out =
+        bounded("curl", cmd.arg(format!("http://{a_addr}/page")).kill_on_drop(true).output()).await.unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    let keys = redis.cli(&["KEYS", "robotsgate:ingress:*"]);
+    assert!(keys.contains("pacebot"), "paced through Redis: {keys}");
+    let clients = redis.cli(&["CLIENT", "LIST"]);
+    let replicas = clients.lines().filter(|l| !l.contains("cmd=client|list")).count();
+    assert_eq!(replicas, 2, "one connection per replica: {clients}");
+
     for p in [&mut a, &mut b, &mut c] {
         p.signal("-TERM");
         let status = p.wait_exit().await;
@@ -1556,7 +1575,10 @@ async fn ingress_replicas_share_the_signature_replay_check_through_redis() {
             .collect()
     };
     let row = |o: &str, v: &str, m: &str| (o.to_owned(), v.to_owned(), m.to_owned());
-    assert_eq!(seen(&a_log), [row("allowed", "verified", "signature")]);
+    assert_eq!(
+        seen(&a_log),
+        [row("allowed", "verified", "signature"), row("allowed", "unverified", "unknown_token")]
+    );
     assert_eq!(
         seen(&b_log),
         [row("identity-failed", "failed", "replayed_signature"), row("allowed", "verified", "signature")]
