@@ -8,8 +8,11 @@
 //! ```sh
 //! cargo run --example axum_site
 //! ```
+//!
+//! (`tests/examples.rs` runs [`tour`] and checks what each visitor got.)
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 
 use axum::extract::{ConnectInfo, Path, Request};
 use axum::middleware::{self, Next};
@@ -38,19 +41,37 @@ async fn client_address(
     next.run(req).await
 }
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// What one visitor got, and the layer's records of the visit (`token method path ->
+/// outcome`; none for a person's browser).
+#[derive(Debug)]
+pub struct Visit {
+    /// The visitor's `User-Agent`.
+    pub user_agent: &'static str,
+    /// The path asked for.
+    pub path: &'static str,
+    /// The answer's status.
+    pub status: http::StatusCode,
+    /// Its `x-robotsgate`, `content-usage` and `retry-after` headers (`-`: none).
+    pub robotsgate: String,
+    /// See `robotsgate`.
+    pub content_usage: String,
+    /// See `robotsgate`.
+    pub retry_after: String,
+    /// The layer's records of this visit.
+    pub records: Vec<String>,
+}
+
+/// Serves the site on 127.0.0.1 and plays a few bots and a browser against it.
+pub async fn tour() -> Result<Vec<Visit>, Box<dyn std::error::Error + Send + Sync>> {
     // robots.txt is fetched from the site itself (GET /robots.txt through the router), and
     // served byte for byte to everyone.
+    let records = Arc::new(Mutex::new(Vec::new()));
+    let kept = records.clone();
     let ingress = IngressLayer::builder()
-        .observer(|r: &IngressRecord| {
-            eprintln!(
-                "  record: {} {} {} -> {}",
-                r.token.as_deref().unwrap_or("-"),
-                r.method,
-                r.path,
-                r.outcome
-            )
+        .observer(move |r: &IngressRecord| {
+            let line =
+                format!("{} {} {} -> {}", r.token.as_deref().unwrap_or("-"), r.method, r.path, r.outcome);
+            kept.lock().unwrap_or_else(|e| e.into_inner()).push(line);
         })
         .build();
 
@@ -78,19 +99,38 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         ("Mozilla/5.0 (compatible; ClaudeBot/1.0)", "/articles/2"),
         ("Mozilla/5.0 (X11; Linux x86_64) Firefox/140.0", "/private/report"),
     ];
-    for (ua, path) in visits {
-        let req =
-            http::Request::get(format!("http://{addr}{path}")).header("user-agent", ua).body(Empty::new())?;
+    let mut seen = Vec::new();
+    for (user_agent, path) in visits {
+        let req = http::Request::get(format!("http://{addr}{path}"))
+            .header("user-agent", user_agent)
+            .body(Empty::new())?;
         let res = client.request(req).await?;
         let h = |n: &str| res.headers().get(n).and_then(|v| v.to_str().ok()).unwrap_or("-").to_owned();
-        println!(
-            "{ua:<48} {path:<16} {} x-robotsgate: {} content-usage: {} retry-after: {}",
-            res.status(),
-            h("x-robotsgate"),
-            h("content-usage"),
-            h("retry-after")
-        );
+        seen.push(Visit {
+            user_agent,
+            path,
+            status: res.status(),
+            robotsgate: h("x-robotsgate"),
+            content_usage: h("content-usage"),
+            retry_after: h("retry-after"),
+            // A visit's records are written before its answer goes out.
+            records: std::mem::take(&mut *records.lock().unwrap_or_else(|e| e.into_inner())),
+        });
     }
     server.abort();
+    Ok(seen)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    for v in tour().await? {
+        for record in &v.records {
+            println!("  record: {record}");
+        }
+        println!(
+            "{:<48} {:<16} {} x-robotsgate: {} content-usage: {} retry-after: {}",
+            v.user_agent, v.path, v.status, v.robotsgate, v.content_usage, v.retry_after
+        );
+    }
     Ok(())
 }

@@ -33,8 +33,8 @@ pub struct IngressRecord {
     /// `enforce` or `report-only`.
     pub mode: &'static str,
     /// `allowed`, `disallowed`, `would-disallow`, `paced`, `would-pace`, `usage-refused`,
-    /// `would-refuse-usage`, `identity-failed`, `would-fail-identity` or `robots-txt` (a
-    /// fetch of robots.txt itself).
+    /// `would-refuse-usage`, `identity-failed`, `would-fail-identity`,
+    /// `cluster-unavailable` or `robots-txt` (a fetch of robots.txt itself).
     pub outcome: &'static str,
     /// The reason class (`disallow-rule`, `allow-rule`, `no-rule`, `robots-unavailable`,
     /// `robots-unreachable`, `usage-refused`, `robots-txt`).
@@ -76,6 +76,10 @@ pub struct IngressRecord {
     pub operator: Option<String>,
     /// The status sent to the client (`None`: the service failed).
     pub status: Option<u16>,
+    /// Fleet mode (shared pacing): `"alone"` when the bot was paced and the fleet's store
+    /// (Redis) could not be reached, so this replica paced it on its own (or, outcome
+    /// `cluster-unavailable`, refused it); `None` otherwise, and always without fleet mode.
+    pub cluster: Option<&'static str>,
 }
 
 /// The rule of an [`IngressRecord`].
@@ -169,6 +173,8 @@ impl IngressRecord {
         json_opt_str(o, self.operator.as_deref());
         o.extend_from_slice(b",\"status\":");
         opt_num(o, self.status);
+        o.extend_from_slice(b",\"cluster\":");
+        json_opt_str(o, self.cluster);
         o.extend_from_slice(b"}\n");
         out
     }
@@ -215,6 +221,7 @@ mod tests {
             identity_policy: None,
             operator: None,
             status: None,
+            cluster: None,
         };
         let full = IngressRecord {
             client: Some("2001:db8::1".into()),
@@ -241,6 +248,7 @@ mod tests {
             identity_policy: Some("refuse"),
             operator: Some("OpenAI".into()),
             status: Some(403),
+            cluster: Some("alone"),
             ..empty.clone()
         };
         for r in [&empty, &full] {

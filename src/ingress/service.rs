@@ -235,6 +235,7 @@ fn record(
         identity_policy: identity.and(facts.identity_use).map(IdentityUse::as_str),
         operator: identity.and_then(|i| i.operator.as_deref().map(str::to_owned)),
         status: None,
+        cluster: None,
     }
 }
 
@@ -439,6 +440,7 @@ where
     }
 
     // Pacing, per token (or `*`) and client network.
+    let mut alone = None;
     if let Some(hint) = j.pace {
         let delay = Duration::try_from_secs_f64(hint.delay)
             .unwrap_or(config.max_retry_after)
@@ -446,6 +448,10 @@ where
         let key = bot_key(agent.name(), client);
         let admitted = match admit(&shared, key, delay).await {
             Admitted::Now(admitted) => admitted,
+            Admitted::Alone(admitted) => {
+                alone = Some("alone");
+                admitted
+            }
             Admitted::Refuse => {
                 // Fleet mode without its store, `on_error = "refuse"`: the fleet's pacing
                 // cannot be kept.
@@ -462,6 +468,7 @@ where
                 );
                 rec.reason = ReasonClass::ClusterUnavailable.as_str();
                 rec.status = Some(503);
+                rec.cluster = Some("alone");
                 if emit(&shared, &rec).await.is_err() {
                     return Ok(audit_unavailable(head));
                 }
@@ -486,6 +493,7 @@ where
                 Some(secs),
                 last_fetch,
             );
+            rec.cluster = alone;
             if !report_only {
                 rec.status = Some(429);
                 if emit(&shared, &rec).await.is_err() {
@@ -502,8 +510,9 @@ where
         }
     }
 
-    let rec =
+    let mut rec =
         record(&shared, facts, found.as_ref(), &site, Some(&j), Outcome::Allowed, identity, None, last_fetch);
+    rec.cluster = alone;
     forward(&shared, inner, req, rec, j.content_usage).await
 }
 
@@ -511,6 +520,8 @@ where
 enum Admitted {
     /// Admitted, or how long it has to wait.
     Now(Result<(), Duration>),
+    /// The same, decided by this replica alone: the fleet's store did not answer.
+    Alone(Result<(), Duration>),
     /// The fleet's store cannot be reached and paced bots are refused meanwhile.
     Refuse,
 }
@@ -532,7 +543,7 @@ async fn admit(shared: &Shared, key: super::state::BotKey, delay: Duration) -> A
     if store.refuse_while_down() && shared.config.load().mode == Mode::Enforce {
         return Admitted::Refuse;
     }
-    Admitted::Now(shared.limiter.admit(key, delay, now))
+    Admitted::Alone(shared.limiter.admit(key, delay, now))
 }
 
 /// Sends the request to the inner service, adds `Content-Usage`, and writes the record

@@ -1289,7 +1289,8 @@ async fn on_a_redis_cluster_a_strict_replica_refuses_while_a_primary_is_down_and
 /// network) is kept in the fleet's Redis, so that a bot's second request at another replica
 /// within the delay gets `429` with `Retry-After`. With Redis stopped, a replica with
 /// `on_error = "continue"` paces alone, one with `"refuse"` answers paced bots `503
-/// cluster-unavailable` (browsers pass); with Redis back, they share again.
+/// cluster-unavailable` (browsers pass), and their audit records say `"cluster": "alone"`
+/// (null when the fleet's Redis answered); with Redis back, they share again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
 async fn ingress_replicas_keep_a_bots_crawl_delay_together_and_go_alone_or_refuse_without_redis() {
@@ -1311,8 +1312,10 @@ async fn ingress_replicas_keep_a_bots_crawl_delay_together_and_go_alone_or_refus
             redis.url()
         );
         std::fs::write(&cfg, text).unwrap();
+        let log = dir.path().join(format!("{name}.jsonl"));
         let args = ["ingress", "--listen", "127.0.0.1:0", "--upstream", &site.base(), "--config"];
-        Spawned::start(BIN, &[&args[..], &[cfg.to_str().unwrap()]].concat())
+        let args = [&args[..], &[cfg.to_str().unwrap(), "--audit-log", log.to_str().unwrap()]].concat();
+        Spawned::start(BIN, &args)
     };
     let (mut a, mut b, mut c) = (start("a", "continue"), start("b", "continue"), start("c", "refuse"));
     let mut urls = Vec::new();
@@ -1370,6 +1373,50 @@ async fn ingress_replicas_keep_a_bots_crawl_delay_together_and_go_alone_or_refus
         p.signal("-TERM");
         assert!(p.wait_exit().await.success(), "{}", p.seen.join("\n"));
     }
+    // Each replica's records, in order: (token, outcome, status, cluster).
+    let records = |name: &str| -> Vec<(String, String, u64, Option<String>)> {
+        read_jsonl(&dir.path().join(format!("{name}.jsonl")))
+            .into_iter()
+            .filter(|r| r["type"] == "ingress")
+            .map(|r| {
+                let text = |k: &str| r[k].as_str().map(str::to_owned);
+                (
+                    text("token").unwrap(),
+                    text("outcome").unwrap(),
+                    r["status"].as_u64().unwrap(),
+                    text("cluster"),
+                )
+            })
+            .collect()
+    };
+    let rec = |token: &str, outcome: &str, status: u64, cluster: Option<&str>| {
+        (token.to_owned(), outcome.to_owned(), status, cluster.map(str::to_owned))
+    };
+    assert_eq!(
+        records("a"),
+        [
+            rec("GPTBot", "allowed", 200, None),
+            rec("GPTBot", "paced", 429, Some("alone")),
+            rec("ClaudeBot", "paced", 429, None),
+        ]
+    );
+    assert_eq!(
+        records("b"),
+        [
+            rec("GPTBot", "paced", 429, None),
+            rec("GPTBot", "allowed", 200, Some("alone")),
+            rec("GPTBot", "paced", 429, Some("alone")),
+        ]
+    );
+    assert_eq!(
+        records("c"),
+        [
+            rec("GPTBot", "paced", 429, None),
+            rec("ClaudeBot", "cluster-unavailable", 503, Some("alone")),
+            rec("ClaudeBot", "cluster-unavailable", 503, Some("alone")),
+            rec("ClaudeBot", "allowed", 200, None),
+        ]
+    );
 }
 
 /// curl through an ingress: the status and the response head (lower-case).
@@ -1394,7 +1441,9 @@ async fn ingress_get(url: &str, ua: &str) -> (u16, String) {
 /// HTTPS origin with the test CA) is verified at replica A, and the same request sent to
 /// replica B is refused as a replay; a fresh nonce is verified at B (B checks signatures
 /// fine), and a third replica without `[cluster]` accepts the request A saw (only the
-/// fleet's store knew it). curl sends the requests, for the site `site.test`.
+/// fleet's store knew it). The replay check and the pacing share one Redis client: a
+/// replica that used both holds one connection. curl sends the requests, for the site
+/// `site.test`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
 async fn ingress_replicas_share_the_signature_replay_check_through_redis() {
@@ -1414,7 +1463,12 @@ async fn ingress_replicas_share_the_signature_replay_check_through_redis() {
     );
     let agent = directory.base_as("keys.test");
     let site = TestOrigin::start([
-        ("/robots.txt", Reply::ok("User-agent: ExampleBot\nAllow: /\n\nUser-agent: *\nDisallow: /\n")),
+        (
+            "/robots.txt",
+            Reply::ok(
+                "User-agent: ExampleBot\nAllow: /\n\nUser-agent: PaceBot\nAllow: /\nCrawl-delay: 30\n\nUser-agent: *\nDisallow: /\n",
+            ),
+        ),
         ("/page", Reply::ok("page")),
     ])
     .await;
@@ -1487,6 +1541,18 @@ async fn ingress_replicas_share_the_signature_replay_check_through_redis() {
     assert_eq!(send(c_addr, seen_at_a).await, 200, "only the fleet's store knew the nonce");
     assert_eq!(directory.hits(WELL_KNOWN_PATH), 3, "one directory fetch per replica");
 
+    // A paces PaceBot through Redis too: still one connection for A (and one for B).
+    let mut cmd = tokio::process::Command::new("curl");
+    cmd.args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-A", "PaceBot/1.0", "-H", "Host: site.test"]);
+    let out =
+        bounded("curl", cmd.arg(format!("http://{a_addr}/page")).kill_on_drop(true).output()).await.unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    let keys = redis.cli(&["KEYS", "robotsgate:ingress:*"]);
+    assert!(keys.contains("pacebot"), "paced through Redis: {keys}");
+    let clients = redis.cli(&["CLIENT", "LIST"]);
+    let replicas = clients.lines().filter(|l| !l.contains("cmd=client|list")).count();
+    assert_eq!(replicas, 2, "one connection per replica: {clients}");
+
     for p in [&mut a, &mut b, &mut c] {
         p.signal("-TERM");
         let status = p.wait_exit().await;
@@ -1509,7 +1575,10 @@ async fn ingress_replicas_share_the_signature_replay_check_through_redis() {
             .collect()
     };
     let row = |o: &str, v: &str, m: &str| (o.to_owned(), v.to_owned(), m.to_owned());
-    assert_eq!(seen(&a_log), [row("allowed", "verified", "signature")]);
+    assert_eq!(
+        seen(&a_log),
+        [row("allowed", "verified", "signature"), row("allowed", "unverified", "unknown_token")]
+    );
     assert_eq!(
         seen(&b_log),
         [row("identity-failed", "failed", "replayed_signature"), row("allowed", "verified", "signature")]

@@ -1,6 +1,6 @@
 //! The listener side of the real `robotsgate ingress` binary: HTTPS termination (HTTP/1.1
 //! and HTTP/2, with curl trusting a test CA), the admin listener and its metrics, WebSocket
-//! upgrades, and reloading on SIGHUP. The site is the test kit's scripted origin on
+//! upgrades (HTTP/1.1 and HTTP/2's extended CONNECT), and reloading on SIGHUP. The site is the test kit's scripted origin on
 //! loopback; readiness is read from the child's stderr.
 
 mod support;
@@ -480,6 +480,138 @@ async fn websockets_pass_for_allowed_bots_and_browsers_and_disallowed_ones_get_4
     drop(ws);
     until("the site sees the second close", || site.ws_closed() == 3).await;
     ingress.stop().await;
+}
+
+/// An HTTP/2 extended CONNECT (RFC 8441) for `path` with `protocol` as `ua` on `h2`: the
+/// answer and, on `200`, the WebSocket over its stream.
+async fn h2_connect(
+    h2: &mut hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>>,
+    authority: SocketAddr,
+    path: &str,
+    protocol: &'static str,
+    ua: &str,
+) -> (http::Response<hyper::body::Incoming>, Option<H2WebSocket>) {
+    let req = http::Request::connect(format!("http://{authority}{path}"))
+        .version(http::Version::HTTP_2)
+        .extension(hyper::ext::Protocol::from_static(protocol))
+        .header("user-agent", ua)
+        .header("sec-websocket-version", "13")
+        .body(http_body_util::Empty::new())
+        .unwrap();
+    let mut res = bounded("extended CONNECT", h2.send_request(req)).await.expect("an answer");
+    if res.status() != 200 {
+        return (res, None);
+    }
+    let stream = bounded("the stream", hyper::upgrade::on(&mut res)).await.expect("the stream");
+    let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+        hyper_util::rt::TokioIo::new(stream),
+        tokio_tungstenite::tungstenite::protocol::Role::Client,
+        None,
+    )
+    .await;
+    (res, Some(ws))
+}
+
+type H2WebSocket = tokio_tungstenite::WebSocketStream<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>;
+
+#[tokio::test]
+async fn websockets_over_http2_extended_connect_pass_and_disallowed_ones_get_403() {
+    use http_body_util::BodyExt as _;
+    let site = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/chat", Reply::websocket()),
+        ("/private/chat", Reply::websocket()),
+        ("/page", Reply::ok("a page, not a WebSocket")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_file(dir.path(), NO_VERIFY);
+    let log = dir.path().join("audit.jsonl");
+    let ingress = Ingress::start(
+        "http",
+        &["--upstream", &site.base(), "--config", &cfg, "--audit-log", log.to_str().unwrap()],
+    )
+    .await;
+
+    // HTTP/2 with prior knowledge over plain TCP.
+    let tcp = tokio::net::TcpStream::connect(ingress.addr).await.unwrap();
+    let (mut h2, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    // A first exchange: the ingress's SETTINGS (SETTINGS_ENABLE_CONNECT_PROTOCOL, without
+    // which the client refuses to send an extended CONNECT) have arrived by its answer.
+    let req = http::Request::get(format!("http://{}/robots.txt", ingress.addr))
+        .version(http::Version::HTTP_2)
+        .header("user-agent", BROWSER)
+        .body(http_body_util::Empty::new())
+        .unwrap();
+    let res = bounded("robots.txt", h2.send_request(req)).await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.version(), http::Version::HTTP_2);
+
+    // An allowed bot: the opening reaches the site as an HTTP/1.1 upgrade, messages go
+    // both ways over the HTTP/2 stream.
+    let (res, ws) = h2_connect(&mut h2, ingress.addr, "/chat", "websocket", GPTBOT).await;
+    assert_eq!(res.status(), 200);
+    assert!(res.headers().get("sec-websocket-accept").is_none(), "{:?}", res.headers());
+    let mut ws = ws.unwrap();
+    ws_echo(&mut ws, "hello over h2").await;
+
+    // On the same connection, while that WebSocket is open: a disallowed bot gets
+    // robotsgate's 403, the site never asked.
+    let (res, ws_refused) = h2_connect(&mut h2, ingress.addr, "/private/chat", "websocket", GPTBOT).await;
+    assert!(ws_refused.is_none());
+    assert_eq!(res.status(), 403);
+    assert_eq!(res.headers()["x-robotsgate"], "disallowed");
+    let body = bounded("403 body", res.into_body().collect()).await.unwrap().to_bytes();
+    assert!(String::from_utf8_lossy(&body).contains("GPTBot"), "{body:?}");
+    assert_eq!(site.hits("/private/chat"), 0);
+
+    // A CONNECT for another protocol is not forwarded: the ingress is no forward proxy.
+    let (res, other) = h2_connect(&mut h2, ingress.addr, "/chat", "connect-udp", GPTBOT).await;
+    assert!(other.is_none());
+    assert_eq!(res.status(), 400);
+    assert_eq!(res.headers()["x-robotsgate"], "bad-request");
+
+    // A site that answers the opening with a page, not a 101: to an extended CONNECT a
+    // 200 would mean the tunnel is open, so it is a 502.
+    let (res, page) = h2_connect(&mut h2, ingress.addr, "/page", "websocket", GPTBOT).await;
+    assert!(page.is_none());
+    assert_eq!(res.status(), 502);
+    assert_eq!(site.hits("/page"), 1);
+
+    ws_echo(&mut ws, "and again").await;
+    bounded("close", futures_util::SinkExt::close(&mut ws)).await.expect("close");
+    drop(ws);
+    until("the site sees the close", || site.ws_closed() == 1).await;
+    assert_eq!(site.ws_messages(), 2);
+    let seen = site.seen_for("/chat");
+    assert_eq!(seen.len(), 1, "the other protocol's CONNECT never reached the site");
+    assert_eq!(seen[0].method, "GET");
+    assert_eq!(seen[0].target, "/chat");
+    assert_eq!(seen[0].headers["upgrade"], "websocket");
+    assert_eq!(seen[0].headers["sec-websocket-version"], "13");
+    assert_eq!(seen[0].headers["x-forwarded-for"], "127.0.0.1");
+    assert!(seen[0].headers["sec-websocket-key"].len() == 24, "{:?}", seen[0].headers);
+    ingress.stop().await;
+    let recs: Vec<_> = read_jsonl(&log).into_iter().filter(|r| r["type"] == "ingress").collect();
+    let outcomes: Vec<_> = recs
+        .iter()
+        .map(|r| (r["method"].as_str().unwrap(), r["outcome"].as_str().unwrap(), r["status"].as_u64()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("CONNECT", "allowed", Some(200)),
+            ("CONNECT", "disallowed", Some(403)),
+            ("CONNECT", "allowed", Some(400)),
+            ("CONNECT", "allowed", Some(502))
+        ]
+    );
 }
 
 #[tokio::test]

@@ -55,7 +55,7 @@ pub use service::ProxyBody;
 pub(crate) use service::{ProxyService, boxed};
 pub(crate) use sticky::Sticky;
 pub(crate) use tunnel::{PreConnected, copy_until_idle};
-pub(crate) use upgrade::wants_websocket;
+pub(crate) use upgrade::{keep_only_upgrade, upgradable_sender, wants_websocket};
 
 /// How requests are forwarded.
 #[derive(Debug, Clone)]

@@ -33,6 +33,37 @@ pub(crate) fn wants_websocket<B>(req: &Request<B>) -> bool {
         && has_token(req.headers(), header::CONNECTION, "upgrade")
 }
 
+/// Removes the hop-by-hop headers of an upgrade's request or `101` but its `Upgrade`, and
+/// says `Connection: upgrade`.
+pub(crate) fn keep_only_upgrade(headers: &mut HeaderMap) {
+    let upgrade = headers.get(header::UPGRADE).cloned();
+    strip_hop_by_hop(headers);
+    if let Some(upgrade) = upgrade {
+        headers.insert(header::UPGRADE, upgrade);
+    }
+    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+}
+
+/// An HTTP/1.1 client connection over `stream` that can be upgraded (its task spawned),
+/// for one upgrade request: never pooled, after a `101` it belongs to the tunnel.
+pub(crate) async fn upgradable_sender<T, B>(
+    stream: T,
+) -> Result<hyper::client::conn::http1::SendRequest<B>, hyper::Error>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.with_upgrades().await {
+            tracing::debug!(error = %e, "upstream upgrade connection ended with an error");
+        }
+    });
+    Ok(sender)
+}
+
 /// Whether the comma-separated header `name` lists `token` (case-insensitively).
 fn has_token(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool {
     headers
@@ -58,12 +89,7 @@ impl Forwarder {
             }
         };
         let (mut parts, body) = req.into_parts();
-        let upgrade = parts.headers.get(header::UPGRADE).cloned();
-        strip_hop_by_hop(&mut parts.headers);
-        if let Some(upgrade) = upgrade {
-            parts.headers.insert(header::UPGRADE, upgrade);
-        }
-        parts.headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        keep_only_upgrade(&mut parts.headers);
         append_via(&mut parts.headers, &self.inner.via);
         let default_port = if parts.uri.scheme_str() == Some("https") { 443 } else { 80 };
         if let Some(host) = parts.uri.authority().and_then(|a| host_header(a, default_port)) {
@@ -81,16 +107,10 @@ impl Forwarder {
                 self.upstream_failed(e.class());
                 connect_refusal(&e)
             })?;
-            let (mut sender, conn) =
-                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| {
-                    self.upstream_failed("protocol");
-                    Refusal::new(RefusalKind::UpstreamError, format!("the origin failed: {e}"))
-                })?;
-            tokio::spawn(async move {
-                if let Err(e) = conn.with_upgrades().await {
-                    tracing::debug!(error = %e, "upstream upgrade connection ended with an error");
-                }
-            });
+            let mut sender = upgradable_sender(stream).await.map_err(|e| {
+                self.upstream_failed("protocol");
+                Refusal::new(RefusalKind::UpstreamError, format!("the origin failed: {e}"))
+            })?;
             sender.send_request(upstream_req).await.map_err(|e| {
                 self.upstream_failed("protocol");
                 Refusal::upstream_failed(&e)
@@ -114,12 +134,7 @@ impl Forwarder {
         }
         let origin_upgrade = hyper::upgrade::on(&mut res);
         let (mut parts, _) = res.into_parts();
-        let upgrade = parts.headers.get(header::UPGRADE).cloned();
-        strip_hop_by_hop(&mut parts.headers);
-        if let Some(upgrade) = upgrade {
-            parts.headers.insert(header::UPGRADE, upgrade);
-        }
-        parts.headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        keep_only_upgrade(&mut parts.headers);
         append_via(&mut parts.headers, &self.inner.via);
         let tally = Tally::default();
         parts.extensions.insert(tally.clone());

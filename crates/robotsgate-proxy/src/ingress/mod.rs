@@ -7,6 +7,7 @@
 //! `X-Forwarded-Proto`, `X-Forwarded-Host` and `Forwarded` added; an upstream that does
 //! not answer: `502`, recorded).
 
+mod fleet;
 mod metrics;
 mod reload;
 mod tls;
@@ -37,9 +38,7 @@ use robotsgate::identity::httpsig::{Verifier as SignatureVerifier, VerifyConfig 
 use robotsgate::identity::ranges::refresh::{self, RefreshConfig, RefreshHandle};
 use robotsgate::identity::ranges::{ListLimits, Location, Ranges};
 use robotsgate::identity::rdns::{RdnsConfig, ReverseDns};
-use robotsgate::ingress::{
-    Impersonators, IngressBuilder, IngressConfig, IngressLayer, IngressService, Mode, UnknownAgents,
-};
+use robotsgate::ingress::{Impersonators, IngressConfig, IngressLayer, IngressService, Mode, UnknownAgents};
 use robotsgate::net::{
     Connector, DnsConfig, Guard, Pool, PoolBody, PoolConfig, Resolver, TlsConfig, push_ip,
 };
@@ -52,8 +51,9 @@ use tower::{Layer as _, Service, ServiceExt as _};
 use crate::admin::{Admin, Readiness};
 use crate::app::{StartError, audit_log};
 use crate::config::{Config, ImpersonatorsName, IngressModeName, ReplayName, UnknownAgentsName};
-use crate::forward::{strip_hop_by_hop, wants_websocket};
+use crate::forward::strip_hop_by_hop;
 use crate::workers::{self, Workers};
+use fleet::Fleet;
 
 /// Why `robotsgate ingress` cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -216,7 +216,11 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
     fn call(&mut self, req: Request<UpstreamRequestBody>) -> Self::Future {
         let this = self.clone();
         Box::pin(async move {
-            let websocket = wants_websocket(&req).then(|| req.headers().get(http::header::UPGRADE).cloned());
+            let websocket = match upgrade::ask(&req) {
+                upgrade::Ask::Plain => None,
+                upgrade::Ask::WebSocket(opening) => Some(opening),
+                upgrade::Ask::OtherConnect => return Ok(Upstream::not_a_websocket()),
+            };
             let (mut parts, body) = req.into_parts();
             let peer = parts.extensions.get::<SocketAddr>().map(|a| a.ip());
             let proto = if parts.extensions.get::<Https>().is_some() { "https" } else { "http" };
@@ -260,10 +264,14 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
                 h.insert(X_FORWARDED_HOST, host);
             }
             h.insert(HOST, this.host.clone());
-            if let Some(Some(upgrade)) = websocket
-                && let Some(client) = parts.extensions.remove::<hyper::upgrade::OnUpgrade>()
-            {
-                return Ok(this.upgrade(parts, upgrade, client).await);
+            if let Some(opening) = websocket {
+                match parts.extensions.remove::<hyper::upgrade::OnUpgrade>() {
+                    Some(client) => return Ok(this.upgrade(parts, opening, client).await),
+                    None if matches!(opening, upgrade::Opening::ExtendedConnect) => {
+                        return Ok(Upstream::not_a_websocket());
+                    }
+                    None => {}
+                }
             }
             // No body: the layer's own fetch of robots.txt.
             let robots_fetch = body.is_none();
@@ -328,6 +336,16 @@ fn forwarded(ip: std::net::IpAddr, proto: &str, host: Option<&str>) -> String {
 /// through `outbound`). A list file that cannot be read or parsed is an error; a URL with
 /// no bundled copy is a warning when lists are not refreshed (it checks nothing).
 pub fn verifier(config: &Config, outbound: &Connector) -> Result<Option<Verifier>, IngressError> {
+    verifier_in(config, outbound, None)
+}
+
+/// [`verifier`], its replay check shared through `fleet` (made of `config` when it is
+/// needed and not given).
+fn verifier_in(
+    config: &Config,
+    outbound: &Connector,
+    fleet: Option<&Fleet>,
+) -> Result<Option<Verifier>, IngressError> {
     let v = &config.verify;
     if !v.enabled {
         return Ok(None);
@@ -384,46 +402,13 @@ pub fn verifier(config: &Config, outbound: &Connector) -> Result<Option<Verifier
         SignatureVerifier::new(outbound.clone(), sig)
     });
     let signatures = match signatures {
-        Some(sig) if v.replay == ReplayName::Refuse => share_replays(config, sig)?,
+        Some(sig) if v.replay == ReplayName::Refuse => Some(match fleet {
+            Some(fleet) => fleet.share_replays(sig),
+            None => Fleet::new(config)?.share_replays(sig),
+        }),
         other => other,
     };
     Ok(Some(Verifier::with_signatures(&operators, ranges, rdns, signatures)))
-}
-
-/// Fleet mode on the site side: with `[cluster]`, the replay check is shared through its
-/// Redis, so that a signature one replica accepted is refused as a replay by every other.
-/// The cluster's watch (noticing Redis back after it was down) runs as long as the process.
-#[cfg(feature = "cluster")]
-fn share_replays(config: &Config, sig: SignatureVerifier) -> Result<Option<SignatureVerifier>, IngressError> {
-    use robotsgate::cluster::{Cluster, RedisReplays};
-    let Some(c) = config.cluster_config().map_err(IngressError::Cluster)? else { return Ok(Some(sig)) };
-    let cluster = Cluster::new(c).map_err(|e| IngressError::Cluster(e.to_string()))?;
-    drop(cluster.watch(Duration::from_secs(1)));
-    Ok(Some(sig.share_replays(Arc::new(RedisReplays::new(cluster)))))
-}
-
-/// Fleet mode's pacing on the site side: with `[cluster]`, each bot's Crawl-delay is kept
-/// in its Redis, so that it holds across the replicas (`on_error = "refuse"`: paced bots
-/// get `503` while Redis cannot be reached). Its watch runs as long as the process.
-#[cfg(feature = "cluster")]
-fn share_pacing(config: &Config, builder: IngressBuilder) -> Result<IngressBuilder, IngressError> {
-    use robotsgate::cluster::{Cluster, RedisIngressPacing};
-    let Some(c) = config.cluster_config().map_err(IngressError::Cluster)? else { return Ok(builder) };
-    let cluster = Cluster::new(c).map_err(|e| IngressError::Cluster(e.to_string()))?;
-    drop(cluster.watch(Duration::from_secs(1)));
-    Ok(builder.share_pacing(Arc::new(RedisIngressPacing::new(cluster))))
-}
-
-/// Without the feature `cluster`, `[cluster]` is refused when the file is read.
-#[cfg(not(feature = "cluster"))]
-fn share_pacing(_: &Config, builder: IngressBuilder) -> Result<IngressBuilder, IngressError> {
-    Ok(builder)
-}
-
-/// Without the feature `cluster`, `[cluster]` is refused when the file is read.
-#[cfg(not(feature = "cluster"))]
-fn share_replays(_: &Config, sig: SignatureVerifier) -> Result<Option<SignatureVerifier>, IngressError> {
-    Ok(Some(sig))
 }
 
 /// Starts the refresher of `verifier`'s URL and file lists (`verify.refresh`), fetching
@@ -574,7 +559,8 @@ impl Ingress {
             None => None,
         };
 
-        let verifier = verifier(config, &outbound)?;
+        let fleet = Fleet::new(config)?;
+        let verifier = verifier_in(config, &outbound, Some(&fleet))?;
         let refresher = verifier.as_ref().and_then(|v| refresher(config, v, &outbound));
         if let Some(v) = &verifier {
             metrics.watch_verifier(Arc::new(v.clone()));
@@ -588,7 +574,7 @@ impl Ingress {
         if let Some(body) = robots {
             builder = builder.robots_bytes(body);
         }
-        let builder = share_pacing(config, builder)?;
+        let builder = fleet.share_pacing(builder);
         let layer = builder.build();
         let reloader = IngressReloader::new(layer.clone(), config.clone(), site_cert, metrics.clone());
         Ok(Ingress {
@@ -676,6 +662,8 @@ impl Ingress {
             .timer(TokioTimer::new())
             .max_header_list_size(u32::try_from(max_header).unwrap_or(u32::MAX))
             .max_concurrent_streams(256)
+            // WebSockets over HTTP/2 (RFC 8441): SETTINGS_ENABLE_CONNECT_PROTOCOL.
+            .enable_connect_protocol()
             // A client that stops answering pings is gone.
             .keep_alive_interval(Some(config.header_read_timeout.0))
             .keep_alive_timeout(config.header_read_timeout.0);
