@@ -73,7 +73,7 @@ where
         if shared.settings.load().mode == Mode::Off {
             return ResponseFuture {
                 inner: Box::pin(async move {
-                    let req = if shared.signer.is_some() {
+                    let req = if shared.signers.is_some() {
                         let (mut parts, body) = req.into_parts();
                         shared.sign_undecided(&mut parts);
                         Request::from_parts(parts, body)

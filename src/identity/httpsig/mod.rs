@@ -70,6 +70,7 @@ mod key;
 mod pay;
 mod replay;
 mod sign;
+mod signers;
 mod verdict;
 mod verifier;
 
@@ -93,6 +94,7 @@ pub use pay::{
 };
 pub use replay::{ReplayFuture, ReplayKey, SharedReplays};
 pub use sign::{LABEL, RequestSigner, SignError, directory_response};
+pub use signers::Signers;
 pub use verdict::{Failure, ReplayStatus, Unverified, Verdict, Verified};
 pub use verifier::Verifier;
 
