@@ -1,7 +1,8 @@
 //! Pay per crawl on the forwarding path: a `402` answer with `crawler-price` is noted in
 //! the response's extensions ([`Payment`], recorded by the audit log) and passed on; with
-//! `[identity] max_price` and a signer, a request without a body asking at most that is
-//! sent once more with a signed `crawler-max-price`, and that answer goes to the client.
+//! `[identity] max_price`, a signed request without a body asking at most that is sent
+//! once more with a `crawler-max-price` signed by the same key (the crawler's own, with
+//! `[identity.users]`), and that answer goes to the client.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -14,26 +15,34 @@ use robotsgate::identity::httpsig::{
     retry_refusal,
 };
 
+use robotsgate::layer::SignedWith;
+
 use super::headers::append_via;
 use super::{Forwarder, ProxyBody, strip_hop_by_hop};
 
-/// What pay per crawl needs: the signer of retries and the most robotsgate pays.
+/// What pay per crawl needs: the most robotsgate pays.
 #[derive(Debug, Clone)]
 pub(crate) struct Pay {
-    pub(crate) signer: Arc<RequestSigner>,
     pub(crate) max: Price,
 }
 
-/// The head of a request kept for its retry (requests without a body only).
+/// The head of a request kept for its retry (requests without a body only), and the
+/// signer that signed it (the layer's [`SignedWith`]), which signs the retry.
 pub(super) struct Kept {
     method: Method,
     uri: Uri,
     headers: HeaderMap,
+    signer: Option<Arc<RequestSigner>>,
 }
 
 impl Kept {
-    pub(super) fn of(parts: &http::request::Parts) -> Kept {
-        Kept { method: parts.method.clone(), uri: parts.uri.clone(), headers: parts.headers.clone() }
+    pub(super) fn of(parts: &http::request::Parts, signed: Option<SignedWith>) -> Kept {
+        Kept {
+            method: parts.method.clone(),
+            uri: parts.uri.clone(),
+            headers: parts.headers.clone(),
+            signer: signed.map(|s| s.0),
+        }
     }
 }
 
@@ -56,13 +65,15 @@ impl Forwarder {
         }
         let Some(price) = text(res.headers(), CRAWLER_PRICE) else { return res };
         let pay = self.inner.pay.as_ref();
+        // A request with a body is not kept: whether it was signed, its body is the reason.
+        let signed = has_body || kept.as_ref().is_some_and(|k| k.signer.is_some());
         let mut payment = Payment {
             price: price.clone(),
             max_price: pay.map(|p| p.max.to_string()),
             retried: false,
             retry_status: None,
             charged: None,
-            no_retry: retry_refusal(&price, pay.map(|p| &p.max), pay.is_some(), has_body),
+            no_retry: retry_refusal(&price, pay.map(|p| &p.max), signed, has_body),
         };
         let (Some(pay), Some(kept), None) = (pay, kept, payment.no_retry) else {
             return noted(res, payment);
@@ -94,7 +105,8 @@ impl Forwarder {
         parts.headers.remove(CRAWLER_EXACT_PRICE);
         let max = HeaderValue::try_from(pay.max.to_string()).map_err(|e| e.to_string())?;
         parts.headers.insert(CRAWLER_MAX_PRICE, max);
-        pay.signer
+        kept.signer
+            .ok_or_else(|| "not signed".to_owned())?
             .sign_covering(&mut parts, SystemTime::now(), &[CRAWLER_MAX_PRICE])
             .map_err(|e| e.to_string())?;
         let req = Request::from_parts(parts, Either::Right(Empty::new()));
