@@ -433,6 +433,26 @@ impl Shared {
         }
     }
 
+    /// Writes the payment record of a request that went without a decision (mode off),
+    /// with an audit log: `uri` and `host` are its target's.
+    pub(super) fn log_undecided_payment(
+        &self,
+        uri: &http::Uri,
+        host: Option<&HeaderValue>,
+        payment: &crate::identity::httpsig::Payment,
+    ) {
+        let Some(audit) = &self.audit else { return };
+        let origin = match uri.scheme() {
+            Some(_) => Origin::from_uri(uri).ok(),
+            None => {
+                host.and_then(|h| h.to_str().ok()).and_then(|h| Origin::from_authority(self.scheme, h).ok())
+            }
+        };
+        let Some(origin) = origin else { return };
+        let id = self.ids.next();
+        audit.log_payment(super::outcome::payment_record(id.as_str(), origin.to_string(), payment));
+    }
+
     /// Sets the crawler's `User-Agent` on a request that has none.
     pub(super) fn identify(&self, parts: &mut http::request::Parts) {
         if let Some(ua) = &self.user_agent

@@ -89,8 +89,8 @@ pub use directory::{
 };
 pub use key::{KeyError, PublicKey, SigningKey};
 pub use pay::{
-    CRAWLER_CHARGED, CRAWLER_EXACT_PRICE, CRAWLER_MAX_PRICE, CRAWLER_PRICE, Payment, Price, PriceError,
-    retry_refusal,
+    CRAWLER_CHARGED, CRAWLER_ERROR, CRAWLER_EXACT_PRICE, CRAWLER_MAX_PRICE, CRAWLER_PRICE, Payment, Price,
+    PriceError, retry_refusal,
 };
 pub use replay::{ReplayFuture, ReplayKey, SharedReplays};
 pub use sign::{LABEL, RequestSigner, SignError, directory_response};

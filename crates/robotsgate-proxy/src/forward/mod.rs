@@ -209,7 +209,9 @@ impl Forwarder {
                 // The proxy speaks HTTP/1.1 to its clients whatever the origin spoke.
                 parts.version = http::Version::HTTP_11;
                 let res = Response::from_parts(parts, body);
-                if res.status() == http::StatusCode::PAYMENT_REQUIRED {
+                if res.status() == http::StatusCode::PAYMENT_REQUIRED
+                    || res.headers().contains_key(robotsgate::identity::httpsig::CRAWLER_ERROR)
+                {
                     return Box::pin(self.priced(res, kept, has_body)).await;
                 }
                 res
