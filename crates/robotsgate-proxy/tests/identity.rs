@@ -500,6 +500,18 @@ async fn each_proxy_user_or_token_signs_with_its_own_key_and_directory() {
     );
     assert_eq!(directory_for(directory, "bot.example", WELL_KNOWN_PATH).await, [default.public().clone()]);
 
+    // `robotsgate identity directory --config F --user NAME`: that entry's JWKS.
+    let out =
+        robotsgate(&["identity", "directory", "--config", config.to_str().unwrap(), "--user", "alice"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let jwks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(jwks["keys"][0]["kid"], alice.public().thumbprint());
+    assert_eq!(jwks["keys"].as_array().unwrap().len(), 1);
+    let out =
+        robotsgate(&["identity", "directory", "--config", config.to_str().unwrap(), "--user", "bob"]).await;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no [identity.users.bob]"));
+
     let _ = process.child.start_kill();
     process.wait_exit().await;
 }
