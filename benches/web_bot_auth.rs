@@ -20,6 +20,13 @@
 //!   `verify_cached_key`'s work.
 //! - `sign_request`: [`RequestSigner::sign`] (nonce from `SystemRandom`, one Ed25519
 //!   signature).
+//! - `signers_pick_then_sign`: `[identity.users]`'s path: [`Signers::pick`] among 100 users
+//!   and 100 tokens (by token: the user has no entry), then `sign_request`'s work.
+//! - `signers_pick`: the pick alone.
+//! - `pay_retry_decision`: a `402`'s `crawler-price` read and compared with `max_price`
+//!   ([`Price`], [`retry_refusal`]): what every priced answer costs before any retry.
+//! - `pay_retry_sign`: the retry's signature, `crawler-max-price` covered
+//!   ([`RequestSigner::sign_covering`]).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -27,8 +34,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use robotsgate::identity::httpsig::{
-    Directory, DirectoryUrl, RequestSigner, RequestView, SigningKey, Verdict, Verifier, VerifyConfig,
-    directory_json, examine, unix_seconds,
+    CRAWLER_MAX_PRICE, Directory, DirectoryUrl, Price, RequestSigner, RequestView, Signers, SigningKey,
+    Verdict, Verifier, VerifyConfig, directory_json, examine, retry_refusal, unix_seconds,
 };
 use robotsgate::net::{Connector, DnsConfig, Guard, Resolver, TlsConfig, client_config};
 
@@ -141,5 +148,52 @@ fn benches(c: &mut Criterion) {
     });
 }
 
-criterion_group!(group, benches);
+fn per_user_and_pay(c: &mut Criterion) {
+    let now = SystemTime::now();
+    let signer = |agent: &str| {
+        Arc::new(RequestSigner::new(Arc::new(SigningKey::generate().expect("key")), agent).expect("signer"))
+    };
+    let mut signers = Signers::new(Some(signer(AGENT)));
+    for n in 0..100 {
+        signers = signers
+            .with_user(format!("user{n}"), signer(&format!("https://u{n}.example")))
+            .with_token(&format!("Bot{n}"), signer(&format!("https://b{n}.example")));
+    }
+    c.bench_function("signers_pick", |b| {
+        b.iter(|| black_box(signers.pick(black_box(Some("someone")), black_box(Some("Bot42")))))
+    });
+    c.bench_function("signers_pick_then_sign", |b| {
+        b.iter_batched(
+            request,
+            |mut p| {
+                let s = signers.pick(Some("someone"), Some("Bot42")).expect("a signer");
+                s.sign(&mut p, now).expect("sign");
+                black_box(p)
+            },
+            BatchSize::SmallInput,
+        )
+    });
+
+    let max: Price = "USD 0.05".parse().expect("price");
+    c.bench_function("pay_retry_decision", |b| {
+        b.iter(|| black_box(retry_refusal(black_box("USD 0.01"), Some(&max), true, false)))
+    });
+    let pay_signer = signer(AGENT);
+    c.bench_function("pay_retry_sign", |b| {
+        b.iter_batched(
+            || {
+                let mut p = request();
+                p.headers.insert(CRAWLER_MAX_PRICE, http::HeaderValue::from_static("USD 0.05"));
+                p
+            },
+            |mut p| {
+                pay_signer.sign_covering(&mut p, now, &[CRAWLER_MAX_PRICE]).expect("sign");
+                black_box(p)
+            },
+            BatchSize::SmallInput,
+        )
+    });
+}
+
+criterion_group!(group, benches, per_user_and_pay);
 criterion_main!(group);

@@ -10,7 +10,7 @@ use rustls::pki_types::CertificateDer;
 
 use crate::audit::AuditLog;
 use crate::fetch::{FetchConfig, FetchService, Fetcher};
-use crate::identity::httpsig::{RequestSigner, SignError, SigningKey};
+use crate::identity::httpsig::{RequestSigner, SignError, Signers, SigningKey};
 use crate::layer::{
     DecisionObserver, Mode, PurposeSettings, RobotsLayer, SelectToken, TokenError, Transport,
 };
@@ -230,6 +230,8 @@ pub struct RobotsBuilder {
     transport: Option<Transport>,
     leave_user_agent: bool,
     signing: Option<(Arc<SigningKey>, String)>,
+    /// Per proxy user (`true`) or product token (`false`): name, key, Signature-Agent.
+    signing_for: Vec<(bool, String, Arc<SigningKey>, String)>,
     signature_validity: Option<Duration>,
 }
 
@@ -631,6 +633,50 @@ impl RobotsBuilder {
         self
     }
 
+    /// Signs the requests of the proxy user `user` (the proxy's
+    /// [`ProxyUser`](crate::layer::ProxyUser)) with `key`, naming `signature_agent`,
+    /// instead of the [`sign_with`](RobotsBuilder::sign_with) key: one proxy serving
+    /// several crawlers, each signing as itself. The precedence is [`Signers::pick`]'s
+    /// (user, then token, then the default). robots.txt fetches, shared by every user, are
+    /// signed with the default key.
+    ///
+    /// ```
+    /// use robotsgate::identity::httpsig::SigningKey;
+    ///
+    /// let robots = robotsgate::Robots::builder()
+    ///     .agent("ExampleBot")
+    ///     .sign_with(SigningKey::generate()?, "https://bots.example")
+    ///     .sign_user_with("alice", SigningKey::generate()?, "https://alice.example")
+    ///     .sign_token_with("NewsBot", SigningKey::generate()?, "https://news.example")
+    ///     .build()?;
+    /// let layer = robots.layer();
+    /// let signers = layer.signers().unwrap();
+    /// assert_eq!(signers.pick(Some("alice"), None).unwrap().agent(), r#"sig1="https://alice.example""#);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sign_user_with(
+        mut self,
+        user: impl Into<String>,
+        key: impl Into<Arc<SigningKey>>,
+        signature_agent: impl Into<String>,
+    ) -> Self {
+        self.signing_for.push((true, user.into(), key.into(), signature_agent.into()));
+        self
+    }
+
+    /// Signs the requests made as product token `token` (whose proxy user has no key of
+    /// its own, see [`sign_user_with`](RobotsBuilder::sign_user_with)) with `key`, naming
+    /// `signature_agent`.
+    pub fn sign_token_with(
+        mut self,
+        token: impl Into<String>,
+        key: impl Into<Arc<SigningKey>>,
+        signature_agent: impl Into<String>,
+    ) -> Self {
+        self.signing_for.push((false, token.into(), key.into(), signature_agent.into()));
+        self
+    }
+
     /// How long a request's signature is valid (`expires - created`; default 60 s).
     pub fn signature_validity(mut self, validity: Duration) -> Self {
         self.signature_validity = Some(validity);
@@ -823,16 +869,23 @@ impl RobotsBuilder {
             fetch_observers.push(Arc::new(audit.clone()) as Arc<dyn FetchObserver>);
         }
         fetch_observers.extend(self.fetch_observers);
+        let validity = self.signature_validity;
+        let make = |key: Arc<SigningKey>, agent: &str| -> Result<Arc<RequestSigner>, SignError> {
+            let signer = RequestSigner::new(key, agent)?;
+            Ok(Arc::new(match validity {
+                Some(v) => signer.validity(v),
+                None => signer,
+            }))
+        };
         let signer = match self.signing {
-            Some((key, signature_agent)) => {
-                let signer = RequestSigner::new(key, &signature_agent)?;
-                Some(Arc::new(match self.signature_validity {
-                    Some(v) => signer.validity(v),
-                    None => signer,
-                }))
-            }
+            Some((key, signature_agent)) => Some(make(key, &signature_agent)?),
             None => None,
         };
+        let mut signers = Signers::new(signer.clone());
+        for (user, name, key, agent) in self.signing_for {
+            let one = make(key, &agent)?;
+            signers = if user { signers.with_user(name, one) } else { signers.with_token(&name, one) };
+        }
         let own_connections = self.fetch_service.is_none();
         let fetcher = match self.fetch_service {
             Some(service) => Fetcher::with_fetch_service(service, fetch),
@@ -897,8 +950,8 @@ impl RobotsBuilder {
         if let Some(selector) = self.selector {
             layer = layer.with_selector(SharedSelector(selector));
         }
-        if let Some(signer) = signer {
-            layer = layer.with_signer(signer);
+        if !signers.is_empty() {
+            layer = layer.with_signers(signers);
         }
         Ok(Robots { layer, policy, pacer, connector, pool, agent, user_agent: header })
     }

@@ -136,3 +136,56 @@ async fn the_reqwest_middleware_signs_every_hop() {
     assert!(matches!(err, reqwest_middleware::Error::Middleware(_)));
     assert_eq!(origin.hits("/private/x"), 0);
 }
+
+/// `sign_user_with`: the layer signs a proxy user's requests with that user's key and
+/// Signature-Agent, the rest with the default key; without a default, the rest go
+/// unsigned (and without the client's signature fields).
+#[tokio::test]
+async fn the_layer_signs_each_proxy_user_with_its_own_key() {
+    use robotsgate::layer::ProxyUser;
+    let (default, alice) =
+        (Arc::new(SigningKey::generate().unwrap()), Arc::new(SigningKey::generate().unwrap()));
+    let origin = origin().await;
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let as_user = |user: Option<&str>| {
+        let mut req = forged(&origin.url("/page"));
+        if let Some(u) = user {
+            req.extensions_mut().insert(ProxyUser(u.into()));
+        }
+        req
+    };
+
+    let robots =
+        builder(&default).sign_user_with("alice", alice.clone(), "https://alice.example").build().unwrap();
+    let mut http = ServiceBuilder::new().layer(robots.layer()).service(client.clone());
+    for user in [Some("alice"), Some("bob"), None] {
+        let res = bounded("layer", http.ready().await.unwrap().call(as_user(user))).await;
+        assert_eq!(res.unwrap().status(), 200);
+    }
+    let seen = origin.seen_for("/page");
+    assert_eq!(
+        verify_seen(&seen[0], &[alice.public()], "https://alice.example").keyid,
+        alice.public().thumbprint()
+    );
+    assert_eq!(verify_seen(&seen[1], &[default.public()], AGENT).keyid, default.public().thumbprint());
+    assert_eq!(verify_seen(&seen[2], &[default.public()], AGENT).keyid, default.public().thumbprint());
+
+    // Alice alone signs: bob's request goes unsigned, the client's fields removed.
+    let robots = Robots::builder()
+        .agent("ExampleBot")
+        .allow_destination("127.0.0.0/8".parse().unwrap())
+        .sign_user_with("alice", alice.clone(), "https://alice.example")
+        .build()
+        .unwrap();
+    assert!(robots.layer().signer().is_none(), "no default signer");
+    let mut http = ServiceBuilder::new().layer(robots.layer()).service(client);
+    for user in ["alice", "bob"] {
+        let res = bounded("layer", http.ready().await.unwrap().call(as_user(Some(user)))).await;
+        assert_eq!(res.unwrap().status(), 200);
+    }
+    let seen = origin.seen_for("/page");
+    verify_seen(&seen[3], &[alice.public()], "https://alice.example");
+    for name in ["signature", "signature-input", "signature-agent"] {
+        assert!(seen[4].headers.get(name).is_none(), "bob's request carries no {name}");
+    }
+}

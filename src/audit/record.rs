@@ -20,8 +20,9 @@ use crate::vocabulary::Outcome;
 /// have `pace_wait_ms` and `pace`, and the outcome `paced`; 4: and `cluster` (fleet mode).
 /// 5: the log records `file-start` and `rotate` of a tamper-evident, rotated log. 6: the
 /// decision outcome and reason `cluster-unavailable` (fleet mode's `503`, recorded). 7: the
-/// `refusal` record (an answer robotsgate gave without a decision record).
-pub const SCHEMA_VERSION: u32 = 7;
+/// `refusal` record (an answer robotsgate gave without a decision record). 8: `payment`
+/// records for `crawler-error` answers too (`price` may be null), and in mode off.
+pub const SCHEMA_VERSION: u32 = 8;
 
 /// One decision, as logged.
 #[derive(Debug, Clone, Serialize)]
@@ -425,8 +426,9 @@ pub(crate) struct ResponseUsageRecord {
     pub outcome: &'static str,
 }
 
-/// An origin asked payment for a request (`402` with `crawler-price`): what it asked, and
-/// whether robotsgate paid (`"type": "payment"`, keyed by the decision's `request_id`).
+/// An origin asked payment for a request (`402` with `crawler-price`) or refused it with a
+/// `crawler-error`: what it asked, and whether robotsgate paid (`"type": "payment"`, keyed
+/// by the decision's `request_id`; in mode off, an id of its own).
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct PaymentRecord {
     /// [`SCHEMA_VERSION`].
@@ -440,8 +442,12 @@ pub(crate) struct PaymentRecord {
     pub request_id: String,
     /// The origin (`scheme://host:port`).
     pub origin: String,
-    /// The origin's `crawler-price`.
-    pub price: String,
+    /// The status of the origin's first answer.
+    pub status: u16,
+    /// The origin's `crawler-price`, if any.
+    pub price: Option<String>,
+    /// The first answer's `crawler-error`, if any.
+    pub error: Option<String>,
     /// `[identity] max_price`, if set.
     pub max_price: Option<String>,
     /// Whether the request was sent again with a signed `crawler-max-price`.
@@ -450,6 +456,8 @@ pub(crate) struct PaymentRecord {
     pub retry_status: Option<u16>,
     /// The retry's `crawler-charged`: what was paid.
     pub charged: Option<String>,
+    /// The retry's `crawler-error`, if any.
+    pub retry_error: Option<String>,
     /// Why there was no retry.
     pub no_retry: Option<&'static str>,
 }

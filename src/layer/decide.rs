@@ -10,10 +10,10 @@ use http::{HeaderValue, Method, Response};
 use tokio::time::Instant;
 
 use super::purpose::ResponseUsage;
-use super::{ClientAddr, DecisionObserver, Mode, ProxyUser, Settings, Transport};
+use super::{ClientAddr, DecisionObserver, Mode, ProxyUser, Settings, SignedWith, Transport};
 use crate::audit::{AuditLog, RequestFacts, ResponseUsageRecord};
 use crate::fetch::Unreachable;
-use crate::identity::httpsig::RequestSigner;
+use crate::identity::httpsig::Signers;
 use crate::ids::{RequestId, RequestIds};
 use crate::net::{ConnectError, Connector};
 use crate::origin::{Origin, Scheme, request_path};
@@ -43,8 +43,9 @@ pub(super) struct Shared {
     /// for saying in the record that a decision was made alone).
     #[cfg(feature = "cluster")]
     pub(super) cluster: Option<crate::cluster::Cluster>,
-    /// Signs every request that goes (Web Bot Auth); `None`: requests are not signed.
-    pub(super) signer: Option<Arc<RequestSigner>>,
+    /// Sign the requests that go (Web Bot Auth), each with its user's or token's signer;
+    /// `None`: requests are not signed.
+    pub(super) signers: Option<Arc<Signers>>,
 }
 
 /// A request that may go: its decision, and what its answer tells pacing.
@@ -117,6 +118,8 @@ impl Shared {
         let settings = self.settings.load_full();
         let report_only = settings.mode == Mode::ReportOnly;
         let token = self.token(&settings, parts)?;
+        // The token picks the signer (with the proxy user).
+        let signing_token = self.signers.as_ref().map(|_| token.clone());
         let usage = self.purpose(&settings, parts)?;
         let decision = match self.guard(&target.origin).await {
             Guarded::FleetDown => {
@@ -138,7 +141,7 @@ impl Shared {
         // A request that goes is signed now, after its wait for a slot (the signature's
         // validity starts when it is sent), and before its record says so.
         let goes = goes(&decision, report_only) && paced.refused.is_none() && !cluster_refused;
-        let signed = self.signer.as_ref().map(|signer| goes && sign(signer, parts));
+        let signed = self.signers.as_ref().map(|s| goes && sign(s, signing_token.as_deref(), parts));
         let how = Logged { report_only, signed, elapsed, pace: paced.facts.as_ref(), cluster_refused };
         self.record(parts, &target.url, target.path_visible, &decision, how, logged).await?;
         if cluster_refused {
@@ -227,7 +230,7 @@ impl Shared {
         logged: &mut Option<RequestId>,
     ) -> Refusal {
         let decision = self.without_robots(target, token, Reason::ClusterUnavailable);
-        let signed = self.signer.as_ref().map(|_| false);
+        let signed = self.signers.as_ref().map(|_| false);
         let how =
             Logged { report_only, signed, elapsed: started.elapsed(), pace: None, cluster_refused: true };
         match self.record(parts, &target.url, target.path_visible, &decision, how, logged).await {
@@ -422,11 +425,32 @@ impl Shared {
         audit.log_refusal(refusal, facts);
     }
 
-    /// Signs a request that goes without a decision (mode off), when a signer is set.
+    /// Signs a request that goes without a decision (mode off), when signers are set: by
+    /// its proxy user's signer, else the default (no token is chosen in mode off).
     pub(super) fn sign_undecided(&self, parts: &mut http::request::Parts) {
-        if let Some(signer) = &self.signer {
-            sign(signer, parts);
+        if let Some(signers) = &self.signers {
+            sign(signers, None, parts);
         }
+    }
+
+    /// Writes the payment record of a request that went without a decision (mode off),
+    /// with an audit log: `uri` and `host` are its target's.
+    pub(super) fn log_undecided_payment(
+        &self,
+        uri: &http::Uri,
+        host: Option<&HeaderValue>,
+        payment: &crate::identity::httpsig::Payment,
+    ) {
+        let Some(audit) = &self.audit else { return };
+        let origin = match uri.scheme() {
+            Some(_) => Origin::from_uri(uri).ok(),
+            None => {
+                host.and_then(|h| h.to_str().ok()).and_then(|h| Origin::from_authority(self.scheme, h).ok())
+            }
+        };
+        let Some(origin) = origin else { return };
+        let id = self.ids.next();
+        audit.log_payment(super::outcome::payment_record(id.as_str(), origin.to_string(), payment));
     }
 
     /// Sets the crawler's `User-Agent` on a request that has none.
@@ -504,22 +528,34 @@ fn answer(
     Err(Refusal::disallowed(url, decision))
 }
 
-/// Signs `parts` (Web Bot Auth), replacing any signature fields it had: `true` when it is
-/// signed. A `CONNECT` is not: what goes through the tunnel is not seen here. A request
-/// that cannot be signed (no randomness for the nonce: not expected) goes without the
-/// client's signature fields, and `false` is recorded.
-fn sign(signer: &RequestSigner, parts: &mut http::request::Parts) -> bool {
+/// Signs `parts` (Web Bot Auth) with its signer among `signers` (its proxy user's, else
+/// `token`'s, else the default), replacing any signature fields it had: `true` when it is
+/// signed (the signer is then in its extensions, [`SignedWith`]). A `CONNECT` is not: what
+/// goes through the tunnel is not seen here. A request no signer applies to, or that
+/// cannot be signed (no randomness for the nonce: not expected), goes without the client's
+/// signature fields, and `false` is recorded.
+fn sign(signers: &Signers, token: Option<&str>, parts: &mut http::request::Parts) -> bool {
     if parts.method == Method::CONNECT {
         return false;
     }
-    match signer.sign(parts, SystemTime::now()) {
-        Ok(()) => true,
-        Err(e) => {
-            for name in ["signature", "signature-input", "signature-agent"] {
-                parts.headers.remove(name);
+    let user = parts.extensions.get::<ProxyUser>().map(|u| u.0.clone());
+    let signed = match signers.pick(user.as_deref(), token) {
+        Some(signer) => match signer.sign(parts, SystemTime::now()) {
+            Ok(()) => {
+                parts.extensions.insert(SignedWith(signer.clone()));
+                true
             }
-            tracing::warn!(error = %e, "request not signed");
-            false
+            Err(e) => {
+                tracing::warn!(error = %e, "request not signed");
+                false
+            }
+        },
+        None => false,
+    };
+    if !signed {
+        for name in ["signature", "signature-input", "signature-agent"] {
+            parts.headers.remove(name);
         }
     }
+    signed
 }

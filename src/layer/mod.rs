@@ -74,7 +74,7 @@ use http::HeaderValue;
 use tower::Layer;
 
 use crate::audit::AuditLog;
-use crate::identity::httpsig::RequestSigner;
+use crate::identity::httpsig::{RequestSigner, Signers};
 use crate::ids::RequestIds;
 use crate::net::Connector;
 use crate::origin::Scheme;
@@ -134,6 +134,11 @@ impl Transport {
 /// The authenticated proxy user, put into the request extensions by the proxy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProxyUser(pub Arc<str>);
+
+/// The signer that signed a request, put into its extensions by the layer (a retry, e.g.
+/// pay per crawl's, is signed by the same crawler's key).
+#[derive(Debug, Clone)]
+pub struct SignedWith(pub Arc<RequestSigner>);
 
 /// The error of a [`RobotsService`]: the inner service's, or a [`Refusal`] for an
 /// origin that cannot be reached.
@@ -239,7 +244,7 @@ impl RobotsLayer {
                 pacer: None,
                 #[cfg(feature = "cluster")]
                 cluster: None,
-                signer: None,
+                signers: None,
             }),
         }
     }
@@ -263,7 +268,7 @@ impl RobotsLayer {
                     pacer: s.pacer.clone(),
                     #[cfg(feature = "cluster")]
                     cluster: s.cluster.clone(),
-                    signer: s.signer.clone(),
+                    signers: s.signers.clone(),
                 };
                 f(&mut copy);
                 self.shared = Arc::new(copy);
@@ -377,12 +382,25 @@ impl RobotsLayer {
     /// the origin's slot; in [`Mode::Off`] too. A `CONNECT` is not signed (what goes
     /// through a tunnel is not seen); the audit record's `signed` says which were.
     pub fn with_signer(self, signer: Arc<RequestSigner>) -> RobotsLayer {
-        self.edit(|s| s.signer = Some(signer))
+        self.with_signers(Signers::new(Some(signer)))
     }
 
-    /// The signer, if requests are signed.
+    /// [`with_signer`](RobotsLayer::with_signer), one signer per proxy user or product
+    /// token ([`Signers`]: the user's, else the token's, else the default). A request no
+    /// signer applies to goes unsigned (its record says `"signed": false`).
+    pub fn with_signers(self, signers: Signers) -> RobotsLayer {
+        let signers = (!signers.is_empty()).then(|| Arc::new(signers));
+        self.edit(|s| s.signers = signers)
+    }
+
+    /// The default signer, if there is one.
     pub fn signer(&self) -> Option<&Arc<RequestSigner>> {
-        self.shared.signer.as_ref()
+        self.shared.signers.as_ref().and_then(|s| s.default_signer())
+    }
+
+    /// The signers, if requests are signed.
+    pub fn signers(&self) -> Option<&Arc<Signers>> {
+        self.shared.signers.as_ref()
     }
 
     /// Writes every decision to `audit`.

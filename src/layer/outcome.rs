@@ -19,6 +19,30 @@ use crate::audit::{AuditLog, OutcomeFacts, PaymentRecord};
 use crate::ids::RequestId;
 use crate::refusal::Refusal;
 
+/// The record of `p`, for the request `request_id` to `origin`.
+pub(super) fn payment_record(
+    request_id: &str,
+    origin: String,
+    p: &crate::identity::httpsig::Payment,
+) -> PaymentRecord {
+    PaymentRecord {
+        schema_version: 0,
+        kind: "payment",
+        time: String::new(),
+        request_id: request_id.to_owned(),
+        origin,
+        status: p.status,
+        price: p.price.clone(),
+        error: p.error.clone(),
+        max_price: p.max_price.clone(),
+        retried: p.retried,
+        retry_status: p.retry_status,
+        charged: p.charged.clone(),
+        retry_error: p.retry_error.clone(),
+        no_retry: p.no_retry,
+    }
+}
+
 /// The outcome of one request whose decision was logged; written once, when it ends (or
 /// when it is dropped: the client went away).
 pub(super) struct Outcome {
@@ -38,19 +62,7 @@ impl Outcome {
 
     /// Records the payment an origin asked for this request, and what came of it.
     pub(super) fn payment(&self, origin: String, p: &crate::identity::httpsig::Payment) {
-        self.audit.log_payment(PaymentRecord {
-            schema_version: 0,
-            kind: "payment",
-            time: String::new(),
-            request_id: self.id.as_str().to_owned(),
-            origin,
-            price: p.price.clone(),
-            max_price: p.max_price.clone(),
-            retried: p.retried,
-            retry_status: p.retry_status,
-            charged: p.charged.clone(),
-            no_retry: p.no_retry,
-        });
+        self.audit.log_payment(payment_record(self.id.as_str(), origin, p));
     }
 
     /// Notes the answer: its status, and whether robotsgate made it (and which kind).

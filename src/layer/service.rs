@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use http::header::HOST;
 use http::{Method, Request, Response};
 use http_body_util::Either;
 use tower::Service;
@@ -73,15 +74,22 @@ where
         if shared.settings.load().mode == Mode::Off {
             return ResponseFuture {
                 inner: Box::pin(async move {
-                    let req = if shared.signer.is_some() {
+                    let req = if shared.signers.is_some() {
                         let (mut parts, body) = req.into_parts();
                         shared.sign_undecided(&mut parts);
                         Request::from_parts(parts, body)
                     } else {
                         req
                     };
+                    // What was paid is recorded in mode off too (no decision record to
+                    // key it by: an id of its own), with an audit log.
+                    let target =
+                        shared.audit.as_ref().map(|_| (req.uri().clone(), req.headers().get(HOST).cloned()));
                     let mut res = inner.call(req).await.map_err(Into::into)?;
                     Refusal::disown(&mut res);
+                    if let (Some((uri, host)), Some(p)) = (target, res.extensions().get::<Payment>()) {
+                        shared.log_undecided_payment(&uri, host.as_ref(), p);
+                    }
                     Ok(res.map(|b| RobotsBody::plain(Either::Left(b))))
                 }),
             };

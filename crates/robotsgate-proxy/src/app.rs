@@ -323,12 +323,19 @@ impl App {
         // Checked here for its error's wording; the builder signs the requests and the
         // robots.txt fetches with the same key.
         let signer = crate::identity::signer(config)?;
-        let builder = match (&signer, crate::identity::keys(config)?) {
+        let mut builder = match (&signer, crate::identity::keys(config)?) {
             (Some(_), Some(keys)) => builder
                 .sign_with(keys[0].clone(), config.identity.signature_agent.clone())
                 .signature_validity(config.identity.validity.0),
             _ => builder,
         };
+        for u in crate::identity::users(config)? {
+            let (key, agent) = (u.keys[0].clone(), u.signature_agent);
+            builder = match u.is_user {
+                true => builder.sign_user_with(u.name, key, agent),
+                false => builder.sign_token_with(u.name, key, agent),
+            };
+        }
         let robots = builder.build()?;
         let (policy, pacer, layer, pool) =
             (robots.policy().clone(), robots.pacer().clone(), robots.layer(), robots.pool().clone());
@@ -372,8 +379,8 @@ impl App {
             ))
         };
         let mut forwarder = Forwarder::new(pool, &forward_config).with_metrics(metrics.clone());
-        if let (Some(signer), Some(max)) = (signer, max_price) {
-            forwarder = forwarder.with_pay(crate::forward::Pay { signer, max });
+        if let (Some(_), Some(max)) = (signer, max_price) {
+            forwarder = forwarder.with_pay(crate::forward::Pay { max });
         }
         let clients = ClientNetworks::default();
         clients.set(px.allow_clients.iter().map(|c| c.0).collect());

@@ -7,6 +7,13 @@
 //! `signing_key` and every key of `published_keys`, and its response carries one signature
 //! per key, so a new key can be published before it signs and an old one kept published
 //! until its last signatures have expired.
+//!
+//! `[identity.users.NAME]`: one proxy serving several crawlers. The requests of the proxy
+//! user NAME (an `[auth]` user), else those made as the product token NAME, are signed
+//! with that entry's key and `Signature-Agent`; the rest (and every robots.txt fetch,
+//! shared by all) with the default `signing_key`. The directory listener serves an entry's
+//! keys where the request names its `signature_agent`'s host and directory path, the
+//! default keys at the well-known path of any other host.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -48,9 +55,23 @@ pub enum IdentityError {
         /// Why.
         why: String,
     },
+    /// A key file of `[identity.users.NAME]` cannot be read or is not an Ed25519 private
+    /// key.
+    #[error("identity.users.{user}: cannot use {path}: {why}")]
+    UserKey {
+        /// NAME.
+        user: String,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
     /// The `Signature-Agent` cannot be used.
     #[error("identity.signature_agent: {0}")]
     Agent(SignError),
+    /// The `Signature-Agent` of `[identity.users.NAME]` cannot be used.
+    #[error("identity.users.{0}.signature_agent: {1}")]
+    UserAgent(String, SignError),
     /// `max_price` is not a price.
     #[error("identity.max_price: {0}")]
     MaxPrice(robotsgate::identity::httpsig::PriceError),
@@ -130,6 +151,49 @@ pub fn keys(config: &Config) -> Result<Option<Vec<Arc<SigningKey>>>, IdentityErr
         }
     }
     Ok(Some(keys))
+}
+
+/// One `[identity.users.NAME]` entry, its keys read.
+#[derive(Debug, Clone)]
+pub struct UserIdentity {
+    /// NAME.
+    pub name: String,
+    /// Whether NAME is an `[auth]` user (else it is a product token).
+    pub is_user: bool,
+    /// Its signing key first, then its other published ones.
+    pub keys: Vec<Arc<SigningKey>>,
+    /// Its `Signature-Agent`.
+    pub signature_agent: String,
+}
+
+/// The entries of `[identity.users]`, their key files read.
+pub fn users(config: &Config) -> Result<Vec<UserIdentity>, IdentityError> {
+    let mut out = Vec::with_capacity(config.identity.users.len());
+    for (name, entry) in &config.identity.users {
+        let load = |path: &Path| {
+            read_key(path).map(Arc::new).map_err(|why| IdentityError::UserKey {
+                user: name.clone(),
+                path: path.to_owned(),
+                why,
+            })
+        };
+        let mut keys = vec![load(Path::new(entry.signing_key.trim()))?];
+        for path in &entry.published_keys {
+            let key = load(path)?;
+            if !keys.iter().any(|k| k.public() == key.public()) {
+                keys.push(key);
+            }
+        }
+        RequestSigner::new(keys[0].clone(), &entry.signature_agent)
+            .map_err(|e| IdentityError::UserAgent(name.clone(), e))?;
+        out.push(UserIdentity {
+            name: name.clone(),
+            is_user: config.auth.users.contains_key(name),
+            keys,
+            signature_agent: entry.signature_agent.clone(),
+        });
+    }
+    Ok(out)
 }
 
 /// The signer of forwarded requests, with `[identity] signing_key`.
@@ -212,13 +276,61 @@ fn write_file(path: &Path, data: &[u8], mode: u32, replace: bool) -> std::io::Re
 /// `404` (or `405` for another method on the directory).
 pub struct DirectoryServer {
     listener: TcpListener,
-    keys: Arc<[Arc<SigningKey>]>,
+    routes: Arc<Routes>,
     validity: Duration,
+}
+
+/// Which keys the directory listener answers with: `[identity.users]` entries by the host
+/// and path of their directory URL, the default keys at the well-known path otherwise.
+#[derive(Debug, Default)]
+pub struct Routes {
+    default: Vec<Arc<SigningKey>>,
+    /// (lowercase host, path, keys).
+    users: Vec<(String, String, Vec<Arc<SigningKey>>)>,
+}
+
+impl Routes {
+    /// The default keys, and the users' (each at its `signature_agent`'s directory).
+    pub fn new(default: Vec<Arc<SigningKey>>, users: &[UserIdentity]) -> Routes {
+        let users = users
+            .iter()
+            .filter_map(|u| {
+                let dir = robotsgate::identity::httpsig::DirectoryUrl::from_member(&u.signature_agent, None)
+                    .ok()?;
+                let url = url::Url::parse(dir.as_str()).ok()?;
+                Some((url.host_str()?.to_ascii_lowercase(), url.path().to_owned(), u.keys.clone()))
+            })
+            .collect();
+        Routes { default, users }
+    }
+
+    /// The keys to answer `request` with; `None` when its path is no directory's.
+    pub fn keys_for(&self, request: &http::request::Parts) -> Option<&[Arc<SigningKey>]> {
+        let authority = request
+            .uri
+            .authority()
+            .map(|a| a.as_str())
+            .or_else(|| request.headers.get(http::header::HOST).and_then(|h| h.to_str().ok()));
+        let host = authority.map(|a| {
+            let host = a
+                .rsplit_once(':')
+                .filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()))
+                .map_or(a, |(h, _)| h);
+            host.to_ascii_lowercase()
+        });
+        let path = request.uri.path();
+        if let Some(host) = host
+            && let Some((_, _, keys)) = self.users.iter().find(|(h, p, _)| *h == host && p == path)
+        {
+            return Some(keys);
+        }
+        (path == WELL_KNOWN_PATH).then_some(&self.default[..])
+    }
 }
 
 impl std::fmt::Debug for DirectoryServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DirectoryServer").field("keys", &self.keys.len()).finish_non_exhaustive()
+        f.debug_struct("DirectoryServer").field("routes", &self.routes).finish_non_exhaustive()
     }
 }
 
@@ -227,9 +339,10 @@ impl DirectoryServer {
     pub async fn bind(config: &Config) -> Result<Option<DirectoryServer>, IdentityError> {
         let Some(addr) = config.identity.directory_listen else { return Ok(None) };
         let Some(keys) = keys(config)? else { return Ok(None) };
+        let routes = Arc::new(Routes::new(keys, &users(config)?));
         let listener =
             TcpListener::bind(addr).await.map_err(|source| IdentityError::Listen { addr, source })?;
-        Ok(Some(DirectoryServer { listener, keys: keys.into(), validity: config.identity.validity.0 }))
+        Ok(Some(DirectoryServer { listener, routes, validity: config.identity.validity.0 }))
     }
 
     /// The bound address.
@@ -253,10 +366,10 @@ impl DirectoryServer {
                     }
                 },
             };
-            let (keys, validity) = (self.keys.clone(), self.validity);
+            let (routes, validity) = (self.routes.clone(), self.validity);
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                    let res = answer(&keys, &req.into_parts().0, SystemTime::now(), validity);
+                    let res = answer(&routes, &req.into_parts().0, SystemTime::now(), validity);
                     async move { Ok::<_, Infallible>(res) }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -272,7 +385,7 @@ impl DirectoryServer {
 
 /// The directory listener's answer to `request` at `now` (no I/O).
 pub fn answer(
-    keys: &[Arc<SigningKey>],
+    routes: &Routes,
     request: &http::request::Parts,
     now: SystemTime,
     validity: Duration,
@@ -283,9 +396,9 @@ pub fn answer(
         res.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain"));
         res
     };
-    if request.uri.path() != WELL_KNOWN_PATH {
+    let Some(keys) = routes.keys_for(request) else {
         return plain(StatusCode::NOT_FOUND, "not found\n");
-    }
+    };
     if request.method != Method::GET && request.method != Method::HEAD {
         let mut res = plain(StatusCode::METHOD_NOT_ALLOWED, "GET or HEAD\n");
         res.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static("GET, HEAD"));
@@ -351,7 +464,7 @@ mod tests {
 
     #[test]
     fn the_directory_answers_only_its_path() {
-        let keys = vec![Arc::new(SigningKey::generate().unwrap())];
+        let routes = Routes::new(vec![Arc::new(SigningKey::generate().unwrap())], &[]);
         let req = |method: &str, uri: &str| {
             http::Request::builder()
                 .method(method)
@@ -362,7 +475,7 @@ mod tests {
                 .into_parts()
                 .0
         };
-        let at = |r| answer(&keys, &r, SystemTime::now(), Duration::from_secs(60));
+        let at = |r| answer(&routes, &r, SystemTime::now(), Duration::from_secs(60));
         let ok = at(req("GET", WELL_KNOWN_PATH));
         assert_eq!(ok.status(), 200);
         assert_eq!(ok.headers()["cache-control"], "no-store");
@@ -371,5 +484,35 @@ mod tests {
         assert_eq!(at(req("POST", WELL_KNOWN_PATH)).status(), 405);
         let no_host = http::Request::get(WELL_KNOWN_PATH).body(()).unwrap().into_parts().0;
         assert_eq!(at(no_host).status(), 400);
+    }
+
+    #[test]
+    fn users_directories_are_routed_by_host_and_path() {
+        let key = || Arc::new(SigningKey::generate().unwrap());
+        let (default, alice, news) = (key(), key(), key());
+        let user = |name: &str, k: &Arc<SigningKey>, agent: &str| UserIdentity {
+            name: name.into(),
+            is_user: true,
+            keys: vec![k.clone()],
+            signature_agent: agent.into(),
+        };
+        let routes = Routes::new(
+            vec![default.clone()],
+            &[
+                user("alice", &alice, "https://Alice.example"),
+                user("NewsBot", &news, "https://news.example/keys.json"),
+            ],
+        );
+        let at = |host: &str, path: &str| {
+            let parts = http::Request::get(path).header("host", host).body(()).unwrap().into_parts().0;
+            routes.keys_for(&parts).map(|k| k[0].public().thumbprint().to_owned())
+        };
+        let id = |k: &Arc<SigningKey>| Some(k.public().thumbprint().to_owned());
+        assert_eq!(at("alice.example", WELL_KNOWN_PATH), id(&alice));
+        assert_eq!(at("ALICE.example:8443", WELL_KNOWN_PATH), id(&alice));
+        assert_eq!(at("news.example", "/keys.json"), id(&news));
+        assert_eq!(at("news.example", WELL_KNOWN_PATH), id(&default));
+        assert_eq!(at("bot.example", WELL_KNOWN_PATH), id(&default));
+        assert_eq!(at("bot.example", "/keys.json"), None);
     }
 }

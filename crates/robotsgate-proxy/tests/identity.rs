@@ -405,3 +405,172 @@ async fn a_key_dropped_from_the_directory_no_longer_verifies() {
     let refused = std::panic::catch_unwind(|| verify_seen(&seen, &[&after[0]], AGENT));
     assert!(refused.is_err(), "a signature by a key no longer published must not verify");
 }
+
+// ---------------------------------------------------------------------------------------
+// [identity.users]: one proxy, several crawlers, each signing as itself
+// ---------------------------------------------------------------------------------------
+
+/// A request for `url` as proxy user `user` (password "pw").
+fn get_as(url: &str, user: &str) -> http::Request<ReqBody> {
+    use base64::Engine as _;
+    let mut req = get_request(url);
+    let login = base64::engine::general_purpose::STANDARD.encode(format!("{user}:pw"));
+    req.headers_mut().insert(http::header::PROXY_AUTHORIZATION, format!("Basic {login}").parse().unwrap());
+    req
+}
+
+/// The directory the listener at `directory` serves for `host`: its keys, its response
+/// signatures checked with `web-bot-auth`.
+async fn directory_for(directory: SocketAddr, host: &str, path: &str) -> Vec<PublicKey> {
+    let tcp = bounded("connect", tokio::net::TcpStream::connect(directory)).await.unwrap();
+    let mut conn = h1(tcp).await;
+    let req = http::Request::get(path).header("host", host).body(empty()).unwrap();
+    let got = exchange(&mut conn, req).await;
+    assert_eq!(got.status, StatusCode::OK, "{host}{path}: {}", got.describe());
+    let jwks: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
+    let keys: Vec<PublicKey> =
+        jwks["keys"].as_array().unwrap().iter().map(|k| PublicKey::from_jwk(k).unwrap()).collect();
+    let refs: Vec<&PublicKey> = keys.iter().collect();
+    assert_eq!(verify_directory(&got.headers, &got.body, host, &refs), keys.len());
+    keys
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_proxy_user_or_token_signs_with_its_own_key_and_directory() {
+    let dir = temp_dir();
+    let (default, default_path) = write_key(dir.path(), "default.key");
+    let (alice, alice_path) = write_key(dir.path(), "alice.key");
+    let (news, news_path) = write_key(dir.path(), "news.key");
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n")),
+        ("/a", Reply::ok("a")),
+        ("/b", Reply::ok("b")),
+        ("/c", Reply::ok("c")),
+    ])
+    .await;
+    let hash = robotsgate_proxy::auth::hash_password("pw").unwrap();
+    let config = dir.path().join("robotsgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[proxy]\nlisten = \"127.0.0.1:0\"\n\n[auth.users]\nalice = \"{hash}\"\nbob = \"{hash}\"\n\
+             carol = \"{hash}\"\n\n[agent]\ntoken = \"ExampleBot\"\nselect = \"proxy-user\"\n\n\
+             [agent.users]\ncarol = \"NewsBot\"\n\n[guard]\nallow = [\"127.0.0.0/8\"]\n\n\
+             [identity]\nsigning_key = \"{default}\"\nsignature_agent = \"{AGENT}\"\n\
+             directory_listen = \"127.0.0.1:0\"\n\n\
+             [identity.users.alice]\nsigning_key = \"{alice}\"\nsignature_agent = \"https://alice.example\"\n\n\
+             [identity.users.newsbot]\nsigning_key = \"{news}\"\n\
+             signature_agent = \"https://news.example/keys/directory.json\"\n",
+            default = default_path.display(),
+            alice = alice_path.display(),
+            news = news_path.display(),
+        ),
+    )
+    .unwrap();
+    let (proxy, directory, mut process) = run_binary(&config).await;
+
+    // alice: her key (a user entry); bob: the default key; carol, as NewsBot: the token's.
+    for (user, path) in [("alice", "/a"), ("bob", "/b"), ("carol", "/c")] {
+        let res = send(proxy, get_as(&origin.url(path), user)).await;
+        assert_eq!(res.status(), StatusCode::OK, "{user}");
+    }
+    let a = verify_seen(&origin.seen_for("/a")[0], &[alice.public()], "https://alice.example");
+    let b = verify_seen(&origin.seen_for("/b")[0], &[default.public()], AGENT);
+    let c =
+        verify_seen(&origin.seen_for("/c")[0], &[news.public()], "https://news.example/keys/directory.json");
+    assert_eq!(
+        [&a.keyid, &b.keyid, &c.keyid],
+        [alice.public().thumbprint(), default.public().thumbprint(), news.public().thumbprint()]
+    );
+    assert!(a.keyid != b.keyid && b.keyid != c.keyid && a.keyid != c.keyid);
+    // Another user's key does not verify alice's request.
+    let wrong = std::panic::catch_unwind(|| {
+        verify_seen(&origin.seen_for("/a")[0], &[default.public()], "https://alice.example")
+    });
+    assert!(wrong.is_err(), "alice's request is not signed with the default key");
+    // robots.txt, fetched once for all of them, with the default key.
+    assert_eq!(origin.hits("/robots.txt"), 1);
+    verify_seen(&origin.seen_for("/robots.txt")[0], &[default.public()], AGENT);
+
+    // Each directory where its Signature-Agent says, signed by its own keys.
+    assert_eq!(directory_for(directory, "alice.example", WELL_KNOWN_PATH).await, [alice.public().clone()]);
+    assert_eq!(
+        directory_for(directory, "news.example", "/keys/directory.json").await,
+        [news.public().clone()]
+    );
+    assert_eq!(directory_for(directory, "bot.example", WELL_KNOWN_PATH).await, [default.public().clone()]);
+
+    // `robotsgate identity directory --config F --user NAME`: that entry's JWKS.
+    let out =
+        robotsgate(&["identity", "directory", "--config", config.to_str().unwrap(), "--user", "alice"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let jwks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(jwks["keys"][0]["kid"], alice.public().thumbprint());
+    assert_eq!(jwks["keys"].as_array().unwrap().len(), 1);
+    let out =
+        robotsgate(&["identity", "directory", "--config", config.to_str().unwrap(), "--user", "bob"]).await;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no [identity.users.bob]"));
+
+    let _ = process.child.start_kill();
+    process.wait_exit().await;
+}
+
+#[tokio::test]
+async fn identity_users_are_checked_with_errors_naming_the_entry() {
+    let dir = temp_dir();
+    let (_, default_path) = write_key(dir.path(), "default.key");
+    let (_, alice_path) = write_key(dir.path(), "alice.key");
+    let write = |users: &str| {
+        let path = dir.path().join("robotsgate.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[proxy]\nlisten = \"127.0.0.1:0\"\n\n[agent]\ntoken = \"ExampleBot\"\n\n\
+                 [identity]\nsigning_key = \"{}\"\nsignature_agent = \"{AGENT}\"\n\n{users}",
+                default_path.display()
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let fails = |path: PathBuf, check: bool| async move {
+        let mut args = vec!["run", "--config", path.to_str().unwrap()];
+        if check {
+            args.push("--check-config");
+        }
+        let out = robotsgate(&args).await;
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let missing = dir.path().join("missing.key");
+    let e = fails(
+        write(&format!(
+            "[identity.users.NewsBot]\nsigning_key = \"{}\"\nsignature_agent = \"https://news.example\"\n",
+            missing.display()
+        )),
+        false,
+    )
+    .await;
+    assert!(e.contains("identity.users.NewsBot") && e.contains("missing.key"), "{e}");
+    let e = fails(
+        write(&format!(
+            "[identity.users.NewsBot]\nsigning_key = \"{}\"\nsignature_agent = \"http://news.example\"\n",
+            alice_path.display()
+        )),
+        true,
+    )
+    .await;
+    assert!(e.contains("identity.users.NewsBot.signature_agent") && e.contains("https"), "{e}");
+    let e = fails(
+        write(&format!(
+            "[identity.users.\"not a token\"]\nsigning_key = \"{}\"\nsignature_agent = \"https://x.example\"\n",
+            alice_path.display()
+        )),
+        true,
+    )
+    .await;
+    assert!(e.contains("neither an [auth] user nor a product token"), "{e}");
+    let e = fails(write("[identity.users.NewsBot]\nsignature_agent = \"https://x.example\"\n"), true).await;
+    assert!(e.contains("signing_key"), "{e}");
+}

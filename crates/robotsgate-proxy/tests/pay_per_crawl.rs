@@ -3,7 +3,9 @@
 //! signature, then `200` with `crawler-charged`. Through `robotsgate run` (the binary)
 //! with `[identity] max_price`: a price within it is retried once, signed (checked by
 //! Cloudflare's `web-bot-auth` crate), and paid; a price above it and a request with a
-//! body are passed on as they came; the audit log's `payment` records say which and why.
+//! body are passed on as they came; an answer with a `crawler-error` (a blocked crawler, a
+//! failed payment) is passed on too; the audit log's `payment` records say which and why,
+//! in `policy.mode = "off"` too.
 
 mod support;
 
@@ -84,6 +86,11 @@ async fn answer(
     };
     let price = match parts.uri.path() {
         "/robots.txt" => return reply(200, &[], "User-agent: *\nAllow: /\n"),
+        "/forbidden" => return reply(403, &[("crawler-error", "CrawlerForbidden")], "blocked"),
+        "/unpaid" if parts.headers.contains_key("crawler-max-price") => {
+            return reply(403, &[("crawler-error", "PaymentFailed")], "payment failed");
+        }
+        "/unpaid" => ("USD 0.02", 20_000),
         "/cheap" => ("USD 0.01", 10_000u64),
         "/dear" => ("USD 1.00", 1_000_000),
         _ => return reply(404, &[], "no"),
@@ -234,6 +241,75 @@ async fn without_max_price_a_402_is_recorded_and_passed_on_unpaid() {
     let p = payment(&records, &origin.url("/cheap"));
     assert_eq!((&p["retried"], &p["no_retry"]), (&false.into(), &"no max_price".into()));
     assert!(p["max_price"].is_null());
+    let _ = process.child.start_kill();
+    process.wait_exit().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crawler_error_answers_are_recorded_first_or_on_the_retry() {
+    let dir = temp_dir();
+    let origin = PayOrigin::start().await;
+    let (proxy, mut process, _key, audit) = run(dir.path(), "max_price = \"USD 0.05\"").await;
+
+    // Blocked outright: a 403 with a crawler-error and no price, passed on, not retried.
+    let got = collect(send(proxy, get_request(&origin.url("/forbidden"))).await).await;
+    assert_eq!(got.status, StatusCode::FORBIDDEN);
+    assert_eq!(got.header("crawler-error"), "CrawlerForbidden");
+    assert_eq!(origin.seen_for("/forbidden").len(), 1);
+    // Priced, retried, and the payment fails: the client gets the retry's answer.
+    let got = collect(send(proxy, get_request(&origin.url("/unpaid"))).await).await;
+    assert_eq!(got.status, StatusCode::FORBIDDEN);
+    assert_eq!(got.header("crawler-error"), "PaymentFailed");
+    assert_eq!(origin.seen_for("/unpaid").len(), 2, "the request and its retry");
+
+    until("two payment records", || of_type(&read_jsonl(&audit), "payment").len() == 2).await;
+    let records = read_jsonl(&audit);
+    let blocked = payment(&records, &origin.url("/forbidden"));
+    assert_eq!(
+        (&blocked["status"], &blocked["error"], &blocked["price"], &blocked["retried"], &blocked["no_retry"]),
+        (
+            &403.into(),
+            &"CrawlerForbidden".into(),
+            &serde_json::Value::Null,
+            &false.into(),
+            &"no price".into()
+        ),
+        "{blocked:#}"
+    );
+    let failed = payment(&records, &origin.url("/unpaid"));
+    assert_eq!(
+        (&failed["status"], &failed["price"], &failed["retried"], &failed["retry_status"]),
+        (&402.into(), &"USD 0.02".into(), &true.into(), &403.into()),
+        "{failed:#}"
+    );
+    assert_eq!(
+        (&failed["retry_error"], &failed["charged"]),
+        (&"PaymentFailed".into(), &serde_json::Value::Null)
+    );
+    assert!(failed["error"].is_null());
+    let _ = process.child.start_kill();
+    process.wait_exit().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_mode_off_what_was_paid_is_recorded_without_a_decision() {
+    let dir = temp_dir();
+    let origin = PayOrigin::start().await;
+    let (proxy, mut process, _key, audit) =
+        run(dir.path(), "max_price = \"USD 0.05\"\n\n[policy]\nmode = \"off\"").await;
+    let got = collect(send(proxy, get_request(&origin.url("/cheap"))).await).await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.describe());
+    assert_eq!(got.header("crawler-charged"), "USD 0.01");
+    until("a payment record", || !of_type(&read_jsonl(&audit), "payment").is_empty()).await;
+    let records = read_jsonl(&audit);
+    assert!(of_type(&records, "decision").is_empty(), "mode off decides nothing");
+    let paid = of_type(&records, "payment");
+    assert_eq!(paid.len(), 1, "{records:?}");
+    assert_eq!(
+        (&paid[0]["origin"], &paid[0]["charged"], &paid[0]["retry_status"]),
+        (&origin.url("").into(), &"USD 0.01".into(), &200.into())
+    );
+    assert!(paid[0]["request_id"].as_str().is_some_and(|id| !id.is_empty()));
     let _ = process.child.start_kill();
     process.wait_exit().await;
 }

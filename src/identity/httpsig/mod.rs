@@ -70,6 +70,7 @@ mod key;
 mod pay;
 mod replay;
 mod sign;
+mod signers;
 mod verdict;
 mod verifier;
 
@@ -88,11 +89,12 @@ pub use directory::{
 };
 pub use key::{KeyError, PublicKey, SigningKey};
 pub use pay::{
-    CRAWLER_CHARGED, CRAWLER_EXACT_PRICE, CRAWLER_MAX_PRICE, CRAWLER_PRICE, Payment, Price, PriceError,
-    retry_refusal,
+    CRAWLER_CHARGED, CRAWLER_ERROR, CRAWLER_EXACT_PRICE, CRAWLER_MAX_PRICE, CRAWLER_PRICE, Payment, Price,
+    PriceError, retry_refusal,
 };
 pub use replay::{ReplayFuture, ReplayKey, SharedReplays};
 pub use sign::{LABEL, RequestSigner, SignError, directory_response};
+pub use signers::Signers;
 pub use verdict::{Failure, ReplayStatus, Unverified, Verdict, Verified};
 pub use verifier::Verifier;
 

@@ -1,7 +1,8 @@
 //! Pay per crawl (Cloudflare's protocol, as publicly documented): an origin answers `402`
 //! with `crawler-price: USD 0.01`; a crawler willing to pay retries with a
 //! `crawler-max-price` covered by its Web Bot Auth signature; a paid answer carries
-//! `crawler-charged`. This module is the pure part: reading prices, comparing them with a
+//! `crawler-charged`; an answer the protocol refuses carries `crawler-error` (a code such as
+//! `InvalidCrawlerMaxPrice` or `PaymentFailed`, with a 400, 402, 403 or 502). This module is the pure part: reading prices, comparing them with a
 //! limit, and [`Payment`], what happened to one request (a response extension the audit
 //! log records).
 //!
@@ -26,6 +27,8 @@ pub const CRAWLER_MAX_PRICE: &str = "crawler-max-price";
 pub const CRAWLER_EXACT_PRICE: &str = "crawler-exact-price";
 /// What the origin charged (on its paid answer).
 pub const CRAWLER_CHARGED: &str = "crawler-charged";
+/// Why the origin (its CDN) refused a pay-per-crawl request: an error code.
+pub const CRAWLER_ERROR: &str = "crawler-error";
 
 /// Decimal places kept: amounts are compared in millionths.
 const SCALE: u32 = 6;
@@ -100,13 +103,18 @@ impl fmt::Display for Price {
     }
 }
 
-/// What happened to a request an origin asked payment for (`402` with `crawler-price`):
-/// put in the response's extensions by whoever forwarded it, recorded by the audit log
-/// (`"type": "payment"`).
+/// What happened to a request an origin asked payment for (`402` with `crawler-price`), or
+/// answered with a `crawler-error`: put in the response's extensions by whoever forwarded
+/// it, recorded by the audit log (`"type": "payment"`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Payment {
-    /// The origin's `crawler-price`, as it sent it.
-    pub price: String,
+    /// The status of the origin's (first) answer.
+    pub status: u16,
+    /// The origin's `crawler-price`, as it sent it; `None` for an answer with a
+    /// `crawler-error` and no price.
+    pub price: Option<String>,
+    /// The first answer's `crawler-error`, as the origin sent it.
+    pub error: Option<String>,
     /// The configured maximum, if any.
     pub max_price: Option<String>,
     /// Whether the request was sent again with a signed `crawler-max-price`.
@@ -115,8 +123,10 @@ pub struct Payment {
     pub retry_status: Option<u16>,
     /// The retry's `crawler-charged`, as the origin sent it: what was paid.
     pub charged: Option<String>,
+    /// The retry's `crawler-error`, as the origin sent it (e.g. `PaymentFailed`).
+    pub retry_error: Option<String>,
     /// Why there was no retry (`no max_price`, `not signing`, `above max_price`,
-    /// `unreadable price`, `request has a body`).
+    /// `unreadable price`, `request has a body`, `no price`).
     pub no_retry: Option<&'static str>,
 }
 

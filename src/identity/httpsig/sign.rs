@@ -102,6 +102,11 @@ impl RequestSigner {
         &self.key
     }
 
+    /// The `Signature-Agent` field it sends (`sig1="<URL>"`).
+    pub fn agent(&self) -> &HeaderValue {
+        &self.agent
+    }
+
     /// Signs the request (see the type's docs), `created` being `now`.
     pub fn sign(&self, parts: &mut http::request::Parts, now: SystemTime) -> Result<(), SignError> {
         self.sign_covering(parts, now, &[])

@@ -38,6 +38,9 @@ enum IdentityCommand {
         /// A configuration file whose [identity] keys to list.
         #[arg(long, short, value_name = "FILE")]
         config: Option<PathBuf>,
+        /// With --config: the keys of [identity.users.NAME] instead of the default ones.
+        #[arg(long, value_name = "NAME", requires = "config")]
+        user: Option<String>,
     },
 }
 
@@ -55,11 +58,20 @@ pub fn run(args: IdentityArgs) -> anyhow::Result<ExitCode> {
             println!("    directory_listen = \"127.0.0.1:8443\"            # put it behind that domain");
             Ok(ExitCode::SUCCESS)
         }
-        IdentityCommand::Directory { key, config } => {
+        IdentityCommand::Directory { key, config, user } => {
             let mut keys = Vec::new();
             if let Some(path) = config {
                 let config = Config::load(&path)?;
-                keys.extend(crate::identity::keys(&config)?.unwrap_or_default());
+                match user {
+                    Some(name) => {
+                        let users = crate::identity::users(&config)?;
+                        let Some(u) = users.into_iter().find(|u| u.name == name) else {
+                            anyhow::bail!("{}: no [identity.users.{name}]", path.display());
+                        };
+                        keys.extend(u.keys);
+                    }
+                    None => keys.extend(crate::identity::keys(&config)?.unwrap_or_default()),
+                }
             }
             for path in &key {
                 let k =

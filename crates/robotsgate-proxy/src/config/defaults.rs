@@ -133,6 +133,7 @@ impl Default for IdentitySection {
             published_keys: Vec::new(),
             directory_listen: None,
             max_price: String::new(),
+            users: Default::default(),
         }
     }
 }

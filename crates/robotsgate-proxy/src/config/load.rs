@@ -38,6 +38,9 @@ impl Config {
         if let Err((key, message)) = check_identity(&self.identity) {
             return Err(err(key, message));
         }
+        if let Err((key, message)) = check_identity_users(&self.identity, &self.auth) {
+            return Err(err(&key, message));
+        }
         match super::verify::check_verify(&self.verify) {
             Ok(()) => {}
             Err(VerifyProblem::Key(key, message)) => return Err(err(key, message)),
@@ -405,6 +408,41 @@ fn check_identity(s: &super::sections::IdentitySection) -> Result<(), (&'static 
         || s.validity.0 > std::time::Duration::from_secs(24 * 3600)
     {
         return Err(("identity.validity", "must be between 1s and 24h".into()));
+    }
+    Ok(())
+}
+
+/// `[identity.users]`: each entry names an `[auth]` user or is a product token, with a key
+/// file and an `https` Signature-Agent; the default `signing_key` signs the rest (and the
+/// robots.txt fetches). `Err((key, message))`.
+fn check_identity_users(
+    s: &super::sections::IdentitySection,
+    auth: &super::sections::AuthSection,
+) -> Result<(), (String, String)> {
+    let Some(first) = s.users.keys().next() else { return Ok(()) };
+    if s.signing_key.is_empty() {
+        return Err((
+            "identity.signing_key".into(),
+            format!(
+                "must be set with identity.users (the key of every request no entry names, {first:?} aside)"
+            ),
+        ));
+    }
+    for (name, user) in &s.users {
+        let key = |k: &str| format!("identity.users.{name}.{k}");
+        if !auth.users.contains_key(name) && !robotsgate::rep::is_valid_product_token(name) {
+            return Err((
+                format!("identity.users.{name}"),
+                format!("{name:?} is neither an [auth] user nor a product token"),
+            ));
+        }
+        if user.signing_key.trim().is_empty() {
+            return Err((key("signing_key"), "must be set: the private key of this crawler".into()));
+        }
+        if let Err(e) = robotsgate::identity::httpsig::DirectoryUrl::from_member(&user.signature_agent, None)
+        {
+            return Err((key("signature_agent"), format!("{:?}: {e}", user.signature_agent)));
+        }
     }
     Ok(())
 }

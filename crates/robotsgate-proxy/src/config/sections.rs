@@ -305,6 +305,21 @@ pub struct IdentitySection {
     /// Pay per crawl: the most robotsgate agrees to pay for a request (`USD 0.05`); a `402`
     /// asking at most this is retried once with a signed `crawler-max-price`. "": off.
     pub max_price: String,
+    /// One proxy serving several crawlers: each `[identity.users.NAME]` signs the requests
+    /// of the proxy user NAME (`[auth] users`), else of the product token NAME, with its own
+    /// key and `Signature-Agent`.
+    pub users: BTreeMap<String, IdentityUser>,
+}
+
+/// One `[identity.users.NAME]` entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct IdentityUser {
+    pub signing_key: String,
+    pub signature_agent: String,
+    #[serde(default)]
+    pub published_keys: Vec<PathBuf>,
 }
 
 /// `[audit]`

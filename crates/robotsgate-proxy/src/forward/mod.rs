@@ -141,7 +141,8 @@ impl Forwarder {
         self
     }
 
-    /// Retries `402` answers asking at most `pay.max` with a signed `crawler-max-price`.
+    /// Retries `402` answers asking at most `pay.max` with a `crawler-max-price` signed by
+    /// the key that signed the request.
     pub(crate) fn with_pay(mut self, pay: Pay) -> Forwarder {
         Arc::make_mut(&mut self.inner).pay = Some(pay);
         self
@@ -175,10 +176,11 @@ impl Forwarder {
         if let Some(host) = parts.uri.authority().and_then(|a| host_header(a, default_port)) {
             parts.headers.insert(header::HOST, host);
         }
+        let signed_with = parts.extensions.remove::<robotsgate::layer::SignedWith>();
         parts.extensions = http::Extensions::new();
         parts.version = http::Version::HTTP_11;
         let has_body = !hyper::body::Body::is_end_stream(&body);
-        let kept = self.inner.pay.as_ref().filter(|_| !has_body).map(|_| pay::Kept::of(&parts));
+        let kept = self.inner.pay.as_ref().filter(|_| !has_body).map(|_| pay::Kept::of(&parts, signed_with));
         let upstream = Request::from_parts(parts, body);
         let sent = async {
             match &sticky {
@@ -207,7 +209,9 @@ impl Forwarder {
                 // The proxy speaks HTTP/1.1 to its clients whatever the origin spoke.
                 parts.version = http::Version::HTTP_11;
                 let res = Response::from_parts(parts, body);
-                if res.status() == http::StatusCode::PAYMENT_REQUIRED {
+                if res.status() == http::StatusCode::PAYMENT_REQUIRED
+                    || res.headers().contains_key(robotsgate::identity::httpsig::CRAWLER_ERROR)
+                {
                     return Box::pin(self.priced(res, kept, has_body)).await;
                 }
                 res

@@ -420,6 +420,10 @@ impl Stats {
 
     /// A `payment` record: counted per day (UTC, from its time), origin and currency.
     fn payment(&mut self, r: &Rec<'_>) {
+        // A `crawler-error` answer without a price asked nothing.
+        if r.price.is_none() && r.charged.is_none() {
+            return;
+        }
         let charged = r.charged.as_deref().and_then(|c| c.parse::<Price>().ok());
         let currency = match (&charged, r.price.as_deref().and_then(|p| p.parse::<Price>().ok())) {
             (Some(c), _) => c.currency().to_owned(),
