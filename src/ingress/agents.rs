@@ -7,8 +7,11 @@
 //! written with other characters (`bigsur.ai`, `ChatGPT Agent`) are found as a
 //! case-insensitive substring with the same boundaries on both sides.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Deserialize;
 
@@ -124,6 +127,43 @@ pub struct TokenSet {
     words: HashMap<Box<str>, Word, foldhash::quality::RandomState>,
     /// Tokens that begin with a character that is not a word character: searched for.
     leading: Vec<(Box<str>, Found)>,
+    /// Tells this set's entries in the per-thread cache of [`TokenSet::find_recent`] from
+    /// another set's: unique per [`TokenSet::new`] (0: the empty default set).
+    id: u64,
+}
+
+/// The ids of [`TokenSet`]s.
+static NEXT_SET_ID: AtomicU64 = AtomicU64::new(1);
+
+/// `User-Agent`s [`TokenSet::find_recent`] remembers per thread, and the longest it does.
+const RECENT_SLOTS: usize = 64;
+const RECENT_UA_BYTES: usize = 512;
+
+thread_local! {
+    static RECENT: RefCell<Recent> = RefCell::new(Recent::new());
+}
+
+/// The token found for each of the last `User-Agent`s, direct-mapped by their hash: a
+/// `User-Agent` evicts the one whose slot it takes. Bounded: `RECENT_SLOTS` entries of at
+/// most `RECENT_UA_BYTES` each.
+struct Recent {
+    hasher: foldhash::fast::RandomState,
+    slots: Vec<Option<RecentEntry>>,
+}
+
+struct RecentEntry {
+    set: u64,
+    user_agent: Box<str>,
+    found: Option<Found>,
+}
+
+impl Recent {
+    fn new() -> Recent {
+        Recent {
+            hasher: foldhash::fast::RandomState::default(),
+            slots: (0..RECENT_SLOTS).map(|_| None).collect(),
+        }
+    }
 }
 
 /// What a word of a `User-Agent` may be the beginning of.
@@ -159,7 +199,34 @@ impl TokenSet {
         for token in site {
             set.add(token, true);
         }
+        set.id = NEXT_SET_ID.fetch_add(1, Ordering::Relaxed);
         set
+    }
+
+    /// [`TokenSet::find`], remembered: a client sends the same `User-Agent` with each
+    /// request, so the token found for each of the last few dozen `User-Agent`s seen on
+    /// this thread is kept (one lookup of the whole header, not one per word). Same answer
+    /// as [`TokenSet::find`], owned.
+    pub fn find_recent(&self, user_agent: &str) -> Option<Found> {
+        if user_agent.len() > RECENT_UA_BYTES {
+            return self.find(user_agent).cloned();
+        }
+        RECENT.with(|recent| {
+            let Ok(mut recent) = recent.try_borrow_mut() else { return self.find(user_agent).cloned() };
+            let recent = &mut *recent;
+            // The remainder is below RECENT_SLOTS: the cast back cannot truncate.
+            let at = (recent.hasher.hash_one(user_agent) % RECENT_SLOTS as u64) as usize;
+            let Some(slot) = recent.slots.get_mut(at) else { return self.find(user_agent).cloned() };
+            if let Some(e) = slot
+                && e.set == self.id
+                && *e.user_agent == *user_agent
+            {
+                return e.found.clone();
+            }
+            let found = self.find(user_agent).cloned();
+            *slot = Some(RecentEntry { set: self.id, user_agent: user_agent.into(), found: found.clone() });
+            found
+        })
     }
 
     fn add(&mut self, token: &str, site_group: bool) {
@@ -288,6 +355,36 @@ mod tests {
         assert_eq!(&*g.token, "GPTBot");
         assert!(g.purposes.contains(&Category::TrainAi));
         assert!(k.get("ClaudeBot").is_some());
+    }
+
+    #[test]
+    fn find_recent_answers_as_find_per_set() {
+        let agents = KnownAgents::bundled();
+        let a = TokenSet::new(["ExampleBot"], &agents);
+        let b = TokenSet::new(["OtherBot"], &agents);
+        let uas = [
+            "examplebot/2",
+            "OtherBot/1.0 (compatible; GPTBot/1.2)",
+            "Mozilla/5.0 (X11; Linux x86_64) Firefox/140.0",
+            "Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)",
+        ];
+        // Twice each, the two sets interleaved: the second answers come from the cache,
+        // and one set's entry is never the other's answer.
+        for _ in 0..2 {
+            for ua in uas {
+                assert_eq!(a.find_recent(ua).as_ref(), a.find(ua), "{ua}");
+                assert_eq!(b.find_recent(ua).as_ref(), b.find(ua), "{ua}");
+            }
+        }
+        assert_eq!(&*b.find_recent(uas[1]).unwrap().token, "OtherBot");
+        assert_eq!(&*a.find_recent(uas[1]).unwrap().token, "GPTBot");
+        // More User-Agents than slots, and one longer than those kept.
+        for i in 0..(RECENT_SLOTS * 3) {
+            let ua = format!("Bot{i}/1.0 (compatible; GPTBot/1.2)");
+            assert_eq!(a.find_recent(&ua).as_ref(), a.find(&ua));
+        }
+        let long = format!("{} GPTBot/1.2", "x".repeat(RECENT_UA_BYTES));
+        assert_eq!(&*a.find_recent(&long).unwrap().token, "GPTBot");
     }
 
     #[test]

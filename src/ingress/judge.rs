@@ -73,9 +73,9 @@ impl SiteRobots {
         !matches!(self.content, SiteContent::DisallowAll { .. })
     }
 
-    /// The token `user_agent` carries, if any.
-    pub fn find_token(&self, user_agent: &str) -> Option<&Found> {
-        self.tokens.find(user_agent)
+    /// The token `user_agent` carries, if any ([`TokenSet::find_recent`]).
+    pub fn find_token(&self, user_agent: &str) -> Option<Found> {
+        self.tokens.find_recent(user_agent)
     }
 
     /// What the file says of `path` (path and query) for `agent` (a token, or

@@ -292,7 +292,7 @@ where
         }
     };
     let ua = user_agent(req.headers());
-    let mut found = site.find_token(&ua).cloned();
+    let mut found = site.find_token(&ua);
     let mut facts = Facts {
         request_id: shared.ids.next().as_str().to_owned(),
         client,
@@ -351,7 +351,7 @@ where
         if found.is_none()
             && let Some(t) = checked.as_ref().and_then(|c| c.token.as_ref())
         {
-            let f = site.find_token(t).cloned();
+            let f = site.find_token(t);
             found = Some(f.unwrap_or(Found { token: t.clone(), site_group: false }));
         }
     }

@@ -224,14 +224,16 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
             let (mut parts, body) = req.into_parts();
             let peer = parts.extensions.get::<SocketAddr>().map(|a| a.ip());
             let proto = if parts.extensions.get::<Https>().is_some() { "https" } else { "http" };
-            let original_authority = parts.uri.authority().cloned();
-            let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-            let uri = Uri::builder()
-                .scheme(this.scheme.clone())
-                .authority(this.authority.clone())
-                .path_and_query(pq)
-                .build();
-            let Ok(uri) = uri else {
+            // The upstream's scheme and authority with the request's path and query, as
+            // parsed (not parsed again).
+            let mut target = std::mem::take(&mut parts.uri).into_parts();
+            let original_authority = target.authority.take();
+            target.scheme = Some(this.scheme.clone());
+            target.authority = Some(this.authority.clone());
+            if target.path_and_query.is_none() {
+                target.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
+            }
+            let Ok(uri) = Uri::from_parts(target) else {
                 return Ok(Upstream::bad_gateway("the request target is not a path".into()));
             };
             parts.uri = uri;
@@ -251,11 +253,12 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
                     xff.push_str(", ");
                 }
                 push_ip(&mut xff, ip);
-                if let Ok(v) = HeaderValue::from_str(&xff) {
+                // The strings become the values' buffers (checked, not copied).
+                if let Ok(v) = HeaderValue::from_maybe_shared(Bytes::from(xff)) {
                     h.insert(X_FORWARDED_FOR, v);
                 }
                 let fwd = forwarded(ip, proto, host.as_ref().and_then(|v| v.to_str().ok()));
-                if let Ok(v) = HeaderValue::from_str(&fwd) {
+                if let Ok(v) = HeaderValue::from_maybe_shared(Bytes::from(fwd)) {
                     h.append(http::header::FORWARDED, v);
                 }
             }
