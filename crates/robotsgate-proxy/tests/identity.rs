@@ -388,6 +388,7 @@ async fn a_key_dropped_from_the_directory_no_longer_verifies() {
         target: "/page".into(),
         headers: parts.headers,
         at: tokio::time::Instant::now(),
+        connection: 1,
     };
 
     // Both keys published (rotation under way): it verifies against the directory.

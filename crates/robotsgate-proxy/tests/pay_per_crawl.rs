@@ -76,6 +76,7 @@ async fn answer(
         target: parts.uri.to_string(),
         headers: parts.headers.clone(),
         at: tokio::time::Instant::now(),
+        connection: 1,
     });
     let reply = |status: u16, headers: &[(&str, &str)], body: &'static str| {
         let mut res = Response::builder().status(status);

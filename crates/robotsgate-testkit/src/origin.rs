@@ -279,6 +279,8 @@ pub struct Seen {
     pub headers: HeaderMap,
     /// When it arrived (tokio time: virtual in tests with a paused clock).
     pub at: tokio::time::Instant,
+    /// The connection it came on: 1 for the origin's first, in the order accepted.
+    pub connection: usize,
 }
 
 #[derive(Default)]
@@ -500,14 +502,14 @@ async fn bind_v4() -> TcpListener {
 async fn accept_loop(listener: TcpListener, state: Arc<State>, serve: Serve) {
     loop {
         let Ok((tcp, _)) = listener.accept().await else { continue };
-        state.connections.fetch_add(1, Ordering::SeqCst);
+        let connection = state.connections.fetch_add(1, Ordering::SeqCst) + 1;
         state.open.fetch_add(1, Ordering::SeqCst);
-        tokio::spawn(serve_connection(tcp, state.clone(), serve.clone()));
+        tokio::spawn(serve_connection(tcp, state.clone(), serve.clone(), connection));
     }
 }
 
 /// Serves one connection; errors are scripted resets and clients going away.
-async fn serve_connection(tcp: TcpStream, state: Arc<State>, serve: Serve) {
+async fn serve_connection(tcp: TcpStream, state: Arc<State>, serve: Serve, connection: usize) {
     let acceptor = match serve {
         Serve::Raw(answer) => {
             answer_raw(tcp, &answer).await;
@@ -520,7 +522,7 @@ async fn serve_connection(tcp: TcpStream, state: Arc<State>, serve: Serve) {
     let reset = Arc::new(AtomicBool::new(false));
     let io = ServerIo { tcp, reset: reset.clone(), open: state.open.clone() };
     let st = state.clone();
-    let service = service_fn(move |req| answer(st.clone(), reset.clone(), req));
+    let service = service_fn(move |req| answer(st.clone(), reset.clone(), connection, req));
     let http1 = hyper::server::conn::http1::Builder::new();
     let Some(acceptor) = acceptor else {
         let _ = http1.serve_connection(TokioIo::new(io), service).with_upgrades().await;
@@ -565,6 +567,7 @@ fn scripted_reset(reset: &AtomicBool) -> io::Error {
 async fn answer(
     state: Arc<State>,
     reset: Arc<AtomicBool>,
+    connection: usize,
     req: Request<Incoming>,
 ) -> Result<Response<OriginBody>, io::Error> {
     let path = req.uri().path().to_owned();
@@ -574,6 +577,7 @@ async fn answer(
         target: req.uri().to_string(),
         headers: req.headers().clone(),
         at: tokio::time::Instant::now(),
+        connection,
     });
     state.counter(&path).fetch_add(1, Ordering::SeqCst);
     state.total.fetch_add(1, Ordering::SeqCst);

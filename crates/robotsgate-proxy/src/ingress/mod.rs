@@ -8,6 +8,7 @@
 //! not answer: `502`, recorded).
 
 mod fleet;
+mod kept;
 mod metrics;
 mod reload;
 mod tls;
@@ -40,7 +41,7 @@ use robotsgate::identity::ranges::{ListLimits, Location, Ranges};
 use robotsgate::identity::rdns::{RdnsConfig, ReverseDns};
 use robotsgate::ingress::{Impersonators, IngressConfig, IngressLayer, IngressService, Mode, UnknownAgents};
 use robotsgate::net::{
-    Connector, DnsConfig, Guard, Pool, PoolBody, PoolConfig, Resolver, TlsConfig, push_ip,
+    Connector, DnsConfig, Guard, Pool, PoolBody, PoolConfig, PoolRequestBody, Resolver, TlsConfig, push_ip,
 };
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -54,6 +55,7 @@ use crate::config::{Config, ImpersonatorsName, IngressModeName, ReplayName, Unkn
 use crate::forward::strip_hop_by_hop;
 use crate::workers::{self, Workers};
 use fleet::Fleet;
+use kept::{Kept, KeptSend};
 
 /// Why `robotsgate ingress` cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -119,10 +121,15 @@ const X_FORWARDED_HOST: http::HeaderName = http::HeaderName::from_static("x-forw
 #[derive(Debug, Clone, Copy)]
 pub struct Https;
 
-/// Forwards requests to the upstream through a [`Pool`].
+/// Forwards requests to the upstream through a [`Pool`], or over the connection the
+/// client's connection keeps ([`Kept`], from the request's extensions).
 #[derive(Clone)]
 pub struct Upstream {
     pool: Pool,
+    /// Opens kept connections: the pool's connector, HTTP/1.1 only.
+    kept_connector: Connector,
+    /// Permits to open kept connections ([`kept::KEPT_OPENING`]).
+    opening: Arc<Semaphore>,
     scheme: Scheme,
     authority: Authority,
     /// The `Host` the upstream gets: its own authority.
@@ -156,6 +163,8 @@ impl Upstream {
         let host = HeaderValue::from_str(authority.as_str())
             .map_err(|e| IngressError::Upstream(format!("{url:?}: {e}")))?;
         Ok(Upstream {
+            kept_connector: pool.connector().http1_only(),
+            opening: Arc::new(Semaphore::new(kept::KEPT_OPENING)),
             pool,
             scheme,
             authority,
@@ -180,7 +189,11 @@ impl Upstream {
     fn own_pool(&self, shares: usize) -> Upstream {
         let config = self.pool.config();
         let config = PoolConfig { max_idle: config.max_idle.div_ceil(shares.max(1)), ..config };
-        Upstream { pool: Pool::new(self.pool.connector().clone(), config), ..self.clone() }
+        Upstream {
+            pool: Pool::new(self.pool.connector().clone(), config),
+            opening: Arc::new(Semaphore::new(kept::KEPT_OPENING)),
+            ..self.clone()
+        }
     }
 
     /// Counts upstream failures and robots.txt fetches in `metrics`.
@@ -222,6 +235,7 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
                 upgrade::Ask::OtherConnect => return Ok(Upstream::not_a_websocket()),
             };
             let (mut parts, body) = req.into_parts();
+            let kept = parts.extensions.remove::<Kept>();
             let peer = parts.extensions.get::<SocketAddr>().map(|a| a.ip());
             let proto = if parts.extensions.get::<Https>().is_some() { "https" } else { "http" };
             // The upstream's scheme and authority with the request's path and query, as
@@ -284,17 +298,16 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
             };
             let req = Request::from_parts(parts, body);
             let metrics = this.metrics.as_deref();
-            let answer = tokio::time::timeout(this.timeout, this.pool.send(req)).await;
+            let answer = tokio::time::timeout(this.timeout, this.send(kept.as_ref(), req)).await;
             if robots_fetch && let Some(m) = metrics {
                 m.robots_fetch(
                     answer.as_ref().ok().and_then(|r| r.as_ref().ok()).map(|r| r.status().as_u16()),
                 );
             }
             match answer {
-                Ok(Ok(res)) => {
-                    let (mut parts, body) = res.into_parts();
-                    strip_hop_by_hop(&mut parts.headers);
-                    Ok(Response::from_parts(parts, Either::Left(body)))
+                Ok(Ok(mut res)) => {
+                    strip_hop_by_hop(res.headers_mut());
+                    Ok(res)
                 }
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "the upstream failed");
@@ -311,6 +324,24 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
                 }
             }
         })
+    }
+}
+
+impl Upstream {
+    /// Sends `req` on the client's kept connection if it has one, else through the pool.
+    async fn send(
+        &self,
+        kept: Option<&Kept>,
+        req: Request<PoolRequestBody>,
+    ) -> Result<Response<UpstreamBody>, Box<dyn std::error::Error + Send + Sync>> {
+        let req = match kept {
+            Some(kept) => match self.send_kept(kept, req).await {
+                KeptSend::Sent(res) => return Ok(res?.map(|b| Either::Right(Either::Right(b)))),
+                KeptSend::Pool(req) => req,
+            },
+            None => req,
+        };
+        Ok(self.pool.send(req).await?.map(Either::Left))
     }
 }
 
@@ -693,8 +724,10 @@ impl Ingress {
             let svc = services[worker].clone();
             let https = tls.is_some();
             let counted = metrics.clone();
+            let kept = Kept::default();
             let hyper_svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
                 req.extensions_mut().insert(peer);
+                req.extensions_mut().insert(kept.clone());
                 if https {
                     req.extensions_mut().insert(Https);
                 }
