@@ -495,15 +495,17 @@ fn payment_record_lines_keep_their_bytes() {
         time: "2026-11-27T10:00:00Z".into(),
         request_id: "r-1".into(),
         origin: "https://example.com:443".into(),
-        status: 402,
-        price: price.map(str::to_owned),
-        error: Some("InvalidPrice".into()),
-        max_price: Some("USD 0.05".into()),
-        retried: true,
-        retry_status: Some(200),
-        charged: Some("USD 0.01".into()),
-        retry_error: Some("PaymentFailed".into()),
-        no_retry: Some("above max_price"),
+        payment: crate::identity::httpsig::Payment {
+            status: 402,
+            price: price.map(str::to_owned),
+            error: Some("InvalidPrice".into()),
+            max_price: Some("USD 0.05".into()),
+            retried: true,
+            retry_status: Some(200),
+            charged: Some("USD 0.01".into()),
+            retry_error: Some("PaymentFailed".into()),
+            no_retry: Some("above max_price"),
+        },
     };
     let line = |price: Option<&str>| String::from_utf8(super::record::to_line(&record(price))).unwrap();
     assert_eq!(
