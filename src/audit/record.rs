@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::snapshot::snapshot_path;
 use super::timestamp::rfc3339;
 use crate::fetch::{FetchOutcome, FetchResult};
+use crate::identity::httpsig::Payment;
 use crate::origin::Origin;
 use crate::pacing::{DelaySource, PaceFacts};
 use crate::policy::{Decision, Reason};
@@ -442,24 +443,11 @@ pub(crate) struct PaymentRecord {
     pub request_id: String,
     /// The origin (`scheme://host:port`).
     pub origin: String,
-    /// The status of the origin's first answer.
-    pub status: u16,
-    /// The origin's `crawler-price`, if any.
-    pub price: Option<String>,
-    /// The first answer's `crawler-error`, if any.
-    pub error: Option<String>,
-    /// `[identity] max_price`, if set.
-    pub max_price: Option<String>,
-    /// Whether the request was sent again with a signed `crawler-max-price`.
-    pub retried: bool,
-    /// The retry's status.
-    pub retry_status: Option<u16>,
-    /// The retry's `crawler-charged`: what was paid.
-    pub charged: Option<String>,
-    /// The retry's `crawler-error`, if any.
-    pub retry_error: Option<String>,
-    /// Why there was no retry.
-    pub no_retry: Option<&'static str>,
+    /// What the origin asked and what robotsgate did: its fields (`status`, `price`,
+    /// `error`, `max_price`, `retried`, `retry_status`, `charged`, `retry_error`,
+    /// `no_retry`) follow `origin` in the line.
+    #[serde(flatten)]
+    pub payment: Payment,
 }
 
 /// What the client finally got for a request, as logged after its answer is over (one

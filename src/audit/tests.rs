@@ -484,3 +484,48 @@ fn a_refusal_record_says_what_was_answered_and_why() {
     assert_eq!(v["refusal"], "no-token");
     assert_eq!(v["reason"], "no product token for this request: no x-robots-agent header");
 }
+
+/// The payment record's line, field by field as it was before `PaymentRecord` held the
+/// `Payment` (a price, and the null price of a `crawler-error` answer without one).
+#[test]
+fn payment_record_lines_keep_their_bytes() {
+    let record = |price: Option<&str>| PaymentRecord {
+        schema_version: SCHEMA_VERSION,
+        kind: "payment",
+        time: "2026-11-27T10:00:00Z".into(),
+        request_id: "r-1".into(),
+        origin: "https://example.com:443".into(),
+        payment: crate::identity::httpsig::Payment {
+            status: 402,
+            price: price.map(str::to_owned),
+            error: Some("InvalidPrice".into()),
+            max_price: Some("USD 0.05".into()),
+            retried: true,
+            retry_status: Some(200),
+            charged: Some("USD 0.01".into()),
+            retry_error: Some("PaymentFailed".into()),
+            no_retry: Some("above max_price"),
+        },
+    };
+    let line = |price: Option<&str>| String::from_utf8(super::record::to_line(&record(price))).unwrap();
+    assert_eq!(
+        line(Some("USD 0.01")),
+        format!(
+            "{{\"schema_version\":{SCHEMA_VERSION},\"type\":\"payment\",\"time\":\"2026-11-27T10:00:00Z\",\
+             \"request_id\":\"r-1\",\"origin\":\"https://example.com:443\",\"status\":402,\
+             \"price\":\"USD 0.01\",\"error\":\"InvalidPrice\",\"max_price\":\"USD 0.05\",\"retried\":true,\
+             \"retry_status\":200,\"charged\":\"USD 0.01\",\"retry_error\":\"PaymentFailed\",\
+             \"no_retry\":\"above max_price\"}}\n"
+        )
+    );
+    assert_eq!(
+        line(None),
+        format!(
+            "{{\"schema_version\":{SCHEMA_VERSION},\"type\":\"payment\",\"time\":\"2026-11-27T10:00:00Z\",\
+             \"request_id\":\"r-1\",\"origin\":\"https://example.com:443\",\"status\":402,\
+             \"price\":null,\"error\":\"InvalidPrice\",\"max_price\":\"USD 0.05\",\"retried\":true,\
+             \"retry_status\":200,\"charged\":\"USD 0.01\",\"retry_error\":\"PaymentFailed\",\
+             \"no_retry\":\"above max_price\"}}\n"
+        )
+    );
+}

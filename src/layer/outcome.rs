@@ -31,15 +31,7 @@ pub(super) fn payment_record(
         time: String::new(),
         request_id: request_id.to_owned(),
         origin,
-        status: p.status,
-        price: p.price.clone(),
-        error: p.error.clone(),
-        max_price: p.max_price.clone(),
-        retried: p.retried,
-        retry_status: p.retry_status,
-        charged: p.charged.clone(),
-        retry_error: p.retry_error.clone(),
-        no_retry: p.no_retry,
+        payment: p.clone(),
     }
 }
 

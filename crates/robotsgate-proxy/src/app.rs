@@ -101,10 +101,11 @@ pub struct App {
 
 /// Applies a new configuration to a running [`App`] (SIGHUP): the policy (profile,
 /// freshness, failure handling, overrides), pacing (delays, limits, host rules), the token
-/// selection and mode, the proxy users, the destination guard and the allowed client
-/// networks. Connections and the
-/// robots.txt cache stay. Other changes (listen addresses, timeouts, TLS, DNS, audit,
-/// cache bounds) need a restart; [`Reloader::reload`] names them.
+/// selection and mode, the proxy users (and with them which `[identity.users]` entries sign
+/// as proxy users, which as product tokens), the destination guard and the allowed client
+/// networks. Connections and the robots.txt cache stay. Other changes (listen addresses,
+/// timeouts, TLS, DNS, audit, cache bounds, `[identity]` keys) need a restart;
+/// [`Reloader::reload`] names them.
 #[derive(Clone)]
 pub struct Reloader {
     inner: Arc<ReloadInner>,
@@ -118,6 +119,8 @@ struct ReloadInner {
     guard: Guard,
     clients: ClientNetworks,
     listen: SocketAddr,
+    /// `[identity.users]`: sorted anew by each configuration's `[auth] users`.
+    user_signers: crate::identity::UserSigners,
     current: Mutex<Config>,
 }
 
@@ -141,6 +144,9 @@ impl Reloader {
             mode: mode(new),
             purpose: Arc::new(new.purpose()),
         });
+        if let Some(signers) = i.layer.signers() {
+            signers.reload(&i.user_signers.sorted(new));
+        }
         i.guard.replace_rules(&guard(new, i.listen));
         i.clients.set(new.proxy.allow_clients.iter().map(|c| c.0).collect());
         let mut current = match i.current.lock() {
@@ -329,7 +335,9 @@ impl App {
                 .signature_validity(config.identity.validity.0),
             _ => builder,
         };
-        for u in crate::identity::users(config)? {
+        let identity_users = crate::identity::users(config)?;
+        let user_signers = crate::identity::UserSigners::new(config, &identity_users)?;
+        for u in identity_users {
             let (key, agent) = (u.keys[0].clone(), u.signature_agent);
             builder = match u.is_user {
                 true => builder.sign_user_with(u.name, key, agent),
@@ -420,6 +428,7 @@ impl App {
                 guard: guard_handle,
                 clients,
                 listen: addr,
+                user_signers,
                 current: Mutex::new(config.clone()),
             }),
         };

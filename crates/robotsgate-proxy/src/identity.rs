@@ -27,7 +27,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use robotsgate::identity::httpsig::{
-    Price, RequestSigner, SignError, SigningKey, WELL_KNOWN_PATH, directory_json, directory_response,
+    Price, RequestSigner, SignError, Signers, SigningKey, WELL_KNOWN_PATH, directory_json, directory_response,
 };
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -188,12 +188,47 @@ pub fn users(config: &Config) -> Result<Vec<UserIdentity>, IdentityError> {
             .map_err(|e| IdentityError::UserAgent(name.clone(), e))?;
         out.push(UserIdentity {
             name: name.clone(),
-            is_user: config.auth.users.contains_key(name),
+            is_user: is_proxy_user(config, name),
             keys,
             signature_agent: entry.signature_agent.clone(),
         });
     }
     Ok(out)
+}
+
+/// Whether `[identity.users.NAME]` stands for the proxy user NAME of `config` (an `[auth]`
+/// user), else for the product token NAME.
+pub fn is_proxy_user(config: &Config, name: &str) -> bool {
+    config.auth.users.contains_key(name)
+}
+
+/// The signers of the `[identity.users]` entries, made once at start (their key files are
+/// read then), sorted into proxy users' and product tokens' by each configuration's
+/// `[auth] users` ([`UserSigners::sorted`]): a reload that changes `[auth] users` sorts
+/// them anew, other `[identity]` changes wait for a restart.
+#[derive(Debug, Clone, Default)]
+pub struct UserSigners(Vec<(String, Arc<RequestSigner>)>);
+
+impl UserSigners {
+    /// The signers of `users`, their signatures valid for `config`'s `[identity] validity`.
+    pub fn new(config: &Config, users: &[UserIdentity]) -> Result<UserSigners, IdentityError> {
+        let mut out = Vec::with_capacity(users.len());
+        for u in users {
+            let signer = RequestSigner::new(u.keys[0].clone(), &u.signature_agent)
+                .map_err(|e| IdentityError::UserAgent(u.name.clone(), e))?;
+            out.push((u.name.clone(), Arc::new(signer.validity(config.identity.validity.0))));
+        }
+        Ok(UserSigners(out))
+    }
+
+    /// The signers sorted by `config` ([`is_proxy_user`]), without a default: what
+    /// [`Signers::reload`] takes.
+    pub fn sorted(&self, config: &Config) -> Signers {
+        self.0.iter().fold(Signers::new(None), |signers, (name, signer)| match is_proxy_user(config, name) {
+            true => signers.with_user(name.as_str(), signer.clone()),
+            false => signers.with_token(name, signer.clone()),
+        })
+    }
 }
 
 /// The signer of forwarded requests, with `[identity] signing_key`.

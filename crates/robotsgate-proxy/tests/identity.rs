@@ -575,3 +575,64 @@ async fn identity_users_are_checked_with_errors_naming_the_entry() {
     let e = fails(write("[identity.users.NewsBot]\nsignature_agent = \"https://x.example\"\n"), true).await;
     assert!(e.contains("signing_key"), "{e}");
 }
+
+/// An `[identity.users.NAME]` entry is a proxy user's or a product token's by `[auth]
+/// users`: a reload (what SIGHUP runs) that makes NAME a user sorts it anew, and the keyid
+/// of the signed requests follows, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_changes_auth_users_sorts_identity_users_anew() {
+    use robotsgate_proxy::config::{IdentityUser, PasswordHashValue, Select};
+    let dir = temp_dir();
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n")),
+        ("/bob1", Reply::ok("1")),
+        ("/bob2", Reply::ok("2")),
+        ("/bob3", Reply::ok("3")),
+        ("/carol", Reply::ok("c")),
+    ])
+    .await;
+    let hash = PasswordHashValue(robotsgate_proxy::auth::hash_password("pw").unwrap());
+    let mut config = test_config(dir.path());
+    let default = signing(&mut config, dir.path());
+    let (carol, carol_path) = write_key(dir.path(), "carol.key");
+    config.auth.users.insert("bob".into(), hash.clone());
+    config.agent.select = Select::ProxyUser;
+    // bob crawls as the product token "carol"; carol is not (yet) a proxy user.
+    config.agent.users.insert("bob".into(), "carol".parse().unwrap());
+    config.identity.users.insert(
+        "carol".into(),
+        IdentityUser {
+            signing_key: carol_path.display().to_string(),
+            signature_agent: "https://carol.example".into(),
+            published_keys: Vec::new(),
+        },
+    );
+    let proxy = RunningProxy::start(&config).await;
+    let keyid_of = |path: &str, key: &SigningKey, agent: &str| {
+        verify_seen(&origin.seen_for(path)[0], &[key.public()], agent).keyid
+    };
+
+    // Before: the entry is the token's, so bob's requests carry carol's key.
+    let res = send(proxy.addr, get_as(&origin.url("/bob1"), "bob")).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(keyid_of("/bob1", &carol, "https://carol.example"), carol.public().thumbprint());
+
+    // carol becomes a proxy user: her entry signs her requests, bob's go with the default.
+    let mut with_carol = config.clone();
+    with_carol.auth.users.insert("carol".into(), hash);
+    let restart = proxy.reloader.reload(&with_carol).expect("reload");
+    assert!(restart.is_empty(), "nothing waits for a restart: {restart:?}");
+    let res = send(proxy.addr, get_as(&origin.url("/carol"), "carol")).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(keyid_of("/carol", &carol, "https://carol.example"), carol.public().thumbprint());
+    let res = send(proxy.addr, get_as(&origin.url("/bob2"), "bob")).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(keyid_of("/bob2", &default, AGENT), default.public().thumbprint());
+
+    // And back: the entry is the token's again.
+    proxy.reloader.reload(&config).expect("reload");
+    let res = send(proxy.addr, get_as(&origin.url("/bob3"), "bob")).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(keyid_of("/bob3", &carol, "https://carol.example"), carol.public().thumbprint());
+    proxy.stop().await;
+}

@@ -1,6 +1,6 @@
 //! The listener side of the real `robotsgate ingress` binary: HTTPS termination (HTTP/1.1
 //! and HTTP/2, with curl trusting a test CA), the admin listener and its metrics, WebSocket
-//! upgrades (HTTP/1.1 and HTTP/2's extended CONNECT), and reloading on SIGHUP. The site is the test kit's scripted origin on
+//! upgrades (HTTP/1.1 and HTTP/2's extended CONNECT, over plain TCP and TLS), and reloading on SIGHUP. The site is the test kit's scripted origin on
 //! loopback; readiness is read from the child's stderr.
 
 mod support;
@@ -482,16 +482,16 @@ async fn websockets_pass_for_allowed_bots_and_browsers_and_disallowed_ones_get_4
     ingress.stop().await;
 }
 
-/// An HTTP/2 extended CONNECT (RFC 8441) for `path` with `protocol` as `ua` on `h2`: the
-/// answer and, on `200`, the WebSocket over its stream.
+/// An HTTP/2 extended CONNECT (RFC 8441) for `base` (scheme and authority) and `path` with
+/// `protocol` as `ua` on `h2`: the answer and, on `200`, the WebSocket over its stream.
 async fn h2_connect(
     h2: &mut hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>>,
-    authority: SocketAddr,
+    base: &str,
     path: &str,
     protocol: &'static str,
     ua: &str,
 ) -> (http::Response<hyper::body::Incoming>, Option<H2WebSocket>) {
-    let req = http::Request::connect(format!("http://{authority}{path}"))
+    let req = http::Request::connect(format!("{base}{path}"))
         .version(http::Version::HTTP_2)
         .extension(hyper::ext::Protocol::from_static(protocol))
         .header("user-agent", ua)
@@ -555,7 +555,7 @@ async fn websockets_over_http2_extended_connect_pass_and_disallowed_ones_get_403
 
     // An allowed bot: the opening reaches the site as an HTTP/1.1 upgrade, messages go
     // both ways over the HTTP/2 stream.
-    let (res, ws) = h2_connect(&mut h2, ingress.addr, "/chat", "websocket", GPTBOT).await;
+    let (res, ws) = h2_connect(&mut h2, &ingress.url(""), "/chat", "websocket", GPTBOT).await;
     assert_eq!(res.status(), 200);
     assert!(res.headers().get("sec-websocket-accept").is_none(), "{:?}", res.headers());
     let mut ws = ws.unwrap();
@@ -563,7 +563,7 @@ async fn websockets_over_http2_extended_connect_pass_and_disallowed_ones_get_403
 
     // On the same connection, while that WebSocket is open: a disallowed bot gets
     // robotsgate's 403, the site never asked.
-    let (res, ws_refused) = h2_connect(&mut h2, ingress.addr, "/private/chat", "websocket", GPTBOT).await;
+    let (res, ws_refused) = h2_connect(&mut h2, &ingress.url(""), "/private/chat", "websocket", GPTBOT).await;
     assert!(ws_refused.is_none());
     assert_eq!(res.status(), 403);
     assert_eq!(res.headers()["x-robotsgate"], "disallowed");
@@ -572,14 +572,14 @@ async fn websockets_over_http2_extended_connect_pass_and_disallowed_ones_get_403
     assert_eq!(site.hits("/private/chat"), 0);
 
     // A CONNECT for another protocol is not forwarded: the ingress is no forward proxy.
-    let (res, other) = h2_connect(&mut h2, ingress.addr, "/chat", "connect-udp", GPTBOT).await;
+    let (res, other) = h2_connect(&mut h2, &ingress.url(""), "/chat", "connect-udp", GPTBOT).await;
     assert!(other.is_none());
     assert_eq!(res.status(), 400);
     assert_eq!(res.headers()["x-robotsgate"], "bad-request");
 
     // A site that answers the opening with a page, not a 101: to an extended CONNECT a
     // 200 would mean the tunnel is open, so it is a 502.
-    let (res, page) = h2_connect(&mut h2, ingress.addr, "/page", "websocket", GPTBOT).await;
+    let (res, page) = h2_connect(&mut h2, &ingress.url(""), "/page", "websocket", GPTBOT).await;
     assert!(page.is_none());
     assert_eq!(res.status(), 502);
     assert_eq!(site.hits("/page"), 1);
@@ -612,6 +612,99 @@ async fn websockets_over_http2_extended_connect_pass_and_disallowed_ones_get_403
             ("CONNECT", "allowed", Some(502))
         ]
     );
+}
+
+#[tokio::test]
+async fn websockets_over_http2_extended_connect_pass_through_the_https_listener() {
+    use http_body_util::BodyExt as _;
+    use rustls::pki_types::pem::PemObject as _;
+    let site = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/chat", Reply::websocket()),
+        ("/private/chat", Reply::websocket()),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = certificate(dir.path());
+    let cfg = config_file(dir.path(), NO_VERIFY);
+    let log = dir.path().join("audit.jsonl");
+    let ingress = Ingress::start(
+        "https",
+        &[
+            "--upstream",
+            &site.base(),
+            "--config",
+            &cfg,
+            "--audit-log",
+            log.to_str().unwrap(),
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    )
+    .await;
+
+    // HTTP/2 chosen in the TLS handshake (ALPN h2 only), over rustls.
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&std::fs::read(&ca).unwrap()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let connector = tokio_rustls::TlsConnector::from(ca::client_config(roots, &[b"h2"]));
+    let tcp = tokio::net::TcpStream::connect(ingress.addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = bounded("TLS", connector.connect(name, tcp)).await.unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]), "the listener chose h2");
+    let (mut h2, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let base = format!("https://localhost:{}", ingress.addr.port());
+    // A first exchange: by its answer the ingress's SETTINGS have arrived; without
+    // SETTINGS_ENABLE_CONNECT_PROTOCOL the client would refuse the extended CONNECT below.
+    let req = http::Request::get(format!("{base}/robots.txt"))
+        .version(http::Version::HTTP_2)
+        .header("user-agent", BROWSER)
+        .body(http_body_util::Empty::new())
+        .unwrap();
+    let res = bounded("robots.txt", h2.send_request(req)).await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.version(), http::Version::HTTP_2);
+
+    // An allowed bot: the WebSocket is open over the HTTP/2 stream, frames echoed.
+    let (res, ws) = h2_connect(&mut h2, &base, "/chat", "websocket", GPTBOT).await;
+    assert_eq!(res.status(), 200);
+    let mut ws = ws.expect("the WebSocket");
+    ws_echo(&mut ws, "hello over h2 and tls").await;
+
+    // A disallowed bot on the same connection: robotsgate's 403, the site never asked.
+    let (res, refused) = h2_connect(&mut h2, &base, "/private/chat", "websocket", GPTBOT).await;
+    assert!(refused.is_none());
+    assert_eq!(res.status(), 403);
+    assert_eq!(res.headers()["x-robotsgate"], "disallowed");
+    let body = bounded("403 body", res.into_body().collect()).await.unwrap().to_bytes();
+    assert!(String::from_utf8_lossy(&body).contains("GPTBot"), "{body:?}");
+    assert_eq!(site.hits("/private/chat"), 0);
+
+    ws_echo(&mut ws, "and again").await;
+    bounded("close", futures_util::SinkExt::close(&mut ws)).await.expect("close");
+    drop(ws);
+    until("the site sees the close", || site.ws_closed() == 1).await;
+    assert_eq!(site.ws_messages(), 2);
+    let seen = site.seen_for("/chat");
+    assert_eq!(seen.len(), 1);
+    assert_eq!((seen[0].method.as_str(), seen[0].headers["upgrade"].to_str().unwrap()), ("GET", "websocket"));
+    assert_eq!(seen[0].headers["x-forwarded-proto"], "https", "the site is told it came over https");
+    ingress.stop().await;
+    let recs: Vec<_> = read_jsonl(&log).into_iter().filter(|r| r["type"] == "ingress").collect();
+    let outcomes: Vec<_> = recs
+        .iter()
+        .map(|r| (r["method"].as_str().unwrap(), r["outcome"].as_str().unwrap(), r["status"].as_u64()))
+        .collect();
+    assert_eq!(outcomes, [("CONNECT", "allowed", Some(200)), ("CONNECT", "disallowed", Some(403))]);
 }
 
 #[tokio::test]

@@ -105,8 +105,9 @@ impl fmt::Display for Price {
 
 /// What happened to a request an origin asked payment for (`402` with `crawler-price`), or
 /// answered with a `crawler-error`: put in the response's extensions by whoever forwarded
-/// it, recorded by the audit log (`"type": "payment"`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// it, recorded by the audit log (`"type": "payment"`, whose fields after `origin` are these,
+/// serialized in this order).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Payment {
     /// The status of the origin's (first) answer.
     pub status: u16,

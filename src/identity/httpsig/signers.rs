@@ -1,7 +1,10 @@
 //! Which key signs a request when one proxy serves several crawlers: [`Signers`].
 
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 
 use super::sign::RequestSigner;
 
@@ -24,37 +27,105 @@ use super::sign::RequestSigner;
 /// let signers = Signers::new(Some(default.clone()))
 ///     .with_user("alice", alice.clone())
 ///     .with_token("NewsBot", news.clone());
-/// assert!(Arc::ptr_eq(signers.pick(Some("alice"), Some("NewsBot")).unwrap(), &alice));
-/// assert!(Arc::ptr_eq(signers.pick(Some("bob"), Some("newsbot")).unwrap(), &news));
-/// assert!(Arc::ptr_eq(signers.pick(None, Some("OtherBot")).unwrap(), &default));
+/// assert!(Arc::ptr_eq(&signers.pick(Some("alice"), Some("NewsBot")).unwrap(), &alice));
+/// assert!(Arc::ptr_eq(&signers.pick(Some("bob"), Some("newsbot")).unwrap(), &news));
+/// assert!(Arc::ptr_eq(&signers.pick(None, Some("OtherBot")).unwrap(), &default));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, Default)]
+///
+/// A proxy's configuration reload can re-sort the named signers ([`Signers::reload`]: a name
+/// that became a proxy user signs as one), for the requests picked from then on; the
+/// default stays what it was built with.
 pub struct Signers {
     default: Option<Arc<RequestSigner>>,
+    named: ArcSwap<Named>,
+}
+
+/// The signers by proxy user and by product token.
+#[derive(Clone, Default)]
+struct Named {
     users: HashMap<Box<str>, Arc<RequestSigner>>,
     /// Keyed by the lowercase token.
     tokens: HashMap<Box<str>, Arc<RequestSigner>>,
+}
+
+impl Default for Signers {
+    fn default() -> Signers {
+        Signers::new(None)
+    }
+}
+
+/// A copy with the same signers now; a later [`Signers::reload`] of one leaves the other.
+impl Clone for Signers {
+    fn clone(&self) -> Signers {
+        Signers { default: self.default.clone(), named: ArcSwap::new(self.named.load_full()) }
+    }
+}
+
+impl fmt::Debug for Signers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let named = self.named.load();
+        let mut users: Vec<&str> = named.users.keys().map(|u| &**u).collect();
+        let mut tokens: Vec<&str> = named.tokens.keys().map(|t| &**t).collect();
+        users.sort_unstable();
+        tokens.sort_unstable();
+        f.debug_struct("Signers")
+            .field("default", &self.default.as_ref().map(|s| s.agent()))
+            .field("users", &users)
+            .field("tokens", &tokens)
+            .finish()
+    }
 }
 
 impl Signers {
     /// Signers with `default` for requests no user or token entry names (`None`: those go
     /// unsigned).
     pub fn new(default: Option<Arc<RequestSigner>>) -> Signers {
-        Signers { default, users: HashMap::new(), tokens: HashMap::new() }
+        Signers { default, named: ArcSwap::from_pointee(Named::default()) }
+    }
+
+    /// `self` with its named signers changed by `f` (built once: the `Arc` is not shared).
+    fn edit(self, f: impl FnOnce(&mut Named)) -> Signers {
+        let mut named = Arc::unwrap_or_clone(self.named.into_inner());
+        f(&mut named);
+        Signers { default: self.default, named: ArcSwap::from_pointee(named) }
     }
 
     /// Requests of the proxy user `user` are signed by `signer`.
-    pub fn with_user(mut self, user: impl Into<Box<str>>, signer: Arc<RequestSigner>) -> Signers {
-        self.users.insert(user.into(), signer);
-        self
+    pub fn with_user(self, user: impl Into<Box<str>>, signer: Arc<RequestSigner>) -> Signers {
+        let user = user.into();
+        self.edit(|n| {
+            n.users.insert(user, signer);
+        })
     }
 
     /// Requests made as the product token `token` (when their proxy user has no signer of
     /// its own) are signed by `signer`.
-    pub fn with_token(mut self, token: &str, signer: Arc<RequestSigner>) -> Signers {
-        self.tokens.insert(token.to_ascii_lowercase().into(), signer);
-        self
+    pub fn with_token(self, token: &str, signer: Arc<RequestSigner>) -> Signers {
+        self.edit(|n| {
+            n.tokens.insert(token.to_ascii_lowercase().into(), signer);
+        })
+    }
+
+    /// Replaces the user and token signers with `new`'s, for the requests picked from now
+    /// on (shared by every holder of this `Signers`, e.g. a layer's services). The default
+    /// signer stays: whether a layer signs at all is settled when it is built.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use robotsgate::identity::httpsig::{RequestSigner, Signers, SigningKey};
+    ///
+    /// let carol = Arc::new(RequestSigner::new(Arc::new(SigningKey::generate()?), "https://carol.example")?);
+    /// let signers = Signers::new(None).with_token("carol", carol.clone());
+    /// assert!(signers.pick(Some("carol"), None).is_none());
+    /// // carol became a proxy user: her key signs her requests, no longer the token's.
+    /// signers.reload(&Signers::new(None).with_user("carol", carol.clone()));
+    /// assert!(Arc::ptr_eq(&signers.pick(Some("carol"), None).unwrap(), &carol));
+    /// assert!(signers.pick(None, Some("carol")).is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reload(&self, new: &Signers) {
+        self.named.store(new.named.load_full());
     }
 
     /// The default signer.
@@ -64,23 +135,25 @@ impl Signers {
 
     /// Whether no request would be signed.
     pub fn is_empty(&self) -> bool {
-        self.default.is_none() && self.users.is_empty() && self.tokens.is_empty()
+        let named = self.named.load();
+        self.default.is_none() && named.users.is_empty() && named.tokens.is_empty()
     }
 
     /// The signer of a request by proxy user `user` made as product token `token`: the
     /// user's, else the token's, else the default.
-    pub fn pick(&self, user: Option<&str>, token: Option<&str>) -> Option<&Arc<RequestSigner>> {
-        if let Some(s) = user.and_then(|u| self.users.get(u)) {
-            return Some(s);
+    pub fn pick(&self, user: Option<&str>, token: Option<&str>) -> Option<Arc<RequestSigner>> {
+        let named = self.named.load();
+        if let Some(s) = user.and_then(|u| named.users.get(u)) {
+            return Some(s.clone());
         }
         if let Some(token) = token
-            && !self.tokens.is_empty()
+            && !named.tokens.is_empty()
         {
             let lower = token.to_ascii_lowercase();
-            if let Some(s) = self.tokens.get(lower.as_str()) {
-                return Some(s);
+            if let Some(s) = named.tokens.get(lower.as_str()) {
+                return Some(s.clone());
             }
         }
-        self.default.as_ref()
+        self.default.clone()
     }
 }
