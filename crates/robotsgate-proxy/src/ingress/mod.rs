@@ -122,7 +122,7 @@ const X_FORWARDED_HOST: http::HeaderName = http::HeaderName::from_static("x-forw
 pub struct Https;
 
 /// Forwards requests to the upstream through a [`Pool`], or over the connection the
-/// client's connection keeps ([`Kept`], from the request's extensions).
+/// client's connection keeps (`Kept`, from the request's extensions).
 #[derive(Clone)]
 pub struct Upstream {
     pool: Pool,
