@@ -92,6 +92,39 @@ fn certificate(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     (ca.write_pem(&dir.join("ca.pem")), cert, key)
 }
 
+/// `robotsgate ingress` on HTTPS with `cert` and `key`, in front of `site`, with the config
+/// file `cfg` and `more` arguments.
+async fn start_https(site: &TestOrigin, cfg: &str, cert: &Path, key: &Path, more: &[&str]) -> Ingress {
+    let args = [
+        "--upstream",
+        &site.base(),
+        "--config",
+        cfg,
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ];
+    Ingress::start("https", &[&args[..], more].concat()).await
+}
+
+/// A TLS connection to `ingress` as `localhost`, trusting the CA in `ca`, offering `alpn`.
+async fn tls_to(
+    ingress: &Ingress,
+    ca: &Path,
+    alpn: &[&[u8]],
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&std::fs::read(ca).unwrap()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let connector = tokio_rustls::TlsConnector::from(ca::client_config(roots, alpn));
+    let tcp = tokio::net::TcpStream::connect(ingress.addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    bounded("TLS", connector.connect(name, tcp)).await.unwrap()
+}
+
 #[tokio::test]
 async fn https_is_terminated_over_http1_and_http2_and_robots_txt_enforced() {
     let site = TestOrigin::start([
@@ -104,22 +137,7 @@ async fn https_is_terminated_over_http1_and_http2_and_robots_txt_enforced() {
     let (ca, cert, key) = certificate(dir.path());
     let cfg = config_file(dir.path(), NO_VERIFY);
     let log = dir.path().join("audit.jsonl");
-    let ingress = Ingress::start(
-        "https",
-        &[
-            "--upstream",
-            &site.base(),
-            "--config",
-            &cfg,
-            "--tls-cert",
-            cert.to_str().unwrap(),
-            "--tls-key",
-            key.to_str().unwrap(),
-            "--audit-log",
-            log.to_str().unwrap(),
-        ],
-    )
-    .await;
+    let ingress = start_https(&site, &cfg, &cert, &key, &["--audit-log", log.to_str().unwrap()]).await;
     let ca = ca.to_str().unwrap();
     for (flag, version) in [("--http1.1", "1.1"), ("--http2", "2")] {
         // Allowed: reaches the site, which is told the request came over https.
@@ -446,30 +464,8 @@ async fn websockets_pass_for_allowed_bots_and_browsers_and_disallowed_ones_get_4
     assert_eq!(outcomes, [("allowed", Some(101)), ("disallowed", Some(403))]);
 
     // And over HTTPS (wss://), through the TLS listener.
-    let ingress = Ingress::start(
-        "https",
-        &[
-            "--upstream",
-            &site.base(),
-            "--config",
-            &cfg,
-            "--tls-cert",
-            cert.to_str().unwrap(),
-            "--tls-key",
-            key.to_str().unwrap(),
-        ],
-    )
-    .await;
-    use rustls::pki_types::pem::PemObject as _;
-    let mut roots = rustls::RootCertStore::empty();
-    let pem = std::fs::read(&ca).unwrap();
-    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let connector = tokio_rustls::TlsConnector::from(ca::client_config(roots, &[b"http/1.1"]));
-    let tcp = tokio::net::TcpStream::connect(ingress.addr).await.unwrap();
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let tls = bounded("TLS", connector.connect(name, tcp)).await.unwrap();
+    let ingress = start_https(&site, &cfg, &cert, &key, &[]).await;
+    let tls = tls_to(&ingress, &ca, &[b"http/1.1"]).await;
     let url = format!("wss://localhost:{}/chat", ingress.addr.port());
     let (mut ws, res) = bounded("handshake", tokio_tungstenite::client_async(ws_request(&url, GPTBOT), tls))
         .await
@@ -617,7 +613,6 @@ async fn websockets_over_http2_extended_connect_pass_and_disallowed_ones_get_403
 #[tokio::test]
 async fn websockets_over_http2_extended_connect_pass_through_the_https_listener() {
     use http_body_util::BodyExt as _;
-    use rustls::pki_types::pem::PemObject as _;
     let site = TestOrigin::start([
         ("/robots.txt", Reply::ok(ROBOTS)),
         ("/chat", Reply::websocket()),
@@ -628,32 +623,10 @@ async fn websockets_over_http2_extended_connect_pass_through_the_https_listener(
     let (ca, cert, key) = certificate(dir.path());
     let cfg = config_file(dir.path(), NO_VERIFY);
     let log = dir.path().join("audit.jsonl");
-    let ingress = Ingress::start(
-        "https",
-        &[
-            "--upstream",
-            &site.base(),
-            "--config",
-            &cfg,
-            "--audit-log",
-            log.to_str().unwrap(),
-            "--tls-cert",
-            cert.to_str().unwrap(),
-            "--tls-key",
-            key.to_str().unwrap(),
-        ],
-    )
-    .await;
+    let ingress = start_https(&site, &cfg, &cert, &key, &["--audit-log", log.to_str().unwrap()]).await;
 
     // HTTP/2 chosen in the TLS handshake (ALPN h2 only), over rustls.
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&std::fs::read(&ca).unwrap()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let connector = tokio_rustls::TlsConnector::from(ca::client_config(roots, &[b"h2"]));
-    let tcp = tokio::net::TcpStream::connect(ingress.addr).await.unwrap();
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let tls = bounded("TLS", connector.connect(name, tcp)).await.unwrap();
+    let tls = tls_to(&ingress, &ca, &[b"h2"]).await;
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]), "the listener chose h2");
     let (mut h2, conn) = hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),
