@@ -508,6 +508,35 @@ async fn h2_connect(
     (res, Some(ws))
 }
 
+/// An HTTP/2 client connection over `io` to the ingress at `base`, after a first exchange
+/// (`GET /robots.txt`, answered over HTTP/2): by its answer the ingress's SETTINGS
+/// (SETTINGS_ENABLE_CONNECT_PROTOCOL, without which the client refuses to send an extended
+/// CONNECT) have arrived.
+async fn h2_ready<IO>(
+    io: IO,
+    base: &str,
+) -> hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut h2, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(io),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::get(format!("{base}/robots.txt"))
+        .version(http::Version::HTTP_2)
+        .header("user-agent", BROWSER)
+        .body(http_body_util::Empty::new())
+        .unwrap();
+    let res = bounded("robots.txt", h2.send_request(req)).await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.version(), http::Version::HTTP_2);
+    h2
+}
+
 type H2WebSocket = tokio_tungstenite::WebSocketStream<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>;
 
 #[tokio::test]
@@ -531,23 +560,7 @@ async fn websockets_over_http2_extended_connect_pass_and_disallowed_ones_get_403
 
     // HTTP/2 with prior knowledge over plain TCP.
     let tcp = tokio::net::TcpStream::connect(ingress.addr).await.unwrap();
-    let (mut h2, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tcp),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
-    // A first exchange: the ingress's SETTINGS (SETTINGS_ENABLE_CONNECT_PROTOCOL, without
-    // which the client refuses to send an extended CONNECT) have arrived by its answer.
-    let req = http::Request::get(format!("http://{}/robots.txt", ingress.addr))
-        .version(http::Version::HTTP_2)
-        .header("user-agent", BROWSER)
-        .body(http_body_util::Empty::new())
-        .unwrap();
-    let res = bounded("robots.txt", h2.send_request(req)).await.unwrap();
-    assert_eq!(res.status(), 200);
-    assert_eq!(res.version(), http::Version::HTTP_2);
+    let mut h2 = h2_ready(tcp, &format!("http://{}", ingress.addr)).await;
 
     // An allowed bot: the opening reaches the site as an HTTP/1.1 upgrade, messages go
     // both ways over the HTTP/2 stream.
@@ -628,24 +641,8 @@ async fn websockets_over_http2_extended_connect_pass_through_the_https_listener(
     // HTTP/2 chosen in the TLS handshake (ALPN h2 only), over rustls.
     let tls = tls_to(&ingress, &ca, &[b"h2"]).await;
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]), "the listener chose h2");
-    let (mut h2, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tls),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
     let base = format!("https://localhost:{}", ingress.addr.port());
-    // A first exchange: by its answer the ingress's SETTINGS have arrived; without
-    // SETTINGS_ENABLE_CONNECT_PROTOCOL the client would refuse the extended CONNECT below.
-    let req = http::Request::get(format!("{base}/robots.txt"))
-        .version(http::Version::HTTP_2)
-        .header("user-agent", BROWSER)
-        .body(http_body_util::Empty::new())
-        .unwrap();
-    let res = bounded("robots.txt", h2.send_request(req)).await.unwrap();
-    assert_eq!(res.status(), 200);
-    assert_eq!(res.version(), http::Version::HTTP_2);
+    let mut h2 = h2_ready(tls, &base).await;
 
     // An allowed bot: the WebSocket is open over the HTTP/2 stream, frames echoed.
     let (res, ws) = h2_connect(&mut h2, &base, "/chat", "websocket", GPTBOT).await;
