@@ -11,6 +11,8 @@ use hyper_util::rt::TokioIo;
 
 use super::errors::UpstreamError;
 use super::{Forwarder, ProxyBody};
+use hyper::client::conn::http1;
+use robotsgate::net::Connector;
 use robotsgate::origin::Origin;
 
 impl Forwarder {
@@ -61,32 +63,15 @@ impl Forwarder {
                 return Kept::Pool(req);
             }
         };
-        // Ready at once unless the connection is closing: its last response was read to
-        // the end before this request could arrive (HTTP/1.1 clients send one at a time).
-        match tokio::time::timeout(KEPT_READY_WAIT, sender.ready()).await {
-            Ok(Ok(())) => {}
-            _ => return Kept::Pool(req),
-        }
-        // RFC 9112 §3.2.1: to an origin, the request target is in origin form (the pool
-        // does the same); the absolute form goes back if the pool must send it.
-        let mut req = req;
-        let target = origin_form(req.uri());
-        let absolute = std::mem::replace(req.uri_mut(), target);
-        match sender.try_send_request(req).await {
-            Ok(res) => {
+        match send_on_kept(&mut sender, req).await {
+            KeptSent::Sent(Ok(res)) => {
                 if let Ok(mut slot) = sticky.0.lock() {
                     slot.conn = Some((key, sender));
                 }
                 Kept::Sent(Ok(res.map(|b| b.map_err(Into::into).boxed())))
             }
-            // Not sent (the origin closed the idle connection): the pool sends it.
-            Err(mut e) => match e.take_message() {
-                Some(mut req) => {
-                    *req.uri_mut() = absolute;
-                    Kept::Pool(req)
-                }
-                None => Kept::Sent(Err(UpstreamError::Kept(e.into_error()))),
-            },
+            KeptSent::Sent(Err(e)) => Kept::Sent(Err(UpstreamError::Kept(e))),
+            KeptSent::Back(req) => Kept::Pool(req),
         }
     }
 
@@ -118,20 +103,66 @@ impl Forwarder {
         }
     }
 
-    /// A new HTTP/1.1 connection to the origin of `uri`; `None` when it cannot be made
-    /// (requests keep going through the pool, which reports failures).
-    async fn open_kept(&self, uri: &http::Uri) -> Option<hyper::client::conn::http1::SendRequest<Incoming>> {
-        let origin = Origin::from_uri(uri).ok()?;
-        let stream = self.inner.sticky_connector.connect(&origin).await.ok()?;
-        let (sender, conn) =
-            hyper::client::conn::http1::Builder::new().handshake(TokioIo::new(stream)).await.ok()?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "kept upstream connection ended with an error");
-            }
-        });
-        Some(sender)
+    /// A new HTTP/1.1 connection to the origin of `uri` ([`open_kept`]).
+    async fn open_kept(&self, uri: &http::Uri) -> Option<http1::SendRequest<Incoming>> {
+        open_kept(&self.inner.sticky_connector, &Origin::from_uri(uri).ok()?).await
     }
+}
+
+/// What [`send_on_kept`] did with a request.
+pub(crate) enum KeptSent<B> {
+    /// Sent on the kept connection; this came back.
+    Sent(Result<Response<Incoming>, hyper::Error>),
+    /// Not sent (the connection is closing, or the origin closed it while idle): back in
+    /// absolute form, for the pool.
+    Back(Request<B>),
+}
+
+/// Sends `req` (its target in absolute form) on a connection a client connection keeps
+/// (the forward proxy's [`Sticky`], the ingress's `Kept`), in origin form.
+pub(crate) async fn send_on_kept<B>(sender: &mut http1::SendRequest<B>, mut req: Request<B>) -> KeptSent<B>
+where
+    B: hyper::body::Body + 'static,
+{
+    // Ready at once unless the connection is closing: its last response was read to the
+    // end before this request could arrive (HTTP/1.1 clients send one at a time).
+    match tokio::time::timeout(KEPT_READY_WAIT, sender.ready()).await {
+        Ok(Ok(())) => {}
+        _ => return KeptSent::Back(req),
+    }
+    // RFC 9112 §3.2.1: to an origin, the request target is in origin form (the pool does
+    // the same); the absolute form goes back if the pool must send it.
+    let target = origin_form(req.uri());
+    let absolute = std::mem::replace(req.uri_mut(), target);
+    match sender.try_send_request(req).await {
+        Ok(res) => KeptSent::Sent(Ok(res)),
+        Err(mut e) => match e.take_message() {
+            Some(mut req) => {
+                *req.uri_mut() = absolute;
+                KeptSent::Back(req)
+            }
+            None => KeptSent::Sent(Err(e.into_error())),
+        },
+    }
+}
+
+/// A new HTTP/1.1 connection to `origin` through `connector` (one that offers HTTP/1.1
+/// only), its connection driven by a task of its own; `None` when it cannot be made (the
+/// requests keep going through the pool, which reports failures).
+pub(crate) async fn open_kept<B>(connector: &Connector, origin: &Origin) -> Option<http1::SendRequest<B>>
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let stream = connector.connect(origin).await.ok()?;
+    let (sender, conn) = http1::Builder::new().handshake(TokioIo::new(stream)).await.ok()?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "kept upstream connection ended with an error");
+        }
+    });
+    Some(sender)
 }
 
 pub(super) use robotsgate::net::origin_form;

@@ -6,21 +6,17 @@ use std::sync::{Arc, Mutex};
 
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
-use robotsgate::net::{PoolRequestBody, origin_form};
+use hyper::client::conn::http1::SendRequest;
+use robotsgate::net::PoolRequestBody;
 use robotsgate::origin::Origin;
 
 use super::Upstream;
+use crate::forward::{KeptSent, open_kept, send_on_kept};
 
 /// Requests a client connection sends before its own upstream connection is opened: a
 /// client that sends one or two requests and goes is served by the pool, and costs no
 /// connection of its own.
 pub(super) const KEEP_AFTER: u32 = 4;
-
-/// How long a kept connection may take to be ready for the next request before the pool
-/// is used instead.
-const KEPT_READY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Upstream connections being opened for clients at once, per worker.
 pub(super) const KEPT_OPENING: usize = 4;
@@ -53,7 +49,7 @@ impl Upstream {
     /// Sends `req` (its target in absolute form) on the connection `kept` holds, or gives
     /// it back for the pool; the connection is opened in the background once the client
     /// has sent [`KEEP_AFTER`] requests.
-    pub(super) async fn send_kept(&self, kept: &Kept, mut req: Request<PoolRequestBody>) -> KeptSend {
+    pub(super) async fn send_kept(&self, kept: &Kept, req: Request<PoolRequestBody>) -> KeptSend {
         let sender = {
             let Ok(mut slot) = kept.0.lock() else { return KeptSend::Pool(req) };
             slot.requests = slot.requests.saturating_add(1).min(KEEP_AFTER);
@@ -68,34 +64,16 @@ impl Upstream {
             }
         };
         let Some(mut sender) = sender else { return KeptSend::Pool(req) };
-        // RFC 9112 §3.2.1: to an origin, the request target is in origin form; the absolute
-        // form goes back with the request if the pool must send it.
-        let target = origin_form(req.uri());
-        let absolute = std::mem::replace(req.uri_mut(), target);
-        // Ready at once unless closing: the client sends its next request once it has read
-        // the whole response, which the upstream connection read first.
-        match tokio::time::timeout(KEPT_READY_WAIT, sender.ready()).await {
-            Ok(Ok(())) => {}
-            _ => {
-                *req.uri_mut() = absolute;
-                return KeptSend::Pool(req);
-            }
-        }
-        match sender.try_send_request(req).await {
-            Ok(res) => {
-                if let Ok(mut slot) = kept.0.lock() {
+        match send_on_kept(&mut sender, req).await {
+            KeptSent::Sent(res) => {
+                if res.is_ok()
+                    && let Ok(mut slot) = kept.0.lock()
+                {
                     slot.sender = Some(sender);
                 }
-                KeptSend::Sent(Ok(res))
+                KeptSend::Sent(res)
             }
-            // Not sent (the upstream closed the idle connection): the pool sends it.
-            Err(mut e) => match e.take_message() {
-                Some(mut req) => {
-                    *req.uri_mut() = absolute;
-                    KeptSend::Pool(req)
-                }
-                None => KeptSend::Sent(Err(e.into_error())),
-            },
+            KeptSent::Back(req) => KeptSend::Pool(req),
         }
     }
 
@@ -107,17 +85,7 @@ impl Upstream {
         slot.opening = true;
         let (connector, kept) = (self.kept_connector.clone(), kept.clone());
         tokio::spawn(async move {
-            let opened = async {
-                let stream = connector.connect(&origin).await.ok()?;
-                let (sender, conn) = http1::Builder::new().handshake(TokioIo::new(stream)).await.ok()?;
-                tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        tracing::debug!(error = %e, "kept upstream connection ended with an error");
-                    }
-                });
-                Some(sender)
-            }
-            .await;
+            let opened = open_kept(&connector, &origin).await;
             drop(permit);
             if let Ok(mut slot) = kept.0.lock() {
                 slot.opening = false;
