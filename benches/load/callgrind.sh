@@ -21,6 +21,9 @@
 #   intercept  https://localhost:18443/1k through TLS interception, enforce + audit log
 #   ingress    `robotsgate ingress` in front of the origin, a GPTBot the site allows: each
 #              request decided, recorded in the audit log and forwarded (identity checks off)
+#   ingress-verify  the same with the identity check on, by a published range list holding
+#              127.0.0.0/8 (reverse DNS, signatures and refresh off), as benches/load/ingress.sh's
+#              robotsgate_ingress_verify: every request verified by its address
 #
 # RG_AUDIT: more [audit] lines for every binary measured, e.g. RG_AUDIT='durability = "synced"'.
 # RG_EXTRA: more config sections appended, e.g. RG_EXTRA=$'[purpose]\ndefault = ["search"]', or
@@ -33,7 +36,7 @@ set -euo pipefail
 BENCH_NAME=robotsgate-callgrind
 # shellcheck source=benches/load/common.sh
 . "$(dirname "$0")/common.sh"
-CASES=${CASES:-enforce off intercept ingress}
+CASES=${CASES:-enforce off intercept ingress ingress-verify}
 REQUESTS=${REQUESTS:-3000}
 STARTUP_REQUESTS=8
 CONCURRENCY=8
@@ -45,7 +48,7 @@ STOP_SECONDS=120  # and so does the drain and flush after SIGINT
 
 [ "$REQUESTS" -gt "$STARTUP_REQUESTS" ] || die "REQUESTS must be above $STARTUP_REQUESTS"
 for case_ in $CASES; do
-    case $case_ in enforce | off | intercept | ingress) ;; *) die "unknown case $case_ (enforce, off, intercept, ingress)" ;; esac
+    case $case_ in enforce | off | intercept | ingress | ingress-verify) ;; *) die "unknown case $case_ (enforce, off, intercept, ingress, ingress-verify)" ;; esac
 done
 
 # --- tools and binaries ------------------------------------------------------------------
@@ -109,8 +112,15 @@ measure() {
     intercept) url="https://localhost:$ORIGIN_TLS_PORT/1k" tls_args=(--cacert "$WORK/ca/ca.pem") ;;
     esac
     rm -rf "$WORK/audit.jsonl"* "$WORK/snapshots" "$out"
-    if [ "$case_" = ingress ]; then
-        printf '[verify]\nenabled = false\n%s\n' "${RG_EXTRA:-}" >"$WORK/ingress.toml"
+    if [ "$case_" = ingress ] || [ "$case_" = ingress-verify ]; then
+        if [ "$case_" = ingress ]; then
+            printf '[verify]\nenabled = false\n%s\n' "${RG_EXTRA:-}" >"$WORK/ingress.toml"
+        else
+            printf '{"prefixes": [{"ipv4Prefix": "127.0.0.0/8"}]}\n' >"$WORK/gptbot-ranges.json"
+            printf '%s\n' "[verify]" "refresh = false" "rdns = false" "signatures = false" "" \
+                "[[verify.operators]]" 'name = "OpenAI"' 'tokens = ["GPTBot"]' \
+                "ip_lists = [\"$WORK/gptbot-ranges.json\"]" "${RG_EXTRA:-}" >"$WORK/ingress.toml"
+        fi
         taskset -c "$SRV_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" \
             "$bin" ingress --config "$WORK/ingress.toml" --listen "127.0.0.1:$RG_PORT" \
             --admin-listen "127.0.0.1:$ADMIN_PORT" --upstream "http://127.0.0.1:$ORIGIN_PORT" \
@@ -131,10 +141,14 @@ measure() {
     python3 "$HERE/report.py" check "$json" || die "$name: answers other than 200"
     stop_rg
     [ -s "$out" ] || die "callgrind wrote no $out"
-    if [ "$case_" = ingress ]; then
+    if [ "$case_" = ingress ] || [ "$case_" = ingress-verify ]; then
         local records
         records=$(grep -c '"type":"ingress"' "$WORK/audit.jsonl" || true)
         [ "${records:-0}" = "$n" ] || die "$name: $n requests but ${records:-0} ingress records in the audit log"
+        if [ "$case_" = ingress-verify ]; then
+            records=$(grep -c '"identity":"verified"' "$WORK/audit.jsonl" || true)
+            [ "${records:-0}" = "$n" ] || die "$name: $n requests but ${records:-0} verified in the audit log"
+        fi
     elif [ "$mode" = enforce ]; then
         local decisions
         decisions=$(grep -c '"type":"decision"' "$WORK/audit.jsonl" || true)
