@@ -2,6 +2,7 @@
 //! group commit (see `commit`), waits as the durability asks, and refuses requests while
 //! the log is broken and configured to fail closed.
 
+use std::cell::RefCell;
 use std::io::Read as _;
 use std::path::Path;
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use std::time::SystemTime;
 
 use tokio::sync::oneshot;
 
-use super::commit::Core;
+use super::commit::{Core, Ticket};
 use super::config::{AuditConfig, AuditError, AuditSetupError, Durability, MemoryLog, OnError, Target};
 use super::files::{finish_rotation, rotated_files};
 use super::line::{decision_line, outcome_line};
@@ -131,13 +132,20 @@ impl AuditLog {
     /// written as [`AuditConfig::durability`] asks.
     pub async fn log_ingress(&self, record: &super::IngressRecord) -> Result<(), AuditError> {
         self.accepting()?;
-        self.commit(&record.to_line()).await
+        self.commit_with(|o| record.write_line(o)).await
     }
 
     /// Appends a request's record and waits as the durability asks.
     async fn commit(&self, line: &[u8]) -> Result<(), AuditError> {
         let core = &self.inner.core;
         let ticket = core.append(line, true)?;
+        core.wait(ticket).await
+    }
+
+    /// [`AuditLog::commit`] of the line `write` writes, in this thread's line buffer.
+    async fn commit_with(&self, write: impl FnOnce(&mut Vec<u8>)) -> Result<(), AuditError> {
+        let core = &self.inner.core;
+        let ticket = append_line(core, true, write)?;
         core.wait(ticket).await
     }
 
@@ -190,13 +198,52 @@ impl AuditLog {
         self.accepting()?;
         let now = SystemTime::now();
         let redact = self.inner.config.redact_query;
-        let line = decision_line(d, request, now, redact);
-        debug_assert_eq!(
-            String::from_utf8_lossy(&line),
-            String::from_utf8_lossy(&to_line(&DecisionRecord::of(d, request, now, redact))),
-            "the direct writer and the serde record disagree"
-        );
-        self.commit(&line).await
+        self.commit_with(|o| {
+            decision_line(o, d, request, now, redact);
+            debug_assert_eq!(
+                String::from_utf8_lossy(o),
+                String::from_utf8_lossy(&to_line(&DecisionRecord::of(d, request, now, redact))),
+                "the direct writer and the serde record disagree"
+            );
+        })
+        .await
+    }
+}
+
+thread_local! {
+    /// This thread's buffer for the line of a record on a request's path (decision,
+    /// outcome, ingress): reused, so that writing a line allocates nothing once the buffer
+    /// has grown to a line's size. The line is copied into the pending batch at once.
+    static LINE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A line buffer larger than this (a record with a huge URL) is not kept.
+const LINE_KEEP: usize = 16 * 1024;
+
+/// Writes a line with `write` into this thread's line buffer and appends it (see
+/// [`Core::append`]); a fresh buffer when the thread's is not available (in use further up
+/// the stack, or the thread ending).
+fn append_line(core: &Core, wait: bool, write: impl FnOnce(&mut Vec<u8>)) -> Result<Ticket, AuditError> {
+    let mut write = Some(write);
+    let reused = LINE.try_with(|line| {
+        let mut buf = line.try_borrow_mut().ok()?;
+        buf.clear();
+        (write.take()?)(&mut buf);
+        let ticket = core.append(&buf, wait);
+        if buf.capacity() > LINE_KEEP {
+            *buf = Vec::new();
+        }
+        Some(ticket)
+    });
+    match (reused, write) {
+        (Ok(Some(ticket)), _) => ticket,
+        (_, Some(write)) => {
+            let mut buf = Vec::new();
+            write(&mut buf);
+            core.append(&buf, wait)
+        }
+        // Unreachable: `write` is taken only on the path that returns a ticket.
+        (_, None) => Err(AuditError::Closed),
     }
 }
 
@@ -263,14 +310,15 @@ impl AuditLog {
     /// written with the next batch, like a fetch record.
     pub(crate) fn log_outcome(&self, facts: OutcomeFacts<'_>) {
         let now = SystemTime::now();
-        let line = outcome_line(facts, now);
-        debug_assert_eq!(
-            String::from_utf8_lossy(&line),
-            String::from_utf8_lossy(&to_line(&OutcomeRecord::of(facts, now))),
-            "the direct writer and the serde record disagree"
-        );
         // Err only once the log is closed: the answer outlived the log.
-        let _ = self.inner.core.append(&line, false);
+        let _ = append_line(&self.inner.core, false, |o| {
+            outcome_line(o, facts, now);
+            debug_assert_eq!(
+                String::from_utf8_lossy(o),
+                String::from_utf8_lossy(&to_line(&OutcomeRecord::of(facts, now))),
+                "the direct writer and the serde record disagree"
+            );
+        });
     }
 }
 

@@ -94,18 +94,16 @@ pub struct IngressRule {
 }
 
 impl IngressRecord {
-    /// The record's JSON line (with its newline): what `serde_json` writes for it (same
-    /// keys, order and values; a test holds the two together), written directly, as it is
-    /// on every bot request's path.
-    pub(super) fn to_line(&self) -> Vec<u8> {
+    /// Writes the record's JSON line (with its newline) at the end of `o`: what
+    /// `serde_json` writes for it (same keys, order and values; a test holds the two
+    /// together), written directly, as it is on every bot request's path.
+    pub(super) fn write_line(&self, o: &mut Vec<u8>) {
         fn opt_num(o: &mut Vec<u8>, n: Option<impl itoa::Integer>) {
             match n {
                 Some(n) => json_num(o, n),
                 None => o.extend_from_slice(b"null"),
             }
         }
-        let mut out = Vec::with_capacity(768);
-        let o = &mut out;
         o.extend_from_slice(b"{\"schema_version\":");
         json_num(o, self.schema_version);
         o.extend_from_slice(b",\"type\":");
@@ -176,7 +174,6 @@ impl IngressRecord {
         o.extend_from_slice(b",\"cluster\":");
         json_opt_str(o, self.cluster);
         o.extend_from_slice(b"}\n");
-        out
     }
 }
 
@@ -252,7 +249,9 @@ mod tests {
             ..empty.clone()
         };
         for r in [&empty, &full] {
-            let ours = String::from_utf8(r.to_line()).unwrap();
+            let mut ours = Vec::new();
+            r.write_line(&mut ours);
+            let ours = String::from_utf8(ours).unwrap();
             assert_eq!(ours, serde_line(r));
         }
     }

@@ -14,16 +14,15 @@ use super::timestamp::rfc3339_into;
 use crate::policy::{AuditText, Decision, DecisionKey, FetchFacts};
 use crate::vocabulary::Outcome;
 
-/// The JSON line of the [`DecisionRecord`](super::DecisionRecord) of a decision (same
-/// keys, order and values), written directly; `redact` as for [`logged_url`].
+/// Writes the JSON line of the [`DecisionRecord`](super::DecisionRecord) of a decision
+/// (same keys, order and values) at the end of `o`; `redact` as for [`logged_url`].
 pub(super) fn decision_line(
+    o: &mut Vec<u8>,
     d: &Decision,
     request: RequestFacts<'_>,
     now: SystemTime,
     redact: bool,
-) -> Vec<u8> {
-    let mut out = Vec::with_capacity(1024);
-    let o = &mut out;
+) {
     record_head(o, "decision", now, request.request_id);
     o.extend_from_slice(b",\"client\":");
     match request.client {
@@ -90,14 +89,11 @@ pub(super) fn decision_line(
         None => {}
     }
     o.extend_from_slice(b"}\n");
-    out
 }
 
-/// The JSON line of the [`OutcomeRecord`](super::OutcomeRecord) of `f` at `now` (same keys,
-/// order and values), written directly: one per request.
-pub(super) fn outcome_line(f: OutcomeFacts<'_>, now: SystemTime) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256);
-    let o = &mut out;
+/// Writes the JSON line of the [`OutcomeRecord`](super::OutcomeRecord) of `f` at `now`
+/// (same keys, order and values) at the end of `o`: one per request.
+pub(super) fn outcome_line(o: &mut Vec<u8>, f: OutcomeFacts<'_>, now: SystemTime) {
     record_head(o, "outcome", now, f.request_id);
     o.extend_from_slice(b",\"status\":");
     match f.status {
@@ -120,7 +116,6 @@ pub(super) fn outcome_line(f: OutcomeFacts<'_>, now: SystemTime) -> Vec<u8> {
     o.extend_from_slice(b",\"duration_us\":");
     json_num(o, micros(f.duration));
     o.extend_from_slice(b"}\n");
-    out
 }
 
 /// Writes the decision's own fields, `"origin"` to `"explanation"`, the same for every
@@ -409,7 +404,8 @@ mod tests {
                             let url = format!("https://example.com{path}");
                             let request = get(&url, report_only);
                             let now = SystemTime::UNIX_EPOCH + Duration::from_secs(round);
-                            let ours = decision_line(&d, request, now, false);
+                            let mut ours = Vec::new();
+                            decision_line(&mut ours, &d, request, now, false);
                             let serde = to_line(&DecisionRecord::of(&d, request, now, false));
                             assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&serde));
                             lines += 1;
@@ -455,7 +451,8 @@ mod tests {
                             let url = format!("https://example.com{path}");
                             let request = get(&url, report_only);
                             let now = SystemTime::UNIX_EPOCH + Duration::from_secs(round);
-                            let ours = decision_line(&d, request, now, false);
+                            let mut ours = Vec::new();
+                            decision_line(&mut ours, &d, request, now, false);
                             let serde = to_line(&DecisionRecord::of(&d, request, now, false));
                             assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&serde));
                             let v: serde_json::Value = serde_json::from_slice(&ours).unwrap();
@@ -501,7 +498,8 @@ mod tests {
             let mut request = get("https://example.com/x", false);
             request.cluster = refused.then_some("alone");
             request.cluster_refused = refused;
-            let ours = decision_line(d, request, now, false);
+            let mut ours = Vec::new();
+            decision_line(&mut ours, d, request, now, false);
             let serde = to_line(&DecisionRecord::of(d, request, now, false));
             assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&serde));
             serde_json::from_slice(&ours).unwrap()
@@ -552,7 +550,8 @@ mod tests {
                 duration: Duration::ZERO,
             },
         ] {
-            let ours = outcome_line(facts, now);
+            let mut ours = Vec::new();
+            outcome_line(&mut ours, facts, now);
             let serde = to_line(&OutcomeRecord::of(facts, now));
             assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&serde));
         }
