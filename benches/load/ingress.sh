@@ -17,6 +17,11 @@
 # is pinned to GEN_CPU, the site and the proxies to SRV_CPU. Each row is the median of RUNS
 # runs; the three targets take their runs in turn. A run with any answer other than 200
 # fails the benchmark. Raw oha JSON under $WORK/results.
+#
+# Besides req/s and latency, each row gives the CPU time (user + system, from
+# /proc/PID/task/*/stat before and after each run, median of the runs) per request of the
+# target's own processes ("proxy": nginx's master and worker, or robotsgate's threads) and
+# of the site behind it ("site"): figures that move far less than req/s on a shared VM.
 set -euo pipefail
 
 BENCH_NAME=robotsgate-ingress
@@ -36,7 +41,22 @@ done
 if [ -z "${RG:-}" ]; then build_robotsgate; fi
 
 start_origin
+SITE_PID=${PIDS[-1]}
 wait_http "http://127.0.0.1:$ORIGIN_PORT/1k"
+
+# ticks PID...: the CPU clock ticks (user + system) used so far by these processes, their
+# threads and their children (nginx's workers).
+ticks() {
+    local pid all=() t=0 task
+    for pid in "$@"; do all+=("$pid"); while read -r c; do all+=("$c"); done < <(pgrep -P "$pid" || true); done
+    for pid in "${all[@]}"; do
+        for task in /proc/"$pid"/task/*/stat; do
+            [ -r "$task" ] || continue
+            t=$((t + $(sed 's/.*) //' "$task" | awk '{print $12 + $13}')))
+        done
+    done
+    echo "$t"
+}
 
 # nginx as a reverse proxy: one worker, access log on, keep-alive to the site.
 cat >"$WORK/nginx-proxy.conf" <<CONF
@@ -67,6 +87,7 @@ http {
 CONF
 mkdir -p "$WORK/nginx-tmp"
 taskset -c "$SRV_CPU" nginx -p "$WORK" -c "$WORK/nginx-proxy.conf" -g 'daemon off;' &
+NGINX_PROXY_PID=$!
 PIDS+=($!)
 wait_http "http://127.0.0.1:$NGINX_PROXY_PORT/1k"
 
@@ -98,6 +119,7 @@ CONF
 taskset -c "$SRV_CPU" "$RG" ingress --listen "127.0.0.1:$RG_VERIFY_PORT" --config "$WORK/ingress-verify.toml" \
     --upstream "http://127.0.0.1:$ORIGIN_PORT" --audit-log "$WORK/ingress-verify-audit.jsonl" \
     2>"$WORK/logs/robotsgate-ingress-verify.log" &
+VERIFY_PID=$!
 PIDS+=($!)
 wait_ready "http://127.0.0.1:$RG_VERIFY_PORT/1k" "$!" 30
 code=$(curl -s -o /dev/null -w '%{http_code}' -A "$UA" "http://127.0.0.1:$RG_VERIFY_PORT/1k")
@@ -105,33 +127,51 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -A "$UA" "http://127.0.0.1:$RG_VER
 grep -q '"identity":"verified"' "$WORK/ingress-verify-audit.jsonl" \
     || die "robotsgate ingress did not record the GPTBot as verified: $(tail -1 "$WORK/ingress-verify-audit.jsonl")"
 
-run_one() { # NAME I URL
+run_one() { # NAME I URL [PROXY_PID]: the run, then "proxy_ticks site_ticks" in NAME.I.ticks
+    local proxy0=0 proxy1=0 site0 site1
+    site0=$(ticks "$SITE_PID")
+    [ -z "${4:-}" ] || proxy0=$(ticks "$4")
     taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -z "${DURATION}s" -c "$CONC" \
         -H "User-Agent: $UA" --output-format json "$3" >"$WORK/results/$1.$2.json"
+    [ -z "${4:-}" ] || proxy1=$(ticks "$4")
+    site1=$(ticks "$SITE_PID")
+    echo "$((proxy1 - proxy0)) $((site1 - site0))" >"$WORK/results/$1.$2.ticks"
     python3 "$HERE/report.py" check "$WORK/results/$1.$2.json" || die "$1 run $2"
 }
 for i in $(seq "$RUNS"); do
     log "round $i of $RUNS"
     run_one direct "$i" "http://127.0.0.1:$ORIGIN_PORT/1k"
-    run_one nginx_proxy "$i" "http://127.0.0.1:$NGINX_PROXY_PORT/1k"
-    run_one robotsgate_ingress "$i" "http://127.0.0.1:$RG_INGRESS_PORT/1k"
-    run_one robotsgate_ingress_verify "$i" "http://127.0.0.1:$RG_VERIFY_PORT/1k"
+    run_one nginx_proxy "$i" "http://127.0.0.1:$NGINX_PROXY_PORT/1k" "$NGINX_PROXY_PID"
+    run_one robotsgate_ingress "$i" "http://127.0.0.1:$RG_INGRESS_PORT/1k" "$RG_PID"
+    run_one robotsgate_ingress_verify "$i" "http://127.0.0.1:$RG_VERIFY_PORT/1k" "$VERIFY_PID"
 done
 records=$(grep -c '"type":"ingress"' "$WORK/ingress-audit.jsonl" || true)
 log "ingress records written: $records"
 
-python3 - "$WORK/results" <<'PY'
+python3 - "$WORK/results" "$(getconf CLK_TCK)" <<'PY'
 import glob, json, os, statistics, sys
-res = sys.argv[1]
+res, hz = sys.argv[1], int(sys.argv[2])
 def runs(n): return [json.load(open(p)) for p in sorted(glob.glob(os.path.join(res, f"{n}.*.json")))]
 def med(n):
     rs = sorted(runs(n), key=lambda r: r["metrics"]["requests_per_sec"])
     return rs[len(rs) // 2]["metrics"]
-m = {n: med(n) for n in ("direct", "nginx_proxy", "robotsgate_ingress", "robotsgate_ingress_verify")}
-print("| target | req/s | x nginx proxy | p50 ms | p99 ms | p99 / nginx |")
-print("|---|---:|---:|---:|---:|---:|")
+def cpu(n):
+    # CPU µs per request (proxy, site), median over the runs.
+    per = []
+    for p in sorted(glob.glob(os.path.join(res, f"{n}.*.json"))):
+        r = json.load(open(p))
+        count = sum(r.get("statusCodeDistribution", {}).values()) or 1
+        proxy, site = map(int, open(p[: -len(".json")] + ".ticks").read().split())
+        per.append((proxy * 1e6 / hz / count, site * 1e6 / hz / count))
+    return statistics.median(x for x, _ in per), statistics.median(y for _, y in per)
+names = ("direct", "nginx_proxy", "robotsgate_ingress", "robotsgate_ingress_verify")
+m = {n: med(n) for n in names}
+c = {n: cpu(n) for n in names}
+print("| target | req/s | x nginx proxy | p50 ms | p99 ms | p99 / nginx | CPU µs/request: proxy | site |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for n, x in m.items():
     print(f"| {n} | {x['requests_per_sec']:,.0f} | {x['requests_per_sec'] / m['nginx_proxy']['requests_per_sec']:.2f} "
           f"| {x['latency_ms']['p50']:.3f} | {x['latency_ms']['p99']:.3f} "
-          f"| {x['latency_ms']['p99'] / m['nginx_proxy']['latency_ms']['p99']:.2f} |")
+          f"| {x['latency_ms']['p99'] / m['nginx_proxy']['latency_ms']['p99']:.2f} "
+          f"| {c[n][0]:.1f} | {c[n][1]:.1f} |")
 PY
