@@ -263,11 +263,12 @@ fn audit_unavailable<ResB>(head: bool) -> Response<IngressBody<ResB>> {
     )
 }
 
-async fn handle<S, B, ResB>(
+#[allow(clippy::manual_async_fn, reason = "the block keeps the future smaller (see below)")]
+fn handle<S, B, ResB>(
     shared: Arc<Shared>,
     inner: S,
     mut req: Request<B>,
-) -> Result<Response<IngressBody<ResB>>, S::Error>
+) -> impl Future<Output = Result<Response<IngressBody<ResB>>, S::Error>>
 where
     S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Future: Send + 'static,
@@ -275,245 +276,267 @@ where
     ResB: Body<Data = Bytes> + Send + 'static,
     ResB::Error: std::fmt::Display,
 {
-    let config = shared.config.load_full();
-    let fetch_timeout = config.fetch_timeout;
-    let head = req.method() == Method::HEAD;
-    let peer = req.extensions().get::<SocketAddr>().map(|a| a.ip());
-    let client = client_ip(peer, req.headers(), &config.trusted_proxies);
-    let host = req.headers().get(http::header::HOST).cloned();
-    // Nearly every request finds a copy in time; the fetch's future is made only when one
-    // is due.
-    let site = match shared.cache.fresh() {
-        Some(site) => site,
-        None => {
-            let fetcher = inner.clone();
-            Box::pin(shared.cache.current(&shared.known, move || fetch_robots(fetcher, host, fetch_timeout)))
+    // A block rather than an `async fn`: an `async fn` keeps its arguments twice in its
+    // future (as arguments and as locals), and this future is boxed for every request.
+    async move {
+        let config = shared.config.load_full();
+        let fetch_timeout = config.fetch_timeout;
+        let head = req.method() == Method::HEAD;
+        let peer = req.extensions().get::<SocketAddr>().map(|a| a.ip());
+        let client = client_ip(peer, req.headers(), &config.trusted_proxies);
+        let host = req.headers().get(http::header::HOST).cloned();
+        // Nearly every request finds a copy in time; the fetch's future is made only when one
+        // is due.
+        let site = match shared.cache.fresh() {
+            Some(site) => site,
+            None => {
+                let fetcher = inner.clone();
+                Box::pin(
+                    shared.cache.current(&shared.known, move || fetch_robots(fetcher, host, fetch_timeout)),
+                )
                 .await
-        }
-    };
-    let ua = user_agent(req.headers());
-    let mut found = site.find_token(&ua);
-    let mut facts = Facts {
-        request_id: shared.ids.next().as_str().to_owned(),
-        client,
-        user_agent: ua.clone(),
-        method: req.method().as_str().to_owned(),
-        path: req
-            .uri()
-            .path_and_query()
-            .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned()),
-        identity_use: None,
-    };
+            }
+        };
+        let ua = user_agent(req.headers());
+        let mut found = site.find_token(&ua);
+        let mut facts = Facts {
+            request_id: shared.ids.next().as_str().to_owned(),
+            client,
+            user_agent: ua.clone(),
+            method: req.method().as_str().to_owned(),
+            path: req
+                .uri()
+                .path_and_query()
+                .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned()),
+            identity_use: None,
+        };
 
-    // robots.txt itself: always served, never refused nor paced; a bot's fetch is kept.
-    if req.uri().path() == "/robots.txt" {
-        if let Some(found) = &found
-            && (req.method() == Method::GET || head)
+        // robots.txt itself: always served, never refused nor paced; a bot's fetch is kept.
+        if req.uri().path() == "/robots.txt" {
+            if let Some(found) = &found
+                && (req.method() == Method::GET || head)
+            {
+                let key = bot_key(&found.token, client);
+                let last = shared.fetches.last(&key);
+                shared
+                    .fetches
+                    .remember(key, RobotsFetch { time: SystemTime::now(), sha256: site.sha256.clone() });
+                let mut rec =
+                    record(&shared, facts, Some(found), &site, None, Outcome::RobotsTxt, None, None, last);
+                rec.status = Some(200);
+                if emit(&shared, &rec).await.is_err() {
+                    return Ok(audit_unavailable(head));
+                }
+            }
+            if let Some(fixed) = shared.cache.fixed_copy() {
+                let mut res = Response::new(if head {
+                    IngressBody::own(Bytes::new())
+                } else {
+                    IngressBody::own(fixed.body.clone())
+                });
+                res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+                res.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from(fixed.body.len()));
+                return Ok(res);
+            }
+            return inner.oneshot(req).await.map(site_response);
+        }
+
+        let report_only = config.mode == Mode::ReportOnly;
+
+        // Identity: before the agent is chosen, as a signed request without a token is judged
+        // as its operator's.
+        let mut checked = None;
+        if let Some(verifier) = &shared.verifier
+            && (found.is_some()
+                || (verifier.signatures().is_some() && req.headers().contains_key("signature-agent")))
         {
-            let key = bot_key(&found.token, client);
-            let last = shared.fetches.last(&key);
-            shared
-                .fetches
-                .remember(key, RobotsFetch { time: SystemTime::now(), sha256: site.sha256.clone() });
-            let mut rec =
-                record(&shared, facts, Some(found), &site, None, Outcome::RobotsTxt, None, None, last);
-            rec.status = Some(200);
-            if emit(&shared, &rec).await.is_err() {
-                return Ok(audit_unavailable(head));
+            let (parts, body) = req.into_parts();
+            let token = found.as_ref().map(|f| &*f.token);
+            checked = verifier.verify_request(&parts, client, token, SystemTime::now()).await;
+            req = Request::from_parts(parts, body);
+            if found.is_none()
+                && let Some(t) = checked.as_ref().and_then(|c| c.token.as_ref())
+            {
+                let f = site.find_token(t);
+                found = Some(f.unwrap_or(Found { token: t.clone(), site_group: false }));
             }
         }
-        if let Some(fixed) = shared.cache.fixed_copy() {
-            let mut res = Response::new(if head {
-                IngressBody::own(Bytes::new())
-            } else {
-                IngressBody::own(fixed.body.clone())
-            });
-            res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-            res.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from(fixed.body.len()));
-            return Ok(res);
+        let identity = checked.as_ref();
+        facts.identity_use = identity.map(|id| IdentityUse::of(id, config.impersonators));
+
+        let mut agent = match &found {
+            Some(f) => Agent::Token(f.token.clone()),
+            None if config.unknown_agents == UnknownAgents::Star => Agent::Star,
+            None => return inner.oneshot(req).await.map(site_response),
+        };
+        let last_fetch = found.as_ref().and_then(|f| shared.fetches.last(&bot_key(&f.token, client)));
+
+        if let (Some(id), Some(f), Some(used)) = (identity, &found, facts.identity_use) {
+            let verdict = &id.verdict;
+            if used.refuses() {
+                let (kind, outcome, text) = if verdict.is_failed() {
+                    let outcome =
+                        if report_only { Outcome::WouldFailIdentity } else { Outcome::IdentityFailed };
+                    (
+                        ReasonClass::IdentityFailed,
+                        outcome,
+                        format!("robotsgate: {} is not who it says it is ({verdict})\n", f.token),
+                    )
+                } else {
+                    let outcome = if report_only {
+                        Outcome::WouldRefuseUnverified
+                    } else {
+                        Outcome::IdentityUnverified
+                    };
+                    let op = id.operator.as_deref().unwrap_or("its operator");
+                    let text = format!(
+                        "robotsgate: {op} requires its bots to be verified; {} is {verdict}\n",
+                        f.token
+                    );
+                    (ReasonClass::IdentityUnverified, outcome, text)
+                };
+                let mut rec =
+                    record(&shared, facts, Some(f), &site, None, outcome, identity, None, last_fetch.clone());
+                rec.reason = kind.as_str();
+                rec.explanation = text.trim_end().to_owned();
+                if !report_only {
+                    rec.status = Some(config.status.as_u16());
+                    if emit(&shared, &rec).await.is_err() {
+                        return Ok(audit_unavailable(head));
+                    }
+                    let mut res = own(config.status, kind.as_str(), text, head);
+                    if shared.verifier.as_ref().is_some_and(|v| v.signatures().is_some()) {
+                        res.headers_mut()
+                            .insert("accept-signature", HeaderValue::from_static(httpsig::ACCEPT_SIGNATURE));
+                    }
+                    return Ok(res);
+                }
+                return forward(&shared, inner, req, rec, None).await;
+            }
+            if used == IdentityUse::Star {
+                agent = Agent::Star;
+            }
         }
-        return inner.oneshot(req).await.map(site_response);
-    }
 
-    let report_only = config.mode == Mode::ReportOnly;
+        let purposes = match &agent {
+            Agent::Token(t) => shared.known.get(t).map(|a| a.purposes.clone()).unwrap_or_default(),
+            Agent::Star => Vec::new(),
+        };
+        let now = SystemTime::now();
+        let minute =
+            (now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() % 86_400) / 60) as u16;
+        let j = site.judge(config.profile, &agent, &facts.path, minute, &purposes);
+        let token_text = found.as_ref().map_or("an unknown agent", |f| &*f.token);
 
-    // Identity: before the agent is chosen, as a signed request without a token is judged
-    // as its operator's.
-    let mut checked = None;
-    if let Some(verifier) = &shared.verifier
-        && (found.is_some()
-            || (verifier.signatures().is_some() && req.headers().contains_key("signature-agent")))
-    {
-        let (parts, body) = req.into_parts();
-        let token = found.as_ref().map(|f| &*f.token);
-        checked = verifier.verify_request(&parts, client, token, SystemTime::now()).await;
-        req = Request::from_parts(parts, body);
-        if found.is_none()
-            && let Some(t) = checked.as_ref().and_then(|c| c.token.as_ref())
-        {
-            let f = site.find_token(t);
-            found = Some(f.unwrap_or(Found { token: t.clone(), site_group: false }));
-        }
-    }
-    let identity = checked.as_ref();
-    facts.identity_use = identity.map(|id| IdentityUse::of(id, config.impersonators));
-
-    let mut agent = match &found {
-        Some(f) => Agent::Token(f.token.clone()),
-        None if config.unknown_agents == UnknownAgents::Star => Agent::Star,
-        None => return inner.oneshot(req).await.map(site_response),
-    };
-    let last_fetch = found.as_ref().and_then(|f| shared.fetches.last(&bot_key(&f.token, client)));
-
-    if let (Some(id), Some(f), Some(used)) = (identity, &found, facts.identity_use) {
-        let verdict = &id.verdict;
-        if used.refuses() {
-            let (kind, outcome, text) = if verdict.is_failed() {
-                let outcome = if report_only { Outcome::WouldFailIdentity } else { Outcome::IdentityFailed };
-                (
-                    ReasonClass::IdentityFailed,
-                    outcome,
-                    format!("robotsgate: {} is not who it says it is ({verdict})\n", f.token),
-                )
-            } else {
-                let outcome =
-                    if report_only { Outcome::WouldRefuseUnverified } else { Outcome::IdentityUnverified };
-                let op = id.operator.as_deref().unwrap_or("its operator");
-                let text =
-                    format!("robotsgate: {op} requires its bots to be verified; {} is {verdict}\n", f.token);
-                (ReasonClass::IdentityUnverified, outcome, text)
+        if !j.allowed {
+            let usage = j.usage_refused.is_some();
+            let (kind, outcome) = match (usage, report_only) {
+                (true, false) => (Outcome::UsageRefused, Outcome::UsageRefused),
+                (true, true) => (Outcome::UsageRefused, Outcome::WouldRefuseUsage),
+                (false, false) => (Outcome::Disallowed, Outcome::Disallowed),
+                (false, true) => (Outcome::Disallowed, Outcome::WouldDisallow),
             };
             let mut rec =
-                record(&shared, facts, Some(f), &site, None, outcome, identity, None, last_fetch.clone());
-            rec.reason = kind.as_str();
-            rec.explanation = text.trim_end().to_owned();
+                record(&shared, facts, found.as_ref(), &site, Some(&j), outcome, identity, None, last_fetch);
             if !report_only {
                 rec.status = Some(config.status.as_u16());
                 if emit(&shared, &rec).await.is_err() {
                     return Ok(audit_unavailable(head));
                 }
-                let mut res = own(config.status, kind.as_str(), text, head);
-                if shared.verifier.as_ref().is_some_and(|v| v.signatures().is_some()) {
-                    res.headers_mut()
-                        .insert("accept-signature", HeaderValue::from_static(httpsig::ACCEPT_SIGNATURE));
-                }
-                return Ok(res);
+                let text = format!(
+                    "robotsgate: robots.txt does not allow {token_text} to fetch {}: {}\n",
+                    rec.path, j.explanation
+                );
+                return Ok(own(config.status, kind.as_str(), text, head));
             }
             return forward(&shared, inner, req, rec, None).await;
         }
-        if used == IdentityUse::Star {
-            agent = Agent::Star;
-        }
-    }
 
-    let purposes = match &agent {
-        Agent::Token(t) => shared.known.get(t).map(|a| a.purposes.clone()).unwrap_or_default(),
-        Agent::Star => Vec::new(),
-    };
-    let now = SystemTime::now();
-    let minute = (now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() % 86_400) / 60) as u16;
-    let j = site.judge(config.profile, &agent, &facts.path, minute, &purposes);
-    let token_text = found.as_ref().map_or("an unknown agent", |f| &*f.token);
-
-    if !j.allowed {
-        let usage = j.usage_refused.is_some();
-        let (kind, outcome) = match (usage, report_only) {
-            (true, false) => (Outcome::UsageRefused, Outcome::UsageRefused),
-            (true, true) => (Outcome::UsageRefused, Outcome::WouldRefuseUsage),
-            (false, false) => (Outcome::Disallowed, Outcome::Disallowed),
-            (false, true) => (Outcome::Disallowed, Outcome::WouldDisallow),
-        };
-        let mut rec =
-            record(&shared, facts, found.as_ref(), &site, Some(&j), outcome, identity, None, last_fetch);
-        if !report_only {
-            rec.status = Some(config.status.as_u16());
-            if emit(&shared, &rec).await.is_err() {
-                return Ok(audit_unavailable(head));
-            }
-            let text = format!(
-                "robotsgate: robots.txt does not allow {token_text} to fetch {}: {}\n",
-                rec.path, j.explanation
-            );
-            return Ok(own(config.status, kind.as_str(), text, head));
-        }
-        return forward(&shared, inner, req, rec, None).await;
-    }
-
-    // Pacing, per token (or `*`) and client network.
-    let mut alone = None;
-    if let Some(hint) = j.pace {
-        let delay = Duration::try_from_secs_f64(hint.delay)
-            .unwrap_or(config.max_retry_after)
-            .min(config.max_retry_after);
-        let key = bot_key(agent.name(), client);
-        let admitted = match admit(&shared, key, delay).await {
-            Admitted::Now(admitted) => admitted,
-            Admitted::Alone(admitted) => {
-                alone = Some("alone");
-                admitted
-            }
-            Admitted::Refuse => {
-                // Fleet mode without its store, `on_error = "refuse"`: the fleet's pacing
-                // cannot be kept.
+        // Pacing, per token (or `*`) and client network.
+        let mut alone = None;
+        if let Some(hint) = j.pace {
+            let delay = Duration::try_from_secs_f64(hint.delay)
+                .unwrap_or(config.max_retry_after)
+                .min(config.max_retry_after);
+            let key = bot_key(agent.name(), client);
+            let admitted = match admit(&shared, key, delay).await {
+                Admitted::Now(admitted) => admitted,
+                Admitted::Alone(admitted) => {
+                    alone = Some("alone");
+                    admitted
+                }
+                Admitted::Refuse => {
+                    // Fleet mode without its store, `on_error = "refuse"`: the fleet's pacing
+                    // cannot be kept.
+                    let mut rec = record(
+                        &shared,
+                        facts,
+                        found.as_ref(),
+                        &site,
+                        Some(&j),
+                        Outcome::ClusterUnavailable,
+                        identity,
+                        None,
+                        last_fetch,
+                    );
+                    rec.reason = ReasonClass::ClusterUnavailable.as_str();
+                    rec.status = Some(503);
+                    rec.cluster = Some("alone");
+                    if emit(&shared, &rec).await.is_err() {
+                        return Ok(audit_unavailable(head));
+                    }
+                    let text = format!(
+                        "robotsgate: {token_text} is asked to wait between requests ({hint}), and the fleet's pacing cannot be reached\n"
+                    );
+                    let kind = Outcome::ClusterUnavailable.as_str();
+                    return Ok(own(StatusCode::SERVICE_UNAVAILABLE, kind, text, head));
+                }
+            };
+            if let Err(wait) = admitted {
+                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                let outcome = if report_only { Outcome::WouldPace } else { Outcome::Paced };
                 let mut rec = record(
                     &shared,
                     facts,
                     found.as_ref(),
                     &site,
                     Some(&j),
-                    Outcome::ClusterUnavailable,
+                    outcome,
                     identity,
-                    None,
+                    Some(secs),
                     last_fetch,
                 );
-                rec.reason = ReasonClass::ClusterUnavailable.as_str();
-                rec.status = Some(503);
-                rec.cluster = Some("alone");
-                if emit(&shared, &rec).await.is_err() {
-                    return Ok(audit_unavailable(head));
+                rec.cluster = alone;
+                if !report_only {
+                    rec.status = Some(429);
+                    if emit(&shared, &rec).await.is_err() {
+                        return Ok(audit_unavailable(head));
+                    }
+                    let text = format!(
+                        "robotsgate: {token_text} is asked to wait between requests ({hint}): retry in {secs} s\n"
+                    );
+                    let mut res = own(StatusCode::TOO_MANY_REQUESTS, Outcome::Paced.as_str(), text, head);
+                    res.headers_mut().insert(RETRY_AFTER, HeaderValue::from(secs));
+                    return Ok(res);
                 }
-                let text = format!(
-                    "robotsgate: {token_text} is asked to wait between requests ({hint}), and the fleet's pacing cannot be reached\n"
-                );
-                let kind = Outcome::ClusterUnavailable.as_str();
-                return Ok(own(StatusCode::SERVICE_UNAVAILABLE, kind, text, head));
+                return forward(&shared, inner, req, rec, j.content_usage).await;
             }
-        };
-        if let Err(wait) = admitted {
-            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-            let outcome = if report_only { Outcome::WouldPace } else { Outcome::Paced };
-            let mut rec = record(
-                &shared,
-                facts,
-                found.as_ref(),
-                &site,
-                Some(&j),
-                outcome,
-                identity,
-                Some(secs),
-                last_fetch,
-            );
-            rec.cluster = alone;
-            if !report_only {
-                rec.status = Some(429);
-                if emit(&shared, &rec).await.is_err() {
-                    return Ok(audit_unavailable(head));
-                }
-                let text = format!(
-                    "robotsgate: {token_text} is asked to wait between requests ({hint}): retry in {secs} s\n"
-                );
-                let mut res = own(StatusCode::TOO_MANY_REQUESTS, Outcome::Paced.as_str(), text, head);
-                res.headers_mut().insert(RETRY_AFTER, HeaderValue::from(secs));
-                return Ok(res);
-            }
-            return forward(&shared, inner, req, rec, j.content_usage).await;
         }
-    }
 
-    let mut rec =
-        record(&shared, facts, found.as_ref(), &site, Some(&j), Outcome::Allowed, identity, None, last_fetch);
-    rec.cluster = alone;
-    forward(&shared, inner, req, rec, j.content_usage).await
+        let mut rec = record(
+            &shared,
+            facts,
+            found.as_ref(),
+            &site,
+            Some(&j),
+            Outcome::Allowed,
+            identity,
+            None,
+            last_fetch,
+        );
+        rec.cluster = alone;
+        forward(&shared, inner, req, rec, j.content_usage).await
+    }
 }
 
 /// What pacing said of a bot's request.
@@ -548,30 +571,35 @@ async fn admit(shared: &Shared, key: super::state::BotKey, delay: Duration) -> A
 
 /// Sends the request to the inner service, adds `Content-Usage`, and writes the record
 /// with the status.
-async fn forward<S, B, ResB>(
-    shared: &Shared,
+#[allow(clippy::manual_async_fn, reason = "the block keeps the future smaller (see `handle`)")]
+fn forward<'a, S, B, ResB>(
+    shared: &'a Shared,
     inner: S,
     req: Request<B>,
     mut rec: IngressRecord,
     content_usage: Option<String>,
-) -> Result<Response<IngressBody<ResB>>, S::Error>
+) -> impl Future<Output = Result<Response<IngressBody<ResB>>, S::Error>> + 'a
 where
-    S: Service<Request<B>, Response = Response<ResB>>,
+    S: Service<Request<B>, Response = Response<ResB>> + 'a,
+    B: 'a,
 {
-    let head = req.method() == Method::HEAD;
-    let result = inner.oneshot(req).await;
-    rec.status = result.as_ref().ok().map(|r| r.status().as_u16());
-    if emit(shared, &rec).await.is_err() {
-        return Ok(audit_unavailable(head));
+    // A block rather than an `async fn`, for the reason `handle` gives.
+    async move {
+        let head = req.method() == Method::HEAD;
+        let result = inner.oneshot(req).await;
+        rec.status = result.as_ref().ok().map(|r| r.status().as_u16());
+        if emit(shared, &rec).await.is_err() {
+            return Ok(audit_unavailable(head));
+        }
+        let mut res = result?;
+        if let Some(value) = content_usage
+            && !res.headers().contains_key("content-usage")
+            && let Ok(v) = HeaderValue::from_str(&value)
+        {
+            res.headers_mut().insert("content-usage", v);
+        }
+        Ok(site_response(res))
     }
-    let mut res = result?;
-    if let Some(value) = content_usage
-        && !res.headers().contains_key("content-usage")
-        && let Ok(v) = HeaderValue::from_str(&value)
-    {
-        res.headers_mut().insert("content-usage", v);
-    }
-    Ok(site_response(res))
 }
 
 /// The site's answer as the client gets it: a `x-robotsgate` header robotsgate did not

@@ -341,7 +341,10 @@ impl Upstream {
             },
             None => req,
         };
-        Ok(self.pool.send(req).await?.map(Either::Left))
+        // Boxed: the pool's future is the larger, and the kept connection carries a
+        // keep-alive client's requests after its first few; every request's future would
+        // otherwise be sized for the pool's.
+        Ok(Box::pin(self.pool.send(req)).await?.map(Either::Left))
     }
 }
 
