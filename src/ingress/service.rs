@@ -302,7 +302,7 @@ where
         let mut facts = Facts {
             request_id: shared.ids.next().as_str().to_owned(),
             client,
-            user_agent: ua.clone(),
+            user_agent: ua,
             method: req.method().as_str().to_owned(),
             path: req
                 .uri()
