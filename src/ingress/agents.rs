@@ -108,7 +108,18 @@ impl KnownAgents {
 
     /// The agent whose token is `token` (case-insensitive).
     pub fn get(&self, token: &str) -> Option<&AgentInfo> {
-        self.by_lower.get(token.to_ascii_lowercase().as_str())
+        // Looked up on every bot request: a token of ordinary length is lowercased on the
+        // stack rather than into a new `String`.
+        let mut buf = [0u8; 64];
+        match buf.get_mut(..token.len()) {
+            Some(lower) => {
+                lower.copy_from_slice(token.as_bytes());
+                lower.make_ascii_lowercase();
+                // ASCII lowercasing leaves UTF-8 valid, so this never fails.
+                self.by_lower.get(std::str::from_utf8(lower).ok()?)
+            }
+            None => self.by_lower.get(token.to_ascii_lowercase().as_str()),
+        }
     }
 
     /// How many agents the list has.
@@ -355,6 +366,29 @@ mod tests {
         assert_eq!(&*g.token, "GPTBot");
         assert!(g.purposes.contains(&Category::TrainAi));
         assert!(k.get("ClaudeBot").is_some());
+    }
+
+    /// Tokens are looked up case-insensitively whatever their length (a short one is
+    /// lowercased on the stack, a long one into a `String`), and non-ASCII bytes are
+    /// compared as they are.
+    #[test]
+    fn lookup_is_case_insensitive_at_every_length() {
+        let (edge, long) = ("Edge".repeat(16), "Long".repeat(20));
+        let json = format!(
+            r#"{{"ShortBot": {{"operator": "A", "function": "AI training"}},
+                "{edge}": {{"operator": "B", "function": "search"}},
+                "{long}": {{"operator": "C", "function": "search"}},
+                "CaféBot": {{"operator": "D", "function": ""}}}}"#
+        );
+        let k = KnownAgents::from_json(json.as_bytes()).unwrap();
+        assert_eq!(&*k.get("SHORTBOT").unwrap().token, "ShortBot");
+        assert_eq!(edge.len(), 64);
+        assert_eq!(&*k.get(&edge.to_ascii_uppercase()).unwrap().token, edge);
+        assert_eq!(&*k.get(&long.to_ascii_lowercase()).unwrap().token, long);
+        assert!(k.get("cafébot").is_some());
+        assert!(k.get("CAFÉBOT").is_none(), "only ASCII letters fold");
+        assert!(k.get("").is_none());
+        assert!(k.get(&"l".repeat(65)).is_none());
     }
 
     #[test]

@@ -418,14 +418,14 @@ where
             }
         }
 
-        let purposes = match &agent {
-            Agent::Token(t) => shared.known.get(t).map(|a| a.purposes.clone()).unwrap_or_default(),
-            Agent::Star => Vec::new(),
+        let purposes: &[_] = match &agent {
+            Agent::Token(t) => shared.known.get(t).map_or(&[], |a| &a.purposes),
+            Agent::Star => &[],
         };
         let now = SystemTime::now();
         let minute =
             (now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() % 86_400) / 60) as u16;
-        let j = site.judge(config.profile, &agent, &facts.path, minute, &purposes);
+        let j = site.judge(config.profile, &agent, &facts.path, minute, purposes);
         let token_text = found.as_ref().map_or("an unknown agent", |f| &*f.token);
 
         if !j.allowed {
