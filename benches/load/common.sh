@@ -136,6 +136,47 @@ start_origin() {
     PIDS+=($!)
 }
 
+# start_nginx_proxy PORT: nginx as a reverse proxy in front of the origin on PORT, as the
+# ingress benchmarks compare against (one worker, access log on, keep-alive to the site,
+# X-Forwarded-For added), pinned to SRV_CPU; waits for it and sets NGINX_PROXY_PID (its
+# master) and NGINX_PROXY_WORKER.
+start_nginx_proxy() {
+    local port=$1
+    cat >"$WORK/nginx-proxy.conf" <<CONF
+worker_processes 1;
+error_log $WORK/logs/nginx-proxy-error.log warn;
+pid $WORK/nginx-proxy.pid;
+events { worker_connections 8192; }
+http {
+    access_log $WORK/logs/nginx-proxy-access.log;
+    keepalive_requests 1000000;
+    keepalive_timeout 120s;
+    client_body_temp_path $WORK/nginx-tmp;
+    proxy_temp_path $WORK/nginx-tmp;
+    fastcgi_temp_path $WORK/nginx-tmp;
+    uwsgi_temp_path $WORK/nginx-tmp;
+    scgi_temp_path $WORK/nginx-tmp;
+    upstream site { server 127.0.0.1:$ORIGIN_PORT; keepalive 64; }
+    server {
+        listen 127.0.0.1:$port;
+        location / {
+            proxy_pass http://site;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+        }
+    }
+}
+CONF
+    mkdir -p "$WORK/nginx-tmp"
+    taskset -c "$SRV_CPU" nginx -p "$WORK" -c "$WORK/nginx-proxy.conf" -g 'daemon off;' &
+    NGINX_PROXY_PID=$!
+    PIDS+=("$NGINX_PROXY_PID")
+    wait_http "http://127.0.0.1:$port/1k"
+    # shellcheck disable=SC2034 # for the caller
+    NGINX_PROXY_WORKER=$(pgrep -P "$NGINX_PROXY_PID" | head -1)
+}
+
 # --- robotsgate --------------------------------------------------------------------------
 # write_rg_config MODE PORT ADMIN_PORT FILE [extra config lines] [audit lines]:
 # benches/load/robotsgate.toml with its @...@ values filled in (audit log $WORK/audit.jsonl,

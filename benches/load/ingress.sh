@@ -59,37 +59,7 @@ ticks() {
 }
 
 # nginx as a reverse proxy: one worker, access log on, keep-alive to the site.
-cat >"$WORK/nginx-proxy.conf" <<CONF
-worker_processes 1;
-error_log $WORK/logs/nginx-proxy-error.log warn;
-pid $WORK/nginx-proxy.pid;
-events { worker_connections 8192; }
-http {
-    access_log $WORK/logs/nginx-proxy-access.log;
-    keepalive_requests 1000000;
-    keepalive_timeout 120s;
-    client_body_temp_path $WORK/nginx-tmp;
-    proxy_temp_path $WORK/nginx-tmp;
-    fastcgi_temp_path $WORK/nginx-tmp;
-    uwsgi_temp_path $WORK/nginx-tmp;
-    scgi_temp_path $WORK/nginx-tmp;
-    upstream site { server 127.0.0.1:$ORIGIN_PORT; keepalive 64; }
-    server {
-        listen 127.0.0.1:$NGINX_PROXY_PORT;
-        location / {
-            proxy_pass http://site;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
-        }
-    }
-}
-CONF
-mkdir -p "$WORK/nginx-tmp"
-taskset -c "$SRV_CPU" nginx -p "$WORK" -c "$WORK/nginx-proxy.conf" -g 'daemon off;' &
-NGINX_PROXY_PID=$!
-PIDS+=($!)
-wait_http "http://127.0.0.1:$NGINX_PROXY_PORT/1k"
+start_nginx_proxy "$NGINX_PROXY_PORT"
 
 # robotsgate ingress: enforcing, audit log on (default durability), robots.txt from the site.
 # Identity checks off: the load's GPTBot comes from loopback, outside OpenAI's ranges, and
