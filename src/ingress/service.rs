@@ -427,6 +427,25 @@ where
             (now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() % 86_400) / 60) as u16;
         let j = site.judge(config.profile, &agent, &facts.path, minute, purposes);
         let token_text = found.as_ref().map_or("an unknown agent", |f| &*f.token);
+        // The judged request's record: its outcome and `Retry-After` are what the paths
+        // below differ in (one of them writes it). A macro, not a closure: a closure would
+        // take `facts` in and be held across the pacing's await, a larger future for every
+        // request (callgrind: +0.2k instructions).
+        macro_rules! judged {
+            ($outcome:expr, $retry_after:expr) => {
+                record(
+                    &shared,
+                    facts,
+                    found.as_ref(),
+                    &site,
+                    Some(&j),
+                    $outcome,
+                    identity,
+                    $retry_after,
+                    last_fetch,
+                )
+            };
+        }
 
         if !j.allowed {
             let usage = j.usage_refused.is_some();
@@ -436,8 +455,7 @@ where
                 (false, false) => (Outcome::Disallowed, Outcome::Disallowed),
                 (false, true) => (Outcome::Disallowed, Outcome::WouldDisallow),
             };
-            let mut rec =
-                record(&shared, facts, found.as_ref(), &site, Some(&j), outcome, identity, None, last_fetch);
+            let mut rec = judged!(outcome, None);
             if !report_only {
                 rec.status = Some(config.status.as_u16());
                 if emit(&shared, &rec).await.is_err() {
@@ -468,17 +486,7 @@ where
                 Admitted::Refuse => {
                     // Fleet mode without its store, `on_error = "refuse"`: the fleet's pacing
                     // cannot be kept.
-                    let mut rec = record(
-                        &shared,
-                        facts,
-                        found.as_ref(),
-                        &site,
-                        Some(&j),
-                        Outcome::ClusterUnavailable,
-                        identity,
-                        None,
-                        last_fetch,
-                    );
+                    let mut rec = judged!(Outcome::ClusterUnavailable, None);
                     rec.reason = ReasonClass::ClusterUnavailable.as_str();
                     rec.status = Some(503);
                     rec.cluster = Some("alone");
@@ -495,17 +503,7 @@ where
             if let Err(wait) = admitted {
                 let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
                 let outcome = if report_only { Outcome::WouldPace } else { Outcome::Paced };
-                let mut rec = record(
-                    &shared,
-                    facts,
-                    found.as_ref(),
-                    &site,
-                    Some(&j),
-                    outcome,
-                    identity,
-                    Some(secs),
-                    last_fetch,
-                );
+                let mut rec = judged!(outcome, Some(secs));
                 rec.cluster = alone;
                 if !report_only {
                     rec.status = Some(429);
@@ -523,17 +521,7 @@ where
             }
         }
 
-        let mut rec = record(
-            &shared,
-            facts,
-            found.as_ref(),
-            &site,
-            Some(&j),
-            Outcome::Allowed,
-            identity,
-            None,
-            last_fetch,
-        );
+        let mut rec = judged!(Outcome::Allowed, None);
         rec.cluster = alone;
         forward(&shared, inner, req, rec, j.content_usage).await
     }
