@@ -859,11 +859,12 @@ async fn on_a_redis_cluster_two_replicas_keep_an_origins_crawl_delay_together() 
         .flat_map(|origin| (0..4).map(move |i| (origin.url(&format!("/p{i}")), i)))
         .map(|(url, i)| {
             let addr = [a.addr, b.addr][i % 2];
-            tokio::spawn(async move { get(addr, &url).await.status })
+            tokio::spawn(async move { get(addr, &url).await })
         })
         .collect();
     for t in tasks {
-        assert_eq!(bounded("answer", t).await.unwrap(), StatusCode::OK);
+        let got = bounded("answer", t).await.unwrap();
+        assert_eq!(got.status, StatusCode::OK, "{}", got.describe());
     }
     for origin in &origins {
         let gaps = gaps(origin, "/p");
