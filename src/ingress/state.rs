@@ -92,10 +92,12 @@ pub struct RobotsFetch {
     pub sha256: Option<Arc<str>>,
 }
 
-/// Per bot, its last robots.txt fetch: bounded (moka), kept a week.
+/// Per bot, its last robots.txt fetch: bounded (moka), kept a week. Hashed with foldhash
+/// (seeded per process, as the known agents' words), not SipHash: the look-up is on
+/// every bot request.
 #[derive(Debug, Clone)]
 pub(crate) struct FetchMemory {
-    map: moka::sync::Cache<BotKey, RobotsFetch>,
+    map: moka::sync::Cache<BotKey, RobotsFetch, foldhash::quality::RandomState>,
 }
 
 impl FetchMemory {
@@ -104,7 +106,7 @@ impl FetchMemory {
             map: moka::sync::Cache::builder()
                 .max_capacity(max)
                 .time_to_live(Duration::from_secs(7 * 86_400))
-                .build(),
+                .build_with_hasher(foldhash::quality::RandomState::default()),
         }
     }
 
