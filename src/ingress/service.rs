@@ -110,7 +110,12 @@ fn user_agent(headers: &http::HeaderMap) -> String {
             out.push(' ');
         }
         let bytes = &v.as_bytes()[..v.len().min(MAX_USER_AGENT_BYTES - out.len().min(MAX_USER_AGENT_BYTES))];
-        out.push_str(&String::from_utf8_lossy(bytes));
+        // Checked whole first (word at a time over ASCII): the lossy reading goes byte by
+        // byte, and almost every `User-Agent` is valid.
+        match std::str::from_utf8(bytes) {
+            Ok(text) => out.push_str(text),
+            Err(_) => out.push_str(&String::from_utf8_lossy(bytes)),
+        }
     }
     out
 }
@@ -596,4 +601,35 @@ where
 fn site_response<ResB>(mut res: Response<ResB>) -> Response<IngressBody<ResB>> {
     crate::refusal::Refusal::disown(&mut res);
     res.map(IngressBody::inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(values: &[&[u8]]) -> http::HeaderMap {
+        let mut h = http::HeaderMap::new();
+        for v in values {
+            h.append(USER_AGENT, HeaderValue::from_bytes(v).unwrap());
+        }
+        h
+    }
+
+    /// Values joined by a space; bytes that are not UTF-8 read as U+FFFD; at most
+    /// `MAX_USER_AGENT_BYTES` of the header looked at, a character cut there read as U+FFFD.
+    #[test]
+    fn the_user_agent_as_looked_at() {
+        assert_eq!(user_agent(&http::HeaderMap::new()), "");
+        assert_eq!(user_agent(&headers(&[b"GPTBot/1.2"])), "GPTBot/1.2");
+        assert_eq!(user_agent(&headers(&[b"Mozilla/5.0", b"ClaudeBot/1.0"])), "Mozilla/5.0 ClaudeBot/1.0");
+        assert_eq!(user_agent(&headers(&[b"Bot\xff/1 caf\xc3\xa9"])), "Bot\u{fffd}/1 caf\u{e9}");
+        let long = "a".repeat(MAX_USER_AGENT_BYTES + 10);
+        assert_eq!(user_agent(&headers(&[long.as_bytes(), b"GPTBot"])), long[..MAX_USER_AGENT_BYTES]);
+        // "é" (two bytes) across the limit.
+        let cut = format!("{}\u{e9}", "a".repeat(MAX_USER_AGENT_BYTES - 1));
+        assert_eq!(
+            user_agent(&headers(&[cut.as_bytes()])),
+            format!("{}\u{fffd}", "a".repeat(MAX_USER_AGENT_BYTES - 1))
+        );
+    }
 }
