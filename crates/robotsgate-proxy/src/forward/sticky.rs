@@ -206,10 +206,19 @@ pub(crate) struct StickySlot {
 pub(super) const KEPT_OPENING: usize = 4;
 
 /// Scheme and authority of an upstream request, as written.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Eq)]
 struct UpstreamKey {
     https: bool,
     authority: http::uri::Authority,
+}
+
+/// As `Authority`'s own equality (ASCII case ignored), byte for byte first: a client sends
+/// its origin the same way every time, and the comparison is made twice a request.
+impl PartialEq for UpstreamKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.https == other.https
+            && (self.authority.as_str() == other.authority.as_str() || self.authority == other.authority)
+    }
 }
 
 impl UpstreamKey {
@@ -232,6 +241,16 @@ impl UpstreamKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn upstream_keys_match_as_authorities_do() {
+        let key = |uri: &str| UpstreamKey::of(&uri.parse().unwrap()).unwrap();
+        assert!(key("http://example.com:8080/a") == key("http://example.com:8080/b"));
+        assert!(key("http://Example.COM/") == key("http://example.com/"));
+        assert!(key("http://example.com/") != key("https://example.com/"));
+        assert!(key("http://example.com/") != key("http://example.com:8080/"));
+        assert!(key("http://example.com/") != key("http://example.org/"));
+    }
 
     #[test]
     fn origin_form_keeps_path_and_query_only() {
