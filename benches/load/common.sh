@@ -136,6 +136,21 @@ start_origin() {
     PIDS+=($!)
 }
 
+# cpu_ticks PID...: "user system", the CPU clock ticks used so far by these processes,
+# their threads and their children (nginx's workers).
+cpu_ticks() {
+    local pid all=() u=0 s=0 a b task
+    for pid in "$@"; do all+=("$pid"); while read -r c; do all+=("$c"); done < <(pgrep -P "$pid" || true); done
+    for pid in "${all[@]}"; do
+        for task in /proc/"$pid"/task/*/stat; do
+            [ -r "$task" ] || continue
+            read -r a b < <(sed 's/.*) //' "$task" | awk '{print $12, $13}')
+            u=$((u + a)) s=$((s + b))
+        done
+    done
+    echo "$u $s"
+}
+
 # start_nginx_proxy PORT: nginx as a reverse proxy in front of the origin on PORT, as the
 # ingress benchmarks compare against (one worker, access log on, keep-alive to the site,
 # X-Forwarded-For added), pinned to SRV_CPU; waits for it and sets NGINX_PROXY_PID (its

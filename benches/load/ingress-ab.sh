@@ -43,14 +43,6 @@ for bin in "$@"; do
     i=$((i + 1))
 done
 
-cpu() { # PID: "user system" clock ticks of all its threads
-    local u=0 s=0 f a b
-    for f in /proc/"$1"/task/*/stat; do
-        read -r a b < <(sed 's/.*) //' "$f" | awk '{print $12, $13}')
-        u=$((u + a)) s=$((s + b))
-    done
-    echo "$u $s"
-}
 load() { # PORT N: oha's JSON on stdout
     taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$2" -c 32 -H "User-Agent: $UA" \
         --output-format json "http://127.0.0.1:$1/1k"
@@ -61,9 +53,9 @@ printf '| round | target | req/s | p99 ms | user µs/req | system µs/req |\n|--
 for r in $(seq 1 "$ROUNDS"); do
     for t in "${targets[@]}"; do
         IFS=: read -r name pid p <<<"$t"
-        read -r u0 s0 < <(cpu "$pid")
+        read -r u0 s0 < <(cpu_ticks "$pid")
         load "$p" "$REQUESTS" >"$WORK/$name.$r.json"
-        read -r u1 s1 < <(cpu "$pid")
+        read -r u1 s1 < <(cpu_ticks "$pid")
         python3 - "$WORK/$name.$r.json" "$r" "$name" "$((u1 - u0))" "$((s1 - s0))" "$hz" "$REQUESTS" <<'PY'
 import json, sys
 path, r, name, du, ds, hz, n = sys.argv[1:]

@@ -45,17 +45,11 @@ SITE_PID=${PIDS[-1]}
 wait_http "http://127.0.0.1:$ORIGIN_PORT/1k"
 
 # ticks PID...: the CPU clock ticks (user + system) used so far by these processes, their
-# threads and their children (nginx's workers).
+# threads and their children.
 ticks() {
-    local pid all=() t=0 task
-    for pid in "$@"; do all+=("$pid"); while read -r c; do all+=("$c"); done < <(pgrep -P "$pid" || true); done
-    for pid in "${all[@]}"; do
-        for task in /proc/"$pid"/task/*/stat; do
-            [ -r "$task" ] || continue
-            t=$((t + $(sed 's/.*) //' "$task" | awk '{print $12 + $13}')))
-        done
-    done
-    echo "$t"
+    local u s
+    read -r u s < <(cpu_ticks "$@")
+    echo "$((u + s))"
 }
 
 # nginx as a reverse proxy: one worker, access log on, keep-alive to the site.
