@@ -305,6 +305,26 @@ fn check_config(path: &Path) -> std::process::Output {
 }
 
 #[test]
+fn a_start_up_error_names_its_cause_once() {
+    let dir = temp_dir();
+    let missing = dir.path().join("no-ca");
+    let config = dir.path().join("ca.toml");
+    std::fs::write(&config, format!("[tls]\nca_dir = \"{}\"\n", missing.display())).unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["run", "--config", config.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run robotsgate");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    let line = stderr.lines().find(|l| l.starts_with("robotsgate: ")).expect("an error line");
+    assert!(line.contains("cannot load the CA in"), "{line}");
+    assert!(line.contains(&missing.join("ca.pem").display().to_string()), "names the file: {line}");
+    // The io error's text once, not once per level of the chain that repeats it.
+    assert_eq!(line.matches("No such file or directory").count(), 1, "{line}");
+}
+
+#[test]
 fn check_config_names_the_file_line_and_key() {
     let dir = temp_dir();
     let cases = [

@@ -137,7 +137,7 @@ async fn reload_on_sighup(args: IngressArgs, reloader: IngressReloader) {
         let new = match configuration(&args) {
             Ok(c) => c,
             Err(e) => {
-                tracing::error!(file, error = %format!("{e:#}"), "reload refused; keeping the configuration in force");
+                tracing::error!(file, error = %super::report(&e), "reload refused; keeping the configuration in force");
                 continue;
             }
         };

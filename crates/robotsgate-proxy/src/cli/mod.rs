@@ -63,8 +63,52 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("robotsgate: {e:#}");
+            eprintln!("robotsgate: {}", report(&e));
             ExitCode::from(EXIT_USAGE)
         }
+    }
+}
+
+/// An error and its causes on one line, `: ` between them, each said once: many errors
+/// (ours and the libraries') already end with their cause's text, which anyhow's `{:#}`
+/// would print again after them.
+pub(crate) fn report(e: &anyhow::Error) -> String {
+    let mut line = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::report;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read {path}: {source}")]
+    struct Says {
+        path: &'static str,
+        source: std::io::Error,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot start")]
+    struct Quiet {
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        // A cause already in its error's text is not repeated; context is kept.
+        let e = anyhow::Error::new(Says { path: "/ca/ca.pem", source: io() }).context("loading the CA");
+        assert_eq!(report(&e), "loading the CA: cannot read /ca/ca.pem: no such file");
+        // A cause its error does not show is added.
+        let e = anyhow::Error::new(Quiet { source: io() });
+        assert_eq!(report(&e), "cannot start: no such file");
     }
 }

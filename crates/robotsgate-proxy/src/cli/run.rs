@@ -174,7 +174,7 @@ async fn reload_on_sighup(args: RunArgs, reloader: Reloader) {
         let new = match configuration(&args) {
             Ok(c) => c,
             Err(e) => {
-                tracing::error!(file, error = %format!("{e:#}"), "reload refused; keeping the configuration in force");
+                tracing::error!(file, error = %super::report(&e), "reload refused; keeping the configuration in force");
                 continue;
             }
         };
