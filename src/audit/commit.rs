@@ -244,18 +244,24 @@ impl Core {
     /// Waits until the record of `ticket` may be answered: written (or synced), or, when
     /// buffered, until the queue has room. `Err` when its write failed and the log
     /// refuses requests then.
-    pub(super) async fn wait(&self, ticket: Ticket) -> Result<(), AuditError> {
-        if !ticket.wait {
-            return Ok(());
+    ///
+    /// A leader's write turn is held from this call on (not from the first poll): the
+    /// returned future given up before it is polled hands the turn on like one given up
+    /// while it waits.
+    pub(super) fn wait(&self, ticket: Ticket) -> impl Future<Output = Result<(), AuditError>> + use<'_> {
+        let turn = ticket.lead.then(|| Turn { core: self, held: true });
+        async move {
+            if !ticket.wait {
+                return Ok(());
+            }
+            if let Some(turn) = turn {
+                // Let the requests of this moment add their records: on a worker's
+                // runtime, every task already woken runs before this one is polled again.
+                tokio::task::yield_now().await;
+                turn.write();
+            }
+            Wait { core: self, seq: ticket.seq, id: None }.await
         }
-        if ticket.lead {
-            let turn = Turn { core: self, held: true };
-            // Let the requests of this moment add their records: on a worker's runtime,
-            // every task already woken runs before this one is polled again.
-            tokio::task::yield_now().await;
-            turn.write();
-        }
-        Wait { core: self, seq: ticket.seq, id: None }.await
     }
 
     /// The outcome for record `seq`, once durable.

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
+use futures_util::future::Either;
 use tokio::sync::oneshot;
 
 use super::commit::{Core, Ticket};
@@ -129,10 +130,15 @@ impl AuditLog {
     }
 
     /// Logs a bot request to a guarded site (the ingress side); returns once its record is
-    /// written as [`AuditConfig::durability`] asks.
-    pub async fn log_ingress(&self, record: &super::IngressRecord) -> Result<(), AuditError> {
-        self.accepting()?;
-        self.commit_with(|o| record.write_line(o)).await
+    /// written as [`AuditConfig::durability`] asks. The record is appended when this is
+    /// called; the future waits for its write.
+    pub fn log_ingress(
+        &self,
+        record: &super::IngressRecord,
+    ) -> impl Future<Output = Result<(), AuditError>> + use<'_> {
+        let ticket =
+            self.accepting().and_then(|()| append_line(&self.inner.core, true, |o| record.write_line(o)));
+        self.waited(ticket)
     }
 
     /// Appends a request's record and waits as the durability asks.
@@ -142,11 +148,18 @@ impl AuditLog {
         core.wait(ticket).await
     }
 
-    /// [`AuditLog::commit`] of the line `write` writes, in this thread's line buffer.
-    async fn commit_with(&self, write: impl FnOnce(&mut Vec<u8>)) -> Result<(), AuditError> {
-        let core = &self.inner.core;
-        let ticket = append_line(core, true, write)?;
-        core.wait(ticket).await
+    /// The wait [`AuditLog::commit`] does, for a record already appended (`ticket`): the
+    /// future a request holds is this wait alone, not also the facts its line was written
+    /// from.
+    fn waited(
+        &self,
+        ticket: Result<Ticket, AuditError>,
+    ) -> impl Future<Output = Result<(), AuditError>> + use<'_> {
+        // Not an `async` block, which would hold the wait twice (as given, and awaited).
+        match ticket {
+            Ok(ticket) => Either::Left(self.inner.core.wait(ticket)),
+            Err(e) => Either::Right(std::future::ready(Err(e))),
+        }
     }
 
     /// Waits until everything appended so far is written and synced to disk.
@@ -190,23 +203,27 @@ impl AuditLog {
     /// The line of the serde [`DecisionRecord`], but written straight from the decision
     /// into one buffer, without the owned record and its dozen strings: the audit log is on
     /// every request's path. Debug builds check that both give the same bytes.
-    pub(crate) async fn log_decision(
+    ///
+    /// The record is appended when this is called; the future waits for its write (see
+    /// [`AuditConfig::durability`]).
+    pub(crate) fn log_decision(
         &self,
         d: &Decision,
         request: RequestFacts<'_>,
-    ) -> Result<(), AuditError> {
-        self.accepting()?;
-        let now = SystemTime::now();
-        let redact = self.inner.config.redact_query;
-        self.commit_with(|o| {
-            decision_line(o, d, request, now, redact);
-            debug_assert_eq!(
-                String::from_utf8_lossy(o),
-                String::from_utf8_lossy(&to_line(&DecisionRecord::of(d, request, now, redact))),
-                "the direct writer and the serde record disagree"
-            );
-        })
-        .await
+    ) -> impl Future<Output = Result<(), AuditError>> + use<'_> {
+        let ticket = self.accepting().and_then(|()| {
+            let now = SystemTime::now();
+            let redact = self.inner.config.redact_query;
+            append_line(&self.inner.core, true, |o| {
+                decision_line(o, d, request, now, redact);
+                debug_assert_eq!(
+                    String::from_utf8_lossy(o),
+                    String::from_utf8_lossy(&to_line(&DecisionRecord::of(d, request, now, redact))),
+                    "the direct writer and the serde record disagree"
+                );
+            })
+        });
+        self.waited(ticket)
     }
 }
 

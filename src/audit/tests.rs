@@ -163,6 +163,23 @@ async fn a_leader_dropped_before_writing_hands_the_turn_on() {
     assert_eq!(urls, ["https://example.com/a", "https://example.com/b"]);
 }
 
+/// A record is appended when `log_decision` is called, and the write turn its leader
+/// takes then is handed on if the wait is dropped before it was ever polled.
+#[tokio::test]
+async fn a_leader_dropped_before_its_first_poll_hands_the_turn_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, path) = file_log(dir.path(), Durability::Written).await;
+    let (a, b) = (decision("/a"), decision("/b"));
+    let leader = log.log_decision(&a, get("https://example.com/a", false));
+    let mut follower = Box::pin(log.log_decision(&b, get("https://example.com/b", false)));
+    assert!(poll_once(&mut follower).await.is_pending(), "the turn is taken: the follower waits");
+    drop(leader);
+    tokio::time::timeout(Duration::from_secs(20), follower).await.expect("the follower goes on").unwrap();
+    let urls: Vec<_> =
+        lines(&path).into_iter().filter(|r| r["type"] == "decision").map(|r| r["url"].clone()).collect();
+    assert_eq!(urls, ["https://example.com/a", "https://example.com/b"]);
+}
+
 /// Records nobody waits for (robots.txt fetches) reach the file within the linger.
 #[tokio::test]
 async fn records_nobody_waits_for_are_written_soon() {
