@@ -92,8 +92,9 @@ enum Guarded {
 /// What pacing did with a request that goes.
 #[derive(Default)]
 struct Paced {
-    /// What paced it, when anything did.
-    facts: Option<PaceFacts>,
+    /// What paced it, when anything did (boxed: most requests are not paced, and this is
+    /// held in every request's future while its record is written).
+    facts: Option<Box<PaceFacts>>,
     /// Its part in its lane, when it may go.
     ticket: Option<PaceTicket>,
     /// Refused: when to try again.
@@ -123,7 +124,10 @@ impl Shared {
         let usage = self.purpose(&settings, parts)?;
         let decision = match self.guard(&target.origin).await {
             Guarded::FleetDown => {
-                return Err(self.refuse_alone(parts, &target, token, report_only, started, logged).await);
+                // Boxed: rare, and as large as the rest of the decision's future.
+                return Err(
+                    Box::pin(self.refuse_alone(parts, &target, token, report_only, started, logged)).await
+                );
             }
             Guarded::Denied(cause) => {
                 self.without_robots(&target, token, Reason::DestinationDenied { cause })
@@ -142,7 +146,7 @@ impl Shared {
         // validity starts when it is sent), and before its record says so.
         let goes = goes(&decision, report_only) && paced.refused.is_none() && !cluster_refused;
         let signed = self.signers.as_ref().map(|s| goes && sign(s, signing_token.as_deref(), parts));
-        let how = Logged { report_only, signed, elapsed, pace: paced.facts.as_ref(), cluster_refused };
+        let how = Logged { report_only, signed, elapsed, pace: paced.facts.as_deref(), cluster_refused };
         self.record(parts, &target.url, target.path_visible, &decision, how, logged).await?;
         if cluster_refused {
             return Err(self.cluster_refusal().with_decision(decision));
@@ -248,10 +252,12 @@ impl Shared {
         }
         let hint = decision.pace_hint(SystemTime::now());
         match pacer.pace(&decision.origin, &decision.agent, hint, report_only).await {
-            Ok(pass) => Paced { facts: pass.facts, ticket: Some(pass.ticket), refused: None },
-            Err(refused) => {
-                Paced { facts: Some(refused.facts), ticket: None, refused: Some(refused.retry_after) }
-            }
+            Ok(pass) => Paced { facts: pass.facts.map(Box::new), ticket: Some(pass.ticket), refused: None },
+            Err(refused) => Paced {
+                facts: Some(Box::new(refused.facts)),
+                ticket: None,
+                refused: Some(refused.retry_after),
+            },
         }
     }
 
@@ -514,7 +520,7 @@ fn answer(
     if decision.usage_refused() && !report_only {
         return Err(Refusal::usage_refused(url, decision));
     }
-    if let (Some(retry_after), Some(facts)) = (paced.refused, &paced.facts) {
+    if let (Some(retry_after), Some(facts)) = (paced.refused, paced.facts.as_deref()) {
         return Err(Refusal::paced(url, decision, facts, retry_after));
     }
     if decision.allowed || report_only {

@@ -94,88 +94,90 @@ where
                 }),
             };
         }
+        // What needs no waiting is done before the future is made: the request's head and
+        // body are kept in it once, not also as the request they came in.
+        let started = std::time::Instant::now();
+        let (mut parts, body) = req.into_parts();
+        let head = parts.method == Method::HEAD;
         ResponseFuture {
             inner: Box::pin(async move {
-                let started = std::time::Instant::now();
-                let (mut parts, body) = req.into_parts();
-                let head = parts.method == Method::HEAD;
-                let mut logged = None;
-                let checked = shared.check(&mut parts, &mut logged).await;
-                // An answer without a decision record gets a record of its own.
-                if let (Err(refusal), None) = (&checked, &logged) {
-                    shared.log_refusal(&parts, refusal);
-                }
-                // The record id the response-usage record refers to (requests with a purpose).
-                let usage_id = match (&checked, &logged) {
-                    (Ok(a), Some(id)) if a.decision.usage.is_some() => {
-                        Some(AuditRequestId(id.as_str().into()))
+                // The decision's locals end with this block: their room in the future is
+                // free again while the origin is waited for.
+                let (admitted, outcome, usage_id) = {
+                    let mut logged = None;
+                    let checked = shared.check(&mut parts, &mut logged).await;
+                    // An answer without a decision record gets a record of its own.
+                    if let (Err(refusal), None) = (&checked, &logged) {
+                        shared.log_refusal(&parts, refusal);
                     }
-                    _ => None,
-                };
-                // Once the decision is logged, so is what the client gets.
-                let outcome = match (&shared.audit, logged) {
-                    (Some(audit), Some(id)) => Some(Outcome::new(audit.clone(), id, started)),
-                    _ => None,
-                };
-                match checked {
-                    Ok(admitted) => {
-                        let decision = &admitted.decision;
-                        shared.identify(&mut parts);
-                        // With a purpose only: the response's usage headers are read below.
-                        // (The URL is written only when the response has such headers.)
-                        let usage = decision.usage.is_some().then(|| (parts.uri.clone(), usage_id));
-                        // An error here drops the outcome: no answer (`client-gone`... or
-                        // the caller's error: see Outcome).
-                        let mut res = match inner.call(Request::from_parts(parts, body)).await {
-                            Ok(res) => res,
-                            Err(e) => {
-                                if let Some(mut o) = outcome {
-                                    o.write(0, None, "error");
-                                }
-                                return Err(e.into());
-                            }
-                        };
-                        // An origin's own `x-robotsgate` must not pass for robotsgate's.
-                        Refusal::disown(&mut res);
-                        if let (Some(o), Some(p)) = (&outcome, res.extensions().get::<Payment>()) {
-                            o.payment(decision.origin.to_string(), p);
+                    // The record id the response-usage record refers to (requests with a purpose).
+                    let usage_id = match (&checked, &logged) {
+                        (Ok(a), Some(id)) if a.decision.usage.is_some() => {
+                            Some(AuditRequestId(id.as_str().into()))
                         }
-                        shared.answered(admitted.ticket, &admitted.decision, admitted.decided, &res);
-                        if let Some((uri, id)) = usage {
-                            let status = res.status().as_u16();
-                            let url = || {
-                                let path = uri.path_and_query().map_or("/", |p| p.as_str());
-                                format!("{}{path}", decision.origin)
-                            };
-                            // Boxed: only requests made for a purpose come here, and its
-                            // future would double the size of every request's.
-                            match Box::pin(shared.response_usage(res.headers(), status, decision, id, url))
-                                .await
-                            {
-                                Ok(Some(found)) => {
-                                    res.extensions_mut().insert(found);
-                                }
-                                Ok(None) => {}
-                                // The origin's body is dropped unread.
-                                Err(refusal) => {
-                                    return Ok(counted(
-                                        refusal.into_response(head).map(Either::Right),
-                                        outcome,
-                                    ));
-                                }
+                        _ => None,
+                    };
+                    // Once the decision is logged, so is what the client gets.
+                    let outcome = match (&shared.audit, logged) {
+                        (Some(audit), Some(id)) => Some(Outcome::new(audit.clone(), id, started)),
+                        _ => None,
+                    };
+                    match checked {
+                        Ok(admitted) => (admitted, outcome, usage_id),
+                        Err(refusal) if refusal.is_outage() && !shared.answer_outages => {
+                            if let Some(mut o) = outcome {
+                                o.write(0, None, "error");
                             }
+                            return Err(refusal.into());
                         }
-                        res.extensions_mut().insert(admitted.decision);
-                        Ok(counted(res.map(Either::Left), outcome))
+                        Err(refusal) => {
+                            return Ok(counted(refusal.into_response(head).map(Either::Right), outcome));
+                        }
                     }
-                    Err(refusal) if refusal.is_outage() && !shared.answer_outages => {
+                };
+                let decision = &admitted.decision;
+                shared.identify(&mut parts);
+                // With a purpose only: the response's usage headers are read below.
+                // (The URL is written only when the response has such headers.)
+                let usage = decision.usage.is_some().then(|| (parts.uri.clone(), usage_id));
+                // An error here drops the outcome: no answer (`client-gone`... or
+                // the caller's error: see Outcome).
+                let mut res = match inner.call(Request::from_parts(parts, body)).await {
+                    Ok(res) => res,
+                    Err(e) => {
                         if let Some(mut o) = outcome {
                             o.write(0, None, "error");
                         }
-                        Err(refusal.into())
+                        return Err(e.into());
                     }
-                    Err(refusal) => Ok(counted(refusal.into_response(head).map(Either::Right), outcome)),
+                };
+                // An origin's own `x-robotsgate` must not pass for robotsgate's.
+                Refusal::disown(&mut res);
+                if let (Some(o), Some(p)) = (&outcome, res.extensions().get::<Payment>()) {
+                    o.payment(decision.origin.to_string(), p);
                 }
+                shared.answered(admitted.ticket, &admitted.decision, admitted.decided, &res);
+                if let Some((uri, id)) = usage {
+                    let status = res.status().as_u16();
+                    let url = || {
+                        let path = uri.path_and_query().map_or("/", |p| p.as_str());
+                        format!("{}{path}", decision.origin)
+                    };
+                    // Boxed: only requests made for a purpose come here, and its
+                    // future would double the size of every request's.
+                    match Box::pin(shared.response_usage(res.headers(), status, decision, id, url)).await {
+                        Ok(Some(found)) => {
+                            res.extensions_mut().insert(found);
+                        }
+                        Ok(None) => {}
+                        // The origin's body is dropped unread.
+                        Err(refusal) => {
+                            return Ok(counted(refusal.into_response(head).map(Either::Right), outcome));
+                        }
+                    }
+                }
+                res.extensions_mut().insert(admitted.decision);
+                Ok(counted(res.map(Either::Left), outcome))
             }),
         }
     }

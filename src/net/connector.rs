@@ -248,7 +248,9 @@ impl Connector {
     pub async fn check_admitted(&self, origin: &Origin) -> Result<(), ConnectError> {
         if self.inner.proxies.proxy_for(origin).is_some() {
             // Through a proxy the proxy resolves the name: only an address is checked.
-            return self.admit(origin).await.map(|_| ());
+            // Boxed, as below: `admit`'s future (a resolution with its timeout) would be
+            // most of every request's decision future, which would be copied with it.
+            return Box::pin(self.admit(origin)).await.map(|_| ());
         }
         match self.inner.resolver.with_known(origin.host(), |ips| self.screen(origin, ips, |_| ())) {
             Some(verdict) => verdict,
