@@ -23,9 +23,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures_util::FutureExt as _;
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response};
-use http_body_util::{BodyExt, Either};
 use hyper::body::Incoming;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -33,8 +33,8 @@ use tower::Service;
 
 use crate::metrics::Metrics;
 use robotsgate::net::{Connector, Pool};
-use robotsgate::{Refusal, RefusalKind};
 
+mod answer;
 mod errors;
 mod headers;
 mod pay;
@@ -43,7 +43,6 @@ mod sticky;
 mod tunnel;
 mod upgrade;
 
-use errors::{UpstreamError, upstream_error, upstream_error_class};
 use headers::{append_via, host_header};
 use sticky::KEPT_OPENING;
 
@@ -154,17 +153,20 @@ impl Forwarder {
         }
     }
 
-    async fn forward(self, req: Request<Incoming>) -> Response<ProxyBody> {
-        // The tunnel's and the WebSocket's futures are boxed: they are rare, and large.
+    /// Forwards `req`. What needs no waiting (the checks, the headers, taking the kept
+    /// connection) is done before the future is made, and the request goes into that
+    /// future once: this future is boxed for every request, and a small box is a cheap one.
+    fn forward(self, req: Request<Incoming>) -> Forwarding {
+        // The tunnel's and the WebSocket's futures are large and rare.
         if req.method() == Method::CONNECT {
-            return Box::pin(self.tunnel(req)).await;
+            return Box::pin(async move { self.tunnel(req).await });
         }
         let head = req.method() == Method::HEAD;
         if req.uri().scheme().is_none() {
-            return boxed(not_a_proxy_request().into_response(head));
+            return Box::pin(std::future::ready(boxed(not_a_proxy_request().into_response(head))));
         }
         if upgrade::wants_websocket(&req) {
-            return Box::pin(self.upgrade(req)).await;
+            return Box::pin(async move { self.upgrade(req).await });
         }
         let (mut parts, body) = req.into_parts();
         let sticky = parts.extensions.remove::<Sticky>();
@@ -180,54 +182,15 @@ impl Forwarder {
         parts.extensions = http::Extensions::new();
         parts.version = http::Version::HTTP_11;
         let has_body = !hyper::body::Body::is_end_stream(&body);
-        let kept = self.inner.pay.as_ref().filter(|_| !has_body).map(|_| pay::Kept::of(&parts, signed_with));
+        // Only with `[pay]` (boxed: most requests carry `None`).
+        let kept = self
+            .inner
+            .pay
+            .as_ref()
+            .filter(|_| !has_body)
+            .map(|_| Box::new(pay::Kept::of(&parts, signed_with)));
         let upstream = Request::from_parts(parts, body);
-        let sent = async {
-            match &sticky {
-                Some(sticky) => self.send_sticky(sticky, upstream).await,
-                None => self.send_pooled(upstream).await,
-            }
-        };
-        match tokio::time::timeout(self.inner.upstream_timeout, sent).await {
-            Err(_) => {
-                self.upstream_failed("timeout");
-                let why = format!("the origin did not answer within {:?}", self.inner.upstream_timeout);
-                boxed(Refusal::new(RefusalKind::UpstreamTimeout, why).into_response(head))
-            }
-            Ok(Err(UpstreamError::Pool(e))) => {
-                self.upstream_failed(upstream_error_class(&e));
-                boxed(upstream_error(e).into_response(head))
-            }
-            Ok(Err(UpstreamError::Kept(e))) => {
-                self.upstream_failed("protocol");
-                boxed(Refusal::upstream_failed(&e).into_response(head))
-            }
-            Ok(Ok(res)) => {
-                let (mut parts, body) = res.into_parts();
-                strip_hop_by_hop(&mut parts.headers);
-                append_via(&mut parts.headers, &self.inner.via);
-                // The proxy speaks HTTP/1.1 to its clients whatever the origin spoke.
-                parts.version = http::Version::HTTP_11;
-                let res = Response::from_parts(parts, body);
-                if res.status() == http::StatusCode::PAYMENT_REQUIRED
-                    || res.headers().contains_key(robotsgate::identity::httpsig::CRAWLER_ERROR)
-                {
-                    return Box::pin(self.priced(res, kept, has_body)).await;
-                }
-                res
-            }
-        }
-    }
-
-    /// Sends `req` through the pool.
-    async fn send_pooled(&self, req: Request<Incoming>) -> Result<Response<ProxyBody>, UpstreamError> {
-        // Boxed: the pool's future (connecting, a TLS handshake) is several times the size
-        // of the rest of a request's and would otherwise be copied with every request's
-        // future, also on the kept connection's path, which never takes this one.
-        match Box::pin(self.inner.pool.send(req.map(Either::Left))).await {
-            Ok(res) => Ok(res.map(|b| b.map_err(Into::into).boxed())),
-            Err(e) => Err(UpstreamError::Pool(e)),
-        }
+        self.answer(upstream, sticky, head, has_body, kept)
     }
 
     /// The tunnels this forwarder opened (CONNECT, and intercepted ones the listener
@@ -247,17 +210,22 @@ impl Forwarder {
     }
 }
 
+/// The future of a forwarded request (boxed: one allocation a request).
+pub(crate) type Forwarding = Pin<Box<dyn Future<Output = Response<ProxyBody>> + Send>>;
+
 impl Service<Request<Incoming>> for Forwarder {
     type Response = Response<ProxyBody>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+    type Future = futures_util::future::Map<
+        Forwarding,
+        fn(Response<ProxyBody>) -> Result<Response<ProxyBody>, Infallible>,
+    >;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, req: Request<Incoming>) -> Self::Future {
-        let this = self.clone();
-        Box::pin(async move { Ok(this.forward(req).await) })
+        self.clone().forward(req).map(Ok)
     }
 }

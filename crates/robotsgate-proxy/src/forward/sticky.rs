@@ -1,43 +1,34 @@
 //! The upstream connection a client connection keeps ([`Sticky`]) for scrapers that send
 //! request after request to one origin over one keep-alive connection.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt as _;
+use futures_util::future::Either;
+
 use http::{Request, Response};
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
-use super::errors::UpstreamError;
-use super::{Forwarder, ProxyBody};
+use super::Forwarder;
 use hyper::client::conn::http1;
 use robotsgate::net::Connector;
 use robotsgate::origin::Origin;
 
 impl Forwarder {
-    /// Sends `req` on the connection its client connection keeps for the origin, starting
-    /// to open one once enough requests in a row went to that origin
-    /// ([`UpstreamKey::keep_after`]); until then, and whatever the kept connection cannot
-    /// take, requests go through the pool.
-    pub(super) async fn send_sticky(
-        &self,
-        sticky: &Sticky,
-        req: Request<Incoming>,
-    ) -> Result<Response<ProxyBody>, UpstreamError> {
-        // One place hands a request to the pool: the kept connection's future stays small
-        // (each await of the pool's future would be a state of its own).
-        match self.send_kept(sticky, req).await {
-            Kept::Sent(res) => res,
-            Kept::Pool(req) => self.send_pooled(req).await,
-        }
-    }
-
-    /// [`Forwarder::send_sticky`] on the kept connection, or the request back for the pool.
-    async fn send_kept(&self, sticky: &Sticky, req: Request<Incoming>) -> Kept {
-        let Some(key) = UpstreamKey::of(req.uri()) else { return Kept::Pool(req) };
+    /// The connection `sticky` keeps for the origin of `uri`, taken out of it (given back
+    /// with [`Sticky::put_back`] once it has answered), or `None`: the pool is to send the
+    /// request. Counts the requests in a row to that origin and, once there are enough
+    /// ([`UpstreamKey::keep_after`]), starts opening a connection of its own for it.
+    ///
+    /// Nothing here waits: the request's future holds only the send itself.
+    pub(super) fn take_kept(&self, sticky: &Sticky, uri: &http::Uri) -> Option<Taken> {
+        let key = UpstreamKey::of(uri)?;
         let (kept, again) = {
-            let Ok(mut slot) = sticky.0.lock() else { return Kept::Pool(req) };
+            let mut slot = sticky.0.lock().ok()?;
             if slot.last.as_ref() == Some(&key) {
                 slot.run = slot.run.saturating_add(1);
             } else {
@@ -54,24 +45,14 @@ impl Forwarder {
             };
             (kept, again)
         };
-        let mut sender = match kept {
-            Some(sender) => sender,
+        match kept {
+            Some(sender) => Some(Taken { key, sender }),
             None => {
                 if again {
-                    self.open_kept_later(sticky, &key, req.uri());
+                    self.open_kept_later(sticky, &key, uri);
                 }
-                return Kept::Pool(req);
+                None
             }
-        };
-        match send_on_kept(&mut sender, req).await {
-            KeptSent::Sent(Ok(res)) => {
-                if let Ok(mut slot) = sticky.0.lock() {
-                    slot.conn = Some((key, sender));
-                }
-                Kept::Sent(Ok(res.map(|b| b.map_err(Into::into).boxed())))
-            }
-            KeptSent::Sent(Err(e)) => Kept::Sent(Err(UpstreamError::Kept(e))),
-            KeptSent::Back(req) => Kept::Pool(req),
         }
     }
 
@@ -120,21 +101,47 @@ pub(crate) enum KeptSent<B> {
 
 /// Sends `req` (its target in absolute form) on a connection a client connection keeps
 /// (the forward proxy's [`Sticky`], the ingress's `Kept`), in origin form.
-pub(crate) async fn send_on_kept<B>(sender: &mut http1::SendRequest<B>, mut req: Request<B>) -> KeptSent<B>
+///
+/// A kept connection is ready at once unless it is closing: its last response was read to
+/// the end before this request could arrive (HTTP/1.1 clients send one at a time). The
+/// request is then handed to it before this returns, and the future only waits for the
+/// answer; the rare wait for readiness (bounded) is boxed.
+pub(crate) fn send_on_kept<'a, B>(
+    sender: &'a mut http1::SendRequest<B>,
+    req: Request<B>,
+) -> Either<WaitingKept<'a, B>, impl Future<Output = KeptSent<B>> + use<B>>
+where
+    B: hyper::body::Body + Send + 'static,
+{
+    if sender.is_ready() {
+        return Either::Right(send_now(sender, req));
+    }
+    Either::Left(Box::pin(async move {
+        match tokio::time::timeout(KEPT_READY_WAIT, sender.ready()).await {
+            Ok(Ok(())) => send_now(sender, req).await,
+            _ => KeptSent::Back(req),
+        }
+    }))
+}
+
+/// [`send_on_kept`] waiting until the connection is ready.
+type WaitingKept<'a, B> = Pin<Box<dyn Future<Output = KeptSent<B>> + Send + 'a>>;
+
+/// [`send_on_kept`] on a connection ready for the request: handed to it now; the future
+/// waits for the answer (a combinator, not an `async` block, which would hold the send's
+/// future twice).
+pub(super) fn send_now<B>(
+    sender: &mut http1::SendRequest<B>,
+    mut req: Request<B>,
+) -> impl Future<Output = KeptSent<B>> + use<B>
 where
     B: hyper::body::Body + 'static,
 {
-    // Ready at once unless the connection is closing: its last response was read to the
-    // end before this request could arrive (HTTP/1.1 clients send one at a time).
-    match tokio::time::timeout(KEPT_READY_WAIT, sender.ready()).await {
-        Ok(Ok(())) => {}
-        _ => return KeptSent::Back(req),
-    }
     // RFC 9112 §3.2.1: to an origin, the request target is in origin form (the pool does
     // the same); the absolute form goes back if the pool must send it.
     let target = origin_form(req.uri());
     let absolute = std::mem::replace(req.uri_mut(), target);
-    match sender.try_send_request(req).await {
+    sender.try_send_request(req).map(move |sent| match sent {
         Ok(res) => KeptSent::Sent(Ok(res)),
         Err(mut e) => match e.take_message() {
             Some(mut req) => {
@@ -143,7 +150,7 @@ where
             }
             None => KeptSent::Sent(Err(e.into_error())),
         },
-    }
+    })
 }
 
 /// A new HTTP/1.1 connection to `origin` through `connector` (one that offers HTTP/1.1
@@ -167,12 +174,11 @@ where
 
 pub(super) use robotsgate::net::origin_form;
 
-/// What the kept connection did with a request.
-enum Kept {
-    /// Sent, and this came back.
-    Sent(Result<Response<ProxyBody>, UpstreamError>),
-    /// Not sent: the pool is to send it.
-    Pool(Request<Incoming>),
+/// A kept connection taken out of its [`Sticky`] for one request ([`Forwarder::take_kept`]).
+pub(super) struct Taken {
+    key: UpstreamKey,
+    /// The connection.
+    pub(super) sender: http1::SendRequest<Incoming>,
 }
 
 /// How long a kept connection may take to become ready for the next request before the
@@ -200,6 +206,15 @@ pub(crate) struct StickySlot {
     conn: Option<(UpstreamKey, hyper::client::conn::http1::SendRequest<Incoming>)>,
     /// A connection is being opened for it.
     opening: bool,
+}
+
+impl Sticky {
+    /// Gives back the connection taken by [`Forwarder::take_kept`], once it has answered.
+    pub(super) fn put_back(&self, taken: Taken) {
+        if let Ok(mut slot) = self.0.lock() {
+            slot.conn = Some((taken.key, taken.sender));
+        }
+    }
 }
 
 /// Kept connections opened at once, process-wide.

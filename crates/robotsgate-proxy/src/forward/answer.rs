@@ -1,0 +1,222 @@
+//! [`Answer`]: the future of a forwarded request on the common path (not a tunnel, not a
+//! WebSocket), written out by hand.
+//!
+//! Every request's future is boxed once. As `async` blocks, the send on the kept
+//! connection, the pool's fallback and the upstream timeout nested three deep, and each
+//! level kept its own copy of what it was given (the request, the future it awaited): the
+//! box took over 4 KiB, which the allocator serves from its slow path, on every request.
+//! Here each piece is held once, in place.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use http::{Request, Response};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use pin_project_lite::pin_project;
+use robotsgate::{Refusal, RefusalKind};
+
+use super::errors::{UpstreamError, upstream_error, upstream_error_class};
+use super::headers::{append_via, strip_hop_by_hop};
+use super::sticky::{KeptSent, Sticky, Taken, send_now, send_on_kept};
+use super::{Forwarder, ProxyBody, boxed, pay};
+
+type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+pin_project! {
+    /// Sends the request on the client connection's kept connection (or through the pool),
+    /// bounded by the upstream timeout, then makes the response the client gets.
+    pub(super) struct Answer<K> {
+        #[pin]
+        deadline: tokio::time::Sleep,
+        #[pin]
+        sending: Sending<K>,
+        forwarder: Forwarder,
+        // The kept connection in use and the slot it goes back to once it has answered.
+        sticky: Option<Sticky>,
+        taken: Option<Taken>,
+        head: bool,
+        has_body: bool,
+        // With `[pay]` only: the request, for a retry that pays.
+        kept: Option<Box<pay::Kept>>,
+    }
+}
+
+pin_project! {
+    #[project = SendingProj]
+    enum Sending<K> {
+        // On the kept connection, ready for it.
+        Kept { #[pin] sent: K },
+        // On the kept connection, waiting (bounded) until it is ready; it comes back with
+        // the answer.
+        KeptLater { sent: Boxed<(Taken, KeptSent<Incoming>)> },
+        Pool { sent: Boxed<Result<Response<ProxyBody>, UpstreamError>> },
+        // A `402` being answered by paying (not bounded by the upstream timeout).
+        Priced { answer: Boxed<Response<ProxyBody>> },
+        Done,
+    }
+}
+
+impl Forwarder {
+    /// The [`Answer`] for `upstream` (its head made ready for the origin), sent on the
+    /// connection `sticky` keeps when it has one for this origin.
+    pub(super) fn answer(
+        &self,
+        upstream: Request<Incoming>,
+        sticky: Option<Sticky>,
+        head: bool,
+        has_body: bool,
+        kept: Option<Box<pay::Kept>>,
+    ) -> Boxed<Response<ProxyBody>> {
+        let deadline = tokio::time::sleep(self.inner.upstream_timeout);
+        let forwarder = self.clone();
+        let taken = sticky.as_ref().and_then(|s| self.take_kept(s, upstream.uri()));
+        match taken {
+            Some(mut taken) if taken.sender.is_ready() => {
+                let sent = send_now(&mut taken.sender, upstream);
+                Box::pin(Answer {
+                    deadline,
+                    sending: Sending::Kept { sent },
+                    forwarder,
+                    sticky,
+                    taken: Some(taken),
+                    head,
+                    has_body,
+                    kept,
+                })
+            }
+            taken => {
+                let sending = match taken {
+                    Some(mut taken) => Sending::KeptLater {
+                        sent: Box::pin(async move {
+                            let sent = send_on_kept(&mut taken.sender, upstream).await;
+                            (taken, sent)
+                        }),
+                    },
+                    None => Sending::Pool { sent: self.pooled(upstream) },
+                };
+                // One type for both: the kept connection's send is never polled here.
+                let sending: Sending<std::future::Pending<KeptSent<Incoming>>> = sending;
+                Box::pin(Answer { deadline, sending, forwarder, sticky, taken: None, head, has_body, kept })
+            }
+        }
+    }
+
+    /// Sends `req` through the pool.
+    fn pooled(&self, req: Request<Incoming>) -> Boxed<Result<Response<ProxyBody>, UpstreamError>> {
+        let pool = self.inner.pool.clone();
+        Box::pin(async move {
+            match pool.send(req.map(http_body_util::Either::Left)).await {
+                Ok(res) => Ok(res.map(|b| b.map_err(Into::into).boxed())),
+                Err(e) => Err(UpstreamError::Pool(e)),
+            }
+        })
+    }
+
+    /// The response the client gets for what the origin answered (or why it did not).
+    fn respond(&self, sent: Result<Response<ProxyBody>, UpstreamError>, head: bool) -> Response<ProxyBody> {
+        match sent {
+            Err(UpstreamError::Pool(e)) => {
+                self.upstream_failed(upstream_error_class(&e));
+                boxed(upstream_error(e).into_response(head))
+            }
+            Err(UpstreamError::Kept(e)) => {
+                self.upstream_failed("protocol");
+                boxed(Refusal::upstream_failed(&e).into_response(head))
+            }
+            Ok(res) => {
+                let (mut parts, body) = res.into_parts();
+                strip_hop_by_hop(&mut parts.headers);
+                append_via(&mut parts.headers, &self.inner.via);
+                // The proxy speaks HTTP/1.1 to its clients whatever the origin spoke.
+                parts.version = http::Version::HTTP_11;
+                Response::from_parts(parts, body)
+            }
+        }
+    }
+
+    /// The answer when the origin did not answer within the upstream timeout.
+    fn timed_out(&self, head: bool) -> Response<ProxyBody> {
+        self.upstream_failed("timeout");
+        let why = format!("the origin did not answer within {:?}", self.inner.upstream_timeout);
+        boxed(Refusal::new(RefusalKind::UpstreamTimeout, why).into_response(head))
+    }
+}
+
+impl<K> Future for Answer<K>
+where
+    K: Future<Output = KeptSent<Incoming>>,
+{
+    type Output = Response<ProxyBody>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response<ProxyBody>> {
+        let mut this = self.project();
+        loop {
+            let sent = match this.sending.as_mut().project() {
+                SendingProj::Priced { answer } => return answer.as_mut().poll(cx),
+                SendingProj::Done => return Poll::Pending,
+                SendingProj::Kept { sent } => match sent.poll(cx) {
+                    Poll::Ready(sent) => Some(kept_sent(this.sticky, this.taken.take(), sent)),
+                    Poll::Pending => None,
+                },
+                SendingProj::KeptLater { sent } => match sent.as_mut().poll(cx) {
+                    Poll::Ready((taken, sent)) => Some(kept_sent(this.sticky, Some(taken), sent)),
+                    Poll::Pending => None,
+                },
+                SendingProj::Pool { sent } => match sent.as_mut().poll(cx) {
+                    Poll::Ready(sent) => Some(KeptDone::Answered(sent)),
+                    Poll::Pending => None,
+                },
+            };
+            let sent = match sent {
+                Some(KeptDone::Answered(sent)) => sent,
+                // Not sent on the kept connection (it is closing): through the pool.
+                Some(KeptDone::Pool(req)) => {
+                    let sent = this.forwarder.pooled(req);
+                    this.sending.set(Sending::Pool { sent });
+                    continue;
+                }
+                None => {
+                    ready!(this.deadline.as_mut().poll(cx));
+                    this.sending.set(Sending::Done);
+                    return Poll::Ready(this.forwarder.timed_out(*this.head));
+                }
+            };
+            let res = this.forwarder.respond(sent, *this.head);
+            if res.status() == http::StatusCode::PAYMENT_REQUIRED
+                || res.headers().contains_key(robotsgate::identity::httpsig::CRAWLER_ERROR)
+            {
+                let (forwarder, kept, has_body) = (this.forwarder.clone(), this.kept.take(), *this.has_body);
+                let answer = Box::pin(async move { forwarder.priced(res, kept.map(|k| *k), has_body).await });
+                this.sending.set(Sending::Priced { answer });
+                continue;
+            }
+            this.sending.set(Sending::Done);
+            return Poll::Ready(res);
+        }
+    }
+}
+
+/// What a send came to.
+enum KeptDone {
+    /// The origin's answer, or why there is none.
+    Answered(Result<Response<ProxyBody>, UpstreamError>),
+    /// Not sent on the kept connection: the pool is to send it.
+    Pool(Request<Incoming>),
+}
+
+/// What the kept connection's send came to (its connection given back to `sticky` after
+/// a response).
+fn kept_sent(sticky: &Option<Sticky>, taken: Option<Taken>, sent: KeptSent<Incoming>) -> KeptDone {
+    match sent {
+        KeptSent::Sent(Ok(res)) => {
+            if let (Some(sticky), Some(taken)) = (sticky, taken) {
+                sticky.put_back(taken);
+            }
+            KeptDone::Answered(Ok(res.map(|b| b.map_err(Into::into).boxed())))
+        }
+        KeptSent::Sent(Err(e)) => KeptDone::Answered(Err(UpstreamError::Kept(e))),
+        KeptSent::Back(req) => KeptDone::Pool(req),
+    }
+}
