@@ -105,7 +105,9 @@ where
                 // free again while the origin is waited for.
                 let (admitted, outcome, usage_id) = {
                     let mut logged = None;
-                    let checked = shared.check(&mut parts, &mut logged).await;
+                    // Boxed: this future and the decision's each fit the allocator's
+                    // per-thread cache (up to 1 KiB), where one holding both would not.
+                    let checked = Box::pin(shared.check(&mut parts, &mut logged)).await;
                     // An answer without a decision record gets a record of its own.
                     if let (Err(refusal), None) = (&checked, &logged) {
                         shared.log_refusal(&parts, refusal);
