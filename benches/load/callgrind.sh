@@ -7,13 +7,13 @@
 #
 # For each binary and case, robotsgate runs under `valgrind --tool=callgrind` (pinned to
 # SRV_CPU, so with one worker thread, as in run.sh) and oha (one worker thread, on GEN_CPU)
-# sends REQUESTS requests of 1 KiB at concurrency 8 through it to an nginx origin, after
+# sends REQUESTS requests of 1 KiB at concurrency CONC (default 8) through it to an nginx origin, after
 # which robotsgate is stopped with SIGINT and the instructions of its whole process read
-# from the callgrind out file. The same is done with 8 requests (STARTUP_REQUESTS) to
-# measure start-up, the first robots.txt fetch, the 8 connections (and in `intercept` their
-# TLS handshakes) and shutdown; the row gives
+# from the callgrind out file. The same is done with CONC requests (STARTUP_REQUESTS) to
+# measure start-up, the first robots.txt fetch, the CONC connections (and in `intercept`
+# their TLS handshakes) and shutdown; the row gives
 #
-#   per request = (total(REQUESTS) - total(8)) / (REQUESTS - 8)
+#   per request = (total(REQUESTS) - total(CONC)) / (REQUESTS - CONC)
 #
 # Cases (CASES, space-separated; default all):
 #   enforce    policy.mode = "enforce", audit log to a file (benches/load/robotsgate.toml)
@@ -38,8 +38,8 @@ BENCH_NAME=robotsgate-callgrind
 . "$(dirname "$0")/common.sh"
 CASES=${CASES:-enforce off intercept ingress ingress-verify}
 REQUESTS=${REQUESTS:-3000}
-STARTUP_REQUESTS=8
-CONCURRENCY=8
+CONCURRENCY=${CONC:-8}
+STARTUP_REQUESTS=$CONCURRENCY
 RG_PORT=13129
 ADMIN_PORT=19090
 INGRESS_UA="Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)"
