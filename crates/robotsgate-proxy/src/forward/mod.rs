@@ -52,7 +52,7 @@ pub(crate) use headers::{HeadLimit, own_via};
 pub(crate) use pay::Pay;
 pub use service::ProxyBody;
 pub(crate) use service::{ProxyService, boxed};
-pub(crate) use sticky::{KeptSent, Sticky, open_kept, send_on_kept};
+pub(crate) use sticky::{KeptSent, Sticky, open_kept, send_now, send_on_kept};
 pub(crate) use tunnel::{PreConnected, copy_until_idle};
 pub(crate) use upgrade::{keep_only_upgrade, upgradable_sender, wants_websocket};
 

@@ -130,7 +130,7 @@ type WaitingKept<'a, B> = Pin<Box<dyn Future<Output = KeptSent<B>> + Send + 'a>>
 /// [`send_on_kept`] on a connection ready for the request: handed to it now; the future
 /// waits for the answer (a combinator, not an `async` block, which would hold the send's
 /// future twice).
-pub(super) fn send_now<B>(
+pub(crate) fn send_now<B>(
     sender: &mut http1::SendRequest<B>,
     mut req: Request<B>,
 ) -> impl Future<Output = KeptSent<B>> + use<B>

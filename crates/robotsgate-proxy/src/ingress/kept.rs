@@ -4,14 +4,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use http::{Request, Response};
-use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 use robotsgate::net::PoolRequestBody;
 use robotsgate::origin::Origin;
 
 use super::Upstream;
-use crate::forward::{KeptSent, open_kept, send_on_kept};
+use crate::forward::open_kept;
 
 /// Requests a client connection sends before its own upstream connection is opened: a
 /// client that sends one or two requests and goes is served by the pool, and costs no
@@ -37,44 +35,27 @@ pub(crate) struct Slot {
     opening: bool,
 }
 
-/// What the kept connection did with a request.
-pub(super) enum KeptSend {
-    /// Sent; this came back.
-    Sent(Result<Response<Incoming>, hyper::Error>),
-    /// Not sent (no connection yet, or it closed): the pool is to send it.
-    Pool(Request<PoolRequestBody>),
+impl Kept {
+    /// Gives back the connection taken by [`Upstream::take_kept`], once it has answered.
+    pub(super) fn put_back(&self, sender: SendRequest<PoolRequestBody>) {
+        if let Ok(mut slot) = self.0.lock() {
+            slot.sender = Some(sender);
+        }
+    }
 }
 
 impl Upstream {
-    /// Sends `req` (its target in absolute form) on the connection `kept` holds, or gives
-    /// it back for the pool; the connection is opened in the background once the client
-    /// has sent [`KEEP_AFTER`] requests.
-    pub(super) async fn send_kept(&self, kept: &Kept, req: Request<PoolRequestBody>) -> KeptSend {
-        let sender = {
-            let Ok(mut slot) = kept.0.lock() else { return KeptSend::Pool(req) };
-            slot.requests = slot.requests.saturating_add(1).min(KEEP_AFTER);
-            match slot.sender.take() {
-                Some(s) => Some(s),
-                None => {
-                    if slot.requests >= KEEP_AFTER && !slot.opening {
-                        self.open_kept_later(kept, &mut slot, req.uri());
-                    }
-                    None
-                }
-            }
-        };
-        let Some(mut sender) = sender else { return KeptSend::Pool(req) };
-        match send_on_kept(&mut sender, req).await {
-            KeptSent::Sent(res) => {
-                if res.is_ok()
-                    && let Ok(mut slot) = kept.0.lock()
-                {
-                    slot.sender = Some(sender);
-                }
-                KeptSend::Sent(res)
-            }
-            KeptSent::Back(req) => KeptSend::Pool(req),
+    /// The connection `kept` holds, taken out of it (given back with [`Kept::put_back`]
+    /// once it has answered), or `None`: the pool is to send the request. The connection
+    /// is opened in the background once the client has sent [`KEEP_AFTER`] requests.
+    pub(super) fn take_kept(&self, kept: &Kept, uri: &http::Uri) -> Option<SendRequest<PoolRequestBody>> {
+        let mut slot = kept.0.lock().ok()?;
+        slot.requests = slot.requests.saturating_add(1).min(KEEP_AFTER);
+        let sender = slot.sender.take();
+        if sender.is_none() && slot.requests >= KEEP_AFTER && !slot.opening {
+            self.open_kept_later(kept, &mut slot, uri);
         }
+        sender
     }
 
     /// Opens the kept connection in a task of its own: no request waits for a connection

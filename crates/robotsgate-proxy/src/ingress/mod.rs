@@ -26,6 +26,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::FutureExt as _;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use http::uri::{Authority, Scheme};
 use http::{HeaderValue, Request, Response, StatusCode, Uri};
@@ -52,10 +53,10 @@ use tower::{Layer as _, Service, ServiceExt as _};
 use crate::admin::{Admin, Readiness};
 use crate::app::{StartError, audit_log};
 use crate::config::{Config, ImpersonatorsName, IngressModeName, ReplayName, UnknownAgentsName};
-use crate::forward::strip_hop_by_hop;
+use crate::forward::{KeptSent, send_now, send_on_kept, strip_hop_by_hop};
 use crate::workers::{self, Workers};
 use fleet::Fleet;
-use kept::{Kept, KeptSend};
+use kept::Kept;
 
 /// Why `robotsgate ingress` cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -227,78 +228,83 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
     }
 
     fn call(&mut self, req: Request<UpstreamRequestBody>) -> Self::Future {
-        let this = self.clone();
-        Box::pin(async move {
-            let websocket = match upgrade::ask(&req) {
-                upgrade::Ask::Plain => None,
-                upgrade::Ask::WebSocket(opening) => Some(opening),
-                upgrade::Ask::OtherConnect => return Ok(Upstream::not_a_websocket()),
-            };
-            let (mut parts, body) = req.into_parts();
-            let kept = parts.extensions.remove::<Kept>();
-            let peer = parts.extensions.get::<SocketAddr>().map(|a| a.ip());
-            let proto = if parts.extensions.get::<Https>().is_some() { "https" } else { "http" };
-            // The upstream's scheme and authority with the request's path and query, as
-            // parsed (not parsed again).
-            let mut target = std::mem::take(&mut parts.uri).into_parts();
-            let original_authority = target.authority.take();
-            target.scheme = Some(this.scheme.clone());
-            target.authority = Some(this.authority.clone());
-            if target.path_and_query.is_none() {
-                target.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
+        // Everything but the send is done here, before the future is made: the future,
+        // boxed for every request, holds the send and the timeout alone (see `send`).
+        let websocket = match upgrade::ask(&req) {
+            upgrade::Ask::Plain => None,
+            upgrade::Ask::WebSocket(opening) => Some(opening),
+            upgrade::Ask::OtherConnect => return answered(Upstream::not_a_websocket()),
+        };
+        let (mut parts, body) = req.into_parts();
+        let kept = parts.extensions.remove::<Kept>();
+        let peer = parts.extensions.get::<SocketAddr>().map(|a| a.ip());
+        let proto = if parts.extensions.get::<Https>().is_some() { "https" } else { "http" };
+        // The upstream's scheme and authority with the request's path and query, as
+        // parsed (not parsed again).
+        let mut target = std::mem::take(&mut parts.uri).into_parts();
+        let original_authority = target.authority.take();
+        target.scheme = Some(self.scheme.clone());
+        target.authority = Some(self.authority.clone());
+        if target.path_and_query.is_none() {
+            target.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
+        }
+        let Ok(uri) = Uri::from_parts(target) else {
+            return answered(Upstream::bad_gateway("the request target is not a path".into()));
+        };
+        parts.uri = uri;
+        // To the upstream over HTTP/1.1 (or HTTP/2 where it offers it), whatever the
+        // client spoke.
+        parts.version = http::Version::HTTP_11;
+        let h = &mut parts.headers;
+        strip_hop_by_hop(h);
+        // HTTP/2 has no Host header: the authority of the request's URI is the host.
+        let host = h
+            .remove(HOST)
+            .or_else(|| original_authority.as_ref().and_then(|a| HeaderValue::from_str(a.as_str()).ok()));
+        if let Some(ip) = peer {
+            let mut xff = String::with_capacity(48);
+            if let Some(prior) = h.get(X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
+                xff.push_str(prior);
+                xff.push_str(", ");
             }
-            let Ok(uri) = Uri::from_parts(target) else {
-                return Ok(Upstream::bad_gateway("the request target is not a path".into()));
-            };
-            parts.uri = uri;
-            // To the upstream over HTTP/1.1 (or HTTP/2 where it offers it), whatever the
-            // client spoke.
-            parts.version = http::Version::HTTP_11;
-            let h = &mut parts.headers;
-            strip_hop_by_hop(h);
-            // HTTP/2 has no Host header: the authority of the request's URI is the host.
-            let host = h
-                .remove(HOST)
-                .or_else(|| original_authority.as_ref().and_then(|a| HeaderValue::from_str(a.as_str()).ok()));
-            if let Some(ip) = peer {
-                let mut xff = String::with_capacity(48);
-                if let Some(prior) = h.get(X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-                    xff.push_str(prior);
-                    xff.push_str(", ");
-                }
-                push_ip(&mut xff, ip);
-                // The strings become the values' buffers (checked, not copied).
-                if let Ok(v) = HeaderValue::from_maybe_shared(Bytes::from(xff)) {
-                    h.insert(X_FORWARDED_FOR, v);
-                }
-                let fwd = forwarded(ip, proto, host.as_ref().and_then(|v| v.to_str().ok()));
-                if let Ok(v) = HeaderValue::from_maybe_shared(Bytes::from(fwd)) {
-                    h.append(http::header::FORWARDED, v);
-                }
+            push_ip(&mut xff, ip);
+            // The strings become the values' buffers (checked, not copied).
+            if let Ok(v) = HeaderValue::from_maybe_shared(Bytes::from(xff)) {
+                h.insert(X_FORWARDED_FOR, v);
             }
-            h.insert(X_FORWARDED_PROTO, HeaderValue::from_static(proto));
-            if let Some(host) = host {
-                h.insert(X_FORWARDED_HOST, host);
+            let fwd = forwarded(ip, proto, host.as_ref().and_then(|v| v.to_str().ok()));
+            if let Ok(v) = HeaderValue::from_maybe_shared(Bytes::from(fwd)) {
+                h.append(http::header::FORWARDED, v);
             }
-            h.insert(HOST, this.host.clone());
-            if let Some(opening) = websocket {
-                match parts.extensions.remove::<hyper::upgrade::OnUpgrade>() {
-                    Some(client) => return Ok(this.upgrade(parts, opening, client).await),
-                    None if matches!(opening, upgrade::Opening::ExtendedConnect) => {
-                        return Ok(Upstream::not_a_websocket());
-                    }
-                    None => {}
+        }
+        h.insert(X_FORWARDED_PROTO, HeaderValue::from_static(proto));
+        if let Some(host) = host {
+            h.insert(X_FORWARDED_HOST, host);
+        }
+        h.insert(HOST, self.host.clone());
+        if let Some(opening) = websocket {
+            match parts.extensions.remove::<hyper::upgrade::OnUpgrade>() {
+                Some(client) => {
+                    let this = self.clone();
+                    return Box::pin(async move { Ok(this.upgrade(parts, opening, client).await) });
                 }
+                None if matches!(opening, upgrade::Opening::ExtendedConnect) => {
+                    return answered(Upstream::not_a_websocket());
+                }
+                None => {}
             }
-            // No body: the layer's own fetch of robots.txt.
-            let robots_fetch = body.is_none();
-            let body = match body {
-                Some(b) => Either::Left(b),
-                None => Either::Right(Empty::new()),
-            };
-            let req = Request::from_parts(parts, body);
-            let metrics = this.metrics.as_deref();
-            let answer = tokio::time::timeout(this.timeout, this.send(kept.as_ref(), req)).await;
+        }
+        // No body: the layer's own fetch of robots.txt.
+        let robots_fetch = body.is_none();
+        let body = match body {
+            Some(b) => Either::Left(b),
+            None => Either::Right(Empty::new()),
+        };
+        let req = Request::from_parts(parts, body);
+        let (metrics, timeout) = (self.metrics.clone(), self.timeout);
+        let sent = tokio::time::timeout(timeout, self.send(kept, req));
+        Box::pin(sent.map(move |answer| {
+            let metrics = metrics.as_deref();
             if robots_fetch && let Some(m) = metrics {
                 m.robots_fetch(
                     answer.as_ref().ok().and_then(|r| r.as_ref().ok()).map(|r| r.status().as_u16()),
@@ -320,32 +326,75 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
                     if let Some(m) = metrics {
                         m.upstream_failed(UpstreamFailure::Timeout);
                     }
-                    Ok(Upstream::bad_gateway(format!("no answer in {} s", this.timeout.as_secs())))
+                    Ok(Upstream::bad_gateway(format!("no answer in {} s", timeout.as_secs())))
                 }
             }
-        })
+        }))
     }
 }
 
+/// An answer given without waiting, as [`Upstream`]'s future.
+fn answered(res: Response<UpstreamBody>) -> <Upstream as Service<Request<UpstreamRequestBody>>>::Future {
+    Box::pin(std::future::ready(Ok(res)))
+}
+
+type SendError = Box<dyn std::error::Error + Send + Sync>;
+type Sending = Pin<Box<dyn Future<Output = Result<Response<UpstreamBody>, SendError>> + Send>>;
+
 impl Upstream {
     /// Sends `req` on the client's kept connection if it has one, else through the pool.
-    async fn send(
+    ///
+    /// On a kept connection that is ready (nearly every request of a keep-alive client)
+    /// the request is handed to it now, and the future is the wait for its answer and
+    /// the connection's return: combinators, not `async` blocks, each of which would hold
+    /// the request and the future it awaits once more.
+    fn send(
         &self,
-        kept: Option<&Kept>,
+        kept: Option<Kept>,
         req: Request<PoolRequestBody>,
-    ) -> Result<Response<UpstreamBody>, Box<dyn std::error::Error + Send + Sync>> {
-        let req = match kept {
-            Some(kept) => match self.send_kept(kept, req).await {
-                KeptSend::Sent(res) => return Ok(res?.map(|b| Either::Right(Either::Right(b)))),
-                KeptSend::Pool(req) => req,
-            },
-            None => req,
-        };
-        // Boxed: the pool's future is the larger, and the kept connection carries a
-        // keep-alive client's requests after its first few; every request's future would
-        // otherwise be sized for the pool's.
-        Ok(Box::pin(self.pool.send(req)).await?.map(Either::Left))
+    ) -> futures_util::future::Either<
+        impl Future<Output = Result<Response<UpstreamBody>, SendError>> + use<>,
+        Sending,
+    > {
+        use futures_util::future::Either as Fut;
+        let taken = kept.and_then(|k| self.take_kept(&k, req.uri()).map(|sender| (k, sender)));
+        let pool = self.pool.clone();
+        match taken {
+            Some((kept, mut sender)) if sender.is_ready() => {
+                Fut::Left(send_now(&mut sender, req).then(move |sent| match sent {
+                    KeptSent::Sent(res) => {
+                        if res.is_ok() {
+                            kept.put_back(sender);
+                        }
+                        Fut::Left(std::future::ready(match res {
+                            Ok(res) => Ok(res.map(|b| Either::Right(Either::Right(b)))),
+                            Err(e) => Err(e.into()),
+                        }))
+                    }
+                    KeptSent::Back(req) => Fut::Right(pooled(pool, req)),
+                }))
+            }
+            // Closing, or not yet ready: waited for (bounded) in a box of its own.
+            Some((kept, mut sender)) => Fut::Right(Box::pin(async move {
+                match send_on_kept(&mut sender, req).await {
+                    KeptSent::Sent(res) => {
+                        if res.is_ok() {
+                            kept.put_back(sender);
+                        }
+                        Ok(res?.map(|b| Either::Right(Either::Right(b))))
+                    }
+                    KeptSent::Back(req) => pooled(pool, req).await,
+                }
+            })),
+            None => Fut::Right(pooled(pool, req)),
+        }
     }
+}
+
+/// Sends `req` through `pool`. Boxed: the pool's future is the larger, and the kept
+/// connection carries a keep-alive client's requests after its first few.
+fn pooled(pool: Pool, req: Request<PoolRequestBody>) -> Sending {
+    Box::pin(async move { Ok(pool.send(req).await?.map(Either::Left)) })
 }
 
 /// The `Forwarded` element (RFC 7239) for a request from `ip` over `proto` to `host`
