@@ -576,10 +576,15 @@ where
     S: Service<Request<B>, Response = Response<ResB>> + 'a,
     B: 'a,
 {
-    // A block rather than an `async fn`, for the reason `handle` gives.
+    // A block rather than an `async fn`, for the reason `handle` gives; readiness then the
+    // call, not `oneshot`, whose future holds the request again until it is sent.
+    let head = req.method() == Method::HEAD;
+    let mut inner = inner;
     async move {
-        let head = req.method() == Method::HEAD;
-        let result = inner.oneshot(req).await;
+        let result = match std::future::poll_fn(|cx| inner.poll_ready(cx)).await {
+            Ok(()) => inner.call(req).await,
+            Err(e) => Err(e),
+        };
         rec.status = result.as_ref().ok().map(|r| r.status().as_u16());
         if emit(shared, &rec).await.is_err() {
             return Ok(audit_unavailable(head));
