@@ -154,7 +154,12 @@ where
         let mut this = self.project();
         loop {
             let sent = match this.sending.as_mut().project() {
-                SendingProj::Priced { answer } => return answer.as_mut().poll(cx),
+                SendingProj::Priced { answer } => {
+                    let res = ready!(answer.as_mut().poll(cx));
+                    this.sending.set(Sending::Done);
+                    return Poll::Ready(res);
+                }
+                // Polled again after its answer (a future's caller must not): nothing more.
                 SendingProj::Done => return Poll::Pending,
                 SendingProj::Kept { sent } => match sent.poll(cx) {
                     Poll::Ready(sent) => Some(kept_sent(this.sticky, this.taken.take(), sent)),
