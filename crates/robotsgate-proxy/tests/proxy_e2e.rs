@@ -1129,6 +1129,44 @@ async fn a_kept_connection_the_origin_closes_is_replaced_without_an_error() {
     proxy.stop().await;
 }
 
+/// The kept connection itself closed by the origin (`Connection: close` on a request it
+/// carried): the next request finds it closing and goes through the pool, without an
+/// error, and keep-alive requests after it get a kept connection again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_after_the_kept_connection_closed_goes_through_the_pool() {
+    let dir = temp_dir();
+    let closing = Reply::ok("bye").header("connection", "close");
+    let origin =
+        TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/a", Reply::ok("A")), ("/bye", closing)])
+            .await;
+    let proxy = proxy_for(&test_config(dir.path())).await;
+    let mut client = proxy_conn(proxy.addr).await;
+    let mut send = async |path: &str, want: &str, i: usize| {
+        let got = exchange(&mut client, get_request(&origin.url(path))).await;
+        assert_eq!((got.status, got.text().as_str()), (StatusCode::OK, want), "request {i} to {path}");
+    };
+    // From the 16th request in a row a kept connection is opened (in the background).
+    for i in 0..60 {
+        send("/a", "A", i).await;
+    }
+    let opened = origin.connections();
+    assert!(opened >= 2, "a kept connection was opened: {opened} connections");
+    for round in 0..3 {
+        send("/bye", "bye", round).await;
+        for i in 0..40 {
+            send("/a", "A", i).await;
+        }
+    }
+    assert_eq!(origin.hits("/a"), 60 + 3 * 40, "each request reached the origin once");
+    assert_eq!(origin.hits("/bye"), 3);
+    assert!(
+        origin.connections() > opened,
+        "the closed connections were replaced: {} connections",
+        origin.connections()
+    );
+    proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_to_alternating_origins_on_one_connection_reach_their_own_origin() {
     let dir = temp_dir();
