@@ -4,7 +4,8 @@
 # GEN_CPU and SRV_CPU, the origin's ports, log/die, apt_install, need_tools (oha, nginx,
 # openssl, taskset and what the caller adds), build_robotsgate (sets RG; RG_BIN skips the
 # build), start_origin
-# (nginx on ORIGIN_PORT and ORIGIN_TLS_PORT with a throwaway CA), write_rg_config,
+# (nginx on ORIGIN_PORT and ORIGIN_TLS_PORT with a throwaway CA), start_haproxy,
+# start_nginx_proxy, write_rg_config,
 # wait_http and wait_ready, and PIDS, which the EXIT trap ends.
 # shellcheck shell=bash
 
@@ -149,6 +150,18 @@ cpu_ticks() {
         done
     done
     echo "$u $s"
+}
+
+# start_haproxy PORT: the HAProxy anchor (haproxy.cfg: one thread, access log on) in front
+# of the origin on PORT, pinned to SRV_CPU; sets HAPROXY_PID. The caller waits for it.
+start_haproxy() {
+    local port=$1
+    sed -e "s|@WORK@|$WORK|g" -e "s|@PORT@|$port|g" -e "s|@ORIGIN_PORT@|$ORIGIN_PORT|g" \
+        "$HERE/haproxy.cfg" >"$WORK/haproxy.cfg"
+    taskset -c "$SRV_CPU" haproxy -f "$WORK/haproxy.cfg" -db \
+        >>"$WORK/logs/haproxy-access.log" 2>>"$WORK/logs/haproxy.log" &
+    HAPROXY_PID=$!
+    PIDS+=("$HAPROXY_PID")
 }
 
 # start_nginx_proxy PORT: nginx as a reverse proxy in front of the origin on PORT, as the

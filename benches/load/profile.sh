@@ -30,12 +30,7 @@ command -v perf >/dev/null || { log "installing linux-perf"; apt_install linux-p
 binaries "$@"
 
 start_origin
-sed -e "s|@WORK@|$WORK|g" -e "s|@PORT@|$HAPROXY_PORT|g" -e "s|@ORIGIN_PORT@|$ORIGIN_PORT|g" \
-    "$HERE/haproxy.cfg" >"$WORK/haproxy.cfg"
-taskset -c "$SRV_CPU" haproxy -f "$WORK/haproxy.cfg" -db \
-    >>"$WORK/logs/haproxy-access.log" 2>>"$WORK/logs/haproxy.log" &
-HAPROXY_PID=$!
-PIDS+=("$HAPROXY_PID")
+start_haproxy "$HAPROXY_PORT"
 wait_http "http://127.0.0.1:$ORIGIN_PORT/1k"
 wait_http "http://127.0.0.1:$ORIGIN_PORT/1k" "http://127.0.0.1:$HAPROXY_PORT"
 "${BINS[0]}" ca init --dir "$WORK/ca" >/dev/null 2>&1 || true

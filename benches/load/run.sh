@@ -73,11 +73,7 @@ taskset -c "$SRV_CPU" squid -N -f "$WORK/squid.conf" &
 PIDS+=($!)
 
 # --- haproxy -----------------------------------------------------------------------------
-sed -e "s|@WORK@|$WORK|g" -e "s|@PORT@|$HAPROXY_PORT|g" -e "s|@ORIGIN_PORT@|$ORIGIN_PORT|g" \
-    "$HERE/haproxy.cfg" >"$WORK/haproxy.cfg"
-taskset -c "$SRV_CPU" haproxy -f "$WORK/haproxy.cfg" -db \
-    >>"$WORK/logs/haproxy-access.log" 2>>"$WORK/logs/haproxy.log" &
-PIDS+=($!)
+start_haproxy "$HAPROXY_PORT"
 
 # --- robotsgate --------------------------------------------------------------------------
 [ -f "$WORK/ca/ca.pem" ] || "$RG" ca init --dir "$WORK/ca" >/dev/null
