@@ -145,6 +145,11 @@ async fn requests_wait_for_their_write_unless_buffered() {
     }
 }
 
+/// The URLs of the decision records in the log at `path`, in order.
+fn decision_urls(path: &Path) -> Vec<serde_json::Value> {
+    lines(path).into_iter().filter(|r| r["type"] == "decision").map(|r| r["url"].clone()).collect()
+}
+
 /// A request that leads a write and is dropped before writing (its client went away)
 /// hands the turn on: the next request writes both records.
 #[tokio::test]
@@ -158,9 +163,7 @@ async fn a_leader_dropped_before_writing_hands_the_turn_on() {
     assert!(poll_once(&mut follower).await.is_pending(), "the turn is taken: the follower waits");
     drop(leader);
     tokio::time::timeout(Duration::from_secs(20), follower).await.expect("the follower goes on").unwrap();
-    let urls: Vec<_> =
-        lines(&path).into_iter().filter(|r| r["type"] == "decision").map(|r| r["url"].clone()).collect();
-    assert_eq!(urls, ["https://example.com/a", "https://example.com/b"]);
+    assert_eq!(decision_urls(&path), ["https://example.com/a", "https://example.com/b"]);
 }
 
 /// A record is appended when `log_decision` is called, and the write turn its leader
@@ -175,9 +178,7 @@ async fn a_leader_dropped_before_its_first_poll_hands_the_turn_on() {
     assert!(poll_once(&mut follower).await.is_pending(), "the turn is taken: the follower waits");
     drop(leader);
     tokio::time::timeout(Duration::from_secs(20), follower).await.expect("the follower goes on").unwrap();
-    let urls: Vec<_> =
-        lines(&path).into_iter().filter(|r| r["type"] == "decision").map(|r| r["url"].clone()).collect();
-    assert_eq!(urls, ["https://example.com/a", "https://example.com/b"]);
+    assert_eq!(decision_urls(&path), ["https://example.com/a", "https://example.com/b"]);
 }
 
 /// Records nobody waits for (robots.txt fetches) reach the file within the linger.
