@@ -24,6 +24,11 @@
 #   ingress-verify  the same with the identity check on, by a published range list holding
 #              127.0.0.0/8 (reverse DNS, signatures and refresh off), as benches/load/ingress.sh's
 #              robotsgate_ingress_verify: every request verified by its address
+# Anchors (measured once, not per binary; not in the default CASES):
+#   haproxy    HAProxy as run.sh runs it (haproxy.cfg: one thread, access log on), the
+#              requests of `enforce` and `off`
+#   nginx-proxy  nginx as a reverse proxy as ingress.sh runs it (one worker, in-process:
+#              `master_process off`; access log on), the requests of `ingress`
 #
 # RG_AUDIT: more [audit] lines for every binary measured, e.g. RG_AUDIT='durability = "synced"'.
 # RG_EXTRA: more config sections appended, e.g. RG_EXTRA=$'[purpose]\ndefault = ["search"]', or
@@ -48,7 +53,12 @@ STOP_SECONDS=120  # and so does the drain and flush after SIGINT
 
 [ "$REQUESTS" -gt "$STARTUP_REQUESTS" ] || die "REQUESTS must be above $STARTUP_REQUESTS"
 for case_ in $CASES; do
-    case $case_ in enforce | off | intercept | ingress | ingress-verify) ;; *) die "unknown case $case_ (enforce, off, intercept, ingress, ingress-verify)" ;; esac
+    case $case_ in
+    enforce | off | intercept | ingress | ingress-verify) ;;
+    haproxy) need_tools haproxy ;;
+    nginx-proxy) ;;
+    *) die "unknown case $case_ (enforce, off, intercept, ingress, ingress-verify; anchors haproxy, nginx-proxy)" ;;
+    esac
 done
 
 # --- tools and binaries ------------------------------------------------------------------
@@ -79,12 +89,12 @@ cg_total() {
     echo "$total"
 }
 
-# stop_rg: SIGINT, then wait (bounded) for the process to drain, flush and exit; callgrind
+# stop_rg: SIGINT (or SIGNAL), then wait (bounded) for the process to drain, flush and exit; callgrind
 # writes its out file on the way out. A non-zero exit or a timeout fails the run.
 stop_rg() {
     local pid=$RG_PID status=0
     [ -n "$pid" ] || return 0
-    kill -INT "$pid" 2>/dev/null || true
+    kill -"${SIGNAL:-INT}" "$pid" 2>/dev/null || true
     for _ in $(seq $((STOP_SECONDS * 10))); do
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
@@ -93,11 +103,59 @@ stop_rg() {
         kill -KILL "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
         RG_PID=
-        die "robotsgate (pid $pid) did not exit within $STOP_SECONDS s of SIGINT"
+        die "pid $pid did not exit within $STOP_SECONDS s of SIG${SIGNAL:-INT}"
     fi
     wait "$pid" || status=$?
     RG_PID=
-    [ "$status" = 0 ] || die "robotsgate under valgrind exited with status $status after SIGINT (see $WORK/logs)"
+    [ "$status" = 0 ] || die "pid $pid under valgrind exited with status $status after SIG${SIGNAL:-INT} (see $WORK/logs)"
+}
+
+# measure_anchor NAME CASE N: as measure, for an anchor (haproxy or nginx-proxy) under
+# valgrind; its access log must have N lines.
+measure_anchor() {
+    local name=$1 case_=$2 n=$3 out="$WORK/callgrind/$1.out" json="$WORK/results/$1.json" access
+    rm -f "$out"
+    if [ "$case_" = haproxy ]; then
+        haproxy_conf "$RG_PORT"
+        access="$WORK/logs/$name-access.log"
+        taskset -c "$SRV_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" \
+            haproxy -f "$WORK/haproxy.cfg" -db >"$access" 2>"$WORK/logs/$name.log" &
+        RG_PID=$!
+        wait_ready_proxy "http://127.0.0.1:$ORIGIN_PORT/1k" "http://127.0.0.1:$RG_PORT"
+        taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$n" -c "$CONCURRENCY" \
+            --output-format json -x "http://127.0.0.1:$RG_PORT" "http://127.0.0.1:$ORIGIN_PORT/1k" >"$json"
+        SIGNAL=USR1 stop_rg # soft stop: it ends when its connections have closed
+    else
+        nginx_proxy_conf "$RG_PORT"
+        access="$WORK/logs/nginx-proxy-access.log"
+        : >"$access"
+        taskset -c "$SRV_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" \
+            nginx -p "$WORK" -c "$WORK/nginx-proxy.conf" -g 'daemon off; master_process off;' \
+            2>"$WORK/logs/$name.log" &
+        RG_PID=$!
+        wait_ready_proxy "http://127.0.0.1:$RG_PORT/1k"
+        taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$n" -c "$CONCURRENCY" \
+            --output-format json -H "User-Agent: $INGRESS_UA" "http://127.0.0.1:$RG_PORT/1k" >"$json"
+        SIGNAL=QUIT stop_rg # graceful shutdown
+    fi
+    python3 "$HERE/report.py" check "$json" || die "$name: answers other than 200"
+    [ -s "$out" ] || die "callgrind wrote no $out"
+    # The readiness probe's request is logged too (HAProxy adds lines of its own on stopping).
+    local lines
+    lines=$(grep -c '"GET ' "$access" || true)
+    [ "$lines" = $((n + 1)) ] || die "$name: $n requests (and one probe) but $lines logged in $access"
+    TOTAL=$(cg_total "$out")
+}
+
+# wait_ready_proxy URL [PROXY]: one request for URL (through PROXY) answered by the process
+# under valgrind (RG_PID), within READY_SECONDS.
+wait_ready_proxy() {
+    for _ in $(seq $((READY_SECONDS * 10))); do
+        if curl -sf -o /dev/null ${2:+--proxy "$2"} "$1"; then return 0; fi
+        kill -0 "$RG_PID" 2>/dev/null || die "process $RG_PID exited before $1 answered"
+        sleep 0.1
+    done
+    die "$1 did not answer within $READY_SECONDS s"
 }
 
 # measure NAME BIN CASE N: total instructions of one robotsgate process that served N
@@ -160,6 +218,20 @@ measure() {
 
 ROWS=()
 for case_ in $CASES; do
+    if [ "$case_" = haproxy ] || [ "$case_" = nginx-proxy ]; then
+        log "$case_ (callgrind, $STARTUP_REQUESTS then $REQUESTS requests at c$CONCURRENCY)"
+        measure_anchor "$case_-startup" "$case_" "$STARTUP_REQUESTS"
+        startup=$TOTAL
+        measure_anchor "$case_" "$case_" "$REQUESTS"
+        total=$TOTAL
+        row=$(awk -v c="$case_" -v n="$REQUESTS" -v m="$STARTUP_REQUESTS" -v t="$total" -v s="$startup" 'BEGIN {
+            per = (t - s) / (n - m)
+            printf "| (anchor) | %s | %d | %d | %.1f M | %d | %.1f M | %.0f | %.1fk |\n",
+                c, n, t, t / 1e6, s, s / 1e6, per, per / 1e3 }')
+        printf '%s\n' "$row" >&2
+        ROWS+=("$row")
+        continue
+    fi
     for idx in "${!BINS[@]}"; do
         bin=${BINS[$idx]}
         tag="b$((idx + 1))-$case_"
@@ -178,7 +250,7 @@ for case_ in $CASES; do
     done
 done
 
-log "summary (instructions in robotsgate's process; per request = (total - start-up) / ($REQUESTS - $STARTUP_REQUESTS))"
+log "summary (instructions in the measured process; per request = (total - start-up) / ($REQUESTS - $STARTUP_REQUESTS))"
 echo "| binary | case | requests | instructions | | start-up ($STARTUP_REQUESTS requests) | | per request | |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${ROWS[@]}"

@@ -4,8 +4,8 @@
 # GEN_CPU and SRV_CPU, the origin's ports, log/die, apt_install, need_tools (oha, nginx,
 # openssl, taskset and what the caller adds), build_robotsgate (sets RG; RG_BIN skips the
 # build), start_origin
-# (nginx on ORIGIN_PORT and ORIGIN_TLS_PORT with a throwaway CA), start_haproxy,
-# start_nginx_proxy, write_rg_config,
+# (nginx on ORIGIN_PORT and ORIGIN_TLS_PORT with a throwaway CA), start_haproxy and
+# haproxy_conf, start_nginx_proxy and nginx_proxy_conf, write_rg_config,
 # wait_http and wait_ready, and PIDS, which the EXIT trap ends.
 # shellcheck shell=bash
 
@@ -156,12 +156,18 @@ cpu_ticks() {
 # of the origin on PORT, pinned to SRV_CPU; sets HAPROXY_PID. The caller waits for it.
 start_haproxy() {
     local port=$1
-    sed -e "s|@WORK@|$WORK|g" -e "s|@PORT@|$port|g" -e "s|@ORIGIN_PORT@|$ORIGIN_PORT|g" \
-        "$HERE/haproxy.cfg" >"$WORK/haproxy.cfg"
+    haproxy_conf "$port"
     taskset -c "$SRV_CPU" haproxy -f "$WORK/haproxy.cfg" -db \
         >>"$WORK/logs/haproxy-access.log" 2>>"$WORK/logs/haproxy.log" &
     HAPROXY_PID=$!
     PIDS+=("$HAPROXY_PID")
+}
+
+# haproxy_conf PORT: $WORK/haproxy.cfg, the configuration start_haproxy runs (callgrind.sh
+# runs it too, under valgrind).
+haproxy_conf() {
+    sed -e "s|@WORK@|$WORK|g" -e "s|@PORT@|$1|g" -e "s|@ORIGIN_PORT@|$ORIGIN_PORT|g" \
+        "$HERE/haproxy.cfg" >"$WORK/haproxy.cfg"
 }
 
 # start_nginx_proxy PORT: nginx as a reverse proxy in front of the origin on PORT, as the
@@ -169,6 +175,19 @@ start_haproxy() {
 # X-Forwarded-For added), pinned to SRV_CPU; waits for it and sets NGINX_PROXY_PID (its
 # master) and NGINX_PROXY_WORKER.
 start_nginx_proxy() {
+    local port=$1
+    nginx_proxy_conf "$port"
+    taskset -c "$SRV_CPU" nginx -p "$WORK" -c "$WORK/nginx-proxy.conf" -g 'daemon off;' &
+    NGINX_PROXY_PID=$!
+    PIDS+=("$NGINX_PROXY_PID")
+    wait_http "http://127.0.0.1:$port/1k"
+    # shellcheck disable=SC2034 # for the caller
+    NGINX_PROXY_WORKER=$(pgrep -P "$NGINX_PROXY_PID" | head -1)
+}
+
+# nginx_proxy_conf PORT: $WORK/nginx-proxy.conf, the configuration start_nginx_proxy runs
+# (callgrind.sh runs it too, under valgrind).
+nginx_proxy_conf() {
     local port=$1
     cat >"$WORK/nginx-proxy.conf" <<CONF
 worker_processes 1;
@@ -197,12 +216,6 @@ http {
 }
 CONF
     mkdir -p "$WORK/nginx-tmp"
-    taskset -c "$SRV_CPU" nginx -p "$WORK" -c "$WORK/nginx-proxy.conf" -g 'daemon off;' &
-    NGINX_PROXY_PID=$!
-    PIDS+=("$NGINX_PROXY_PID")
-    wait_http "http://127.0.0.1:$port/1k"
-    # shellcheck disable=SC2034 # for the caller
-    NGINX_PROXY_WORKER=$(pgrep -P "$NGINX_PROXY_PID" | head -1)
 }
 
 # --- robotsgate --------------------------------------------------------------------------
