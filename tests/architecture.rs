@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 const CRATES: &[(&str, &str)] = &[
     ("robotsgate", "src"),
     ("robotsgate-rep", "crates/robotsgate-rep/src"),
+    ("robotsgate-h1", "crates/robotsgate-h1/src"),
     ("robotsgate-proxy", "crates/robotsgate-proxy/src"),
 ];
 
@@ -394,7 +395,16 @@ fn the_crates_depend_one_way() {
     for bad in ["hyper", "tokio", "http", "tower", "rustls"] {
         assert!(!engine.iter().any(|d| d == bad), "the engine is pure: no {bad}");
     }
+    let codec = deps(&manifest("crates/robotsgate-h1/Cargo.toml"));
+    assert!(
+        !codec.iter().any(|d| d.starts_with("robotsgate")),
+        "the HTTP/1.1 codec depends on no other crate of ours"
+    );
+    for bad in ["hyper", "tokio", "tower", "rustls"] {
+        assert!(!codec.iter().any(|d| d == bad), "the HTTP/1.1 codec does no I/O: no {bad}");
+    }
     let library = deps(&manifest("Cargo.toml"));
+    assert!(!library.iter().any(|d| d == "robotsgate-h1"), "the library does not use the proxy's codec");
     assert!(library.contains(&"robotsgate-rep".to_owned()));
     assert!(!library.iter().any(|d| d == "robotsgate-proxy"), "the library does not depend on the proxy");
     let proxy = deps(&manifest("crates/robotsgate-proxy/Cargo.toml"));

@@ -18,8 +18,9 @@ use pin_project_lite::pin_project;
 use robotsgate::{Refusal, RefusalKind};
 
 use super::errors::{UpstreamError, upstream_error, upstream_error_class};
+use super::h1::{self, H1Failure, H1Sent};
 use super::headers::{append_via, strip_hop_by_hop};
-use super::sticky::{KeptSent, Sticky, Taken, send_now, send_on_kept};
+use super::sticky::{Back, Sticky, Taken};
 use super::{Forwarder, ProxyBody, boxed, pay};
 
 type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -33,9 +34,6 @@ pin_project! {
         #[pin]
         sending: Sending<K>,
         forwarder: Forwarder,
-        // The kept connection in use and the slot it goes back to once it has answered.
-        sticky: Option<Sticky>,
-        taken: Option<Taken>,
         head: bool,
         has_body: bool,
         // With `[pay]` only: the request, for a retry that pays.
@@ -46,11 +44,8 @@ pin_project! {
 pin_project! {
     #[project = SendingProj]
     enum Sending<K> {
-        // On the kept connection, ready for it.
+        // On the kept connection, on the fast path (`h1`).
         Kept { #[pin] sent: K },
-        // On the kept connection, waiting (bounded) until it is ready; it comes back with
-        // the answer.
-        KeptLater { sent: Boxed<(Taken, KeptSent<Incoming>)> },
         Pool { sent: Boxed<Result<Response<ProxyBody>, UpstreamError>> },
         // A `402` being answered by paying (not bounded by the upstream timeout).
         Priced { answer: Boxed<Response<ProxyBody>> },
@@ -71,34 +66,27 @@ impl Forwarder {
     ) -> Boxed<Response<ProxyBody>> {
         let deadline = tokio::time::sleep(self.inner.upstream_timeout);
         let forwarder = self.clone();
-        let taken = sticky.as_ref().and_then(|s| self.take_kept(s, upstream.uri()));
-        match taken {
-            Some(mut taken) if taken.sender.is_ready() => {
-                let sent = send_now(&mut taken.sender, upstream);
+        let taken = match &sticky {
+            Some(s) if h1::fits(&upstream) => self.take_kept(s, upstream.uri()),
+            _ => None,
+        };
+        match (taken, sticky) {
+            (Some(Taken { key, conn }), Some(sticky)) => {
+                let sent = h1::send(conn, upstream, Some(Back { sticky, key }));
                 Box::pin(Answer {
                     deadline,
                     sending: Sending::Kept { sent },
                     forwarder,
-                    sticky,
-                    taken: Some(taken),
                     head,
                     has_body,
                     kept,
                 })
             }
-            taken => {
-                let sending = match taken {
-                    Some(mut taken) => Sending::KeptLater {
-                        sent: Box::pin(async move {
-                            let sent = send_on_kept(&mut taken.sender, upstream).await;
-                            (taken, sent)
-                        }),
-                    },
-                    None => Sending::Pool { sent: self.pooled(upstream) },
-                };
+            _ => {
                 // One type for both: the kept connection's send is never polled here.
-                let sending: Sending<std::future::Pending<KeptSent<Incoming>>> = sending;
-                Box::pin(Answer { deadline, sending, forwarder, sticky, taken: None, head, has_body, kept })
+                let sending: Sending<std::future::Pending<H1Sent<Back>>> =
+                    Sending::Pool { sent: self.pooled(upstream) };
+                Box::pin(Answer { deadline, sending, forwarder, head, has_body, kept })
             }
         }
     }
@@ -122,7 +110,7 @@ impl Forwarder {
                 boxed(upstream_error(e).into_response(head))
             }
             Err(UpstreamError::Kept(e)) => {
-                self.upstream_failed("protocol");
+                self.upstream_failed(if matches!(e, H1Failure::Io(_)) { "io" } else { "protocol" });
                 boxed(Refusal::upstream_failed(&e).into_response(head))
             }
             Ok(res) => {
@@ -146,7 +134,7 @@ impl Forwarder {
 
 impl<K> Future for Answer<K>
 where
-    K: Future<Output = KeptSent<Incoming>>,
+    K: Future<Output = H1Sent<Back>>,
 {
     type Output = Response<ProxyBody>;
 
@@ -162,11 +150,11 @@ where
                 // Polled again after its answer (a future's caller must not): nothing more.
                 SendingProj::Done => return Poll::Pending,
                 SendingProj::Kept { sent } => match sent.poll(cx) {
-                    Poll::Ready(sent) => Some(kept_sent(this.sticky, this.taken.take(), sent)),
-                    Poll::Pending => None,
-                },
-                SendingProj::KeptLater { sent } => match sent.as_mut().poll(cx) {
-                    Poll::Ready((taken, sent)) => Some(kept_sent(this.sticky, Some(taken), sent)),
+                    Poll::Ready(H1Sent::Answered(res)) => {
+                        Some(KeptDone::Answered(Ok(res.map(|b| b.map_err(Into::into).boxed()))))
+                    }
+                    Poll::Ready(H1Sent::NotAnswered(req)) => Some(KeptDone::Pool(req)),
+                    Poll::Ready(H1Sent::Failed(e)) => Some(KeptDone::Answered(Err(UpstreamError::Kept(e)))),
                     Poll::Pending => None,
                 },
                 SendingProj::Pool { sent } => match sent.as_mut().poll(cx) {
@@ -176,7 +164,7 @@ where
             };
             let sent = match sent {
                 Some(KeptDone::Answered(sent)) => sent,
-                // Not sent on the kept connection (it is closing): through the pool.
+                // Nothing came back on the kept connection (closed while idle): through the pool.
                 Some(KeptDone::Pool(req)) => {
                     let sent = this.forwarder.pooled(req);
                     this.sending.set(Sending::Pool { sent });
@@ -209,19 +197,4 @@ enum KeptDone {
     Answered(Result<Response<ProxyBody>, UpstreamError>),
     /// Not sent on the kept connection: the pool is to send it.
     Pool(Request<Incoming>),
-}
-
-/// What the kept connection's send came to (its connection given back to `sticky` after
-/// a response).
-fn kept_sent(sticky: &Option<Sticky>, taken: Option<Taken>, sent: KeptSent<Incoming>) -> KeptDone {
-    match sent {
-        KeptSent::Sent(Ok(res)) => {
-            if let (Some(sticky), Some(taken)) = (sticky, taken) {
-                sticky.put_back(taken);
-            }
-            KeptDone::Answered(Ok(res.map(|b| b.map_err(Into::into).boxed())))
-        }
-        KeptSent::Sent(Err(e)) => KeptDone::Answered(Err(UpstreamError::Kept(e))),
-        KeptSent::Back(req) => KeptDone::Pool(req),
-    }
 }

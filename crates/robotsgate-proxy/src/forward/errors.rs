@@ -8,8 +8,8 @@ use robotsgate::{Refusal, RefusalKind};
 pub(super) enum UpstreamError {
     /// Through the pool.
     Pool(PoolError),
-    /// On a kept connection, after the request was sent.
-    Kept(hyper::Error),
+    /// On a kept connection, once the origin had begun to answer.
+    Kept(super::h1::H1Failure),
 }
 
 /// The metrics class of an upstream failure: the failed connection's class, else

@@ -36,6 +36,7 @@ use robotsgate::net::{Connector, Pool};
 
 mod answer;
 mod errors;
+mod h1;
 mod headers;
 mod pay;
 mod service;

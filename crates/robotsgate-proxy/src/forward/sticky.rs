@@ -14,6 +14,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 use super::Forwarder;
+use super::h1::{H1Conn, PutBack};
 use hyper::client::conn::http1;
 use robotsgate::net::Connector;
 use robotsgate::origin::Origin;
@@ -37,7 +38,7 @@ impl Forwarder {
             }
             let again = slot.run >= key.keep_after();
             let kept = match slot.conn.take() {
-                Some((k, sender)) if k == key => Some(sender),
+                Some((k, conn)) if k == key => Some(conn),
                 other => {
                     slot.conn = other;
                     None
@@ -46,7 +47,7 @@ impl Forwarder {
             (kept, again)
         };
         match kept {
-            Some(sender) => Some(Taken { key, sender }),
+            Some(conn) => Some(Taken { key, conn }),
             None => {
                 if again {
                     self.open_kept_later(sticky, &key, uri);
@@ -73,20 +74,23 @@ impl Forwarder {
                 drop(permit);
                 if let Ok(mut slot) = sticky.0.lock() {
                     slot.opening = false;
-                    if let Some(sender) = opened
+                    if let Some(conn) = opened
                         && slot.conn.is_none()
                         && slot.last.as_ref() == Some(&key)
                     {
-                        slot.conn = Some((key, sender));
+                        slot.conn = Some((key, conn));
                     }
                 }
             });
         }
     }
 
-    /// A new HTTP/1.1 connection to the origin of `uri` ([`open_kept`]).
-    async fn open_kept(&self, uri: &http::Uri) -> Option<http1::SendRequest<Incoming>> {
-        open_kept(&self.inner.sticky_connector, &Origin::from_uri(uri).ok()?).await
+    /// A new HTTP/1.1 connection to the origin of `uri`, for the fast path ([`H1Conn`]);
+    /// `None` when it cannot be made (the pool goes on serving the requests, and reports
+    /// failures).
+    async fn open_kept(&self, uri: &http::Uri) -> Option<H1Conn> {
+        let stream = self.inner.sticky_connector.connect(&Origin::from_uri(uri).ok()?).await.ok()?;
+        H1Conn::new(stream)
     }
 }
 
@@ -176,9 +180,10 @@ pub(super) use robotsgate::net::origin_form;
 
 /// A kept connection taken out of its [`Sticky`] for one request ([`Forwarder::take_kept`]).
 pub(super) struct Taken {
-    key: UpstreamKey,
+    /// Its origin.
+    pub(super) key: UpstreamKey,
     /// The connection.
-    pub(super) sender: http1::SendRequest<Incoming>,
+    pub(super) conn: H1Conn,
 }
 
 /// How long a kept connection may take to become ready for the next request before the
@@ -202,17 +207,23 @@ pub(crate) struct StickySlot {
     last: Option<UpstreamKey>,
     /// Requests in a row to that origin.
     run: u32,
-    /// The kept connection and its origin.
-    conn: Option<(UpstreamKey, hyper::client::conn::http1::SendRequest<Incoming>)>,
+    /// The kept connection (idle) and its origin.
+    conn: Option<(UpstreamKey, H1Conn)>,
     /// A connection is being opened for it.
     opening: bool,
 }
 
-impl Sticky {
-    /// Gives back the connection taken by [`Forwarder::take_kept`], once it has answered.
-    pub(super) fn put_back(&self, taken: Taken) {
-        if let Ok(mut slot) = self.0.lock() {
-            slot.conn = Some((taken.key, taken.sender));
+/// Where a connection taken by [`Forwarder::take_kept`] goes back, idle again, once its
+/// response has been read to the end ([`super::h1::H1Body`]).
+pub(super) struct Back {
+    pub(super) sticky: Sticky,
+    pub(super) key: UpstreamKey,
+}
+
+impl PutBack for Back {
+    fn put_back(self, conn: H1Conn) {
+        if let Ok(mut slot) = self.sticky.0.lock() {
+            slot.conn = Some((self.key, conn));
         }
     }
 }
@@ -222,7 +233,7 @@ pub(super) const KEPT_OPENING: usize = 4;
 
 /// Scheme and authority of an upstream request, as written.
 #[derive(Clone, Eq)]
-struct UpstreamKey {
+pub(super) struct UpstreamKey {
     https: bool,
     authority: http::uri::Authority,
 }

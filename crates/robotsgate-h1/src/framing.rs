@@ -1,0 +1,234 @@
+//! Where a response's body ends (RFC 9112 §6.3), and whether its connection can carry
+//! another exchange after it. The rules are stated once, here.
+
+use http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::{HeaderMap, StatusCode, Version};
+
+use crate::{H1Error, ResponseHead};
+
+/// How a response's body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// No body (a response to HEAD; 1xx, 204, 304; `Content-Length: 0`).
+    Empty,
+    /// Exactly this many bytes.
+    Length(u64),
+    /// The chunked coding ([`crate::ChunkedDecoder`]).
+    Chunked,
+    /// Everything until the origin closes the connection.
+    UntilClose,
+}
+
+/// A response's [`Framing`] and whether its connection may be used again after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyFraming {
+    /// Where the body ends.
+    pub framing: Framing,
+    /// Whether, once the body is read to its end, the connection can carry the next
+    /// request.
+    pub reusable: bool,
+}
+
+/// The framing of the response (`head`, its fields `headers`) to a request that was HEAD
+/// (`head_request`) or not, in RFC 9112 §6.3's order:
+/// 1. HEAD, 1xx, 204 and 304: no body. A `101` is an error here: the fast path never asks
+///    for an upgrade.
+/// 2. `Transfer-Encoding` (never in HTTP/1.0: an error): chunked if `chunked` is its last
+///    coding, else until close; a `Content-Length` beside it is ignored, and the
+///    connection is not reused.
+/// 3. `Content-Length`: one number, or the same number repeated; anything else is an error.
+/// 4. Otherwise until close.
+///
+/// The connection is reusable unless the framing is until close, the response says
+/// `Connection: close`, or it is HTTP/1.0 without `Connection: keep-alive`.
+pub fn response_framing(
+    head_request: bool,
+    head: &ResponseHead,
+    headers: &HeaderMap,
+) -> Result<BodyFraming, H1Error> {
+    let mut reusable = keeps_alive(head.version, headers);
+    let framing = if head.status == StatusCode::SWITCHING_PROTOCOLS {
+        return Err(H1Error::UnexpectedSwitch);
+    } else if head_request
+        || head.status.is_informational()
+        || head.status == StatusCode::NO_CONTENT
+        || head.status == StatusCode::NOT_MODIFIED
+    {
+        Framing::Empty
+    } else if headers.contains_key(TRANSFER_ENCODING) {
+        if head.version == Version::HTTP_10 {
+            return Err(H1Error::TransferEncodingInHttp10);
+        }
+        if headers.contains_key(CONTENT_LENGTH) {
+            reusable = false;
+        }
+        if chunked_last(headers) { Framing::Chunked } else { Framing::UntilClose }
+    } else if headers.contains_key(CONTENT_LENGTH) {
+        match content_length(headers)? {
+            0 => Framing::Empty,
+            n => Framing::Length(n),
+        }
+    } else {
+        Framing::UntilClose
+    };
+    if framing == Framing::UntilClose {
+        reusable = false;
+    }
+    Ok(BodyFraming { framing, reusable })
+}
+
+/// Whether the last coding of all `Transfer-Encoding` lines together is `chunked`.
+fn chunked_last(headers: &HeaderMap) -> bool {
+    let last_line = headers.get_all(TRANSFER_ENCODING).iter().next_back();
+    let last = last_line.and_then(|v| v.as_bytes().rsplit(|&b| b == b',').next());
+    last.is_some_and(|coding| coding.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+}
+
+/// The one length all `Content-Length` values (lines and comma-separated lists) give.
+fn content_length(headers: &HeaderMap) -> Result<u64, H1Error> {
+    let mut length = None;
+    for line in headers.get_all(CONTENT_LENGTH) {
+        let invalid = || H1Error::ContentLength(String::from_utf8_lossy(line.as_bytes()).into_owned());
+        for item in line.as_bytes().split(|&b| b == b',') {
+            let item = item.trim_ascii();
+            if item.is_empty() || !item.iter().all(u8::is_ascii_digit) {
+                return Err(invalid());
+            }
+            let n = item
+                .iter()
+                .try_fold(0u64, |n, &d| n.checked_mul(10)?.checked_add(u64::from(d - b'0')))
+                .ok_or_else(invalid)?;
+            if length.is_some_and(|l| l != n) {
+                return Err(invalid());
+            }
+            length = Some(n);
+        }
+    }
+    length.ok_or_else(|| H1Error::ContentLength(String::new()))
+}
+
+/// Whether the response lets its connection stay open (RFC 9112 §9.3).
+fn keeps_alive(version: Version, headers: &HeaderMap) -> bool {
+    let mut close = false;
+    let mut keep_alive = false;
+    for line in headers.get_all(CONNECTION) {
+        for token in line.as_bytes().split(|&b| b == b',') {
+            let token = token.trim_ascii();
+            close |= token.eq_ignore_ascii_case(b"close");
+            keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+        }
+    }
+    !close && (version == Version::HTTP_11 || keep_alive)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::read_response_head;
+
+    fn framing(head_request: bool, head: &str) -> Result<BodyFraming, H1Error> {
+        let mut buf = bytes::BytesMut::from(format!("{head}\r\n\r\n").as_bytes());
+        let mut headers = HeaderMap::new();
+        let head = read_response_head(&mut buf, 8192, &mut headers).unwrap().unwrap();
+        response_framing(head_request, &head, &headers)
+    }
+
+    fn ok(framing: Framing, reusable: bool) -> Result<BodyFraming, H1Error> {
+        Ok(BodyFraming { framing, reusable })
+    }
+
+    #[test]
+    fn bodiless_answers() {
+        assert_eq!(framing(true, "HTTP/1.1 200 OK\r\ncontent-length: 10"), ok(Framing::Empty, true));
+        assert_eq!(framing(true, "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked"), ok(Framing::Empty, true));
+        for status in [100, 103, 204, 304] {
+            assert_eq!(
+                framing(false, &format!("HTTP/1.1 {status} X\r\ncontent-length: 10")),
+                ok(Framing::Empty, true)
+            );
+        }
+        assert_eq!(framing(false, "HTTP/1.1 200 OK\r\ncontent-length: 0"), ok(Framing::Empty, true));
+        assert_eq!(framing(false, "HTTP/1.1 101 Switching Protocols"), Err(H1Error::UnexpectedSwitch));
+    }
+
+    #[test]
+    fn transfer_encoding_comes_before_content_length() {
+        assert_eq!(
+            framing(false, "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked"),
+            ok(Framing::Chunked, true)
+        );
+        assert_eq!(
+            framing(false, "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, CHUNKED "),
+            ok(Framing::Chunked, true)
+        );
+        assert_eq!(
+            framing(false, "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\ntransfer-encoding: chunked"),
+            ok(Framing::Chunked, true)
+        );
+        // Both: chunked wins, and the connection is not trusted for another exchange.
+        assert_eq!(
+            framing(false, "HTTP/1.1 200 OK\r\ncontent-length: 3\r\ntransfer-encoding: chunked"),
+            ok(Framing::Chunked, false)
+        );
+        assert_eq!(
+            framing(false, "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked, gzip"),
+            ok(Framing::UntilClose, false)
+        );
+        assert_eq!(
+            framing(false, "HTTP/1.1 200 OK\r\ntransfer-encoding: chunkedx"),
+            ok(Framing::UntilClose, false)
+        );
+        assert_eq!(
+            framing(false, "HTTP/1.0 200 OK\r\ntransfer-encoding: chunked"),
+            Err(H1Error::TransferEncodingInHttp10)
+        );
+    }
+
+    #[test]
+    fn content_length_is_one_number() {
+        assert_eq!(framing(false, "HTTP/1.1 200 OK\r\ncontent-length: 42"), ok(Framing::Length(42), true));
+        assert_eq!(
+            framing(false, "HTTP/1.1 200 OK\r\ncontent-length: 42, 42"),
+            ok(Framing::Length(42), true)
+        );
+        assert_eq!(
+            framing(false, "HTTP/1.1 200 OK\r\ncontent-length: 42\r\ncontent-length: 42"),
+            ok(Framing::Length(42), true)
+        );
+        assert_eq!(
+            framing(false, "HTTP/1.1 200 OK\r\ncontent-length: 18446744073709551615"),
+            ok(Framing::Length(u64::MAX), true)
+        );
+        for bad in ["42, 43", "-1", "+1", "0x10", "1 2", "", ",", "99999999999999999999", "4 2"] {
+            assert!(
+                matches!(
+                    framing(false, &format!("HTTP/1.1 200 OK\r\ncontent-length: {bad}")),
+                    Err(H1Error::ContentLength(_))
+                ),
+                "{bad:?}"
+            );
+        }
+        assert!(matches!(
+            framing(false, "HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2"),
+            Err(H1Error::ContentLength(_))
+        ));
+    }
+
+    #[test]
+    fn the_connection_is_kept_only_when_the_response_allows_it() {
+        assert_eq!(framing(false, "HTTP/1.1 200 OK"), ok(Framing::UntilClose, false));
+        assert_eq!(
+            framing(false, "HTTP/1.1 200 OK\r\ncontent-length: 1\r\nconnection: close"),
+            ok(Framing::Length(1), false)
+        );
+        assert_eq!(
+            framing(false, "HTTP/1.1 200 OK\r\ncontent-length: 1\r\nconnection: foo, Close"),
+            ok(Framing::Length(1), false)
+        );
+        assert_eq!(framing(false, "HTTP/1.0 200 OK\r\ncontent-length: 1"), ok(Framing::Length(1), false));
+        assert_eq!(
+            framing(false, "HTTP/1.0 200 OK\r\ncontent-length: 1\r\nconnection: keep-alive"),
+            ok(Framing::Length(1), true)
+        );
+    }
+}

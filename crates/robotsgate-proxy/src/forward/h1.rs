@@ -1,0 +1,318 @@
+//! The kept upstream connection on the HTTP/1.1 fast path (`docs/http1-fast-path.md`,
+//! step 1): driven by the request's own task, with no connection task, channel or
+//! dispatcher of its own. The request head is written from the `http::Request`, the
+//! response head is read into an `http::Response`, and the body ([`H1Body`]) reads on
+//! from the connection. The body gives the connection back ([`PutBack`], the client
+//! connection's `Sticky` slot) at its end, when the response allows that. What is on the wire is read by `robotsgate-h1`'s pure
+//! codec; this module only moves bytes.
+//!
+//! Only requests that [`fits`] take it: GET and HEAD without a body. Everything else goes
+//! to the pool (hyper), as before.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::{Method, Request, Response};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use robotsgate::net::Stream;
+use robotsgate_h1::{
+    ChunkedDecoder, Decoded, Framing, H1Error, encode_request_head, read_response_head, response_framing,
+};
+use tokio::io::AsyncWriteExt;
+
+/// Bytes a response head may have: hyper's client allows as much (8 KiB + 100 × 4 KiB).
+const MAX_HEAD: usize = 8192 + 4096 * 100;
+
+/// Bytes a chunked body's trailer section may have (read and dropped).
+const MAX_TRAILERS: usize = 16 * 1024;
+
+/// Room made in the read buffer before each read.
+const READ_SIZE: usize = 8192;
+
+/// An idle HTTP/1.1 connection to an origin, with its buffers.
+pub(crate) struct H1Conn {
+    io: Stream,
+    read: BytesMut,
+    write: Vec<u8>,
+}
+
+impl H1Conn {
+    /// A connection for the fast path; `None` for one through a forward proxy, which takes
+    /// requests in absolute form (the fast path writes the origin form).
+    pub(crate) fn new(io: Stream) -> Option<H1Conn> {
+        if matches!(io, Stream::Proxied(_)) {
+            return None;
+        }
+        Some(H1Conn { io, read: BytesMut::with_capacity(READ_SIZE), write: Vec::with_capacity(1024) })
+    }
+
+    /// Whether the connection has been closed by the origin, or has data on it, while it
+    /// was idle: either way it cannot carry a request. Costs no system call unless the
+    /// event loop has seen the connection readable since it was last read.
+    fn stale(&mut self) -> bool {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        tokio_util::io::poll_read_buf(Pin::new(&mut self.io), &mut cx, &mut self.read).is_ready()
+    }
+}
+
+/// Whether `req` can take the fast path: GET or HEAD without a body. Its head is the one
+/// made for the origin: hop-by-hop fields (`Transfer-Encoding`, `Upgrade`, ...) are gone,
+/// and a `Content-Length` left beside an empty body says 0.
+pub(crate) fn fits<B: Body>(req: &Request<B>) -> bool {
+    (req.method() == Method::GET || req.method() == Method::HEAD) && req.body().is_end_stream()
+}
+
+/// What [`send`] came to.
+pub(crate) enum H1Sent<P> {
+    /// The origin's response; its body reads on from the connection.
+    Answered(Response<H1Body<P>>),
+    /// Not a byte of a response came before the connection failed or was closed (an
+    /// origin closes idle connections): the request, given back, can be sent elsewhere.
+    /// (GET and HEAD are idempotent: sending one again is allowed, RFC 9110 §9.2.2, even
+    /// if the origin had received it before it closed.)
+    NotAnswered(Request<Incoming>),
+    /// The exchange failed once the origin had begun to answer.
+    Failed(H1Failure),
+}
+
+/// Why an exchange on the fast path failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum H1Failure {
+    /// Reading from or writing to the origin.
+    #[error("the connection to the origin failed: {0}")]
+    Io(#[from] io::Error),
+    /// What the origin sent is not a response that can be read.
+    #[error(transparent)]
+    Protocol(#[from] H1Error),
+    /// The origin closed the connection before the end of its response head.
+    #[error("the origin closed the connection in the middle of its response head")]
+    ClosedInHead,
+    /// The origin closed the connection before the end of the body it announced.
+    #[error("the origin closed the connection before the end of its response body")]
+    ClosedInBody,
+}
+
+/// Where a connection goes once its response has been read to the end and it can carry
+/// another request.
+pub(crate) trait PutBack: Send + Sync + Unpin + 'static {
+    /// Takes `conn` back, idle.
+    fn put_back(self, conn: H1Conn);
+}
+
+/// Sends `req` (a request that [`fits`], in absolute form; written in origin form) on
+/// `conn` and reads the response head. The body, once read to its end, gives the
+/// connection to `back` if the response lets it be used again.
+pub(crate) async fn send<P: PutBack>(
+    mut conn: H1Conn,
+    mut req: Request<Incoming>,
+    back: Option<P>,
+) -> H1Sent<P> {
+    if conn.stale() {
+        return H1Sent::NotAnswered(req);
+    }
+    let head_request = req.method() == Method::HEAD;
+    conn.write.clear();
+    let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    encode_request_head(req.method(), target, req.headers(), &mut conn.write);
+    // A connection the origin has closed while it was idle fails here or answers nothing.
+    if conn.io.write_all(&conn.write).await.is_err() || conn.io.flush().await.is_err() {
+        return H1Sent::NotAnswered(req);
+    }
+    let mut received = false;
+    loop {
+        // The response's fields go into the request's map (its allocation reused): once a
+        // head is whole, the request is not needed again.
+        match read_response_head(&mut conn.read, MAX_HEAD, req.headers_mut()) {
+            Ok(Some(head))
+                if head.status.is_informational() && head.status != http::StatusCode::SWITCHING_PROTOCOLS =>
+            {
+                // 100 Continue, 103 Early Hints: the answer follows.
+                continue;
+            }
+            Ok(Some(head)) => {
+                let headers = std::mem::take(req.headers_mut());
+                let framing = match response_framing(head_request, &head, &headers) {
+                    Ok(f) => f,
+                    Err(e) => return H1Sent::Failed(e.into()),
+                };
+                let state = match framing.framing {
+                    Framing::Empty => State::Length(0),
+                    Framing::Length(n) => State::Length(n),
+                    Framing::Chunked => State::Chunked(ChunkedDecoder::new(MAX_TRAILERS)),
+                    Framing::UntilClose => State::UntilClose,
+                };
+                let mut res =
+                    Response::new(H1Body { conn: Some(conn), state, reusable: framing.reusable, back });
+                *res.status_mut() = head.status;
+                *res.version_mut() = head.version;
+                *res.headers_mut() = headers;
+                if let Some(reason) = head.reason
+                    && let Ok(reason) = hyper::ext::ReasonPhrase::try_from(Bytes::from(reason))
+                {
+                    res.extensions_mut().insert(reason);
+                }
+                res.body_mut().settle();
+                return H1Sent::Answered(res);
+            }
+            Ok(None) => {}
+            Err(e) => return H1Sent::Failed(e.into()),
+        }
+        conn.read.reserve(READ_SIZE);
+        match tokio::io::AsyncReadExt::read_buf(&mut conn.io, &mut conn.read).await {
+            Ok(0) if !received => return H1Sent::NotAnswered(req),
+            Ok(0) => return H1Sent::Failed(H1Failure::ClosedInHead),
+            Ok(_) => received = true,
+            Err(_) if !received => return H1Sent::NotAnswered(req),
+            Err(e) => return H1Sent::Failed(e.into()),
+        }
+    }
+}
+
+/// A response body read from an [`H1Conn`].
+pub(crate) struct H1Body<P> {
+    /// `None` once the body has ended (the connection given back or closed).
+    conn: Option<H1Conn>,
+    state: State,
+    reusable: bool,
+    back: Option<P>,
+}
+
+enum State {
+    /// This many bytes left.
+    Length(u64),
+    Chunked(ChunkedDecoder),
+    UntilClose,
+    Done,
+}
+
+impl<P: PutBack> H1Body<P> {
+    /// Ends the body at once if it has nothing to read (no body, or all of it arrived with
+    /// the head and it is empty): the connection goes back before the response is passed on.
+    fn settle(&mut self) {
+        if matches!(self.state, State::Length(0)) {
+            self.finish();
+        }
+    }
+
+    /// The body has been read to its end: the connection goes back to its slot if the
+    /// response allows it and the origin sent nothing more, else it is closed.
+    fn finish(&mut self) {
+        self.state = State::Done;
+        let conn = self.conn.take();
+        if let (true, Some(conn), Some(back)) = (self.reusable, conn, self.back.take())
+            && conn.read.is_empty()
+        {
+            back.put_back(conn);
+        }
+    }
+}
+
+impl<P: PutBack> Body for H1Body<P> {
+    type Data = Bytes;
+    type Error = H1Failure;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, H1Failure>>> {
+        let this = self.get_mut();
+        let polled = this.poll_data(cx);
+        if let Poll::Ready(Some(Err(_))) = polled {
+            // Where the next response would start is unknown: the connection is closed.
+            this.conn = None;
+            this.state = State::Done;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self.state, State::Done | State::Length(0))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.state {
+            State::Length(n) => SizeHint::with_exact(n),
+            State::Done => SizeHint::with_exact(0),
+            _ => SizeHint::default(),
+        }
+    }
+}
+
+impl<P: PutBack> H1Body<P> {
+    fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, H1Failure>>> {
+        let this = self;
+        loop {
+            let Some(conn) = this.conn.as_mut() else { return Poll::Ready(None) };
+            match &mut this.state {
+                State::Done => return Poll::Ready(None),
+                State::Length(0) => {
+                    this.finish();
+                    return Poll::Ready(None);
+                }
+                State::Length(left) => {
+                    if !conn.read.is_empty() {
+                        let n = usize::try_from(*left).unwrap_or(usize::MAX).min(conn.read.len());
+                        let data = take(&mut conn.read, n);
+                        *left -= n as u64;
+                        if *left == 0 {
+                            this.finish();
+                        }
+                        return Poll::Ready(Some(Ok(Frame::data(data))));
+                    }
+                    let room = usize::try_from(*left).unwrap_or(usize::MAX).clamp(READ_SIZE, 64 * 1024);
+                    if ready!(read(conn, cx, room))? == 0 {
+                        return Poll::Ready(Some(Err(H1Failure::ClosedInBody)));
+                    }
+                }
+                State::Chunked(decoder) => {
+                    if !conn.read.is_empty() {
+                        let (used, what) = decoder.decode(&conn.read)?;
+                        match what {
+                            Decoded::Data(range) => {
+                                conn.read.advance(range.start);
+                                let data = take(&mut conn.read, range.len());
+                                return Poll::Ready(Some(Ok(Frame::data(data))));
+                            }
+                            Decoded::More => conn.read.advance(used),
+                            Decoded::End => {
+                                conn.read.advance(used);
+                                this.finish();
+                                return Poll::Ready(None);
+                            }
+                        }
+                        continue;
+                    }
+                    if ready!(read(conn, cx, READ_SIZE))? == 0 {
+                        return Poll::Ready(Some(Err(H1Failure::ClosedInBody)));
+                    }
+                }
+                State::UntilClose => {
+                    if !conn.read.is_empty() {
+                        let n = conn.read.len();
+                        return Poll::Ready(Some(Ok(Frame::data(take(&mut conn.read, n)))));
+                    }
+                    if ready!(read(conn, cx, 64 * 1024))? == 0 {
+                        this.finish();
+                        return Poll::Ready(None);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The first `n` bytes of `read`, without a copy. They share the buffer until they have
+/// been written to the client, which is before the client can send the next request, so
+/// the buffer is the connection's alone again (and reused) by the next response.
+fn take(read: &mut BytesMut, n: usize) -> Bytes {
+    read.split_to(n).freeze()
+}
+
+/// Reads more from `conn` into its buffer, with `room` bytes free.
+fn read(conn: &mut H1Conn, cx: &mut Context<'_>, room: usize) -> Poll<Result<usize, H1Failure>> {
+    conn.read.reserve(room);
+    let n = ready!(tokio_util::io::poll_read_buf(Pin::new(&mut conn.io), cx, &mut conn.read))?;
+    Poll::Ready(Ok(n))
+}

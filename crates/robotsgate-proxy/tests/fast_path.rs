@@ -1,0 +1,258 @@
+//! The kept upstream connection's fast path (`forward/h1.rs`): a client connection's
+//! requests in a row to one origin (from the 17th) go over a connection that robotsgate
+//! reads itself. Whatever framing the origin uses reaches the client whole. A response
+//! that cannot be read is a 502, and its connection is never used again. An origin that
+//! closed the connection while it was idle costs the request nothing.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use http::{Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
+
+/// Requests in a row that make sure the kept connection is open and in use (it is opened
+/// in the background after the 16th).
+const WARM_UP: usize = 40;
+
+/// An origin that answers each path with the bytes it is given, as they are (a hyper
+/// origin never sends some of these framings). It records the connection each request
+/// came on. It closes a connection after an answer marked so.
+struct RawOrigin {
+    addr: std::net::SocketAddr,
+    seen: Arc<Mutex<Vec<(String, usize)>>>,
+}
+
+/// What a raw origin sends for a path: the bytes, and whether it then closes.
+type Script = fn(&str) -> (Vec<u8>, bool);
+
+impl RawOrigin {
+    async fn start(script: Script) -> RawOrigin {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            let mut connection = 0;
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                connection += 1;
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    loop {
+                        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                            let mut chunk = [0u8; 4096];
+                            match tcp.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                            continue;
+                        };
+                        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                        buf.drain(..end + 4);
+                        let path = head.split(' ').nth(1).unwrap_or("").to_owned();
+                        log.lock().unwrap().push((path.clone(), connection));
+                        let (answer, close) =
+                            if path == "/robots.txt" { (ok(ROBOTS), false) } else { script(&path) };
+                        if tcp.write_all(&answer).await.is_err() || close {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        RawOrigin { addr, seen }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// The connection the last request for `path` came on.
+    fn connection_of(&self, path: &str) -> usize {
+        let seen = self.seen.lock().unwrap();
+        seen.iter().rev().find(|(p, _)| p == path).map(|(_, c)| *c).expect("a request for the path")
+    }
+
+    fn hits(&self, path: &str) -> usize {
+        self.seen.lock().unwrap().iter().filter(|(p, _)| p == path).count()
+    }
+}
+
+/// `200` with `body` and its length.
+fn ok(body: &str) -> Vec<u8> {
+    format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len()).into_bytes()
+}
+
+/// Sends `req` on `client`: the status and the whole body, or why they could not be read.
+async fn try_exchange(
+    client: &mut hyper::client::conn::http1::SendRequest<ReqBody>,
+    req: Request<ReqBody>,
+) -> Result<(StatusCode, Vec<u8>), String> {
+    bounded("connection ready", client.ready()).await.expect("the client connection stays open");
+    let res = bounded("response", client.send_request(req)).await.map_err(|e| format!("head: {e}"))?;
+    let status = res.status();
+    let body = bounded("body", res.into_body().collect()).await.map_err(|e| format!("body: {e}"))?;
+    Ok((status, body.to_bytes().to_vec()))
+}
+
+/// Warms `client` up on `url` until its requests go over the kept connection, and gives
+/// the origin's number for that connection (the last warm-up request's).
+async fn warm_up(client: &mut hyper::client::conn::http1::SendRequest<ReqBody>, url: &str) {
+    for i in 0..WARM_UP {
+        let got = exchange(client, get_request(url)).await;
+        assert_eq!(got.status, StatusCode::OK, "warm-up request {i}: {}", got.text());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_hyper_origin_sends_comes_through_the_kept_connection_whole() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/warm", Reply::ok("w")),
+        ("/big", Reply::pattern(300_000)),
+        ("/slow", Reply::pattern(50_000).drip(4096, std::time::Duration::from_millis(1))),
+        ("/none", Reply::status(204)),
+        ("/same", Reply::status(304).header("etag", "\"v1\"")),
+        ("/bye", Reply::ok("bye").header("connection", "close")),
+    ])
+    .await;
+    let proxy = RunningProxy::start(&test_config(dir.path())).await;
+    let mut client = proxy_conn(proxy.addr).await;
+    warm_up(&mut client, &origin.url("/warm")).await;
+    let kept = origin.seen_for("/warm").last().unwrap().connection;
+    assert!(kept > 1, "the warm-up ends on a kept connection of its own (connection {kept})");
+
+    let got = exchange(&mut client, get_request(&origin.url("/big"))).await;
+    assert_eq!((got.status, got.body.len()), (StatusCode::OK, 300_000));
+    assert!(got.body == pattern(300_000), "the body is the origin's, byte for byte");
+    let got = exchange(&mut client, get_request(&origin.url("/slow"))).await;
+    assert!(got.body == pattern(50_000), "a body arriving in pieces is whole");
+    let mut head = get_request(&origin.url("/big"));
+    *head.method_mut() = Method::HEAD;
+    let got = exchange(&mut client, head).await;
+    assert_eq!((got.status, got.header("content-length"), got.body.len()), (StatusCode::OK, "300000", 0));
+    let got = exchange(&mut client, get_request(&origin.url("/none"))).await;
+    assert_eq!((got.status, got.body.len()), (StatusCode::NO_CONTENT, 0));
+    let got = exchange(&mut client, get_request(&origin.url("/same"))).await;
+    assert_eq!((got.status, got.header("etag")), (StatusCode::NOT_MODIFIED, "\"v1\""));
+    for path in ["/big", "/slow", "/none", "/same"] {
+        let seen = origin.seen_for(path);
+        assert!(seen.iter().all(|s| s.connection == kept), "{path} went over the kept connection");
+    }
+
+    // The origin closes the kept connection with its answer: the next requests go on
+    // (through the pool, then over a new kept connection).
+    let got = exchange(&mut client, get_request(&origin.url("/bye"))).await;
+    assert_eq!((got.status, got.text().as_str()), (StatusCode::OK, "bye"));
+    assert_eq!(origin.seen_for("/bye")[0].connection, kept);
+    warm_up(&mut client, &origin.url("/warm")).await;
+    let again = origin.seen_for("/warm").last().unwrap().connection;
+    assert!(again > kept, "a new kept connection (connection {again})");
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn framings_a_hyper_origin_never_sends_are_read_as_rfc_9112_says() {
+    let origin = RawOrigin::start(|path| match path {
+        "/chunked" => (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+              5;name=value\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n"
+                .to_vec(),
+            false,
+        ),
+        "/early" => (
+            b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n\
+              HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nafter"
+                .to_vec(),
+            false,
+        ),
+        "/until-close" => (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nto the end".to_vec(), true),
+        "/idle-close" => (ok("closing quietly"), true),
+        _ => (ok("w"), false),
+    })
+    .await;
+    let dir = temp_dir();
+    let proxy = RunningProxy::start(&test_config(dir.path())).await;
+    let mut client = proxy_conn(proxy.addr).await;
+    warm_up(&mut client, &origin.url("/warm")).await;
+    let kept = origin.connection_of("/warm");
+
+    for (path, body) in [("/chunked", "hello world"), ("/early", "after")] {
+        let got = exchange(&mut client, get_request(&origin.url(path))).await;
+        assert_eq!((got.status, got.text().as_str()), (StatusCode::OK, body), "{path}");
+        assert_eq!(origin.connection_of(path), kept, "{path} went over the kept connection");
+    }
+    // A body that ends when the origin closes: whole, and the connection is not kept.
+    let got = exchange(&mut client, get_request(&origin.url("/until-close"))).await;
+    assert_eq!((got.status, got.text().as_str()), (StatusCode::OK, "to the end"));
+    assert_eq!(origin.connection_of("/until-close"), kept);
+    let got = exchange(&mut client, get_request(&origin.url("/warm"))).await;
+    assert_eq!(got.status, StatusCode::OK);
+    assert_ne!(origin.connection_of("/warm"), kept, "the closed connection was not used again");
+
+    // An origin that closes a kept connection while it is idle, without saying so: the
+    // next request finds it closed and goes through the pool, answered.
+    warm_up(&mut client, &origin.url("/warm")).await;
+    let kept = origin.connection_of("/warm");
+    let got = exchange(&mut client, get_request(&origin.url("/idle-close"))).await;
+    assert_eq!((got.status, got.text().as_str()), (StatusCode::OK, "closing quietly"));
+    assert_eq!(origin.connection_of("/idle-close"), kept);
+    let before = origin.hits("/after-idle");
+    let got = exchange(&mut client, get_request(&origin.url("/after-idle"))).await;
+    assert_eq!((got.status, got.text().as_str()), (StatusCode::OK, "w"), "{}", got.text());
+    assert_eq!(origin.hits("/after-idle"), before + 1, "sent once");
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_that_cannot_be_read_is_a_502_and_its_connection_is_not_used_again() {
+    let origin = RawOrigin::start(|path| match path {
+        "/two-lengths" => {
+            (b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd".to_vec(), false)
+        }
+        "/te-in-1.0" => {
+            (b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\n".to_vec(), false)
+        }
+        "/switch" => (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n".to_vec(), false),
+        "/half-head" => (b"HTTP/1.1 200 OK\r\nContent-Le".to_vec(), true),
+        "/bare-lf-chunk" => {
+            (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n".to_vec(), false)
+        }
+        "/short-body" => (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nnot a hundred".to_vec(), true),
+        _ => (ok("w"), false),
+    })
+    .await;
+    let dir = temp_dir();
+    let proxy = RunningProxy::start(&test_config(dir.path())).await;
+    let mut client = proxy_conn(proxy.addr).await;
+    for path in ["/two-lengths", "/te-in-1.0", "/switch", "/half-head"] {
+        warm_up(&mut client, &origin.url("/warm")).await;
+        let kept = origin.connection_of("/warm");
+        let (status, body) = try_exchange(&mut client, get_request(&origin.url(path))).await.unwrap();
+        let body = String::from_utf8(body).unwrap();
+        assert_eq!(status, StatusCode::BAD_GATEWAY, "{path}: {body}");
+        assert!(body.contains("the origin failed"), "{path}: {body}");
+        assert_eq!(origin.connection_of(path), kept, "{path} went over the kept connection");
+        let got = exchange(&mut client, get_request(&origin.url("/warm"))).await;
+        assert_eq!(got.status, StatusCode::OK, "after {path}");
+        assert_ne!(origin.connection_of("/warm"), kept, "after {path}: its connection was not used again");
+    }
+    // A body that breaks off after its head was read: the client's response breaks off
+    // too, never a complete-looking one, and the client's connection with it.
+    for path in ["/bare-lf-chunk", "/short-body"] {
+        warm_up(&mut client, &origin.url("/warm")).await;
+        let kept = origin.connection_of("/warm");
+        let got = try_exchange(&mut client, get_request(&origin.url(path))).await;
+        assert!(got.is_err(), "{path}: the response broke off, not {got:?}");
+        assert_eq!(origin.connection_of(path), kept, "{path} went over the kept connection");
+        client = proxy_conn(proxy.addr).await;
+    }
+    proxy.stop().await;
+}
