@@ -84,7 +84,7 @@ impl Forwarder {
             }
             _ => {
                 // One type for both: the kept connection's send is never polled here.
-                let sending: Sending<std::future::Pending<H1Sent<Back>>> =
+                let sending: Sending<std::future::Pending<H1Sent<Incoming, Back>>> =
                     Sending::Pool { sent: self.pooled(upstream) };
                 Box::pin(Answer { deadline, sending, forwarder, head, has_body, kept })
             }
@@ -134,7 +134,7 @@ impl Forwarder {
 
 impl<K> Future for Answer<K>
 where
-    K: Future<Output = H1Sent<Back>>,
+    K: Future<Output = H1Sent<Incoming, Back>>,
 {
     type Output = Response<ProxyBody>;
 

@@ -15,7 +15,7 @@ use std::task::{Context, Poll, ready};
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::{Method, Request, Response};
-use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::body::{Body, Frame, SizeHint};
 use robotsgate::net::Stream;
 use robotsgate_h1::{
     ChunkedDecoder, Decoded, Framing, H1Error, encode_request_head, read_response_head, response_framing,
@@ -65,14 +65,14 @@ pub(crate) fn fits<B: Body>(req: &Request<B>) -> bool {
 }
 
 /// What [`send`] came to.
-pub(crate) enum H1Sent<P> {
+pub(crate) enum H1Sent<B, P> {
     /// The origin's response; its body reads on from the connection.
     Answered(Response<H1Body<P>>),
     /// Not a byte of a response came before the connection failed or was closed (an
     /// origin closes idle connections): the request, given back, can be sent elsewhere.
     /// (GET and HEAD are idempotent: sending one again is allowed, RFC 9110 §9.2.2, even
     /// if the origin had received it before it closed.)
-    NotAnswered(Request<Incoming>),
+    NotAnswered(Request<B>),
     /// The exchange failed once the origin had begun to answer.
     Failed(H1Failure),
 }
@@ -101,14 +101,14 @@ pub(crate) trait PutBack: Send + Sync + Unpin + 'static {
     fn put_back(self, conn: H1Conn);
 }
 
-/// Sends `req` (a request that [`fits`], in absolute form; written in origin form) on
+/// Sends `req` (a request that [`fits`]; its target written in origin form) on
 /// `conn` and reads the response head. The body, once read to its end, gives the
 /// connection to `back` if the response lets it be used again.
-pub(crate) async fn send<P: PutBack>(
+pub(crate) async fn send<B: Body, P: PutBack>(
     mut conn: H1Conn,
-    mut req: Request<Incoming>,
+    mut req: Request<B>,
     back: Option<P>,
-) -> H1Sent<P> {
+) -> H1Sent<B, P> {
     if conn.stale() {
         return H1Sent::NotAnswered(req);
     }

@@ -48,12 +48,13 @@ use headers::{append_via, host_header};
 use sticky::KEPT_OPENING;
 
 pub(crate) use errors::{connect_refusal, not_a_proxy_request};
+pub(crate) use h1::{H1Body, H1Conn, H1Sent, PutBack, fits as fits_h1, send as send_h1};
 pub use headers::strip_hop_by_hop;
 pub(crate) use headers::{HeadLimit, own_via};
 pub(crate) use pay::Pay;
 pub use service::ProxyBody;
 pub(crate) use service::{ProxyService, boxed};
-pub(crate) use sticky::{KeptSent, Sticky, open_kept, send_now, send_on_kept};
+pub(crate) use sticky::Sticky;
 pub(crate) use tunnel::{PreConnected, copy_until_idle};
 pub(crate) use upgrade::{keep_only_upgrade, upgradable_sender, wants_websocket};
 

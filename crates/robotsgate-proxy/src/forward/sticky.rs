@@ -1,27 +1,15 @@
 //! The upstream connection a client connection keeps ([`Sticky`]) for scrapers that send
 //! request after request to one origin over one keep-alive connection.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
-
-use futures_util::FutureExt as _;
-use futures_util::future::Either;
-
-use http::{Request, Response};
-use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 
 use super::Forwarder;
 use super::h1::{H1Conn, PutBack};
-use hyper::client::conn::http1;
-use robotsgate::net::Connector;
 use robotsgate::origin::Origin;
 
 impl Forwarder {
     /// The connection `sticky` keeps for the origin of `uri`, taken out of it (given back
-    /// with [`Sticky::put_back`] once it has answered), or `None`: the pool is to send the
+    /// through [`Back`] once its response has been read), or `None`: the pool is to send the
     /// request. Counts the requests in a row to that origin and, once there are enough
     /// ([`UpstreamKey::keep_after`]), starts opening a connection of its own for it.
     ///
@@ -94,88 +82,6 @@ impl Forwarder {
     }
 }
 
-/// What [`send_on_kept`] did with a request.
-pub(crate) enum KeptSent<B> {
-    /// Sent on the kept connection; this came back.
-    Sent(Result<Response<Incoming>, hyper::Error>),
-    /// Not sent (the connection is closing, or the origin closed it while idle): back in
-    /// absolute form, for the pool.
-    Back(Request<B>),
-}
-
-/// Sends `req` (its target in absolute form) on a connection a client connection keeps
-/// (the forward proxy's [`Sticky`], the ingress's `Kept`), in origin form.
-///
-/// A kept connection is ready at once unless it is closing: its last response was read to
-/// the end before this request could arrive (HTTP/1.1 clients send one at a time). The
-/// request is then handed to it before this returns, and the future only waits for the
-/// answer; the rare wait for readiness (bounded) is boxed.
-pub(crate) fn send_on_kept<'a, B>(
-    sender: &'a mut http1::SendRequest<B>,
-    req: Request<B>,
-) -> Either<WaitingKept<'a, B>, impl Future<Output = KeptSent<B>> + use<B>>
-where
-    B: hyper::body::Body + Send + 'static,
-{
-    if sender.is_ready() {
-        return Either::Right(send_now(sender, req));
-    }
-    Either::Left(Box::pin(async move {
-        match tokio::time::timeout(KEPT_READY_WAIT, sender.ready()).await {
-            Ok(Ok(())) => send_now(sender, req).await,
-            _ => KeptSent::Back(req),
-        }
-    }))
-}
-
-/// [`send_on_kept`] waiting until the connection is ready.
-type WaitingKept<'a, B> = Pin<Box<dyn Future<Output = KeptSent<B>> + Send + 'a>>;
-
-/// [`send_on_kept`] on a connection ready for the request: handed to it now; the future
-/// waits for the answer (a combinator, not an `async` block, which would hold the send's
-/// future twice).
-pub(crate) fn send_now<B>(
-    sender: &mut http1::SendRequest<B>,
-    mut req: Request<B>,
-) -> impl Future<Output = KeptSent<B>> + use<B>
-where
-    B: hyper::body::Body + 'static,
-{
-    // RFC 9112 §3.2.1: to an origin, the request target is in origin form (the pool does
-    // the same); the absolute form goes back if the pool must send it.
-    let target = origin_form(req.uri());
-    let absolute = std::mem::replace(req.uri_mut(), target);
-    sender.try_send_request(req).map(move |sent| match sent {
-        Ok(res) => KeptSent::Sent(Ok(res)),
-        Err(mut e) => match e.take_message() {
-            Some(mut req) => {
-                *req.uri_mut() = absolute;
-                KeptSent::Back(req)
-            }
-            None => KeptSent::Sent(Err(e.into_error())),
-        },
-    })
-}
-
-/// A new HTTP/1.1 connection to `origin` through `connector` (one that offers HTTP/1.1
-/// only), its connection driven by a task of its own; `None` when it cannot be made (the
-/// requests keep going through the pool, which reports failures).
-pub(crate) async fn open_kept<B>(connector: &Connector, origin: &Origin) -> Option<http1::SendRequest<B>>
-where
-    B: hyper::body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let stream = connector.connect(origin).await.ok()?;
-    let (sender, conn) = http1::Builder::new().handshake(TokioIo::new(stream)).await.ok()?;
-    tokio::spawn(async move {
-        if let Err(e) = conn.await {
-            tracing::debug!(error = %e, "kept upstream connection ended with an error");
-        }
-    });
-    Some(sender)
-}
-
 pub(super) use robotsgate::net::origin_form;
 
 /// A kept connection taken out of its [`Sticky`] for one request ([`Forwarder::take_kept`]).
@@ -185,10 +91,6 @@ pub(super) struct Taken {
     /// The connection.
     pub(super) conn: H1Conn,
 }
-
-/// How long a kept connection may take to become ready for the next request before the
-/// pool is used instead.
-const KEPT_READY_WAIT: Duration = Duration::from_secs(1);
 
 /// The upstream connection one HTTP/1.x client connection keeps, for scrapers that send
 /// request after request to the same origin over one keep-alive connection: such requests

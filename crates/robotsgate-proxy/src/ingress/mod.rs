@@ -53,10 +53,11 @@ use tower::{Layer as _, Service, ServiceExt as _};
 use crate::admin::{Admin, Readiness};
 use crate::app::{StartError, audit_log};
 use crate::config::{Config, ImpersonatorsName, IngressModeName, ReplayName, UnknownAgentsName};
-use crate::forward::{KeptSent, send_now, send_on_kept, strip_hop_by_hop};
+use crate::forward::{H1Sent, fits_h1, send_h1, strip_hop_by_hop};
 use crate::workers::{self, Workers};
 use fleet::Fleet;
 use kept::Kept;
+pub use kept::KeptBody;
 
 /// Why `robotsgate ingress` cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -110,7 +111,7 @@ pub type UpstreamRequestBody = Option<Incoming>;
 /// The response body the upstream service gives: the upstream's (through the pool), or
 /// robotsgate's own (a `502`, a `101`), or the upstream's answer to a WebSocket upgrade
 /// it did not accept.
-pub type UpstreamBody = Either<PoolBody, Either<Full<Bytes>, Incoming>>;
+pub type UpstreamBody = Either<PoolBody, Either<Full<Bytes>, Either<Incoming, KeptBody>>>;
 
 // The headers each forwarded request gets, named once (a name given as a string is looked
 // up again on every insert).
@@ -357,34 +358,19 @@ impl Upstream {
         Sending,
     > {
         use futures_util::future::Either as Fut;
-        let taken = kept.and_then(|k| self.take_kept(&k, req.uri()).map(|sender| (k, sender)));
+        let taken = match kept {
+            Some(k) if fits_h1(&req) => self.take_kept(&k, req.uri()).map(|conn| (k, conn)),
+            _ => None,
+        };
         let pool = self.pool.clone();
         match taken {
-            Some((kept, mut sender)) if sender.is_ready() => {
-                Fut::Left(send_now(&mut sender, req).then(move |sent| match sent {
-                    KeptSent::Sent(res) => {
-                        if res.is_ok() {
-                            kept.put_back(sender);
-                        }
-                        Fut::Left(std::future::ready(match res {
-                            Ok(res) => Ok(res.map(|b| Either::Right(Either::Right(b)))),
-                            Err(e) => Err(e.into()),
-                        }))
-                    }
-                    KeptSent::Back(req) => Fut::Right(pooled(pool, req)),
-                }))
-            }
-            // Closing, or not yet ready: waited for (bounded) in a box of its own.
-            Some((kept, mut sender)) => Fut::Right(Box::pin(async move {
-                match send_on_kept(&mut sender, req).await {
-                    KeptSent::Sent(res) => {
-                        if res.is_ok() {
-                            kept.put_back(sender);
-                        }
-                        Ok(res?.map(|b| Either::Right(Either::Right(b))))
-                    }
-                    KeptSent::Back(req) => pooled(pool, req).await,
-                }
+            Some((kept, conn)) => Fut::Left(send_h1(conn, req, Some(kept)).then(move |sent| match sent {
+                H1Sent::Answered(res) => Fut::Left(std::future::ready(Ok(
+                    res.map(|b| Either::Right(Either::Right(Either::Right(KeptBody(b))))),
+                ))),
+                // Found closed before a byte of the answer came: through the pool.
+                H1Sent::NotAnswered(req) => Fut::Right(pooled(pool, req)),
+                H1Sent::Failed(e) => Fut::Left(std::future::ready(Err(e.into()))),
             })),
             None => Fut::Right(pooled(pool, req)),
         }

@@ -185,7 +185,7 @@ impl Upstream {
             // Refused or ignored by the upstream: its answer, as any other.
             let (mut parts, body) = res.into_parts();
             strip_hop_by_hop(&mut parts.headers);
-            return Response::from_parts(parts, Either::Right(Either::Right(body)));
+            return Response::from_parts(parts, Either::Right(Either::Right(Either::Left(body))));
         }
         if let Some(accept) = &accept
             && res.headers().get(SEC_WEBSOCKET_ACCEPT).map(HeaderValue::as_bytes) != Some(accept.as_slice())
