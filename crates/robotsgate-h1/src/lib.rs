@@ -24,6 +24,9 @@
 //! # Ok::<(), robotsgate_h1::H1Error>(())
 //! ```
 
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
 mod chunked;
 mod framing;
 mod request;
