@@ -21,11 +21,12 @@ const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
 const WARM_UP: usize = 40;
 
 /// An origin that answers each path with the bytes it is given, as they are (a hyper
-/// origin never sends some of these framings). It records the connection each request
-/// came on. It closes a connection after an answer marked so.
+/// origin never sends some of these framings). It records each request's path, the
+/// connection it came on and its head as received. It closes a connection after an answer
+/// marked so.
 struct RawOrigin {
     addr: std::net::SocketAddr,
-    seen: Arc<Mutex<Vec<(String, usize)>>>,
+    seen: Arc<Mutex<Vec<(String, usize, String)>>>,
 }
 
 /// What a raw origin sends for a path: the bytes, and whether it then closes.
@@ -56,7 +57,7 @@ impl RawOrigin {
                         let head = String::from_utf8_lossy(&buf[..end]).into_owned();
                         buf.drain(..end + 4);
                         let path = head.split(' ').nth(1).unwrap_or("").to_owned();
-                        log.lock().unwrap().push((path.clone(), connection));
+                        log.lock().unwrap().push((path.clone(), connection, head));
                         let (answer, close) =
                             if path == "/robots.txt" { (ok(ROBOTS), false) } else { script(&path) };
                         if tcp.write_all(&answer).await.is_err() || close {
@@ -76,11 +77,17 @@ impl RawOrigin {
     /// The connection the last request for `path` came on.
     fn connection_of(&self, path: &str) -> usize {
         let seen = self.seen.lock().unwrap();
-        seen.iter().rev().find(|(p, _)| p == path).map(|(_, c)| *c).expect("a request for the path")
+        seen.iter().rev().find(|(p, _, _)| p == path).map(|(_, c, _)| *c).expect("a request for the path")
+    }
+
+    /// The heads of the requests for `path`, as received, in order.
+    fn heads(&self, path: &str) -> Vec<String> {
+        let seen = self.seen.lock().unwrap();
+        seen.iter().filter(|(p, _, _)| p == path).map(|(_, _, h)| h.clone()).collect()
     }
 
     fn hits(&self, path: &str) -> usize {
-        self.seen.lock().unwrap().iter().filter(|(p, _)| p == path).count()
+        self.seen.lock().unwrap().iter().filter(|(p, _, _)| p == path).count()
     }
 }
 
@@ -255,4 +262,73 @@ async fn a_response_that_cannot_be_read_is_a_502_and_its_connection_is_not_used_
         client = proxy_conn(proxy.addr).await;
     }
     proxy.stop().await;
+}
+
+/// The same exchanges through the pool (hyper's client) and over the fast path: the origin
+/// gets the same request bytes, and the client the same answer (status, reason, fields in
+/// their order, body).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fast_path_sends_and_answers_as_the_pool_does() {
+    let origin = RawOrigin::start(|path| match path {
+        "/fields" => (
+            b"HTTP/1.1 200 Fine Thanks\r\nX-One: 1\r\nx-two: a\r\nContent-Type: text/plain\r\n\
+              X-Two: b\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nContent-Length: 4\r\n\r\nbody"
+                .to_vec(),
+            false,
+        ),
+        "/chunked" => (
+            b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\nX-Why: gone\r\n\r\n\
+              3\r\nnot\r\n6\r\n found\r\n0\r\n\r\n"
+                .to_vec(),
+            false,
+        ),
+        _ => (ok("w"), false),
+    })
+    .await;
+    let dir = temp_dir();
+    let proxy = RunningProxy::start(&test_config(dir.path())).await;
+    let request = |path: &str| {
+        let mut req = get_request(&origin.url(path));
+        let headers = req.headers_mut();
+        headers.insert("user-agent", "ExampleBot/1.0 (+https://example.com/bot)".parse().unwrap());
+        headers.append("accept", "text/html".parse().unwrap());
+        headers.append("accept", "*/*;q=0.1".parse().unwrap());
+        headers.insert("x-empty", "".parse().unwrap());
+        req
+    };
+    let mut kept_client = proxy_conn(proxy.addr).await;
+    warm_up(&mut kept_client, &origin.url("/warm")).await;
+    let kept = origin.connection_of("/warm");
+    for path in ["/fields", "/chunked"] {
+        // A new client connection's first request goes through the pool.
+        let mut fresh = proxy_conn(proxy.addr).await;
+        let pooled = exchange_whole(&mut fresh, request(path)).await;
+        assert_ne!(origin.connection_of(path), kept, "{path}: the first went through the pool");
+        let fast = exchange_whole(&mut kept_client, request(path)).await;
+        assert_eq!(origin.connection_of(path), kept, "{path}: the second over the kept connection");
+        let heads = origin.heads(path);
+        assert_eq!(heads[0], heads[1], "{path}: the origin got the same request from both");
+        assert_eq!(pooled, fast, "{path}: the client got the same answer from both");
+    }
+    proxy.stop().await;
+}
+
+/// Status, reason phrase, the fields in order (`Date` aside: it is the proxy's clock) and
+/// the body of an exchange.
+async fn exchange_whole(
+    client: &mut hyper::client::conn::http1::SendRequest<ReqBody>,
+    req: Request<ReqBody>,
+) -> (StatusCode, Option<Vec<u8>>, Vec<(String, Vec<u8>)>, Vec<u8>) {
+    bounded("connection ready", client.ready()).await.expect("the client connection stays open");
+    let res = bounded("response", client.send_request(req)).await.expect("a response");
+    let (parts, body) = res.into_parts();
+    let reason = parts.extensions.get::<hyper::ext::ReasonPhrase>().map(|r| r.as_bytes().to_vec());
+    let fields = parts
+        .headers
+        .iter()
+        .filter(|(name, _)| *name != http::header::DATE)
+        .map(|(name, value)| (name.to_string(), value.as_bytes().to_vec()))
+        .collect();
+    let body = bounded("body", body.collect()).await.expect("the body").to_bytes().to_vec();
+    (parts.status, reason, fields, body)
 }
