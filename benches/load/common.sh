@@ -219,6 +219,22 @@ CONF
 }
 
 # --- robotsgate --------------------------------------------------------------------------
+# start_rg BIN INDEX [audit lines]: the forward proxy BIN on RG_PORT (admin ADMIN_PORT), mode
+# RG_MODE (default enforce), with a fresh audit log, pinned to SRV_CPU, its log
+# $WORK/logs/rg-INDEX.log; waits until it is ready and sets RG_PID. end_rg stops it (SIGINT).
+start_rg() {
+    rm -rf "$WORK/audit.jsonl"* "$WORK/snapshots"
+    write_rg_config "${RG_MODE:-enforce}" "$RG_PORT" "$ADMIN_PORT" "$WORK/rg.toml" "" "${3:-}"
+    taskset -c "$SRV_CPU" "$1" run --config "$WORK/rg.toml" 2>>"$WORK/logs/rg-$2.log" &
+    RG_PID=$!
+    wait_http "http://127.0.0.1:$ADMIN_PORT/readyz"
+}
+end_rg() {
+    kill -INT "$RG_PID"
+    wait "$RG_PID" || true
+    RG_PID=
+}
+
 # write_rg_config MODE PORT ADMIN_PORT FILE [extra config lines] [audit lines]:
 # benches/load/robotsgate.toml with its @...@ values filled in (audit log $WORK/audit.jsonl,
 # interception CA $WORK/ca); the audit lines (a "\n" separates two) go into [audit].

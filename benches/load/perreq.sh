@@ -126,15 +126,9 @@ for round in $(seq "$ROUNDS"); do
     # The binaries take turns going first (a VM's drift falls on each alike).
     for k in "${!BINS[@]}"; do
         i=$(((k + round - 1) % ${#BINS[@]}))
-        rm -rf "$WORK/audit.jsonl"* "$WORK/snapshots"
-        write_rg_config "${RG_MODE:-enforce}" "$RG_PORT" "$ADMIN_PORT" "$WORK/rg.toml" "" "${RG_AUDIT:-}"
-        taskset -c "$SRV_CPU" "${BINS[$i]}" run --config "$WORK/rg.toml" 2>>"$WORK/logs/rg-$i.log" &
-        RG_PID=$!
-        wait_http "http://127.0.0.1:$ADMIN_PORT/readyz"
+        start_rg "${BINS[$i]}" "$i" "${RG_AUDIT:-}"
         measure "rg$i-$(basename "${BINS[$i]}")-$round" "http://127.0.0.1:$RG_PORT" "$RG_PID"
-        kill -INT "$RG_PID"
-        wait "$RG_PID" || true
-        RG_PID=
+        end_rg
     done
 done
 [ -s "$WORK/logs/haproxy-access.log" ] || die "HAProxy wrote no access log ($WORK/logs/haproxy-access.log)"

@@ -57,13 +57,7 @@ print("{:,.0f} req/s, p99 {:.2f} ms".format(r["summary"]["requestsPerSec"], r["l
 
 record haproxy "http://127.0.0.1:$HAPROXY_PORT" "$HAPROXY_PID"
 for i in "${!BINS[@]}"; do
-    rm -rf "$WORK/audit.jsonl"* "$WORK/snapshots"
-    write_rg_config "${RG_MODE:-enforce}" "$RG_PORT" "$ADMIN_PORT" "$WORK/rg.toml" "" ""
-    taskset -c "$SRV_CPU" "${BINS[$i]}" run --config "$WORK/rg.toml" 2>>"$WORK/logs/rg-$i.log" &
-    RG_PID=$!
-    wait_http "http://127.0.0.1:$ADMIN_PORT/readyz"
+    start_rg "${BINS[$i]}" "$i"
     record "rg$i-$(basename "${BINS[$i]}")" "http://127.0.0.1:$RG_PORT" "$RG_PID"
-    kill -INT "$RG_PID"
-    wait "$RG_PID" || true
-    RG_PID=
+    end_rg
 done
