@@ -18,7 +18,7 @@ use pin_project_lite::pin_project;
 use robotsgate::{Refusal, RefusalKind};
 
 use super::errors::{UpstreamError, upstream_error, upstream_error_class};
-use super::h1::{self, H1Failure, H1Sent};
+use super::h1::{self, H1Sent};
 use super::headers::{append_via, strip_hop_by_hop};
 use super::sticky::{Back, Sticky, Taken};
 use super::{Forwarder, ProxyBody, boxed, pay};
@@ -110,7 +110,7 @@ impl Forwarder {
                 boxed(upstream_error(e).into_response(head))
             }
             Err(UpstreamError::Kept(e)) => {
-                self.upstream_failed(if matches!(e, H1Failure::Io(_)) { "io" } else { "protocol" });
+                self.upstream_failed("protocol");
                 boxed(Refusal::upstream_failed(&e).into_response(head))
             }
             Ok(res) => {
