@@ -1,10 +1,15 @@
-//! The pure parts of robotsgate's HTTP/1.1 fast path to origins (see
-//! `docs/http1-fast-path.md`): a request head written ([`encode_request_head`]), a
-//! response head read ([`read_response_head`]), the response body's framing decided
-//! ([`response_framing`], RFC 9112 §6.3) and a chunked body decoded ([`ChunkedDecoder`]).
+//! The pure parts of robotsgate's HTTP/1.1 fast path (see `docs/http1-fast-path.md`).
+//!
+//! To origins: a request head written ([`encode_request_head`]), a response head read
+//! ([`read_response_head`]), the response body's framing decided ([`response_framing`],
+//! RFC 9112 §6.3) and a chunked body decoded ([`ChunkedDecoder`]).
+//!
+//! From clients: a request head read if it has the common shape ([`read_request_head`];
+//! any other is left in the buffer for hyper), and a response head written as hyper's
+//! server writes it ([`encode_response_head`]).
 //!
 //! No I/O and no async: the proxy's connection code feeds these bytes and acts on what they
-//! say. Everything an origin sends is bounded (head size, header count, chunk-size line,
+//! say. Everything a peer sends is bounded (head size, header count, chunk-size line,
 //! trailer section), and every doubt about where a message ends is an error: the caller
 //! then closes the connection rather than read the next response from the wrong place.
 //!
@@ -31,11 +36,16 @@ mod chunked;
 mod framing;
 mod request;
 mod response;
+mod server;
 
 pub use chunked::{ChunkedDecoder, Decoded};
 pub use framing::{BodyFraming, Framing, response_framing};
 pub use request::encode_request_head;
 pub use response::{MAX_HEADERS, ResponseHead, read_response_head};
+pub use server::{
+    BodySize, Delimited, MAX_TARGET_LEN, RequestHead, RequestRead, ResponseFraming, ResponseParts,
+    encode_response_head, read_request_head,
+};
 
 /// Why a response cannot be read on: the exchange fails and its connection is closed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

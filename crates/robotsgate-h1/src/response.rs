@@ -72,7 +72,7 @@ pub fn read_response_head(
 
 /// Where the head at the front of `buf` ends, if it is whole: after its first empty line,
 /// lines ending in LF or CRLF (httparse reads both; origins send CRLF).
-fn head_len(buf: &[u8]) -> Option<usize> {
+pub(crate) fn head_len(buf: &[u8]) -> Option<usize> {
     for lf in memchr::memchr_iter(b'\n', buf) {
         match &buf[lf + 1..] {
             [b'\n', ..] => return Some(lf + 2),
