@@ -360,6 +360,7 @@ impl App {
             header_read_timeout: px.header_read_timeout.0,
             max_connections: px.max_connections,
             max_header_bytes: usize::try_from(px.max_header_bytes.0).unwrap_or(usize::MAX),
+            http1_fast_path: px.http1_fast_path,
         };
         let forward_config = ForwardConfig {
             upstream_timeout: px.upstream_timeout.0,

@@ -201,7 +201,7 @@ where
                     if let Some(u) = &inside.user {
                         ext.insert(ProxyUser(u.clone()));
                     }
-                    match inside.service.clone().oneshot(req).await {
+                    match inside.service.clone().oneshot(req.map(http_body_util::Either::Left)).await {
                         Ok(res) => res,
                         Err(never) => match never {},
                     }

@@ -13,6 +13,7 @@ pub mod ca;
 pub mod cli;
 pub mod config;
 pub mod forward;
+mod h1_server;
 pub mod identity;
 pub mod ingress;
 pub mod intercept;

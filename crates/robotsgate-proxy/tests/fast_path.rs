@@ -6,95 +6,15 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
-
 use http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
 
 /// Requests in a row that make sure the kept connection is open and in use (it is opened
 /// in the background after the 16th).
 const WARM_UP: usize = 40;
-
-/// An origin that answers each path with the bytes it is given, as they are (a hyper
-/// origin never sends some of these framings). It records each request's path, the
-/// connection it came on and its head as received. It closes a connection after an answer
-/// marked so.
-struct RawOrigin {
-    addr: std::net::SocketAddr,
-    seen: Arc<Mutex<Vec<(String, usize, String)>>>,
-}
-
-/// What a raw origin sends for a path: the bytes, and whether it then closes.
-type Script = fn(&str) -> (Vec<u8>, bool);
-
-impl RawOrigin {
-    async fn start(script: Script) -> RawOrigin {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = seen.clone();
-        tokio::spawn(async move {
-            let mut connection = 0;
-            while let Ok((mut tcp, _)) = listener.accept().await {
-                connection += 1;
-                let log = log.clone();
-                tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    loop {
-                        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                            let mut chunk = [0u8; 4096];
-                            match tcp.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
-                            continue;
-                        };
-                        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-                        buf.drain(..end + 4);
-                        let path = head.split(' ').nth(1).unwrap_or("").to_owned();
-                        log.lock().unwrap().push((path.clone(), connection, head));
-                        let (answer, close) =
-                            if path == "/robots.txt" { (ok(ROBOTS), false) } else { script(&path) };
-                        if tcp.write_all(&answer).await.is_err() || close {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        RawOrigin { addr, seen }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    /// The connection the last request for `path` came on.
-    fn connection_of(&self, path: &str) -> usize {
-        let seen = self.seen.lock().unwrap();
-        seen.iter().rev().find(|(p, _, _)| p == path).map(|(_, c, _)| *c).expect("a request for the path")
-    }
-
-    /// The heads of the requests for `path`, as received, in order.
-    fn heads(&self, path: &str) -> Vec<String> {
-        let seen = self.seen.lock().unwrap();
-        seen.iter().filter(|(p, _, _)| p == path).map(|(_, _, h)| h.clone()).collect()
-    }
-
-    fn hits(&self, path: &str) -> usize {
-        self.seen.lock().unwrap().iter().filter(|(p, _, _)| p == path).count()
-    }
-}
-
-/// `200` with `body` and its length.
-fn ok(body: &str) -> Vec<u8> {
-    format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len()).into_bytes()
-}
 
 /// Sends `req` on `client`: the status and the whole body, or why they could not be read.
 async fn try_exchange(
@@ -167,7 +87,7 @@ async fn what_a_hyper_origin_sends_comes_through_the_kept_connection_whole() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn framings_a_hyper_origin_never_sends_are_read_as_rfc_9112_says() {
-    let origin = RawOrigin::start(|path| match path {
+    let origin = RawOrigin::start(ROBOTS, |path| match path {
         "/chunked" => (
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
               5;name=value\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n"
@@ -220,7 +140,7 @@ async fn framings_a_hyper_origin_never_sends_are_read_as_rfc_9112_says() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_response_that_cannot_be_read_is_a_502_and_its_connection_is_not_used_again() {
-    let origin = RawOrigin::start(|path| match path {
+    let origin = RawOrigin::start(ROBOTS, |path| match path {
         "/two-lengths" => {
             (b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd".to_vec(), false)
         }
@@ -269,7 +189,7 @@ async fn a_response_that_cannot_be_read_is_a_502_and_its_connection_is_not_used_
 /// their order, body).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fast_path_sends_and_answers_as_the_pool_does() {
-    let origin = RawOrigin::start(|path| match path {
+    let origin = RawOrigin::start(ROBOTS, |path| match path {
         "/fields" => (
             b"HTTP/1.1 200 Fine Thanks\r\nX-One: 1\r\nx-two: a\r\nContent-Type: text/plain\r\n\
               X-Two: b\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nContent-Length: 4\r\n\r\nbody"

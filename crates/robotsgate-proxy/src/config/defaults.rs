@@ -39,6 +39,7 @@ impl Default for ProxySection {
             upstream_idle_max: 256,
             upstream_idle_per_origin: 32,
             upstream_idle_timeout: Dur::secs(15),
+            http1_fast_path: true,
         }
     }
 }
@@ -204,6 +205,7 @@ impl Default for IngressSection {
             tls_handshake_timeout: Dur::secs(10),
             websocket_idle_timeout: Dur::secs(600),
             workers: 0,
+            http1_fast_path: true,
         }
     }
 }

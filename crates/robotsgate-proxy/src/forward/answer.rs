@@ -13,8 +13,8 @@ use std::task::{Context, Poll, ready};
 
 use http::{Request, Response};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use pin_project_lite::pin_project;
+use robotsgate::net::PoolRequestBody as ClientBody;
 use robotsgate::{Refusal, RefusalKind};
 
 use super::errors::{UpstreamError, upstream_error, upstream_error_class};
@@ -58,7 +58,7 @@ impl Forwarder {
     /// connection `sticky` keeps when it has one for this origin.
     pub(super) fn answer(
         &self,
-        upstream: Request<Incoming>,
+        upstream: Request<ClientBody>,
         sticky: Option<Sticky>,
         head: bool,
         has_body: bool,
@@ -84,7 +84,7 @@ impl Forwarder {
             }
             _ => {
                 // One type for both: the kept connection's send is never polled here.
-                let sending: Sending<std::future::Pending<H1Sent<Incoming, Back>>> =
+                let sending: Sending<std::future::Pending<H1Sent<ClientBody, Back>>> =
                     Sending::Pool { sent: self.pooled(upstream) };
                 Box::pin(Answer { deadline, sending, forwarder, head, has_body, kept })
             }
@@ -92,10 +92,10 @@ impl Forwarder {
     }
 
     /// Sends `req` through the pool.
-    fn pooled(&self, req: Request<Incoming>) -> Boxed<Result<Response<ProxyBody>, UpstreamError>> {
+    fn pooled(&self, req: Request<ClientBody>) -> Boxed<Result<Response<ProxyBody>, UpstreamError>> {
         let pool = self.inner.pool.clone();
         Box::pin(async move {
-            match pool.send(req.map(http_body_util::Either::Left)).await {
+            match pool.send(req).await {
                 Ok(res) => Ok(res.map(|b| b.map_err(Into::into).boxed())),
                 Err(e) => Err(UpstreamError::Pool(e)),
             }
@@ -134,7 +134,7 @@ impl Forwarder {
 
 impl<K> Future for Answer<K>
 where
-    K: Future<Output = H1Sent<Incoming, Back>>,
+    K: Future<Output = H1Sent<ClientBody, Back>>,
 {
     type Output = Response<ProxyBody>;
 
@@ -196,5 +196,5 @@ enum KeptDone {
     /// The origin's answer, or why there is none.
     Answered(Result<Response<ProxyBody>, UpstreamError>),
     /// Not sent on the kept connection: the pool is to send it.
-    Pool(Request<Incoming>),
+    Pool(Request<ClientBody>),
 }

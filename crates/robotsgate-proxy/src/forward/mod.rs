@@ -26,7 +26,7 @@ use std::time::Duration;
 use futures_util::FutureExt as _;
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response};
-use hyper::body::Incoming;
+use robotsgate::net::PoolRequestBody as ClientBody;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::Service;
@@ -158,7 +158,7 @@ impl Forwarder {
     /// Forwards `req`. What needs no waiting (the checks, the headers, taking the kept
     /// connection) is done before the future is made, and the request goes into that
     /// future once: this future is boxed for every request, and a small box is a cheap one.
-    fn forward(self, req: Request<Incoming>) -> Forwarding {
+    fn forward(self, req: Request<ClientBody>) -> Forwarding {
         // The tunnel's and the WebSocket's futures are large and rare.
         if req.method() == Method::CONNECT {
             return Box::pin(async move { self.tunnel(req).await });
@@ -215,7 +215,7 @@ impl Forwarder {
 /// The future of a forwarded request (boxed: one allocation a request).
 pub(crate) type Forwarding = Pin<Box<dyn Future<Output = Response<ProxyBody>> + Send>>;
 
-impl Service<Request<Incoming>> for Forwarder {
+impl Service<Request<ClientBody>> for Forwarder {
     type Response = Response<ProxyBody>;
     type Error = Infallible;
     type Future = futures_util::future::Map<
@@ -227,7 +227,7 @@ impl Service<Request<Incoming>> for Forwarder {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: Request<Incoming>) -> Self::Future {
+    fn call(&mut self, req: Request<ClientBody>) -> Self::Future {
         self.clone().forward(req).map(Ok)
     }
 }

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http::{Method, Request, Response};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use robotsgate::net::PoolRequestBody as ClientBody;
 use tower::{Layer, Service};
 
 use super::Forwarder;
@@ -37,7 +37,7 @@ impl ProxyService {
     }
 }
 
-impl Service<Request<Incoming>> for ProxyService {
+impl Service<Request<ClientBody>> for ProxyService {
     type Response = Response<ProxyBody>;
     type Error = Infallible;
     type Future = OneBody;
@@ -47,7 +47,7 @@ impl Service<Request<Incoming>> for ProxyService {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: Request<Incoming>) -> OneBody {
+    fn call(&mut self, req: Request<ClientBody>) -> OneBody {
         let head = req.method() == Method::HEAD;
         OneBody { inner: self.0.call(req), head }
     }

@@ -12,8 +12,8 @@ use bytes::Bytes;
 use http::header;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
+use robotsgate::net::PoolRequestBody as ClientBody;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
@@ -55,7 +55,7 @@ impl Forwarder {
 
     /// `CONNECT host:port`: connect first (so failures can be answered), then say 200 and
     /// copy bytes both ways; or, for a [`PreConnected`] tunnel, copy at once.
-    pub(super) async fn tunnel(self, mut req: Request<Incoming>) -> Response<ProxyBody> {
+    pub(super) async fn tunnel(self, mut req: Request<ClientBody>) -> Response<ProxyBody> {
         let pre = req.extensions_mut().remove::<PreConnected>().and_then(|p| p.take());
         let Some(authority) = req.uri().authority().cloned() else {
             return boxed(

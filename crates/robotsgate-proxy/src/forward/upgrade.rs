@@ -11,9 +11,9 @@
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
-use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
+use robotsgate::net::PoolRequestBody as ClientBody;
 
 use super::errors::connect_refusal;
 use super::headers::{append_via, host_header, strip_hop_by_hop};
@@ -77,7 +77,7 @@ fn has_token(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool
 impl Forwarder {
     /// Forwards a WebSocket upgrade request ([`wants_websocket`]) and, on `101`, joins the
     /// client's connection to the origin's.
-    pub(super) async fn upgrade(self, mut req: Request<Incoming>) -> Response<ProxyBody> {
+    pub(super) async fn upgrade(self, mut req: Request<ClientBody>) -> Response<ProxyBody> {
         let Some(client_upgrade) = req.extensions_mut().remove::<OnUpgrade>() else {
             let why = "this connection cannot be upgraded";
             return boxed(Refusal::new(RefusalKind::BadRequest, why).into_response(false));

@@ -53,7 +53,8 @@ use tower::{Layer as _, Service, ServiceExt as _};
 use crate::admin::{Admin, Readiness};
 use crate::app::{StartError, audit_log};
 use crate::config::{Config, ImpersonatorsName, IngressModeName, ReplayName, UnknownAgentsName};
-use crate::forward::{H1Sent, fits_h1, send_h1, strip_hop_by_hop};
+use crate::forward::{H1Sent, HeadLimit, fits_h1, send_h1, strip_hop_by_hop};
+use crate::h1_server::{self, Served};
 use crate::workers::{self, Workers};
 use fleet::Fleet;
 use kept::Kept;
@@ -107,7 +108,7 @@ pub enum IngressError {
 
 /// The request body the upstream service takes: the client's, or none (the layer's own
 /// robots.txt fetch).
-pub type UpstreamRequestBody = Option<Incoming>;
+pub type UpstreamRequestBody = Option<PoolRequestBody>;
 /// The response body the upstream service gives: the upstream's (through the pool), or
 /// robotsgate's own (a `502`, a `101`), or the upstream's answer to a WebSocket upgrade
 /// it did not accept.
@@ -142,6 +143,8 @@ pub struct Upstream {
     tunnels: TaskTracker,
     cut: CancellationToken,
     websocket_idle: Duration,
+    /// A longer request head (request line and fields) is answered `431`.
+    head_limit: HeadLimit,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -176,7 +179,15 @@ impl Upstream {
             tunnels: TaskTracker::new(),
             cut: CancellationToken::new(),
             websocket_idle: Duration::from_secs(600),
+            head_limit: HeadLimit(usize::MAX),
         })
+    }
+
+    /// A request whose head (request line and fields) is longer than `bytes` is answered
+    /// `431` (robotsgate's own answer, recorded as such) and not forwarded.
+    pub fn with_max_header_bytes(mut self, bytes: usize) -> Upstream {
+        self.head_limit = HeadLimit(bytes);
+        self
     }
 
     /// A WebSocket with nothing moving either way for `idle` is closed (default 10 min).
@@ -229,6 +240,12 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
     }
 
     fn call(&mut self, req: Request<UpstreamRequestBody>) -> Self::Future {
+        if let Some(refusal) = self.head_limit.check(&req) {
+            let mut res = refusal.clone().into_response(req.method() == http::Method::HEAD);
+            // robotsgate's own answer: the layer keeps its header.
+            res.extensions_mut().insert(refusal);
+            return answered(res.map(|b| Either::Right(Either::Left(b))));
+        }
         // Everything but the send is done here, before the future is made: the future,
         // boxed for every request, holds the send and the timeout alone (see `send`).
         let websocket = match upgrade::ask(&req) {
@@ -297,10 +314,7 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
         }
         // No body: the layer's own fetch of robots.txt.
         let robots_fetch = body.is_none();
-        let body = match body {
-            Some(b) => Either::Left(b),
-            None => Either::Right(Empty::new()),
-        };
+        let body = body.unwrap_or_else(|| Either::Right(Empty::new()));
         let req = Request::from_parts(parts, body);
         let (metrics, timeout) = (self.metrics.clone(), self.timeout);
         let sent = tokio::time::timeout(timeout, self.send(kept, req));
@@ -615,7 +629,8 @@ impl Ingress {
         let metrics = Arc::new(IngressMetrics::new(Some(audit.clone())));
         let upstream = Upstream::new(&ic.upstream, pool, ic.upstream_timeout.0)?
             .with_metrics(metrics.clone())
-            .with_websocket_idle_timeout(ic.websocket_idle_timeout.0);
+            .with_websocket_idle_timeout(ic.websocket_idle_timeout.0)
+            .with_max_header_bytes(usize::try_from(ic.max_header_bytes.0).unwrap_or(usize::MAX));
         let websockets = (upstream.tunnels.clone(), upstream.cut.clone());
         let ready = Readiness::default();
         let admin = match config.admin.listen {
@@ -728,7 +743,9 @@ impl Ingress {
             .http1()
             .timer(TokioTimer::new())
             .header_read_timeout(config.header_read_timeout.0)
-            .max_buf_size(max_header.max(8192));
+            // The limit itself is the upstream's check (`with_max_header_bytes`), which says
+            // what was over it; hyper's buffer only bounds the heads it can read at all.
+            .max_buf_size(HeadLimit(max_header).buffer());
         builder
             .http2()
             .timer(TokioTimer::new())
@@ -763,7 +780,8 @@ impl Ingress {
             let https = tls.is_some();
             let counted = metrics.clone();
             let kept = Kept::default();
-            let hyper_svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+            // One request, whichever way it was read: the fast path's or hyper's.
+            let front = move |mut req: Request<UpstreamRequestBody>| {
                 req.extensions_mut().insert(peer);
                 req.extensions_mut().insert(kept.clone());
                 if https {
@@ -771,13 +789,27 @@ impl Ingress {
                 }
                 let http2 = req.version() == http::Version::HTTP_2;
                 let started = std::time::Instant::now();
-                let answer = svc.clone().oneshot(req.map(Some));
+                let answer = svc.clone().oneshot(req);
                 let counted = counted.clone();
                 async move {
                     let res = answer.await;
                     counted.request(http2, started.elapsed());
                     res
                 }
+            };
+            let fast = front.clone();
+            let fast = move |req: Request<PoolRequestBody>| {
+                fast(req.map(Some)).map(|res| match res {
+                    Ok(res) => res,
+                    Err(never) => match never {},
+                })
+            };
+            let hyper_svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                front(req.map(|b| Some(Either::Left(b))))
+            });
+            let fast_limits = config.http1_fast_path.then_some(h1_server::Limits {
+                header_read_timeout: config.header_read_timeout.0,
+                max_header_bytes: max_header,
             });
             let conn_metrics = metrics.clone();
             let builder = builder.clone();
@@ -801,7 +833,16 @@ impl Ingress {
                         }
                     };
                     match tls {
-                        None => serve(&builder, TokioIo::new(stream), hyper_svc, &stop).await,
+                        None => match fast_limits {
+                            Some(limits) => {
+                                if let Served::HandOver(rest) =
+                                    h1_server::serve(stream, limits, &stop, fast).await
+                                {
+                                    serve(&builder, TokioIo::new(rest), hyper_svc, &stop).await;
+                                }
+                            }
+                            None => serve(&builder, TokioIo::new(stream), hyper_svc, &stop).await,
+                        },
                         Some(acceptor) => {
                             let handshake = tokio::select! {
                                 h = tokio::time::timeout(handshake_timeout, acceptor.accept(stream)) => h,

@@ -9,8 +9,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::header::{self};
 use http::{Method, Request, Response};
+use http_body_util::Either;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use robotsgate::net::PoolRequestBody as ClientBody;
+
+use crate::h1_server::{self, Served};
+use crate::prefixed::Prefixed;
 use hyper_util::rt::{TokioIo, TokioTimer};
 
 use super::shared::Shared;
@@ -29,7 +34,8 @@ pub(super) async fn serve_connection(stream: tokio::net::TcpStream, client: Sock
     let config = shared.config.clone();
     let sticky = Sticky::default();
     let records = shared.clone();
-    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+    // One request, whichever way it was read: the fast path's or hyper's.
+    let one = move |req: Request<ClientBody>| {
         let shared = shared.clone();
         let sticky = sticky.clone();
         async move {
@@ -40,8 +46,24 @@ pub(super) async fn serve_connection(stream: tokio::net::TcpStream, client: Sock
             if let Some(m) = &shared.metrics {
                 m.request(Arrival::Proxy, version, started.elapsed());
             }
-            Ok::<_, Infallible>(res)
+            res
         }
+    };
+    let io = if config.http1_fast_path {
+        let limits = h1_server::Limits {
+            header_read_timeout: config.header_read_timeout,
+            max_header_bytes: config.max_header_bytes,
+        };
+        match h1_server::serve(stream, limits, &stop, &one).await {
+            Served::Done => return,
+            Served::HandOver(rest) => rest,
+        }
+    } else {
+        Prefixed { prefix: Bytes::new(), inner: stream }
+    };
+    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let answer = one(req.map(Either::Left));
+        async move { Ok::<_, Infallible>(answer.await) }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -51,7 +73,7 @@ pub(super) async fn serve_connection(stream: tokio::net::TcpStream, client: Sock
         // hyper's buffer only bounds the heads it can read at all.
         .max_buf_size(HeadLimit(config.max_header_bytes).buffer())
         .keep_alive(true);
-    let conn = builder.serve_connection(TokioIo::new(stream), svc).with_upgrades();
+    let conn = builder.serve_connection(TokioIo::new(io), svc).with_upgrades();
     tokio::pin!(conn);
     tokio::select! {
         r = conn.as_mut() => {
@@ -74,7 +96,7 @@ pub(super) async fn serve_connection(stream: tokio::net::TcpStream, client: Sock
 
 /// Whether the `CONNECT` target is on the interception bypass list: known TLS hosts,
 /// checked before the `200` whatever the port.
-fn bypassed(shared: &Shared, req: &Request<Incoming>) -> bool {
+fn bypassed(shared: &Shared, req: &Request<ClientBody>) -> bool {
     let Some(interception) = &shared.interception else { return false };
     req.uri()
         .authority()
@@ -84,7 +106,7 @@ fn bypassed(shared: &Shared, req: &Request<Incoming>) -> bool {
 
 /// One request from a client: authentication, then interception or the robots service.
 async fn handle(
-    mut req: Request<Incoming>,
+    mut req: Request<ClientBody>,
     client: SocketAddr,
     shared: &Arc<Shared>,
     sticky: Sticky,

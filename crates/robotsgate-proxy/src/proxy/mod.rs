@@ -80,6 +80,9 @@ pub struct ProxyConfig {
     pub max_connections: usize,
     /// Most bytes of request head (request line and headers) read.
     pub max_header_bytes: usize,
+    /// HTTP/1.1 `GET` and `HEAD` requests read and answered by robotsgate's own HTTP/1.1
+    /// code (false: every request through hyper).
+    pub http1_fast_path: bool,
 }
 
 impl Default for ProxyConfig {
@@ -90,6 +93,7 @@ impl Default for ProxyConfig {
             header_read_timeout: Duration::from_secs(30),
             max_connections: 10_000,
             max_header_bytes: 64 * 1024,
+            http1_fast_path: true,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use http::header::HeaderValue;
 use http::{Request, Response};
-use hyper::body::Incoming;
+use robotsgate::net::PoolRequestBody as ClientBody;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
@@ -33,7 +33,7 @@ pub(super) struct Shared {
 
 impl Shared {
     /// The answer of the robots layer over the forwarder.
-    pub(super) async fn answer(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+    pub(super) async fn answer(&self, req: Request<ClientBody>) -> Response<ProxyBody> {
         match self.service.clone().oneshot(req).await {
             Ok(res) => res,
             Err(never) => match never {},
@@ -46,7 +46,7 @@ impl Shared {
         &self,
         refusal: &robotsgate::Refusal,
         client: SocketAddr,
-        req: Option<&Request<Incoming>>,
+        req: Option<&Request<ClientBody>>,
     ) {
         let target = req.map(|r| r.uri().to_string());
         let facts = robotsgate::audit::RefusalFacts {

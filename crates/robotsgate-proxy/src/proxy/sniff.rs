@@ -23,8 +23,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Request, Response};
-use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
+use robotsgate::net::PoolRequestBody as ClientBody;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::shared::Shared;
@@ -64,7 +64,7 @@ pub(super) fn classify(first: &[u8]) -> Option<Carries> {
 /// Handles a `CONNECT` decided after its `200` (see the module): connects first, then
 /// answers `200` and serves the tunnel in the background.
 pub(super) async fn connect_then_sniff(
-    mut req: Request<Incoming>,
+    mut req: Request<ClientBody>,
     shared: &Arc<Shared>,
 ) -> Response<ProxyBody> {
     let Some(origin) =
@@ -103,7 +103,7 @@ async fn serve_tunnel(
     mut client: TokioIo<hyper::upgrade::Upgraded>,
     upstream: tokio::net::TcpStream,
     origin: Origin,
-    mut req: Request<Incoming>,
+    mut req: Request<ClientBody>,
     shared: &Arc<Shared>,
 ) {
     let mut first = Vec::with_capacity(64);

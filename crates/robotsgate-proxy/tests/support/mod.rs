@@ -3,8 +3,11 @@
 #![allow(dead_code)]
 
 pub mod proxy;
+pub mod raw_origin;
 
 #[allow(unused_imports)]
 pub use proxy::*;
+#[allow(unused_imports)]
+pub use raw_origin::*;
 #[allow(unused_imports)]
 pub use robotsgate_testkit::*;

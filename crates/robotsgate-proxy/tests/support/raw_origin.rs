@@ -1,0 +1,87 @@
+//! [`RawOrigin`]: an origin on loopback that answers with the bytes a test gives, framings
+//! a hyper origin never sends included.
+
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// An origin that answers each path with the bytes it is given, as they are (a hyper
+/// origin never sends some of these framings). It records each request's path, the
+/// connection it came on and its head as received. It closes a connection after an answer
+/// marked so.
+pub struct RawOrigin {
+    pub addr: std::net::SocketAddr,
+    seen: Arc<Mutex<Vec<(String, usize, String)>>>,
+}
+
+/// What a raw origin sends for a path: the bytes, and whether it then closes.
+pub type Script = fn(&str) -> (Vec<u8>, bool);
+
+impl RawOrigin {
+    /// Starts one that answers `/robots.txt` with `robots`, and every other path as
+    /// `script` says.
+    pub async fn start(robots: &'static str, script: Script) -> RawOrigin {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            let mut connection = 0;
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                connection += 1;
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    loop {
+                        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                            let mut chunk = [0u8; 4096];
+                            match tcp.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                            continue;
+                        };
+                        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                        buf.drain(..end + 4);
+                        let path = head.split(' ').nth(1).unwrap_or("").to_owned();
+                        log.lock().unwrap().push((path.clone(), connection, head));
+                        let (answer, close) =
+                            if path == "/robots.txt" { (ok(robots), false) } else { script(&path) };
+                        if tcp.write_all(&answer).await.is_err() || close {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        RawOrigin { addr, seen }
+    }
+
+    /// `http://addr{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// The connection the last request for `path` came on.
+    pub fn connection_of(&self, path: &str) -> usize {
+        let seen = self.seen.lock().unwrap();
+        seen.iter().rev().find(|(p, _, _)| p == path).map(|(_, c, _)| *c).expect("a request for the path")
+    }
+
+    /// The heads of the requests for `path`, as received, in order.
+    pub fn heads(&self, path: &str) -> Vec<String> {
+        let seen = self.seen.lock().unwrap();
+        seen.iter().filter(|(p, _, _)| p == path).map(|(_, _, h)| h.clone()).collect()
+    }
+
+    /// How many requests for `path` came.
+    pub fn hits(&self, path: &str) -> usize {
+        self.seen.lock().unwrap().iter().filter(|(p, _, _)| p == path).count()
+    }
+}
+
+/// `200` with `body` and its length.
+pub fn ok(body: &str) -> Vec<u8> {
+    format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len()).into_bytes()
+}
