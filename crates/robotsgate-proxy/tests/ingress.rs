@@ -242,6 +242,32 @@ async fn upstream_down_is_502_and_recorded() {
     assert_eq!((recs[0]["outcome"].as_str(), recs[0]["status"].as_u64()), (Some("allowed"), Some(502)));
 }
 
+/// A request head over `ingress.max_header_bytes` (small here) is refused by robotsgate
+/// itself, whichever way it was read, named so and recorded; the site never sees it.
+#[tokio::test]
+async fn a_head_over_the_limit_is_431_named_and_recorded() {
+    let site = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("page"))]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let cfg = config_file(dir.path(), &format!("[ingress]\nmax_header_bytes = \"2KiB\"\n{NO_VERIFY}"));
+    let ingress =
+        Ingress::start(&["--upstream", &site.base(), "--config", &cfg, "--audit-log", log.to_str().unwrap()])
+            .await;
+    let long = format!("X-Long: {}", "a".repeat(3000));
+    let (status, head, body) = curl(&ingress.url("/page"), GPTBOT, &["-H", &long]).await;
+    assert_eq!(status, 431, "{head}");
+    assert!(head.contains("x-robotsgate: header-too-large"), "{head}");
+    let body = String::from_utf8_lossy(&body);
+    assert!(body.contains("accepts at most 2048 (ingress.max_header_bytes)"), "{body}");
+    // Under it: forwarded.
+    let (status, _, body) = curl(&ingress.url("/page"), GPTBOT, &["-H", "X-Short: a"]).await;
+    assert_eq!((status, body.as_slice()), (200, &b"page"[..]));
+    assert_eq!(site.hits("/page"), 1);
+    ingress.stop().await;
+    let statuses: Vec<_> = ingress_records(&log).iter().map(|r| r["status"].as_u64()).collect();
+    assert_eq!(statuses, [Some(431), Some(200)]);
+}
+
 #[tokio::test]
 async fn report_only_and_forwarded_headers_of_untrusted_and_trusted_peers() {
     let site =

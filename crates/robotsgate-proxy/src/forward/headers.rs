@@ -98,11 +98,16 @@ impl HeadLimit {
 
     /// robotsgate's `431` when the head of `req` is over the limit.
     pub(crate) fn check<B>(self, req: &http::Request<B>) -> Option<robotsgate::Refusal> {
+        self.check_as(req, "proxy.max_header_bytes")
+    }
+
+    /// [`HeadLimit::check`], the refusal naming the setting `key`.
+    pub(crate) fn check_as<B>(self, req: &http::Request<B>, key: &str) -> Option<robotsgate::Refusal> {
         let size = head_size(req);
         (size > self.0).then(|| {
             let why = format!(
                 "the request head is {size} bytes (request line and headers); this proxy accepts at \
-                 most {} (proxy.max_header_bytes)",
+                 most {} ({key})",
                 self.0
             );
             robotsgate::Refusal::new(robotsgate::RefusalKind::HeaderTooLarge, why)

@@ -240,7 +240,7 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
     }
 
     fn call(&mut self, req: Request<UpstreamRequestBody>) -> Self::Future {
-        if let Some(refusal) = self.head_limit.check(&req) {
+        if let Some(refusal) = self.head_limit.check_as(&req, "ingress.max_header_bytes") {
             let mut res = refusal.clone().into_response(req.method() == http::Method::HEAD);
             // robotsgate's own answer: the layer keeps its header.
             res.extensions_mut().insert(refusal);
