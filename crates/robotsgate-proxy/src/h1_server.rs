@@ -191,6 +191,7 @@ where
     let mut left = match delimited {
         Delimited::Length(0) => {
             io.write_all(write).await.map_err(drop)?;
+            io.flush().await.map_err(drop)?;
             return Ok(!last);
         }
         Delimited::Length(n) => Some(n),
@@ -213,6 +214,8 @@ where
                     io.write_all(write).await.map_err(drop)?;
                     write.clear();
                 }
+                // Out of a TLS stream's buffer too, before the wait.
+                io.flush().await.map_err(drop)?;
                 match unless_gone(io, read, body.frame()).await {
                     Some(frame) => frame,
                     None => return Err(()),
@@ -230,6 +233,7 @@ where
                 tracing::debug!(error = %e, "the response body broke off: connection closed");
                 if !write.is_empty() {
                     let _ = io.write_all(write).await;
+                    let _ = io.flush().await;
                 }
                 return Err(());
             }
@@ -268,6 +272,7 @@ where
         write.extend_from_slice(b"0\r\n\r\n");
     }
     io.write_all(write).await.map_err(drop)?;
+    io.flush().await.map_err(drop)?;
     write.clear();
     match left {
         // Shorter than it said: the client cannot tell where it ended but by the close.

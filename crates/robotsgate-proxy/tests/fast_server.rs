@@ -131,14 +131,31 @@ fn exchanges(target: &dyn Fn(&str) -> String, host: &str) -> Vec<(&'static str, 
     ]
 }
 
+/// How a client reaches a proxy: plain TCP, or TLS trusting these roots (HTTP/1.1 by ALPN).
+#[derive(Clone)]
+enum Via {
+    Plain,
+    Tls(std::sync::Arc<rustls::ClientConfig>),
+}
+
 /// Sends `bytes` on a new connection to `addr` and reads until the server closes it: what
 /// came back, `Date` values masked.
-async fn exchange(name: &str, addr: SocketAddr, bytes: &str) -> String {
-    let mut tcp = bounded("connect", tokio::net::TcpStream::connect(addr)).await.unwrap();
-    tcp.write_all(bytes.as_bytes()).await.unwrap();
+async fn exchange(name: &str, via: &Via, addr: SocketAddr, bytes: &str) -> String {
+    let tcp = bounded("connect", tokio::net::TcpStream::connect(addr)).await.unwrap();
+    let mut stream: Box<dyn Stream> = match via {
+        Via::Plain => Box::new(tcp),
+        Via::Tls(config) => {
+            let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+            let tls = tokio_rustls::TlsConnector::from(config.clone()).connect(name, tcp);
+            Box::new(bounded("TLS handshake", tls).await.unwrap())
+        }
+    };
+    stream.write_all(bytes.as_bytes()).await.unwrap();
+    stream.flush().await.unwrap();
     let mut got = Vec::new();
-    // A reset after the answers (a server closing with unread bytes) ends it too.
-    let _ = bounded(&format!("{name}: read to the close"), tcp.read_to_end(&mut got)).await;
+    // A reset after the answers (a server closing with unread bytes), or a TLS peer closing
+    // without close_notify, ends it too.
+    let _ = bounded(&format!("{name}: read to the close"), stream.read_to_end(&mut got)).await;
     let text = String::from_utf8_lossy(&got).into_owned();
     text.split("\r\n")
         .map(|line| if line.to_ascii_lowercase().starts_with("date: ") { "date: (masked)" } else { line })
@@ -146,16 +163,25 @@ async fn exchange(name: &str, addr: SocketAddr, bytes: &str) -> String {
         .join("\r\n")
 }
 
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for T {}
+
 /// The status codes of the responses in `text`, in order (no body here holds `HTTP/1.`).
 fn statuses(text: &str) -> Vec<u16> {
     text.match_indices("HTTP/1.").filter_map(|(i, _)| text.get(i + 9..i + 12)?.parse().ok()).collect()
 }
 
 /// Runs every exchange against both, and checks that they answer alike and as expected.
-async fn compare(fast: SocketAddr, hyper: SocketAddr, target: &dyn Fn(&str) -> String, host: &str) {
+async fn compare(
+    via: &Via,
+    fast: SocketAddr,
+    hyper: SocketAddr,
+    target: &dyn Fn(&str) -> String,
+    host: &str,
+) {
     for (name, bytes, expected) in exchanges(target, host) {
-        let by_hyper = exchange(&format!("{name} (hyper)"), hyper, &bytes).await;
-        let by_fast = exchange(&format!("{name} (fast path)"), fast, &bytes).await;
+        let by_hyper = exchange(&format!("{name} (hyper)"), via, hyper, &bytes).await;
+        let by_fast = exchange(&format!("{name} (fast path)"), via, fast, &bytes).await;
         let got = statuses(&by_hyper);
         assert!(
             got.starts_with(&expected),
@@ -204,7 +230,7 @@ async fn the_forward_proxy_answers_the_same_bytes_with_and_without_the_fast_path
     config.proxy.http1_fast_path = false;
     let hyper = RunningProxy::start(&config).await;
     let host = origin.addr.to_string();
-    compare(fast.addr, hyper.addr, &|path| origin.url(path), &host).await;
+    compare(&Via::Plain, fast.addr, hyper.addr, &|path| origin.url(path), &host).await;
     fast.stop().await;
     hyper.stop().await;
     // The fast path was taken (only the proxy with it hands connections to hyper).
@@ -216,16 +242,19 @@ async fn the_forward_proxy_answers_the_same_bytes_with_and_without_the_fast_path
 async fn the_ingress_answers_the_same_bytes_with_and_without_the_fast_path() {
     let origin = RawOrigin::start(ROBOTS, script).await;
     let dir = temp_dir();
-    let start = |on: bool| {
-        let config = dir.path().join(format!("ingress-{on}.toml"));
-        std::fs::write(
-            &config,
-            format!(
-                "[ingress]\nhttp1_fast_path = {on}\n[verify]\nenabled = false\n[log]\nlevel = \"debug\"\n"
-            ),
-        )
-        .unwrap();
-        let log = dir.path().join(format!("audit-{on}.jsonl"));
+    let ca = TestCa::localhost();
+    let (cert, key) = ca.write_leaf(dir.path());
+    let start = |on: bool, tls: bool| {
+        let name = format!("{on}-{tls}");
+        let config = dir.path().join(format!("ingress-{name}.toml"));
+        let mut text = format!("[ingress]\nhttp1_fast_path = {on}\n");
+        if tls {
+            text +=
+                &format!("tls_cert = {:?}\ntls_key = {:?}\n", cert.to_str().unwrap(), key.to_str().unwrap());
+        }
+        text += "[verify]\nenabled = false\n[log]\nlevel = \"debug\"\n";
+        std::fs::write(&config, text).unwrap();
+        let log = dir.path().join(format!("audit-{name}.jsonl"));
         let args = [
             "ingress",
             "--listen",
@@ -240,19 +269,27 @@ async fn the_ingress_answers_the_same_bytes_with_and_without_the_fast_path() {
         .map(str::to_owned);
         Spawned::start(BIN, &args.iter().map(String::as_str).collect::<Vec<_>>())
     };
-    let (mut fast, mut hyper) = (start(true), start(false));
-    let fast_addr = fast.address("robotsgate ingress is running", "at http://").await;
-    let hyper_addr = hyper.address("robotsgate ingress is running", "at http://").await;
-    compare(fast_addr, hyper_addr, &|path| path.to_owned(), "example.com").await;
-    let mut said = Vec::new();
-    for mut process in [fast, hyper] {
-        process.signal("-TERM");
-        let status = process.wait_exit().await;
-        said.push(process.said().await);
-        assert!(status.success(), "{status:?}: {}", said.last().unwrap());
+    let mut processes = Vec::new();
+    for tls in [false, true] {
+        let (mut fast, mut hyper) = (start(true, tls), start(false, tls));
+        let scheme = if tls { "at https://" } else { "at http://" };
+        let fast_addr = fast.address("robotsgate ingress is running", scheme).await;
+        let hyper_addr = hyper.address("robotsgate ingress is running", scheme).await;
+        let via = if tls { Via::Tls(client_config(ca.roots(), &[b"http/1.1"])) } else { Via::Plain };
+        compare(&via, fast_addr, hyper_addr, &|path| path.to_owned(), "example.com").await;
+        processes.push((tls, fast, hyper));
     }
-    // The fast path was taken, and handed connections over; hyper alone never does.
-    let handed = "the connection goes on with hyper";
-    assert!(said[0].contains(handed), "with the fast path: {}", said[0]);
-    assert!(!said[1].contains(handed), "without it: {}", said[1]);
+    for (tls, fast, hyper) in processes {
+        let mut said = Vec::new();
+        for mut process in [fast, hyper] {
+            process.signal("-TERM");
+            let status = process.wait_exit().await;
+            said.push(process.said().await);
+            assert!(status.success(), "{status:?}: {}", said.last().unwrap());
+        }
+        // The fast path was taken, and handed connections over; hyper alone never does.
+        let handed = "the connection goes on with hyper";
+        assert!(said[0].contains(handed), "TLS {tls}, with the fast path: {}", said[0]);
+        assert!(!said[1].contains(handed), "TLS {tls}, without it: {}", said[1]);
+    }
 }

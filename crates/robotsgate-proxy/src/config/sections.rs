@@ -55,8 +55,8 @@ pub struct ProxySection {
     pub upstream_idle_max: usize,
     pub upstream_idle_per_origin: usize,
     pub upstream_idle_timeout: Dur,
-    /// Plain HTTP/1.1 `GET` and `HEAD` requests read and answered by robotsgate's own
-    /// HTTP/1.1 code (false: every request through hyper).
+    /// HTTP/1.1 `GET` and `HEAD` requests read and answered by robotsgate's own HTTP/1.1
+    /// code (false: every request through hyper).
     pub http1_fast_path: bool,
 }
 
@@ -441,8 +441,8 @@ pub struct IngressSection {
     /// Threads serving client connections, each with its own event loop and its own
     /// connections to the upstream (0: one per CPU the process may use).
     pub workers: usize,
-    /// Plain HTTP/1.1 `GET` and `HEAD` requests read and answered by robotsgate's own
-    /// HTTP/1.1 code (false: every request through hyper).
+    /// HTTP/1.1 `GET` and `HEAD` requests (plain or over TLS) read and answered by
+    /// robotsgate's own HTTP/1.1 code (false: every request through hyper).
     pub http1_fast_path: bool,
 }
 

@@ -849,8 +849,19 @@ impl Ingress {
                                 () = stop.cancelled() => return,
                             };
                             match handshake {
+                                // HTTP/1.1 over TLS takes the fast path too; h2 is hyper's.
                                 Ok(Ok(stream)) => {
-                                    serve(&builder, TokioIo::new(stream), hyper_svc, &stop).await
+                                    let h2 = stream.get_ref().1.alpn_protocol() == Some(&b"h2"[..]);
+                                    match fast_limits.filter(|_| !h2) {
+                                        Some(limits) => {
+                                            if let Served::HandOver(rest) =
+                                                h1_server::serve(stream, limits, &stop, fast).await
+                                            {
+                                                serve(&builder, TokioIo::new(rest), hyper_svc, &stop).await;
+                                            }
+                                        }
+                                        None => serve(&builder, TokioIo::new(stream), hyper_svc, &stop).await,
+                                    }
                                 }
                                 Ok(Err(e)) => {
                                     conn_metrics.handshake_failed(HandshakeFailure::Error);
