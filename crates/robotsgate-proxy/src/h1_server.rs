@@ -1,5 +1,5 @@
 //! The client side of the HTTP/1.1 fast path (`docs/http1-fast-path.md`, step 2): a
-//! client connection's requests of the common shape (HTTP/1.1 `GET` and `HEAD` without a
+//! client connection's (plain TCP or TLS) requests of the common shape (HTTP/1.1 `GET` and `HEAD` without a
 //! body, an upgrade or an expectation; `robotsgate_h1::read_request_head` says which) are
 //! read and answered here; at the first request of any other shape the connection, with
 //! the bytes read so far, is handed back to the caller for hyper to serve from there on.
@@ -32,8 +32,9 @@ use tokio_util::sync::CancellationToken;
 use crate::prefixed::Prefixed;
 
 /// Bytes of response gathered before they are written (a head and a small body go out in
-/// one write).
-const GATHER: usize = 64 * 1024;
+/// one write); a larger piece of body is written as it is. It bounds the write buffer each
+/// connection keeps.
+const GATHER: usize = 16 * 1024;
 /// Free space the read buffer is given before each read.
 const READ_SPACE: usize = 8 * 1024;
 
