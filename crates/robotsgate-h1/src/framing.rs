@@ -89,22 +89,31 @@ fn content_length(headers: &HeaderMap) -> Result<u64, H1Error> {
     let mut length = None;
     for line in headers.get_all(CONTENT_LENGTH) {
         let invalid = || H1Error::ContentLength(String::from_utf8_lossy(line.as_bytes()).into_owned());
-        for item in line.as_bytes().split(|&b| b == b',') {
-            let item = item.trim_ascii();
-            if item.is_empty() || !item.iter().all(u8::is_ascii_digit) {
-                return Err(invalid());
-            }
-            let n = item
-                .iter()
-                .try_fold(0u64, |n, &d| n.checked_mul(10)?.checked_add(u64::from(d - b'0')))
-                .ok_or_else(invalid)?;
-            if length.is_some_and(|l| l != n) {
-                return Err(invalid());
-            }
-            length = Some(n);
+        let n = parse_length(line.as_bytes()).ok_or_else(invalid)?;
+        if length.is_some_and(|l| l != n) {
+            return Err(invalid());
         }
+        length = Some(n);
     }
     length.ok_or_else(|| H1Error::ContentLength(String::new()))
+}
+
+/// One `Content-Length` value: a decimal number, or the same number repeated in a
+/// comma-separated list; `None` for anything else (or a number over `u64`).
+pub(crate) fn parse_length(value: &[u8]) -> Option<u64> {
+    let mut length = None;
+    for item in value.split(|&b| b == b',') {
+        let item = item.trim_ascii();
+        if item.is_empty() || !item.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let n = item.iter().try_fold(0u64, |n, &d| n.checked_mul(10)?.checked_add(u64::from(d - b'0')))?;
+        if length.is_some_and(|l| l != n) {
+            return None;
+        }
+        length = Some(n);
+    }
+    length
 }
 
 /// Whether the response lets its connection stay open (RFC 9112 §9.3).

@@ -10,6 +10,7 @@ use bytes::BytesMut;
 use http::header::{CONNECTION, CONTENT_LENGTH, DATE, EXPECT, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, Version};
 
+use crate::framing::parse_length;
 use crate::response::head_len;
 use crate::{H1Error, MAX_HEADERS};
 
@@ -372,23 +373,6 @@ fn end_joined(out: &mut Vec<u8>, name: &HeaderName, chunked_last: bool, last: bo
 /// Whether `chunked` is the last coding of a `Transfer-Encoding` value.
 fn has_last_chunked(value: &[u8]) -> bool {
     value.rsplit(|&b| b == b',').next().is_some_and(|c| c.trim_ascii().eq_ignore_ascii_case(b"chunked"))
-}
-
-/// A `Content-Length` value: one decimal number, or the same repeated in a list.
-fn parse_length(value: &[u8]) -> Option<u64> {
-    let mut length = None;
-    for item in value.split(|&b| b == b',') {
-        let item = item.trim_ascii();
-        if item.is_empty() || !item.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        let n = item.iter().try_fold(0u64, |n, &d| n.checked_mul(10)?.checked_add(u64::from(d - b'0')))?;
-        if length.is_some_and(|l| l != n) {
-            return None;
-        }
-        length = Some(n);
-    }
-    length
 }
 
 #[cfg(test)]

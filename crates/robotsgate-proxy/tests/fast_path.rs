@@ -190,12 +190,7 @@ async fn a_response_that_cannot_be_read_is_a_502_and_its_connection_is_not_used_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fast_path_sends_and_answers_as_the_pool_does() {
     let origin = RawOrigin::start(ROBOTS, |path| match path {
-        "/fields" => (
-            b"HTTP/1.1 200 Fine Thanks\r\nX-One: 1\r\nx-two: a\r\nContent-Type: text/plain\r\n\
-              X-Two: b\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nContent-Length: 4\r\n\r\nbody"
-                .to_vec(),
-            false,
-        ),
+        "/fields" => (FIELDS.to_vec(), false),
         "/chunked" => (
             b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\nX-Why: gone\r\n\r\n\
               3\r\nnot\r\n6\r\n found\r\n0\r\n\r\n"

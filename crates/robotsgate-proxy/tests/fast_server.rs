@@ -23,12 +23,7 @@ const BOT: &str = "Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptb
 
 fn script(path: &str) -> (Vec<u8>, bool) {
     match path {
-        "/fields" => (
-            b"HTTP/1.1 200 Fine Thanks\r\nX-One: 1\r\nx-two: a\r\nContent-Type: text/plain\r\n\
-              X-Two: b\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nContent-Length: 4\r\n\r\nbody"
-                .to_vec(),
-            false,
-        ),
+        "/fields" => (FIELDS.to_vec(), false),
         "/chunked" => (
             b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\nX-Why: gone\r\n\r\n\
               3;ext=1\r\nnot\r\n6\r\n found\r\n0\r\nX-Trailer: t\r\n\r\n"

@@ -81,6 +81,11 @@ impl RawOrigin {
     }
 }
 
+/// An answer with a reason phrase of its own and fields a proxy must pass on as they
+/// are: names in mixed case, a name repeated apart, two `Set-Cookie`.
+pub const FIELDS: &[u8] = b"HTTP/1.1 200 Fine Thanks\r\nX-One: 1\r\nx-two: a\r\nContent-Type: text/plain\r\n\
+    X-Two: b\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nContent-Length: 4\r\n\r\nbody";
+
 /// `200` with `body` and its length.
 pub fn ok(body: &str) -> Vec<u8> {
     format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len()).into_bytes()
