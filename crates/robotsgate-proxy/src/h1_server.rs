@@ -112,7 +112,10 @@ where
         *req.uri_mut() = head.uri;
         *req.version_mut() = Version::HTTP_11;
         *req.headers_mut() = std::mem::take(&mut headers);
-        let Some(res) = unless_gone(&mut io, &mut read, call(req)).await else {
+        // Pinned here, where it is made: not moved again into the wait's own state.
+        let answer = call(req);
+        tokio::pin!(answer);
+        let Some(res) = unless_gone(&mut io, &mut read, answer).await else {
             return Served::Done;
         };
         let keep_alive = !head.close && !stop.is_cancelled();
@@ -130,11 +133,11 @@ where
 /// `fut`'s output, or `None` if the client closes its connection first. While `read` is
 /// empty the connection is read (bytes of a next request are kept for it); once it is not,
 /// as hyper, no more is read until the next head is wanted.
-async fn unless_gone<IO, T>(io: &mut IO, read: &mut BytesMut, fut: impl Future<Output = T>) -> Option<T>
+async fn unless_gone<IO, F>(io: &mut IO, read: &mut BytesMut, mut fut: Pin<&mut F>) -> Option<F::Output>
 where
     IO: AsyncRead + Unpin,
+    F: Future,
 {
-    tokio::pin!(fut);
     loop {
         if read.capacity() - read.len() < READ_SPACE / 2 {
             read.reserve(READ_SPACE);
@@ -142,7 +145,7 @@ where
         let watch = read.is_empty();
         tokio::select! {
             biased;
-            out = &mut fut => return Some(out),
+            out = fut.as_mut() => return Some(out),
             r = io.read_buf(read), if watch => match r {
                 Ok(0) | Err(_) => return None,
                 Ok(_) => {}
@@ -217,7 +220,9 @@ where
                 }
                 // Out of a TLS stream's buffer too, before the wait.
                 io.flush().await.map_err(drop)?;
-                match unless_gone(io, read, body.frame()).await {
+                let frame = body.frame();
+                tokio::pin!(frame);
+                match unless_gone(io, read, frame).await {
                     Some(frame) => frame,
                     None => return Err(()),
                 }
