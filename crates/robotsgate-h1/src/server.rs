@@ -43,6 +43,15 @@ pub enum RequestRead {
     Other,
 }
 
+/// Whether `buf` may now hold a whole head, its first `searched` bytes having been found to
+/// hold no end of one: only what follows them (and the two bytes before, where an end may
+/// begin) is looked at. A reader of bytes as they come calls [`read_request_head`] when this
+/// says so (or at the limit), so that a head sent a byte at a time is searched once, not
+/// once per byte.
+pub fn head_may_end(buf: &[u8], searched: usize) -> bool {
+    head_len(&buf[searched.saturating_sub(2).min(buf.len())..]).is_some()
+}
+
 /// Reads the request head at the front of `buf` if it has the fast path's shape:
 /// - HTTP/1.1, method `GET` or `HEAD`, a target of at most [`MAX_TARGET_LEN`] bytes that
 ///   [`Uri`] reads;
@@ -438,6 +447,30 @@ mod tests {
             assert!(matches!(read, RequestRead::Other), "{:?}: {read:?}", String::from_utf8_lossy(other));
             assert_eq!(&buf[..], other, "{:?}", String::from_utf8_lossy(other));
         }
+    }
+
+    /// Searched in pieces as it comes, the end is found with the same piece as a search of
+    /// all of it each time finds it, whichever bytes the pieces end with.
+    #[test]
+    fn the_end_of_a_head_is_found_in_the_bytes_that_came_last() {
+        for whole in
+            [&b"GET / HTTP/1.1\r\nA: b\r\n\r\n"[..], b"GET / HTTP/1.1\nA: b\n\n", b"GET / HTTP/1.1\n\r\n"]
+        {
+            for step in 1..=whole.len() {
+                let mut searched = 0;
+                let ends: Vec<usize> = (step..whole.len()).step_by(step).chain([whole.len()]).collect();
+                for end in ends {
+                    let whole_search = head_len(&whole[..end]).is_some();
+                    assert_eq!(head_may_end(&whole[..end], searched), whole_search, "step {step}, end {end}");
+                    if whole_search {
+                        break;
+                    }
+                    searched = end;
+                }
+            }
+        }
+        assert!(!head_may_end(b"GET / HTTP/1.1\r\n", 0));
+        assert!(!head_may_end(b"", 5));
     }
 
     #[test]

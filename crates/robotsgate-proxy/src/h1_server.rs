@@ -24,7 +24,8 @@ use http_body_util::{BodyExt as _, Either, Empty};
 use hyper::body::Body;
 use robotsgate::net::PoolRequestBody;
 use robotsgate_h1::{
-    BodySize, Delimited, RequestRead, ResponseFraming, ResponseParts, encode_response_head, read_request_head,
+    BodySize, Delimited, RequestRead, ResponseFraming, ResponseParts, encode_response_head, head_may_end,
+    read_request_head,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
@@ -78,17 +79,23 @@ where
     tokio::pin!(deadline);
     loop {
         deadline.as_mut().reset(tokio::time::Instant::now() + limits.header_read_timeout);
+        // Bytes at the front of `read` known to hold no end of a head: a head that comes a
+        // byte at a time is searched once, not once a byte.
+        let mut searched = 0;
         let head = loop {
-            match read_request_head(&mut read, limits.max_header_bytes, &mut headers) {
-                RequestRead::Fast(head) => break head,
-                RequestRead::Other => {
-                    tracing::debug!(
-                        "a request the fast path does not take: the connection goes on with hyper"
-                    );
-                    return Served::HandOver(Prefixed { prefix: read.freeze(), inner: io });
+            if read.len() >= limits.max_header_bytes || head_may_end(&read, searched) {
+                match read_request_head(&mut read, limits.max_header_bytes, &mut headers) {
+                    RequestRead::Fast(head) => break head,
+                    RequestRead::Other => {
+                        tracing::debug!(
+                            "a request the fast path does not take: the connection goes on with hyper"
+                        );
+                        return Served::HandOver(Prefixed { prefix: read.freeze(), inner: io });
+                    }
+                    RequestRead::Partial => {}
                 }
-                RequestRead::Partial => {}
             }
+            searched = read.len();
             if read.capacity() - read.len() < READ_SPACE / 2 {
                 read.reserve(READ_SPACE);
             }

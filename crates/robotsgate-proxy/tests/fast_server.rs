@@ -151,8 +151,13 @@ async fn exchange(name: &str, via: &Via, addr: SocketAddr, bytes: &str) -> Strin
     // A reset after the answers (a server closing with unread bytes), or a TLS peer closing
     // without close_notify, ends it too.
     let _ = bounded(&format!("{name}: read to the close"), stream.read_to_end(&mut got)).await;
-    let text = String::from_utf8_lossy(&got).into_owned();
-    text.split("\r\n")
+    masked(&got)
+}
+
+/// `got` as text, `Date` values masked.
+fn masked(got: &[u8]) -> String {
+    String::from_utf8_lossy(got)
+        .split("\r\n")
         .map(|line| if line.to_ascii_lowercase().starts_with("date: ") { "date: (masked)" } else { line })
         .collect::<Vec<_>>()
         .join("\r\n")
@@ -287,4 +292,28 @@ async fn the_ingress_answers_the_same_bytes_with_and_without_the_fast_path() {
         assert!(said[0].contains(handed), "TLS {tls}, with the fast path: {}", said[0]);
         assert!(!said[1].contains(handed), "TLS {tls}, without it: {}", said[1]);
     }
+}
+
+/// A head that comes a byte at a time (each its own segment) is read and answered, the
+/// same as one that comes whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_that_comes_a_byte_at_a_time_is_answered() {
+    let origin = RawOrigin::start(ROBOTS, script).await;
+    let dir = temp_dir();
+    let mut config = test_config(dir.path());
+    config.agent.token = "GPTBot".parse().unwrap();
+    let proxy = RunningProxy::start(&config).await;
+    let host = origin.addr.to_string();
+    let bytes = request("GET", &origin.url("/fields"), &host, "Connection: close\r\n");
+    let whole = exchange("whole", &Via::Plain, proxy.addr, &bytes).await;
+    let mut tcp = bounded("connect", tokio::net::TcpStream::connect(proxy.addr)).await.unwrap();
+    tcp.set_nodelay(true).unwrap();
+    for byte in bytes.as_bytes() {
+        tcp.write_all(std::slice::from_ref(byte)).await.unwrap();
+    }
+    let mut got = Vec::new();
+    let _ = bounded("read to the close", tcp.read_to_end(&mut got)).await;
+    assert_eq!(statuses(&whole), [200]);
+    assert_eq!(masked(&got), whole);
+    proxy.stop().await;
 }

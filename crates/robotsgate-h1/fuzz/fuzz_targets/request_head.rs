@@ -1,14 +1,15 @@
 //! A request head from a stranger: `read_request_head` never panics; a head it takes is
 //! split off exactly (what follows stays), one it does not take leaves the buffer byte for
 //! byte as it was (hyper reads it next), and the same bytes fed in two pieces come to the
-//! same. A head it takes, answered, writes a response head that httparse reads back.
+//! same (and `head_may_end`, searching the second piece only, finds an end exactly when a
+//! search of the whole does). A head it takes, answered, writes a response head that httparse reads back.
 
 #![no_main]
 
 use bytes::BytesMut;
 use http::{HeaderMap, StatusCode, Version};
 use libfuzzer_sys::fuzz_target;
-use robotsgate_h1::{BodySize, RequestRead, ResponseParts, encode_response_head, read_request_head};
+use robotsgate_h1::{BodySize, RequestRead, ResponseParts, encode_response_head, head_may_end, read_request_head};
 
 const LIMIT: usize = 4096;
 
@@ -51,6 +52,9 @@ fuzz_target!(|data: &[u8]| {
     let mut first = BytesMut::from(&data[..cut]);
     let mut again = HeaderMap::new();
     if let RequestRead::Partial = read_request_head(&mut first, LIMIT, &mut again) {
+        // The first piece holds no end of a head: searching what came after it finds one
+        // exactly when the whole holds one.
+        assert_eq!(head_may_end(data, cut), head_may_end(data, 0), "searched from {cut}");
         first.extend_from_slice(&data[cut..]);
         let second = read_request_head(&mut first, LIMIT, &mut again);
         assert_eq!(kind(&read), kind(&second), "whole: {read:?}, in two pieces: {second:?}");
