@@ -79,9 +79,22 @@ pub fn response_framing(
 
 /// Whether the last coding of all `Transfer-Encoding` lines together is `chunked`.
 fn chunked_last(headers: &HeaderMap) -> bool {
-    let last_line = headers.get_all(TRANSFER_ENCODING).iter().next_back();
-    let last = last_line.and_then(|v| v.as_bytes().rsplit(|&b| b == b',').next());
-    last.is_some_and(|coding| coding.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+    headers
+        .get_all(TRANSFER_ENCODING)
+        .iter()
+        .next_back()
+        .is_some_and(|v| last_coding_is_chunked(v.as_bytes()))
+}
+
+/// Whether `chunked` is the last coding of one `Transfer-Encoding` value.
+pub(crate) fn last_coding_is_chunked(value: &[u8]) -> bool {
+    value.rsplit(|&b| b == b',').next().is_some_and(|c| c.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+}
+
+/// Whether the comma-separated list `value` (a `Connection` value) has `token`
+/// (case-insensitive).
+pub(crate) fn has_token(value: &[u8], token: &[u8]) -> bool {
+    value.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
 }
 
 /// The one length all `Content-Length` values (lines and comma-separated lists) give.
@@ -118,16 +131,9 @@ pub(crate) fn parse_length(value: &[u8]) -> Option<u64> {
 
 /// Whether the response lets its connection stay open (RFC 9112 §9.3).
 fn keeps_alive(version: Version, headers: &HeaderMap) -> bool {
-    let mut close = false;
-    let mut keep_alive = false;
-    for line in headers.get_all(CONNECTION) {
-        for token in line.as_bytes().split(|&b| b == b',') {
-            let token = token.trim_ascii();
-            close |= token.eq_ignore_ascii_case(b"close");
-            keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
-        }
-    }
-    !close && (version == Version::HTTP_11 || keep_alive)
+    let lines = || headers.get_all(CONNECTION).into_iter();
+    let close = lines().any(|v| has_token(v.as_bytes(), b"close"));
+    !close && (version == Version::HTTP_11 || lines().any(|v| has_token(v.as_bytes(), b"keep-alive")))
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use bytes::BytesMut;
 use http::header::{CONNECTION, CONTENT_LENGTH, DATE, EXPECT, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, Version};
 
-use crate::framing::parse_length;
+use crate::framing::{has_token, last_coding_is_chunked, parse_length};
 use crate::response::head_len;
 use crate::{H1Error, MAX_HEADERS};
 
@@ -128,11 +128,6 @@ fn fast(head: &bytes::Bytes, headers: &mut HeaderMap) -> Option<RequestHead> {
         headers.append(name, HeaderValue::from_maybe_shared(head.slice_ref(field.value)).ok()?);
     }
     Some(RequestHead { method, uri, close })
-}
-
-/// Whether the comma-separated list `value` has `token` (case-insensitive).
-fn has_token(value: &[u8], token: &[u8]) -> bool {
-    value.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
 }
 
 /// What a response's body is, as its sender knows it.
@@ -285,7 +280,7 @@ pub fn encode_response_head(
             }
             join(out, name, v, same);
             open = Some(name);
-            chunked_last = has_last_chunked(v);
+            chunked_last = last_coding_is_chunked(v);
             wrote_len = true;
             delimited = Some(Delimited::Chunked);
         } else if *name == CONNECTION {
@@ -377,11 +372,6 @@ fn end_joined(out: &mut Vec<u8>, name: &HeaderName, chunked_last: bool, last: bo
         *close_said = true;
     }
     out.extend_from_slice(b"\r\n");
-}
-
-/// Whether `chunked` is the last coding of a `Transfer-Encoding` value.
-fn has_last_chunked(value: &[u8]) -> bool {
-    value.rsplit(|&b| b == b',').next().is_some_and(|c| c.trim_ascii().eq_ignore_ascii_case(b"chunked"))
 }
 
 #[cfg(test)]
