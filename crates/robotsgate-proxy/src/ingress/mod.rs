@@ -833,16 +833,7 @@ impl Ingress {
                         }
                     };
                     match tls {
-                        None => match fast_limits {
-                            Some(limits) => {
-                                if let Served::HandOver(rest) =
-                                    h1_server::serve(stream, limits, &stop, fast).await
-                                {
-                                    serve(&builder, TokioIo::new(rest), hyper_svc, &stop).await;
-                                }
-                            }
-                            None => serve(&builder, TokioIo::new(stream), hyper_svc, &stop).await,
-                        },
+                        None => serve_fast_first(&builder, stream, fast_limits, fast, hyper_svc, &stop).await,
                         Some(acceptor) => {
                             let handshake = tokio::select! {
                                 h = tokio::time::timeout(handshake_timeout, acceptor.accept(stream)) => h,
@@ -852,16 +843,8 @@ impl Ingress {
                                 // HTTP/1.1 over TLS takes the fast path too; h2 is hyper's.
                                 Ok(Ok(stream)) => {
                                     let h2 = stream.get_ref().1.alpn_protocol() == Some(&b"h2"[..]);
-                                    match fast_limits.filter(|_| !h2) {
-                                        Some(limits) => {
-                                            if let Served::HandOver(rest) =
-                                                h1_server::serve(stream, limits, &stop, fast).await
-                                            {
-                                                serve(&builder, TokioIo::new(rest), hyper_svc, &stop).await;
-                                            }
-                                        }
-                                        None => serve(&builder, TokioIo::new(stream), hyper_svc, &stop).await,
-                                    }
+                                    let limits = fast_limits.filter(|_| !h2);
+                                    serve_fast_first(&builder, stream, limits, fast, hyper_svc, &stop).await
                                 }
                                 Ok(Err(e)) => {
                                     conn_metrics.handshake_failed(HandshakeFailure::Error);
@@ -907,6 +890,38 @@ impl Ingress {
             let _ = task.await;
         }
         Ok(())
+    }
+}
+
+/// Serves `io` on the HTTP/1.1 fast path while its requests allow (`limits`: `None` for
+/// none of it), then with hyper from where the fast path handed it over.
+async fn serve_fast_first<I, C, F, FB, S, B>(
+    builder: &hyper_util::server::conn::auto::Builder<TokioExecutor>,
+    io: I,
+    limits: Option<h1_server::Limits>,
+    fast: C,
+    svc: S,
+    stop: &CancellationToken,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    C: FnMut(Request<PoolRequestBody>) -> F,
+    F: Future<Output = Response<FB>>,
+    FB: hyper::body::Body<Data = Bytes> + Unpin,
+    FB::Error: std::fmt::Display,
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Send,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    match limits {
+        Some(limits) => {
+            if let Served::HandOver(rest) = h1_server::serve(io, limits, stop, fast).await {
+                serve(builder, TokioIo::new(rest), svc, stop).await;
+            }
+        }
+        None => serve(builder, TokioIo::new(io), svc, stop).await,
     }
 }
 
