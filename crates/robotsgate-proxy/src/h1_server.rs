@@ -96,9 +96,7 @@ where
                 }
             }
             searched = read.len();
-            if read.capacity() - read.len() < READ_SPACE / 2 {
-                read.reserve(READ_SPACE);
-            }
+            make_room(&mut read);
             let idle = read.is_empty();
             tokio::select! {
                 biased;
@@ -137,6 +135,13 @@ where
     }
 }
 
+/// Gives `read` room for the next read when little is left.
+fn make_room(read: &mut BytesMut) {
+    if read.capacity() - read.len() < READ_SPACE / 2 {
+        read.reserve(READ_SPACE);
+    }
+}
+
 /// `fut`'s output, or `None` if the client closes its connection first. While `read` is
 /// empty the connection is read (bytes of a next request are kept for it); once it is not,
 /// as hyper, no more is read until the next head is wanted.
@@ -146,9 +151,7 @@ where
     F: Future,
 {
     loop {
-        if read.capacity() - read.len() < READ_SPACE / 2 {
-            read.reserve(READ_SPACE);
-        }
+        make_room(read);
         let watch = read.is_empty();
         tokio::select! {
             biased;
