@@ -392,12 +392,16 @@ pub(crate) fn parse_dual<'a>(
 }
 
 fn split_two_words(line: &[u8]) -> Option<(&[u8], &[u8])> {
-    let sep = line.iter().position(|&b| b == b' ' || b == b'\t')?;
-    let value = trim(&line[sep..]);
-    if value.iter().any(|&b| b == b' ' || b == b'\t') {
+    let white = |b: &u8| *b == b' ' || *b == b'\t';
+    let sep = line.iter().position(white)?;
+    // The value starts after the spaces and tabs (Google's `kWhite`) only: another byte
+    // `isspace` takes (`\v`, `\f`, `\r`) begins a word, so `Allow \v *` is three words.
+    let rest = &line[sep..];
+    let value = &rest[rest.iter().take_while(|b| white(b)).count()..];
+    if value.iter().any(white) {
         return None;
     }
-    Some((&line[..sep], value))
+    Some((&line[..sep], trim(value)))
 }
 
 fn starts_with_ignore_case(s: &[u8], prefix: &[u8]) -> bool {
@@ -521,6 +525,10 @@ mod tests {
         assert_eq!(rec(b"disallow /a /b", Reading::Google).1, vec![1]);
         assert_eq!(rec(b"disallow /a", Reading::Rfc).1, vec![1]);
         assert_eq!(rec(b"disallow", Reading::Google).1, vec![1]);
+        // Only spaces and tabs separate the words (found by proptest_engine against the
+        // reference): a vertical tab or form feed is a word of its own.
+        assert_eq!(rec(b"allow \x0b *", Reading::Google).1, vec![1]);
+        assert_eq!(rec(b"allow \x0c/a", Reading::Google).0[0].2, "/a");
     }
 
     #[test]
