@@ -41,7 +41,7 @@ mod server;
 pub use chunked::{ChunkedDecoder, Decoded};
 pub use framing::{BodyFraming, Framing, response_framing};
 pub use request::encode_request_head;
-pub use response::{FIELD_ROOM, MAX_HEADERS, ResponseHead, read_response_head};
+pub use response::{MAX_HEADERS, ResponseHead, read_response_head};
 pub use server::{
     BodySize, Delimited, MAX_TARGET_LEN, RequestHead, RequestRead, ResponseFraming, ResponseParts,
     encode_response_head, head_may_end, read_request_head,
