@@ -124,7 +124,7 @@ where
             return Served::Done;
         };
         let keep_alive = !head.close && !stop.is_cancelled();
-        match respond(&mut io, &mut read, &mut write, head_request, keep_alive, res).await {
+        match respond(&mut io, &mut read, &mut write, &mut headers, head_request, keep_alive, res).await {
             Ok(true) => {}
             Ok(false) => {
                 let _ = io.shutdown().await;
@@ -132,6 +132,20 @@ where
             }
             Err(()) => return Served::Done,
         }
+    }
+}
+
+/// The most fields a map kept for the next request may have room for: a map grown for an
+/// unusual message is not held for the life of the connection.
+const MAX_KEPT_FIELDS: usize = 2 * robotsgate_h1::MAX_HEADERS;
+
+/// Keeps `map`, emptied, in `spare` for the next request's fields: the one allocation of a
+/// request's and its response's fields serves the connection's next requests too.
+fn keep_map(spare: &mut HeaderMap, mut map: HeaderMap) {
+    if map.capacity() <= MAX_KEPT_FIELDS {
+        // Emptied at once: its values hold parts of the upstream's read buffer.
+        map.clear();
+        *spare = map;
     }
 }
 
@@ -165,11 +179,13 @@ where
 }
 
 /// Writes `res` (to a HEAD request or not). `Ok(true)`: the connection can carry the next
-/// request; `Ok(false)`: it is to be closed; `Err`: it broke.
+/// request; `Ok(false)`: it is to be closed; `Err`: it broke. Once the head is written, the
+/// response's map, emptied, goes to `spare`: the next request's fields are read into it.
 async fn respond<IO, B>(
     io: &mut IO,
     read: &mut BytesMut,
     write: &mut Vec<u8>,
+    spare: &mut HeaderMap,
     head_request: bool,
     keep_alive: bool,
     res: Response<B>,
@@ -202,6 +218,7 @@ where
                 return Err(());
             }
         };
+    keep_map(spare, parts.headers);
     let mut left = match delimited {
         Delimited::Length(0) => {
             io.write_all(write).await.map_err(drop)?;
@@ -323,4 +340,33 @@ fn date() -> [u8; 29] {
         c.set((second, text));
         text
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn map_of(fields: usize) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for i in 0..fields {
+            map.insert(http::HeaderName::try_from(format!("x-{i}")).unwrap(), HeaderValue::from_static("v"));
+        }
+        map
+    }
+
+    /// A response's map is kept for the next request empty and with its room; one grown
+    /// past `MAX_KEPT_FIELDS` is let go.
+    #[test]
+    fn a_responses_map_is_kept_empty_unless_it_grew_large() {
+        let mut spare = HeaderMap::new();
+        let map = map_of(10);
+        let room = map.capacity();
+        keep_map(&mut spare, map);
+        assert_eq!((spare.len(), spare.capacity()), (0, room));
+
+        let mut spare = HeaderMap::new();
+        keep_map(&mut spare, map_of(MAX_KEPT_FIELDS + 1));
+        assert_eq!((spare.len(), spare.capacity()), (0, 0));
+    }
 }
