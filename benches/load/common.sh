@@ -176,8 +176,8 @@ haproxy_conf() {
 # master) and NGINX_PROXY_WORKER.
 start_nginx_proxy() {
     local port=$1
-    nginx_proxy_conf "$port"
-    taskset -c "$SRV_CPU" nginx -p "$WORK" -c "$WORK/nginx-proxy.conf" -g 'daemon off;' &
+    nginx_proxy_conf "$port" "${2:-}"
+    taskset -c "$SRV_CPU" nginx -p "$WORK" -c "$WORK/nginx-proxy${2:+-$2}.conf" -g 'daemon off;' &
     NGINX_PROXY_PID=$!
     PIDS+=("$NGINX_PROXY_PID")
     wait_http "http://127.0.0.1:$port/1k"
@@ -185,17 +185,25 @@ start_nginx_proxy() {
     NGINX_PROXY_WORKER=$(pgrep -P "$NGINX_PROXY_PID" | head -1)
 }
 
-# nginx_proxy_conf PORT: $WORK/nginx-proxy.conf, the configuration start_nginx_proxy runs
-# (callgrind.sh runs it too, under valgrind).
+# nginx_proxy_conf PORT [fwd]: $WORK/nginx-proxy.conf, the configuration start_nginx_proxy
+# runs (callgrind.sh runs it too, under valgrind): X-Forwarded-For added, as nginx's usual
+# set-up. With "fwd" ($WORK/nginx-proxy-fwd.conf), it also sends the other forwarding
+# fields robotsgate's ingress sends (Forwarded, X-Forwarded-Proto, X-Forwarded-Host): the
+# same work, for comparison; its pid file and logs are its own.
 nginx_proxy_conf() {
-    local port=$1
-    cat >"$WORK/nginx-proxy.conf" <<CONF
+    local port=$1 variant=${2:-} extra=""
+    if [ "$variant" = fwd ]; then
+        extra='            proxy_set_header Forwarded "for=$remote_addr;proto=$scheme;host=\"$host\"";
+            proxy_set_header X-Forwarded-Proto $scheme;
+            proxy_set_header X-Forwarded-Host $host;'
+    fi
+    cat >"$WORK/nginx-proxy${variant:+-$variant}.conf" <<CONF
 worker_processes 1;
-error_log $WORK/logs/nginx-proxy-error.log warn;
-pid $WORK/nginx-proxy.pid;
+error_log $WORK/logs/nginx-proxy${variant:+-$variant}-error.log warn;
+pid $WORK/nginx-proxy${variant:+-$variant}.pid;
 events { worker_connections 8192; }
 http {
-    access_log $WORK/logs/nginx-proxy-access.log;
+    access_log $WORK/logs/nginx-proxy${variant:+-$variant}-access.log;
     keepalive_requests 1000000;
     keepalive_timeout 120s;
     client_body_temp_path $WORK/nginx-tmp;
@@ -211,6 +219,7 @@ http {
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+$extra
         }
     }
 }

@@ -6,7 +6,10 @@
 # recorded and forwarded. A fourth target, robotsgate_ingress_verify, is the same with the
 # identity check on: the bot's operator (OpenAI, GPTBot) publishes a range list (a file
 # here, holding 127.0.0.0/8) and every request is verified by its address (reverse DNS and
-# refresh off: no network), so the two robotsgate rows give the cost of the check.
+# refresh off: no network), so the two robotsgate rows give the cost of the check. A fifth,
+# nginx_proxy_fwd, is nginx sending the forwarding fields robotsgate sends (Forwarded,
+# X-Forwarded-Proto, X-Forwarded-Host besides X-Forwarded-For): the same work, for
+# comparison; the ratios are to nginx_proxy, the anchor.
 #
 #   bash benches/load/ingress.sh
 #   DURATION=5 RUNS=1 bash benches/load/ingress.sh              # a quick look
@@ -15,7 +18,7 @@
 # Needs oha, nginx, taskset, curl (common.sh installs them when missing, and builds
 # robotsgate in release mode unless RG is given). The generator (oha, one worker thread)
 # is pinned to GEN_CPU, the site and the proxies to SRV_CPU. Each row is the median of RUNS
-# runs; the three targets take their runs in turn. A run with any answer other than 200
+# runs; the targets take their runs in turn. A run with any answer other than 200
 # fails the benchmark. Raw oha JSON under $WORK/results.
 #
 # Besides req/s and latency, each row gives the CPU time (user + system, from
@@ -33,6 +36,7 @@ CONC=${CONC:-32}
 NGINX_PROXY_PORT=13140
 RG_INGRESS_PORT=13141
 RG_VERIFY_PORT=13142
+NGINX_PROXY_FWD_PORT=13143
 UA="Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)"
 
 for tool in oha nginx taskset curl python3; do
@@ -52,7 +56,11 @@ ticks() {
     echo "$((u + s))"
 }
 
-# nginx as a reverse proxy: one worker, access log on, keep-alive to the site.
+# nginx as a reverse proxy: one worker, access log on, keep-alive to the site. The gate's
+# anchor adds X-Forwarded-For, as nginx's usual set-up; a second one (nginx_proxy_fwd, for
+# comparison) sends the forwarding fields robotsgate sends as well.
+start_nginx_proxy "$NGINX_PROXY_FWD_PORT" fwd
+NGINX_FWD_PID=$NGINX_PROXY_PID
 start_nginx_proxy "$NGINX_PROXY_PORT"
 
 # robotsgate ingress: enforcing, audit log on (default durability), robots.txt from the site.
@@ -106,6 +114,7 @@ for i in $(seq "$RUNS"); do
     log "round $i of $RUNS"
     run_one direct "$i" "http://127.0.0.1:$ORIGIN_PORT/1k"
     run_one nginx_proxy "$i" "http://127.0.0.1:$NGINX_PROXY_PORT/1k" "$NGINX_PROXY_PID"
+    run_one nginx_proxy_fwd "$i" "http://127.0.0.1:$NGINX_PROXY_FWD_PORT/1k" "$NGINX_FWD_PID"
     run_one robotsgate_ingress "$i" "http://127.0.0.1:$RG_INGRESS_PORT/1k" "$RG_PID"
     run_one robotsgate_ingress_verify "$i" "http://127.0.0.1:$RG_VERIFY_PORT/1k" "$VERIFY_PID"
 done
@@ -128,7 +137,7 @@ def cpu(n):
         proxy, site = map(int, open(p[: -len(".json")] + ".ticks").read().split())
         per.append((proxy * 1e6 / hz / count, site * 1e6 / hz / count))
     return statistics.median(x for x, _ in per), statistics.median(y for _, y in per)
-names = ("direct", "nginx_proxy", "robotsgate_ingress", "robotsgate_ingress_verify")
+names = ("direct", "nginx_proxy", "nginx_proxy_fwd", "robotsgate_ingress", "robotsgate_ingress_verify")
 m = {n: med(n) for n in names}
 c = {n: cpu(n) for n in names}
 print("| target | req/s | x nginx proxy | p50 ms | p99 ms | p99 / nginx | CPU µs/request: proxy | site |")
