@@ -193,6 +193,7 @@ start_nginx_proxy() {
 nginx_proxy_conf() {
     local port=$1 variant=${2:-} extra=""
     if [ "$variant" = fwd ]; then
+        # shellcheck disable=SC2016 # nginx's variables, for nginx to expand
         extra='            proxy_set_header Forwarded "for=$remote_addr;proto=$scheme;host=\"$host\"";
             proxy_set_header X-Forwarded-Proto $scheme;
             proxy_set_header X-Forwarded-Host $host;'

@@ -110,13 +110,25 @@ run_one() { # NAME I URL [PROXY_PID]: the run, then "proxy_ticks site_ticks" in 
     echo "$((proxy1 - proxy0)) $((site1 - site0))" >"$WORK/results/$1.$2.ticks"
     python3 "$HERE/report.py" check "$WORK/results/$1.$2.json" || die "$1 run $2"
 }
+# NAME URL [PID] of each target, in the order of the first round.
+targets=(
+    "direct http://127.0.0.1:$ORIGIN_PORT/1k"
+    "nginx_proxy http://127.0.0.1:$NGINX_PROXY_PORT/1k $NGINX_PROXY_PID"
+    "nginx_proxy_fwd http://127.0.0.1:$NGINX_PROXY_FWD_PORT/1k $NGINX_FWD_PID"
+    "robotsgate_ingress http://127.0.0.1:$RG_INGRESS_PORT/1k $RG_PID"
+    "robotsgate_ingress_verify http://127.0.0.1:$RG_VERIFY_PORT/1k $VERIFY_PID"
+)
 for i in $(seq "$RUNS"); do
     log "round $i of $RUNS"
-    run_one direct "$i" "http://127.0.0.1:$ORIGIN_PORT/1k"
-    run_one nginx_proxy "$i" "http://127.0.0.1:$NGINX_PROXY_PORT/1k" "$NGINX_PROXY_PID"
-    run_one nginx_proxy_fwd "$i" "http://127.0.0.1:$NGINX_PROXY_FWD_PORT/1k" "$NGINX_FWD_PID"
-    run_one robotsgate_ingress "$i" "http://127.0.0.1:$RG_INGRESS_PORT/1k" "$RG_PID"
-    run_one robotsgate_ingress_verify "$i" "http://127.0.0.1:$RG_VERIFY_PORT/1k" "$VERIFY_PID"
+    # The order rotated by one each round: no target keeps one place in the round. With a
+    # fixed order, the row in the fourth place ran 10–13% slower than the same binary in
+    # the fifth (benches/README.md, ninth session); with RUNS a multiple of five, each
+    # target takes each place equally often.
+    n=${#targets[@]}
+    for k in $(seq 0 $((n - 1))); do
+        read -r name url pid <<<"${targets[$(((k + i - 1) % n))]}"
+        run_one "$name" "$i" "$url" ${pid:+"$pid"}
+    done
 done
 records=$(grep -c '"type":"ingress"' "$WORK/ingress-audit.jsonl" || true)
 log "ingress records written: $records"

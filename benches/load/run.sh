@@ -24,8 +24,9 @@
 #
 # Baseline (RG_BASELINE_BIN=/path/to/another/robotsgate): the plain and tls sections also
 # run that binary (targets robotsgate_base, robotsgate_base_off, robotsgate_base_intercept)
-# on RG_BASE_PORT, in the same rounds as the binary built here (the two take turns going
-# first), and the summary adds "this build vs base" as the median of the paired runs.
+# on RG_BASE_PORT, in the same rounds as the binary built here (in the plain section every
+# target takes its turn in an order rotated by one each round; in tls the two take turns
+# going first), and the summary adds "this build vs base" as the median of the paired runs.
 # The baseline binary reads the same benches/load/robotsgate.toml.
 #
 # A shorter plain section: PLAIN_CASES (default "1k-c32 1k-c256 100k-c32 100k-c256") and
@@ -172,22 +173,24 @@ plain)
     log "plain HTTP through the proxies (${RUNS} x ${DURATION}s each)"
     for case_ in $PLAIN_CASES; do
         c=${case_#*-c} url="$URL_PLAIN/${case_%-c*}"
+        # shellcheck disable=SC2206 # ANCHORS is a list
+        groups=($ANCHORS current)
+        if [ -n "$RG_BASELINE_BIN" ]; then groups+=(base); fi
         for i in $(seq "$RUNS"); do
-            for a in $ANCHORS; do
-                case $a in
+            # The order rotated by one each round: no target keeps one place in the round
+            # (a fixed place was measured 10% slower for the same binary; benches/README.md,
+            # ninth session).
+            n=${#groups[@]}
+            for k in $(seq 0 $((n - 1))); do
+                g=${groups[$(((k + i - 1) % n))]}
+                case $g in
                 direct) run_one "direct-$case_" "$i" "$c" "$url" ;;
                 squid) run_one "squid-$case_" "$i" "$c" "$url" -x "$PROXY_SQUID" ;;
                 haproxy) run_one "haproxy-$case_" "$i" "$c" "$url" -x "$PROXY_HAPROXY" ;;
-                *) die "unknown anchor $a (direct, squid, haproxy)" ;;
+                current | base) plain_rg_runs "$g" "$i" "$c" "$url" ;;
+                *) die "unknown anchor $g (direct, squid, haproxy)" ;;
                 esac
             done
-            if [ -n "$RG_BASELINE_BIN" ] && [ $((i % 2)) = 0 ]; then
-                plain_rg_runs base "$i" "$c" "$url"
-                plain_rg_runs current "$i" "$c" "$url"
-            else
-                plain_rg_runs current "$i" "$c" "$url"
-                if [ -n "$RG_BASELINE_BIN" ]; then plain_rg_runs base "$i" "$c" "$url"; fi
-            fi
         done
         # shellcheck disable=SC2086 # ANCHORS is a list
         for t in $ANCHORS robotsgate robotsgate_off "${BASE_TARGETS[@]}"; do row "$t-$case_"; done
