@@ -137,6 +137,14 @@ start_origin() {
     PIDS+=($!)
 }
 
+# settle: the dirty pages the runs before left written to disk, before the next run starts.
+# The logs of a run (robotsgate's audit log, about 700 bytes a request, nginx's and
+# HAProxy's access logs) are written back by the kernel some 30 s later, 150-300 MB at a
+# time: with 8 s runs, in the middle of another target's run, which then measured 10-20%
+# slower (benches/README.md, ninth session). Each run is measured without the write-back of
+# any run's logs, its own included.
+settle() { sync; }
+
 # cpu_ticks PID...: "user system", the CPU clock ticks used so far by these processes,
 # their threads and their children (nginx's workers).
 cpu_ticks() {

@@ -57,6 +57,7 @@ for r in $(seq 1 "$ROUNDS"); do
     for k in $(seq 0 $((n - 1))); do
         t=${targets[$(((k + r - 1) % n))]}
         IFS=: read -r name pid p <<<"$t"
+        settle
         read -r u0 s0 < <(cpu_ticks "$pid")
         load "$p" "$REQUESTS" >"$WORK/$name.$r.json"
         read -r u1 s1 < <(cpu_ticks "$pid")

@@ -101,6 +101,7 @@ grep -q '"identity":"verified"' "$WORK/ingress-verify-audit.jsonl" \
 
 run_one() { # NAME I URL [PROXY_PID]: the run, then "proxy_ticks site_ticks" in NAME.I.ticks
     local proxy0=0 proxy1=0 site0 site1
+    settle
     site0=$(ticks "$SITE_PID")
     [ -z "${4:-}" ] || proxy0=$(ticks "$4")
     taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -z "${DURATION}s" -c "$CONC" \

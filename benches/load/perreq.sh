@@ -60,6 +60,7 @@ measure() {
     local name=$1 proxy=$2 pid=$3
     taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n 1000 -c "$CONC" -x "$proxy" \
         "http://127.0.0.1:$ORIGIN_PORT/1k" >/dev/null
+    settle
     snapshot "$pid" "$NGINX_WORKER" >"$WORK/before"
     local strace_pid=
     if [ -n "$STRACE" ]; then

@@ -116,6 +116,7 @@ run_one() {
     # back from the file for its checkpoints): each run's decisions are found after where
     # the file ended before it. A full run writes a few GB there.
     AUDIT_FROM=$(stat -c %s "$WORK/audit.jsonl" 2>/dev/null || echo 0)
+    settle
     taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -z "${DURATION}s" -c "$conc" \
         --output-format json "$@" "$url" >"$WORK/results/$name.$i.json"
     python3 "$HERE/report.py" check "$WORK/results/$name.$i.json" || die "$name run $i"
