@@ -145,6 +145,15 @@ start_origin() {
 # any run's logs, its own included.
 settle() { sync; }
 
+# turns ROUND COUNT: the indices 0..COUNT-1 in the order of round ROUND (from 1), rotated by
+# one each round, so that no target keeps one place in the round (a fixed order put the
+# write-back of the logs, see settle, in the same target's runs). With ROUNDS a multiple of
+# COUNT, each target takes each place equally often.
+turns() {
+    local k
+    for ((k = 0; k < $2; k++)); do echo $(((k + $1 - 1) % $2)); done
+}
+
 # cpu_ticks PID...: "user system", the CPU clock ticks used so far by these processes,
 # their threads and their children (nginx's workers).
 cpu_ticks() {

@@ -51,11 +51,8 @@ hz=$(getconf CLK_TCK)
 for t in "${targets[@]}"; do IFS=: read -r _ _ p <<<"$t"; load "$p" 3000 >/dev/null; done # warm-up
 printf '| round | target | req/s | p99 ms | user µs/req | system µs/req |\n|---|---|---:|---:|---:|---:|\n'
 for r in $(seq 1 "$ROUNDS"); do
-    # The order rotated by one each round: no target keeps one place in the round (the
-    # place after the others' runs was measured 10% slower for the same binary).
-    n=${#targets[@]}
-    for k in $(seq 0 $((n - 1))); do
-        t=${targets[$(((k + r - 1) % n))]}
+    for k in $(turns "$r" "${#targets[@]}"); do
+        t=${targets[$k]}
         IFS=: read -r name pid p <<<"$t"
         settle
         read -r u0 s0 < <(cpu_ticks "$pid")

@@ -121,13 +121,8 @@ targets=(
 )
 for i in $(seq "$RUNS"); do
     log "round $i of $RUNS"
-    # The order rotated by one each round: no target keeps one place in the round. With a
-    # fixed order, the row in the fourth place ran 10–13% slower than the same binary in
-    # the fifth (benches/README.md, ninth session); with RUNS a multiple of five, each
-    # target takes each place equally often.
-    n=${#targets[@]}
-    for k in $(seq 0 $((n - 1))); do
-        read -r name url pid <<<"${targets[$(((k + i - 1) % n))]}"
+    for k in $(turns "$i" "${#targets[@]}"); do
+        read -r name url pid <<<"${targets[$k]}"
         run_one "$name" "$i" "$url" ${pid:+"$pid"}
     done
 done

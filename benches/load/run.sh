@@ -178,12 +178,8 @@ plain)
         groups=($ANCHORS current)
         if [ -n "$RG_BASELINE_BIN" ]; then groups+=(base); fi
         for i in $(seq "$RUNS"); do
-            # The order rotated by one each round: no target keeps one place in the round
-            # (a fixed place was measured 10% slower for the same binary; benches/README.md,
-            # ninth session).
-            n=${#groups[@]}
-            for k in $(seq 0 $((n - 1))); do
-                g=${groups[$(((k + i - 1) % n))]}
+            for k in $(turns "$i" "${#groups[@]}"); do
+                g=${groups[$k]}
                 case $g in
                 direct) run_one "direct-$case_" "$i" "$c" "$url" ;;
                 squid) run_one "squid-$case_" "$i" "$c" "$url" -x "$PROXY_SQUID" ;;
