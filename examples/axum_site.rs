@@ -23,7 +23,6 @@ use bytes::Bytes;
 use http_body_util::Empty;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use robotsgate::audit::IngressRecord;
 use robotsgate::ingress::IngressLayer;
 use tower::ServiceBuilder;
 
@@ -68,9 +67,8 @@ pub async fn tour() -> Result<Vec<Visit>, Box<dyn std::error::Error + Send + Syn
     let records = Arc::new(Mutex::new(Vec::new()));
     let kept = records.clone();
     let ingress = IngressLayer::builder()
-        .observer(move |r: &IngressRecord| {
-            let line =
-                format!("{} {} {} -> {}", r.token.as_deref().unwrap_or("-"), r.method, r.path, r.outcome);
+        .observer(move |r| {
+            let line = format!("{} {} {} -> {}", r.token().unwrap_or("-"), r.method(), r.path(), r.outcome());
             kept.lock().unwrap_or_else(|e| e.into_inner()).push(line);
         })
         .build();

@@ -19,7 +19,6 @@ use http_body_util::{BodyExt as _, Empty, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use robotsgate::audit::IngressRecord;
 use robotsgate::ingress::IngressLayer;
 use tower::{Layer as _, ServiceExt as _};
 
@@ -39,14 +38,8 @@ async fn site(req: Request<BoxBody<Bytes, hyper::Error>>) -> Result<Response<Ful
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     // robots.txt is fetched from the site itself (GET /robots.txt through the service).
     let layer = IngressLayer::builder()
-        .observer(|r: &IngressRecord| {
-            eprintln!(
-                "  record: {} {} {} -> {}",
-                r.token.as_deref().unwrap_or("-"),
-                r.method,
-                r.path,
-                r.outcome
-            )
+        .observer(|r| {
+            eprintln!("  record: {} {} {} -> {}", r.token().unwrap_or("-"), r.method(), r.path(), r.outcome())
         })
         .build();
 

@@ -211,7 +211,7 @@ fn layer_site(verifier: Verifier) -> (Guarded, Arc<Mutex<Vec<IngressRecord>>>, A
     let layer = IngressLayer::builder()
         .robots_bytes("User-agent: ExampleBot\nDisallow: /private\n\nUser-agent: *\nDisallow: /\n")
         .verifier(Some(Arc::new(verifier)))
-        .observer(move |r: &IngressRecord| records.lock().unwrap().push(r.clone()))
+        .observer(move |r| records.lock().unwrap().push(r.to_record()))
         .build();
     (tower::util::BoxCloneService::new(layer.layer(site)), seen, hits)
 }

@@ -110,7 +110,7 @@ async fn serve(layer: IngressLayer, site: Arc<Site>) -> SocketAddr {
 fn records() -> (Arc<Mutex<Vec<IngressRecord>>>, IngressBuilder) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
-    let b = IngressLayer::builder().observer(move |r: &IngressRecord| s.lock().unwrap().push(r.clone()));
+    let b = IngressLayer::builder().observer(move |r| s.lock().unwrap().push(r.to_record()));
     (seen, b)
 }
 

@@ -297,26 +297,39 @@ fn robots_head(f: &FetchFacts) -> Box<str> {
 
 /// `a.b.c.d:port` or `[v6]:port`, as `SocketAddr`'s `Display` writes it.
 fn socket_addr_into(out: &mut Vec<u8>, addr: std::net::SocketAddr) {
-    let mut digits = itoa::Buffer::new();
     match addr {
-        std::net::SocketAddr::V4(a) => {
-            for (i, octet) in a.ip().octets().into_iter().enumerate() {
+        std::net::SocketAddr::V4(a) => ip_into(out, std::net::IpAddr::V4(*a.ip())),
+        std::net::SocketAddr::V6(a) => {
+            out.push(b'[');
+            ip_into(out, std::net::IpAddr::V6(*a.ip()));
+            out.push(b']');
+        }
+    }
+    out.push(b':');
+    out.extend_from_slice(itoa::Buffer::new().format(addr.port()).as_bytes());
+}
+
+/// An address as `IpAddr`'s `Display` writes it (IPv4 digit by digit, without the
+/// formatter).
+pub(super) fn ip_into(out: &mut Vec<u8>, ip: std::net::IpAddr) {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            let mut digits = itoa::Buffer::new();
+            for (i, octet) in v4.octets().into_iter().enumerate() {
                 if i > 0 {
                     out.push(b'.');
                 }
                 out.extend_from_slice(digits.format(octet).as_bytes());
             }
         }
-        std::net::SocketAddr::V6(a) => {
-            let _ = std::io::Write::write_fmt(out, format_args!("[{}]", a.ip()));
+        std::net::IpAddr::V6(v6) => {
+            let _ = std::io::Write::write_fmt(out, format_args!("{v6}"));
         }
     }
-    out.push(b':');
-    out.extend_from_slice(digits.format(addr.port()).as_bytes());
 }
 
 /// Text written into a JSON string (between its quotes), escaped as serde_json does.
-struct JsonText<'a>(&'a mut Vec<u8>);
+pub(super) struct JsonText<'a>(pub(super) &'a mut Vec<u8>);
 
 impl fmt::Write for JsonText<'_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {

@@ -93,7 +93,7 @@ pub use fleet::{PacedBot, PacingFuture, SharedPacing};
 pub use service::{IngressService, ResponseFuture};
 pub use state::RobotsFetch;
 
-use crate::audit::{AuditLog, IngressRecord};
+use crate::audit::{AuditLog, IngressRecordRef};
 use crate::identity::Verifier;
 use crate::ids::RequestIds;
 use crate::rep::Profile;
@@ -187,7 +187,7 @@ impl Default for IngressConfig {
 }
 
 /// Something told of every bot request's record (metrics, tests, a second log).
-pub(crate) type IngressObserver = Arc<dyn Fn(&IngressRecord) + Send + Sync>;
+pub(crate) type IngressObserver = Arc<dyn Fn(&IngressRecordRef<'_>) + Send + Sync>;
 
 /// Builds an [`IngressLayer`].
 #[must_use]
@@ -269,8 +269,10 @@ impl IngressBuilder {
         self
     }
 
-    /// Hands each bot request's record to `observer` (metrics, tests, a second log).
-    pub fn observer(mut self, observer: impl Fn(&IngressRecord) + Send + Sync + 'static) -> Self {
+    /// Hands each bot request's record to `observer` (metrics, tests, a second log),
+    /// borrowed: [`IngressRecordRef::to_record`] makes the owned
+    /// [`IngressRecord`](crate::audit::IngressRecord) when the observer keeps it.
+    pub fn observer(mut self, observer: impl Fn(&IngressRecordRef<'_>) + Send + Sync + 'static) -> Self {
         self.observer = Some(Arc::new(observer));
         self
     }

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
+use http::uri::PathAndQuery;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Body;
 use tower::{Service, ServiceExt as _};
@@ -22,8 +23,9 @@ use super::source::{Fetched, READ_LIMIT, read_bounded};
 use super::state::{RobotsFetch, bot_key};
 use super::{Mode, PacedBot, Shared, UnknownAgents};
 use crate::ROBOTSGATE_HEADER;
-use crate::audit::{IngressRecord, IngressRule, SCHEMA_VERSION, rfc3339};
+use crate::audit::{IngressRecordRef, SCHEMA_VERSION, Text};
 use crate::identity::{Identity, Verdict, httpsig};
+use crate::ids::RequestId;
 use crate::vocabulary::{Outcome, ReasonClass};
 
 /// The service [`IngressLayer`](super::IngressLayer) makes. See the
@@ -172,86 +174,126 @@ fn own<ResB>(
 
 /// What one request is, as the record says it.
 struct Facts {
-    request_id: String,
+    request_id: RequestId,
     client: Option<IpAddr>,
     user_agent: String,
-    method: String,
-    path: String,
+    method: Method,
+    path: PathAndQuery,
     /// How the policy used the identity verdict, once checked.
     identity_use: Option<IdentityUse>,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn record(
-    shared: &Shared,
+/// A bot request's record until it is written: what it is made of, borrowed from the
+/// request's handling, with what the path it took sets (`status`, and for robotsgate's
+/// own refusals the reason and explanation). [`emit`] writes its line straight into the
+/// audit log's buffer: no owned [`IngressRecord`](crate::audit::IngressRecord).
+struct Pending<'a> {
     facts: Facts,
-    found: Option<&Found>,
-    site: &SiteRobots,
-    judgement: Option<&Judgement>,
+    found: Option<&'a Found>,
+    site: &'a SiteRobots,
+    judgement: Option<&'a Judgement>,
     outcome: Outcome,
-    identity: Option<&Identity>,
+    identity: Option<&'a Identity>,
     retry_after: Option<u64>,
     last_fetch: Option<RobotsFetch>,
-) -> IngressRecord {
-    IngressRecord {
-        schema_version: SCHEMA_VERSION,
-        kind: "ingress",
-        time: rfc3339(SystemTime::now()),
-        request_id: facts.request_id,
-        client: facts.client.map(|c| {
-            let mut s = String::with_capacity(15);
-            crate::net::push_ip(&mut s, c);
-            s
-        }),
-        user_agent: facts.user_agent,
-        token: found.map(|f| f.token.to_string()),
-        site_group: found.is_some_and(|f| f.site_group),
-        method: facts.method,
-        path: facts.path,
-        mode: shared.config.load().mode.as_str(),
-        outcome: outcome.as_str(),
-        reason: judgement.map_or(ReasonClass::RobotsTxt, |j| j.class).as_str(),
-        rule: judgement.and_then(|j| j.rule.as_ref()).map(|r| IngressRule {
-            kind: r.kind,
-            pattern: r.pattern.to_string(),
-            line: r.line,
-        }),
-        group_line: judgement.and_then(|j| j.group_line),
-        explanation: judgement
-            .map_or_else(|| "/robots.txt is always allowed".to_owned(), |j| j.explanation.clone()),
-        robots_sha256: site.sha256.as_deref().map(str::to_owned),
-        robots_fetched: last_fetch.as_ref().map(|f| rfc3339(f.time)),
-        robots_fetched_sha256: last_fetch.and_then(|f| f.sha256.map(|s| s.to_string())),
-        pace: judgement.and_then(|j| j.pace).map(|p| p.to_string()),
+    /// Set for robotsgate's identity refusals (else the judgement's).
+    reason: Option<ReasonClass>,
+    explanation: Option<String>,
+    status: Option<u16>,
+    cluster: Option<&'static str>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn record<'a>(
+    facts: Facts,
+    found: Option<&'a Found>,
+    site: &'a SiteRobots,
+    judgement: Option<&'a Judgement>,
+    outcome: Outcome,
+    identity: Option<&'a Identity>,
+    retry_after: Option<u64>,
+    last_fetch: Option<RobotsFetch>,
+) -> Pending<'a> {
+    Pending {
+        facts,
+        found,
+        site,
+        judgement,
+        outcome,
+        identity,
         retry_after,
-        identity: identity.map(|i| i.verdict.class()),
-        identity_method: identity.and_then(|i| match &i.verdict {
-            Verdict::Verified(m) => Some(m.class()),
-            _ => None,
-        }),
-        identity_why: identity.and_then(|i| match &i.verdict {
-            Verdict::Verified(_) => None,
-            Verdict::Unverified(w) | Verdict::Failed(w) => Some(w.class()),
-        }),
-        identity_detail: identity.map(|i| match &i.verdict {
-            Verdict::Verified(m) => m.to_string(),
-            Verdict::Unverified(w) | Verdict::Failed(w) => w.to_string(),
-        }),
-        identity_policy: identity.and(facts.identity_use).map(IdentityUse::as_str),
-        operator: identity.and_then(|i| i.operator.as_deref().map(str::to_owned)),
+        last_fetch,
+        reason: None,
+        explanation: None,
         status: None,
         cluster: None,
     }
 }
 
+impl Pending<'_> {
+    /// The record, borrowed, as of `now`.
+    fn as_record(&self, mode: Mode, now: SystemTime) -> IngressRecordRef<'_> {
+        let (facts, judgement, identity) = (&self.facts, self.judgement, self.identity);
+        IngressRecordRef {
+            schema_version: SCHEMA_VERSION,
+            kind: "ingress",
+            time: Text::Time(now),
+            request_id: facts.request_id.as_str(),
+            client: facts.client.map(Text::Ip),
+            user_agent: &facts.user_agent,
+            token: self.found.map(|f| &*f.token),
+            site_group: self.found.is_some_and(|f| f.site_group),
+            method: facts.method.as_str(),
+            path: facts.path.as_str(),
+            mode: mode.as_str(),
+            outcome: self.outcome.as_str(),
+            reason: self.reason.unwrap_or(judgement.map_or(ReasonClass::RobotsTxt, |j| j.class)).as_str(),
+            rule: judgement.and_then(|j| j.rule.as_ref()).map(|r| (r.kind, &*r.pattern, r.line)),
+            group_line: judgement.and_then(|j| j.group_line),
+            explanation: Text::Str(match (&self.explanation, judgement) {
+                (Some(e), _) => e,
+                (None, Some(j)) => &j.explanation,
+                (None, None) => "/robots.txt is always allowed",
+            }),
+            robots_sha256: self.site.sha256.as_deref(),
+            robots_fetched: self.last_fetch.as_ref().map(|f| Text::Time(f.time)),
+            robots_fetched_sha256: self.last_fetch.as_ref().and_then(|f| f.sha256.as_deref()),
+            pace: judgement.and_then(|j| j.pace.as_ref()).map(|p| Text::Show(p)),
+            retry_after: self.retry_after,
+            identity: identity.map(|i| i.verdict.class()),
+            identity_method: identity.and_then(|i| match &i.verdict {
+                Verdict::Verified(m) => Some(m.class()),
+                _ => None,
+            }),
+            identity_why: identity.and_then(|i| match &i.verdict {
+                Verdict::Verified(_) => None,
+                Verdict::Unverified(w) | Verdict::Failed(w) => Some(w.class()),
+            }),
+            identity_detail: identity.map(|i| match &i.verdict {
+                Verdict::Verified(m) => Text::Show(m),
+                Verdict::Unverified(w) | Verdict::Failed(w) => Text::Show(w),
+            }),
+            identity_policy: identity.and(facts.identity_use).map(IdentityUse::as_str),
+            operator: identity.and_then(|i| i.operator.as_deref()),
+            status: self.status,
+            cluster: self.cluster,
+        }
+    }
+}
+
 /// Writes the record (audit log, observer). `Err` when the audit log refuses requests
 /// (fail closed).
-async fn emit(shared: &Shared, rec: &IngressRecord) -> Result<(), ()> {
-    if let Some(obs) = &shared.observer {
-        obs(rec);
-    }
-    if let Some(log) = &shared.audit
-        && let Err(e) = log.log_ingress(rec).await
+async fn emit(shared: &Shared, rec: &Pending<'_>) -> Result<(), ()> {
+    // The line in a block: the wait for its write does not hold it.
+    let written = {
+        let line = rec.as_record(shared.config.load().mode, SystemTime::now());
+        if let Some(obs) = &shared.observer {
+            obs(&line);
+        }
+        shared.audit.as_ref().map(|log| log.log_ingress_line(&line))
+    };
+    if let Some(written) = written
+        && let Err(e) = written.await
     {
         tracing::warn!(error = %e, "the ingress record could not be written");
         return Err(());
@@ -305,14 +347,14 @@ where
         let ua = user_agent(req.headers());
         let mut found = site.find_token(&ua);
         let mut facts = Facts {
-            request_id: shared.ids.next().as_str().to_owned(),
+            request_id: shared.ids.next(),
             client,
             user_agent: ua,
-            method: req.method().as_str().to_owned(),
-            path: req
-                .uri()
-                .path_and_query()
-                .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned()),
+            method: req.method().clone(),
+            path: match req.uri().path_and_query() {
+                Some(p) => p.clone(),
+                None => PathAndQuery::try_from(req.uri().path()).unwrap_or(PathAndQuery::from_static("/")),
+            },
             identity_use: None,
         };
 
@@ -326,8 +368,7 @@ where
                 shared
                     .fetches
                     .remember(key, RobotsFetch { time: SystemTime::now(), sha256: site.sha256.clone() });
-                let mut rec =
-                    record(&shared, facts, Some(found), &site, None, Outcome::RobotsTxt, None, None, last);
+                let mut rec = record(facts, Some(found), &site, None, Outcome::RobotsTxt, None, None, last);
                 rec.status = Some(200);
                 if emit(&shared, &rec).await.is_err() {
                     return Ok(audit_unavailable(head));
@@ -401,9 +442,9 @@ where
                     (ReasonClass::IdentityUnverified, outcome, text)
                 };
                 let mut rec =
-                    record(&shared, facts, Some(f), &site, None, outcome, identity, None, last_fetch.clone());
-                rec.reason = kind.as_str();
-                rec.explanation = text.trim_end().to_owned();
+                    record(facts, Some(f), &site, None, outcome, identity, None, last_fetch.clone());
+                rec.reason = Some(kind);
+                rec.explanation = Some(text.trim_end().to_owned());
                 if !report_only {
                     rec.status = Some(config.status.as_u16());
                     if emit(&shared, &rec).await.is_err() {
@@ -430,7 +471,9 @@ where
         let now = SystemTime::now();
         let minute =
             (now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() % 86_400) / 60) as u16;
-        let j = site.judge(config.profile, &agent, &facts.path, minute, purposes);
+        let mut j = site.judge(config.profile, &agent, facts.path.as_str(), minute, purposes);
+        // For the response; the record borrows the rest.
+        let content_usage = j.content_usage.take();
         let token_text = found.as_ref().map_or("an unknown agent", |f| &*f.token);
         // The judged request's record: its outcome and `Retry-After` are what the paths
         // below differ in (one of them writes it). A macro, not a closure: a closure would
@@ -438,17 +481,7 @@ where
         // request (callgrind: +0.2k instructions).
         macro_rules! judged {
             ($outcome:expr, $retry_after:expr) => {
-                record(
-                    &shared,
-                    facts,
-                    found.as_ref(),
-                    &site,
-                    Some(&j),
-                    $outcome,
-                    identity,
-                    $retry_after,
-                    last_fetch,
-                )
+                record(facts, found.as_ref(), &site, Some(&j), $outcome, identity, $retry_after, last_fetch)
             };
         }
 
@@ -468,7 +501,7 @@ where
                 }
                 let text = format!(
                     "robotsgate: robots.txt does not allow {token_text} to fetch {}: {}\n",
-                    rec.path, j.explanation
+                    rec.facts.path, j.explanation
                 );
                 return Ok(own(config.status, kind.as_str(), text, head));
             }
@@ -492,7 +525,7 @@ where
                     // Fleet mode without its store, `on_error = "refuse"`: the fleet's pacing
                     // cannot be kept.
                     let mut rec = judged!(Outcome::ClusterUnavailable, None);
-                    rec.reason = ReasonClass::ClusterUnavailable.as_str();
+                    rec.reason = Some(ReasonClass::ClusterUnavailable);
                     rec.status = Some(503);
                     rec.cluster = Some("alone");
                     if emit(&shared, &rec).await.is_err() {
@@ -522,13 +555,13 @@ where
                     res.headers_mut().insert(RETRY_AFTER, HeaderValue::from(secs));
                     return Ok(res);
                 }
-                return forward(&shared, inner, req, rec, j.content_usage).await;
+                return forward(&shared, inner, req, rec, content_usage).await;
             }
         }
 
         let mut rec = judged!(Outcome::Allowed, None);
         rec.cluster = alone;
-        forward(&shared, inner, req, rec, j.content_usage).await
+        forward(&shared, inner, req, rec, content_usage).await
     }
 }
 
@@ -569,7 +602,7 @@ fn forward<'a, S, B, ResB>(
     shared: &'a Shared,
     inner: S,
     req: Request<B>,
-    mut rec: IngressRecord,
+    mut rec: Pending<'a>,
     content_usage: Option<String>,
 ) -> impl Future<Output = Result<Response<IngressBody<ResB>>, S::Error>> + 'a
 where

@@ -22,7 +22,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use robotsgate::audit::{AuditLog, IngressRecord};
+use robotsgate::audit::{AuditLog, IngressRecordRef};
 use robotsgate::identity::Verifier;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -303,11 +303,11 @@ impl IngressMetrics {
     }
 
     /// A bot request's record (the layer's observer).
-    pub fn record(&self, record: &IngressRecord) {
-        self.decisions.inc((record.outcome, record.reason));
-        if let Some(verdict) = record.identity {
-            self.identity.inc((verdict, record.identity_method.unwrap_or("none")));
-            if let Some(why) = record.identity_why {
+    pub fn record(&self, record: &IngressRecordRef<'_>) {
+        self.decisions.inc((record.outcome(), record.reason()));
+        if let Some(verdict) = record.identity() {
+            self.identity.inc((verdict, record.identity_method().unwrap_or("none")));
+            if let Some(why) = record.identity_why() {
                 self.identity_why.inc((verdict, why));
             }
         }
