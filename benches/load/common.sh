@@ -84,6 +84,12 @@ cleanup() {
     local p
     for p in "${PIDS[@]}" ${RG_PID:+"$RG_PID"}; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
+    # The audit logs, their checkpoint files and the access logs of a load run take 1-2 GB
+    # (about 700 bytes a request): deleted unless KEEP_LOGS=1. Everything else under WORK
+    # (results, callgrind's out files, the servers' own logs) is kept.
+    if [ "${KEEP_LOGS:-0}" != 1 ] && [ -d "$WORK" ]; then
+        find "$WORK" -type f \( -name '*.jsonl*' -o -name '*access*.log' \) -size +1M -delete 2>/dev/null || true
+    fi
 }
 trap cleanup EXIT
 

@@ -36,8 +36,9 @@ pub(super) const LINGER: Duration = Duration::from_millis(10);
 /// records to hash (writes wake it only when it has nothing to do).
 const HASH_EVERY: Duration = Duration::from_millis(50);
 
-/// The most the audit thread reads back from the file at once.
-const READ_CHUNK: usize = 256 * 1024;
+/// The most the audit thread reads back from the file and hashes at once, before it lets
+/// the request threads run (see `ActiveFile::follow`): about a dozen records, some 10 µs.
+const READ_CHUNK: usize = 8 * 1024;
 
 /// What the audit thread does besides writing: the tree and rotation of a log file.
 pub(super) struct FileWork {
@@ -150,6 +151,13 @@ impl ActiveFile {
             self.bytes += n as u64;
             if let Err(e) = tree.feed(&self.buf) {
                 tracing::error!(checkpoints = %tree.sidecar_path().display(), error = %e, "cannot write a checkpoint");
+            }
+            // What HASH_EVERY gathers (about a megabyte under load) is a millisecond of
+            // hashing: in one go, it held up a worker that shares the CPU for as long, and
+            // the requests it had in flight made the latency's tail (benches/README.md, tenth
+            // session). Slice by slice, a worker waiting for the CPU gets it in between.
+            if self.bytes < end {
+                std::thread::yield_now();
             }
         }
     }
