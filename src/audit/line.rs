@@ -309,23 +309,9 @@ fn socket_addr_into(out: &mut Vec<u8>, addr: std::net::SocketAddr) {
     out.extend_from_slice(itoa::Buffer::new().format(addr.port()).as_bytes());
 }
 
-/// An address as `IpAddr`'s `Display` writes it (IPv4 digit by digit, without the
-/// formatter).
+/// An address as `IpAddr`'s `Display` writes it ([`crate::net::push_ip`]'s text).
 pub(super) fn ip_into(out: &mut Vec<u8>, ip: std::net::IpAddr) {
-    match ip {
-        std::net::IpAddr::V4(v4) => {
-            let mut digits = itoa::Buffer::new();
-            for (i, octet) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b'.');
-                }
-                out.extend_from_slice(digits.format(octet).as_bytes());
-            }
-        }
-        std::net::IpAddr::V6(v6) => {
-            let _ = std::io::Write::write_fmt(out, format_args!("{v6}"));
-        }
-    }
+    crate::net::ip_text(ip, |part| out.extend_from_slice(part.as_bytes()));
 }
 
 /// Text written into a JSON string (between its quotes), escaped as serde_json does.

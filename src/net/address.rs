@@ -181,19 +181,31 @@ fn ietf_global(s: [u16; 8]) -> bool {
 /// assert_eq!(s, "for=192.0.2.10");
 /// ```
 pub fn push_ip(out: &mut String, ip: IpAddr) {
+    ip_text(ip, |part| out.push_str(part));
+}
+
+/// [`push_ip`]'s text, handed to `put` piece by piece (for buffers that are not a
+/// `String`, such as the audit log's lines).
+pub(crate) fn ip_text(ip: IpAddr, mut put: impl FnMut(&str)) {
     match ip {
         IpAddr::V4(v4) => {
             let mut digits = itoa::Buffer::new();
             for (i, octet) in v4.octets().into_iter().enumerate() {
                 if i > 0 {
-                    out.push('.');
+                    put(".");
                 }
-                out.push_str(digits.format(octet));
+                put(digits.format(octet));
             }
         }
         IpAddr::V6(v6) => {
-            use std::fmt::Write as _;
-            let _ = write!(out, "{v6}");
+            struct Put<F>(F);
+            impl<F: FnMut(&str)> std::fmt::Write for Put<F> {
+                fn write_str(&mut self, s: &str) -> std::fmt::Result {
+                    (self.0)(s);
+                    Ok(())
+                }
+            }
+            let _ = std::fmt::Write::write_fmt(&mut Put(put), format_args!("{v6}"));
         }
     }
 }

@@ -24,6 +24,7 @@ mod proxy;
 mod stream;
 mod tls;
 
+pub(crate) use address::ip_text;
 pub use address::{DenyReason, classify, push_ip};
 pub use connector::Connector;
 pub(crate) use dns::hickory;
