@@ -193,6 +193,39 @@ impl Pool {
         self.inner.state.lock().map_or(0, |s| s.lru.len())
     }
 
+    /// Whether a request to `origin` sent now would find a connection: an idle HTTP/1.1
+    /// one, or the shared HTTP/2 one. When it would not, [`Pool::send`] opens a new one.
+    pub fn has_connection(&self, origin: &Origin) -> bool {
+        self.inner.state.lock().is_ok_and(|state| state.origins.contains_key(origin))
+    }
+
+    /// Takes `stream`, an HTTP/1.1 connection to `origin` opened elsewhere and idle (every
+    /// request sent on it answered to the end, nothing unread), to serve the next requests
+    /// to `origin` as if the pool had opened it, within the pool's bounds. A connection
+    /// that the origin closes meanwhile is dropped; so is every one when there is no tokio
+    /// runtime to drive it.
+    pub fn adopt(&self, origin: &Origin, stream: Stream) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let pool = Arc::downgrade(&self.inner);
+        let origin = Arc::new(origin.clone());
+        runtime.spawn(async move {
+            let Ok((mut sender, conn)) = http1::Builder::new().handshake(TokioIo::new(stream)).await else {
+                return;
+            };
+            tokio::spawn(async move {
+                if let Err(e) = conn.await {
+                    tracing::debug!(error = %e, "upstream connection ended with an error");
+                }
+            });
+            // Ready once its connection task has run: then it can be checked out.
+            if sender.ready().await.is_ok()
+                && let Some(pool) = pool.upgrade()
+            {
+                pool.put_h1(origin, sender);
+            }
+        });
+    }
+
     /// Sends `req` (absolute URI: `http://host/path`) to its origin on an idle connection,
     /// or a new one, and returns the response; its body gives the connection back when it
     /// is dropped. HTTP/1.1 requests are sent in origin form with a `Host` header (added

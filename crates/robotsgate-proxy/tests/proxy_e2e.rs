@@ -1114,6 +1114,74 @@ async fn a_keep_alive_client_gets_its_own_upstream_connection_after_the_second_r
     proxy.stop().await;
 }
 
+/// New keep-alive clients to an origin the pool has no connection to (mode off: no
+/// robots.txt fetch opened one) each open one upstream connection, which they then keep:
+/// no pool connections first and kept ones after (at c256 that churn was the whole of the
+/// forward proxy's p99 above HAProxy's). When the clients leave, their connections go to
+/// the pool, and one-shot clients after them open none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_clients_open_one_upstream_connection_each_and_leave_it_to_the_pool() {
+    const CLIENTS: usize = 8;
+    let dir = temp_dir();
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/a", Reply::ok("A"))]).await;
+    let mut config = test_config(dir.path());
+    config.policy.mode = ModeName::Off;
+    let proxy = proxy_for(&config).await;
+    let mut clients = Vec::new();
+    for c in 0..CLIENTS {
+        let mut client = proxy_conn(proxy.addr).await;
+        let got = exchange(&mut client, get_request(&origin.url("/a"))).await;
+        assert_eq!((got.status, got.text().as_str()), (StatusCode::OK, "A"), "client {c}'s first request");
+        clients.push(client);
+    }
+    for round in 0..20 {
+        for (c, client) in clients.iter_mut().enumerate() {
+            let got = exchange(client, get_request(&origin.url("/a"))).await;
+            assert_eq!((got.status, got.text().as_str()), (StatusCode::OK, "A"), "client {c}, round {round}");
+        }
+    }
+    assert_eq!(origin.hits("/a"), CLIENTS * 21);
+    assert_eq!(
+        origin.connections(),
+        CLIENTS,
+        "one upstream connection per client, from its first request on"
+    );
+    assert_eq!(proxy.metric("robotsgate_upstream_idle_connections"), 0.0, "the pool opened none");
+
+    drop(clients);
+    until("the clients' connections went to the pool", || {
+        proxy.metric("robotsgate_upstream_idle_connections") == CLIENTS as f64
+    })
+    .await;
+    for i in 0..2 * CLIENTS {
+        let got = get(proxy.addr, &origin.url("/a")).await;
+        assert_eq!((got.status, got.text().as_str()), (StatusCode::OK, "A"), "one-shot client {i}");
+    }
+    assert_eq!(origin.connections(), CLIENTS, "the one-shot clients used the pool's connections");
+    assert_eq!(origin.open_connections(), CLIENTS);
+    proxy.stop().await;
+}
+
+/// The connection a new client would open is refused: the client gets the reason, as
+/// through the pool, and its next request tries again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_request_to_an_origin_that_refuses_connections_gets_502_and_the_next_tries_again() {
+    let dir = temp_dir();
+    // A port nothing listens on (bound, then closed).
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}/a");
+    let mut config = test_config(dir.path());
+    config.policy.mode = ModeName::Off;
+    let proxy = proxy_for(&config).await;
+    let mut client = proxy_conn(proxy.addr).await;
+    for i in 0..3 {
+        let got = exchange(&mut client, get_request(&url)).await;
+        assert_eq!(got.status, StatusCode::BAD_GATEWAY, "request {i}: {}", got.text());
+        assert!(got.text().contains("refused"), "request {i}: {}", got.text());
+    }
+    proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kept_connection_the_origin_closes_is_replaced_without_an_error() {
     let dir = temp_dir();

@@ -18,10 +18,13 @@ use robotsgate::net::PoolRequestBody as ClientBody;
 use robotsgate::{Refusal, RefusalKind};
 
 use super::errors::{UpstreamError, upstream_error, upstream_error_class};
+use super::h1::H1Conn;
 use super::h1::{self, H1Sent};
 use super::headers::{append_via, strip_hop_by_hop};
-use super::sticky::{Back, Sticky, Taken};
+use super::sticky::{Back, Opening, Route, Sticky, Taken};
 use super::{Forwarder, ProxyBody, boxed, pay};
+use robotsgate::net::PoolError;
+use robotsgate::origin::Origin;
 
 type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
@@ -66,12 +69,12 @@ impl Forwarder {
     ) -> Boxed<Response<ProxyBody>> {
         let deadline = tokio::time::sleep(self.inner.upstream_timeout);
         let forwarder = self.clone();
-        let taken = match &sticky {
+        let route = match &sticky {
             Some(s) if h1::fits(&upstream) => self.take_kept(s, upstream.uri()),
-            _ => None,
+            _ => Route::Pool,
         };
-        match (taken, sticky) {
-            (Some(Taken { key, conn }), Some(sticky)) => {
+        match (route, sticky) {
+            (Route::Kept(Taken { key, conn }), Some(sticky)) => {
                 let sent = h1::send(conn, upstream, Some(Back { sticky, key }));
                 Box::pin(Answer {
                     deadline,
@@ -82,13 +85,42 @@ impl Forwarder {
                     kept,
                 })
             }
-            _ => {
+            (route, sticky) => {
+                let sent = match (route, sticky) {
+                    (Route::Open { key, origin, opening }, Some(sticky)) => {
+                        self.open_kept_now(upstream, Back { sticky, key }, origin, opening)
+                    }
+                    _ => self.pooled(upstream),
+                };
                 // One type for both: the kept connection's send is never polled here.
-                let sending: Sending<std::future::Pending<H1Sent<ClientBody, Back>>> =
-                    Sending::Pool { sent: self.pooled(upstream) };
+                let sending: Sending<std::future::Pending<H1Sent<ClientBody, Back>>> = Sending::Pool { sent };
                 Box::pin(Answer { deadline, sending, forwarder, head, has_body, kept })
             }
         }
+    }
+
+    /// Opens the connection `back` keeps for `origin` and sends `req` on it (the pool has
+    /// no connection to `origin`: it would open one too). When it cannot be made, the
+    /// client gets the reason, as from the pool.
+    fn open_kept_now(
+        &self,
+        req: Request<ClientBody>,
+        back: Back,
+        origin: Origin,
+        opening: Opening,
+    ) -> Boxed<Result<Response<ProxyBody>, UpstreamError>> {
+        let this = self.clone();
+        Box::pin(async move {
+            let connected = this.inner.sticky_connector.connect(&origin).await;
+            drop(opening);
+            let stream = connected.map_err(|e| UpstreamError::Pool(PoolError::Connect(e)))?;
+            let Some(conn) = H1Conn::new(stream) else { return this.pooled(req).await };
+            match kept_done(h1::send(conn, req, Some(back)).await) {
+                KeptDone::Answered(sent) => sent,
+                // A new connection closed before it answered: the pool tries once more.
+                KeptDone::Pool(req) => this.pooled(req).await,
+            }
+        })
     }
 
     /// Sends `req` through the pool.
@@ -150,11 +182,7 @@ where
                 // Polled again after its answer (a future's caller must not): nothing more.
                 SendingProj::Done => return Poll::Pending,
                 SendingProj::Kept { sent } => match sent.poll(cx) {
-                    Poll::Ready(H1Sent::Answered(res)) => {
-                        Some(KeptDone::Answered(Ok(res.map(|b| b.map_err(Into::into).boxed()))))
-                    }
-                    Poll::Ready(H1Sent::NotAnswered(req)) => Some(KeptDone::Pool(req)),
-                    Poll::Ready(H1Sent::Failed(e)) => Some(KeptDone::Answered(Err(UpstreamError::Kept(e)))),
+                    Poll::Ready(sent) => Some(kept_done(sent)),
                     Poll::Pending => None,
                 },
                 SendingProj::Pool { sent } => match sent.as_mut().poll(cx) {
@@ -188,6 +216,15 @@ where
             this.sending.set(Sending::Done);
             return Poll::Ready(res);
         }
+    }
+}
+
+/// What a send on a kept connection came to.
+fn kept_done(sent: H1Sent<ClientBody, Back>) -> KeptDone {
+    match sent {
+        H1Sent::Answered(res) => KeptDone::Answered(Ok(res.map(|b| b.map_err(Into::into).boxed()))),
+        H1Sent::NotAnswered(req) => KeptDone::Pool(req),
+        H1Sent::Failed(e) => KeptDone::Answered(Err(UpstreamError::Kept(e))),
     }
 }
 

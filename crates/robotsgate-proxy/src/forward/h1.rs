@@ -57,6 +57,14 @@ impl H1Conn {
     }
 }
 
+impl H1Conn {
+    /// The connection, for another HTTP/1.1 client to send on: `None` if the origin has
+    /// closed it or sent something while it was idle.
+    pub(crate) fn into_idle(mut self) -> Option<Stream> {
+        (!self.stale() && self.read.is_empty()).then_some(self.io)
+    }
+}
+
 /// Whether `req` can take the fast path: GET or HEAD without a body. Its head is the one
 /// made for the origin: hop-by-hop fields (`Transfer-Encoding`, `Upgrade`, ...) are gone,
 /// and a `Content-Length` left beside an empty body says 0.

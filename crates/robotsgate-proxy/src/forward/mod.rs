@@ -3,8 +3,8 @@
 //!
 //! - Absolute-form requests (`GET http://host/path`) are forwarded over pooled
 //!   keep-alive connections, bodies streamed both ways. A client connection that keeps
-//!   asking for the same origin (16 requests in a row, 256 for https) gets an upstream
-//!   connection of its own for it (see `Sticky`), closed with the client's. Hop-by-hop
+//!   asking for the same origin gets an upstream connection of its own for it (see
+//!   `Sticky`), which goes to the pool when the client's closes. Hop-by-hop
 //!   headers (RFC 9110
 //!   §7.6.1: `Connection` and the headers it lists, `Keep-Alive`, `TE`, `Trailer`,
 //!   `Transfer-Encoding`, `Upgrade`, and every `Proxy-*`) are removed both ways and `Via`

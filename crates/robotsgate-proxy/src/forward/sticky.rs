@@ -1,48 +1,72 @@
 //! The upstream connection a client connection keeps ([`Sticky`]) for scrapers that send
 //! request after request to one origin over one keep-alive connection.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::Forwarder;
 use super::h1::{H1Conn, PutBack};
-use robotsgate::origin::Origin;
+use robotsgate::net::Pool;
+use robotsgate::origin::{Origin, Scheme};
 
 impl Forwarder {
-    /// The connection `sticky` keeps for the origin of `uri`, taken out of it (given back
-    /// through [`Back`] once its response has been read), or `None`: the pool is to send the
-    /// request. Counts the requests in a row to that origin and, once there are enough
+    /// A slot for the upstream connection a client connection keeps; the connection goes
+    /// to the pool when the client connection ends.
+    pub(crate) fn sticky(&self) -> Sticky {
+        Sticky(Arc::new(Mutex::new(StickySlot {
+            pool: Some(self.inner.pool.clone()),
+            last: None,
+            run: 0,
+            conn: None,
+            opening: false,
+        })))
+    }
+
+    /// Which connection the request to `uri` goes on ([`Route`]), the kept one taken out
+    /// of `sticky` if it is there (given back through [`Back`] once its response has been
+    /// read). Counts the requests in a row to that origin and, once there are enough
     /// ([`UpstreamKey::keep_after`]), starts opening a connection of its own for it.
     ///
     /// Nothing here waits: the request's future holds only the send itself.
-    pub(super) fn take_kept(&self, sticky: &Sticky, uri: &http::Uri) -> Option<Taken> {
-        let key = UpstreamKey::of(uri)?;
-        let (kept, again) = {
-            let mut slot = sticky.0.lock().ok()?;
+    pub(super) fn take_kept(&self, sticky: &Sticky, uri: &http::Uri) -> Route {
+        let Some(key) = UpstreamKey::of(uri) else { return Route::Pool };
+        let again = {
+            let Ok(mut slot) = sticky.0.lock() else { return Route::Pool };
             if slot.last.as_ref() == Some(&key) {
                 slot.run = slot.run.saturating_add(1);
             } else {
                 slot.last = Some(key.clone());
                 slot.run = 1;
             }
-            let again = slot.run >= key.keep_after();
-            let kept = match slot.conn.take() {
-                Some((k, conn)) if k == key => Some(conn),
-                other => {
-                    slot.conn = other;
-                    None
-                }
-            };
-            (kept, again)
-        };
-        match kept {
-            Some(conn) => Some(Taken { key, conn }),
-            None => {
-                if again {
-                    self.open_kept_later(sticky, &key, uri);
-                }
-                None
+            match slot.conn.take() {
+                Some((k, conn)) if k == key => return Route::Kept(Taken { key, conn }),
+                other => slot.conn = other,
             }
+            if slot.opening {
+                return Route::Pool;
+            }
+            if let Some(origin) = self.opens_anyway(&slot, &key, uri) {
+                slot.opening = true;
+                return Route::Open { key, origin, opening: Opening(sticky.clone()) };
+            }
+            slot.run >= key.keep_after()
+        };
+        if again {
+            self.open_kept_later(sticky, &key, uri);
         }
+        Route::Pool
+    }
+
+    /// The origin of `uri` when the request would open a new plain-http connection anyway
+    /// (the pool has none to it) and the client connection keeps none yet: that connection
+    /// is then opened as the one it keeps. Not for https, whose connections the pool may
+    /// share over HTTP/2, nor through a forward proxy.
+    fn opens_anyway(&self, slot: &StickySlot, key: &UpstreamKey, uri: &http::Uri) -> Option<Origin> {
+        if key.https || slot.conn.is_some() || slot.pool.is_none() {
+            return None;
+        }
+        let origin = Origin::from_uri(uri).ok()?;
+        let direct = self.inner.sticky_connector.proxies().proxy_for(&origin).is_none();
+        (direct && !self.inner.pool.has_connection(&origin)).then_some(origin)
     }
 
     /// Opens the connection `sticky` keeps for `key`, in the background: no request waits
@@ -84,6 +108,36 @@ impl Forwarder {
 
 pub(super) use robotsgate::net::origin_form;
 
+/// Where a request goes ([`Forwarder::take_kept`]).
+pub(super) enum Route {
+    /// On the connection its client connection keeps.
+    Kept(Taken),
+    /// On a connection opened for it, which its client connection then keeps: the pool
+    /// has none to this origin, so it would open one anyway.
+    Open {
+        /// The origin, as the connection is kept under.
+        key: UpstreamKey,
+        /// The origin, to connect to.
+        origin: Origin,
+        /// Clears the slot's `opening` once the connection is made (or not).
+        opening: Opening,
+    },
+    /// Through the pool.
+    Pool,
+}
+
+/// While a request opens its client connection's kept connection ([`Route::Open`]): the
+/// next requests do not open another. Dropped once connected, failed or given up.
+pub(super) struct Opening(Sticky);
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        if let Ok(mut slot) = self.0.0.lock() {
+            slot.opening = false;
+        }
+    }
+}
+
 /// A kept connection taken out of its [`Sticky`] for one request ([`Forwarder::take_kept`]).
 pub(super) struct Taken {
     /// Its origin.
@@ -95,16 +149,26 @@ pub(super) struct Taken {
 /// The upstream connection one HTTP/1.x client connection keeps, for scrapers that send
 /// request after request to the same origin over one keep-alive connection: such requests
 /// go straight to it, without the shared pool's lookup, bookkeeping and hand-back task per
-/// request (about a sixth of the forwarding cost). Requests go through the pool, which
-/// reuses connections across clients, until the kept connection is there: after 16
-/// requests in a row to the same origin (256 for https, whose handshake costs more) it is
-/// opened in the background. It closes with the client's connection.
+/// request (about a sixth of the forwarding cost).
+///
+/// - A plain-http request that would open a new connection anyway (the pool has none to
+///   its origin) opens it as the client connection's kept one: at c256, 256 new clients
+///   open 256 connections, not a pool's worth that churns and then 256 more.
+/// - Otherwise requests go through the pool, which reuses connections across clients,
+///   and after 16 requests in a row to the same origin (256 for https, whose handshake
+///   costs more) the kept connection is opened in the background.
+/// - When the client connection ends, its kept connection, idle, goes to the pool
+///   ([`Forwarder::sticky`]): a client that sent one request and left has opened no
+///   connection that others cannot use.
+///
 /// Put into each request's extensions by the proxy; the [`Forwarder`] takes it out.
 #[derive(Clone, Default)]
-pub(crate) struct Sticky(Arc<std::sync::Mutex<StickySlot>>);
+pub(crate) struct Sticky(Arc<Mutex<StickySlot>>);
 
 #[derive(Default)]
 pub(crate) struct StickySlot {
+    /// Where the kept connection goes when the client connection ends (`None`: closed).
+    pool: Option<Pool>,
     /// The origin of the previous request.
     last: Option<UpstreamKey>,
     /// Requests in a row to that origin.
@@ -125,8 +189,31 @@ pub(super) struct Back {
 impl PutBack for Back {
     fn put_back(self, conn: H1Conn) {
         if let Ok(mut slot) = self.sticky.0.lock() {
-            slot.conn = Some((self.key, conn));
+            match (&slot.conn, &slot.pool) {
+                // One was opened in the background meanwhile: this one goes to the pool.
+                (Some(_), Some(pool)) => to_pool(pool, &self.key, conn),
+                _ => slot.conn = Some((self.key, conn)),
+            }
         }
+    }
+}
+
+impl Drop for StickySlot {
+    /// The client connection has ended: its kept connection goes to the pool.
+    fn drop(&mut self) {
+        if let (Some(pool), Some((key, conn))) = (&self.pool, self.conn.take()) {
+            to_pool(pool, &key, conn);
+        }
+    }
+}
+
+/// Gives `conn`, idle, to `pool`, unless the origin has closed it or sent something.
+fn to_pool(pool: &Pool, key: &UpstreamKey, conn: H1Conn) {
+    let scheme = if key.https { Scheme::Https } else { Scheme::Http };
+    if let Ok(origin) = Origin::from_authority(scheme, key.authority.as_str())
+        && let Some(stream) = conn.into_idle()
+    {
+        pool.adopt(&origin, stream);
     }
 }
 

@@ -32,7 +32,7 @@ use robotsgate::{Refusal, RefusalKind};
 pub(super) async fn serve_connection(stream: tokio::net::TcpStream, client: SocketAddr, shared: Arc<Shared>) {
     let stop = shared.stop.clone();
     let config = shared.config.clone();
-    let sticky = Sticky::default();
+    let sticky = shared.forwarder.sticky();
     let records = shared.clone();
     // One request, whichever way it was read: the fast path's or hyper's.
     let one = move |req: Request<ClientBody>| {
