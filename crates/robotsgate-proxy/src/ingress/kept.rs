@@ -8,14 +8,15 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
-use robotsgate::origin::Origin;
+use robotsgate::net::Pool;
+use robotsgate::origin::{Origin, Scheme};
 
 use super::Upstream;
 use crate::forward::{H1Body, H1Conn, PutBack};
 
-/// Requests a client connection sends before its own upstream connection is opened: a
-/// client that sends one or two requests and goes is served by the pool, and costs no
-/// connection of its own.
+/// Requests a client connection sends before its own upstream connection is opened in the
+/// background, when the pool had a connection for its first ones: a client that sends one
+/// or two requests and goes is served by the pool.
 pub(super) const KEEP_AFTER: u32 = 4;
 
 /// Upstream connections being opened for clients at once, per worker.
@@ -23,19 +24,53 @@ pub(super) const KEPT_OPENING: usize = 4;
 
 /// The upstream connection one client connection keeps. Put into each of its requests'
 /// extensions by the listener; [`Upstream`] takes it out. Its GET and HEAD requests go over
-/// it on the HTTP/1.1 fast path (`forward/h1.rs`). The upstream connection closes with the
-/// client's (the last clone of the slot goes, and with it the connection).
+/// it on the HTTP/1.1 fast path (`forward/h1.rs`).
+///
+/// - A request that would make the pool open a new connection (it has none idle) opens it
+///   as this one instead (plain-http upstreams): new clients arriving together open one
+///   connection each, not a pool's worth that churns and then one each again.
+/// - Otherwise the pool serves the first requests, and after [`KEEP_AFTER`] the
+///   connection is opened in the background.
+/// - When the client connection ends (the last clone of the slot goes), the connection, if
+///   idle, goes to the worker's pool.
 #[derive(Clone, Default)]
-pub(crate) struct Kept(Arc<Mutex<Slot>>);
+pub(crate) struct Kept(pub(super) Arc<Mutex<Slot>>);
+
+impl Kept {
+    /// A slot whose connection, to `origin`, goes to `pool` when the client connection
+    /// ends.
+    pub(super) fn new(pool: Pool, origin: Origin) -> Kept {
+        Kept(Arc::new(Mutex::new(Slot {
+            home: Some((pool, origin)),
+            requests: 0,
+            conn: None,
+            opening: false,
+        })))
+    }
+}
 
 #[derive(Default)]
 pub(crate) struct Slot {
+    /// The pool the connection goes to when the client connection ends, and the origin it
+    /// is a connection to (`None`: closed).
+    home: Option<(Pool, Origin)>,
     /// Requests the client connection sent so far (up to [`KEEP_AFTER`]).
     requests: u32,
     /// The connection, when open and not in use by a request.
     conn: Option<H1Conn>,
     /// One is being opened.
     opening: bool,
+}
+
+impl Drop for Slot {
+    /// The client connection has ended: the connection goes to the pool.
+    fn drop(&mut self) {
+        if let (Some((pool, origin)), Some(conn)) = (&self.home, self.conn.take())
+            && let Some(stream) = conn.into_idle()
+        {
+            pool.adopt(origin, stream);
+        }
+    }
 }
 
 /// A connection taken by [`Upstream::take_kept`] goes back, idle, once its response has
@@ -71,18 +106,72 @@ impl Body for KeptBody {
     }
 }
 
+/// Where a request goes ([`Upstream::take_kept`]).
+pub(super) enum Route {
+    /// On the connection its client connection keeps.
+    Kept(H1Conn),
+    /// On a connection opened for it, which its client connection then keeps (the pool
+    /// has none idle: it would open one too).
+    Open(Origin, Opening),
+    /// Through the pool.
+    Pool,
+}
+
+/// While a request opens its client connection's connection ([`Route::Open`]): the next
+/// requests do not open another. Dropped once connected, failed or given up.
+pub(super) struct Opening(Kept);
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        if let Ok(mut slot) = self.0.0.lock() {
+            slot.opening = false;
+        }
+    }
+}
+
 impl Upstream {
-    /// The connection `kept` holds, taken out of it (it goes back once its response has
-    /// been read), or `None`: the pool is to send the request. The connection is opened in
-    /// the background once the client has sent [`KEEP_AFTER`] requests.
-    pub(super) fn take_kept(&self, kept: &Kept, uri: &http::Uri) -> Option<H1Conn> {
-        let mut slot = kept.0.lock().ok()?;
+    /// Where the request to `uri` goes: the connection `kept` holds, taken out of it (it
+    /// goes back once its response has been read), a connection opened for it now (see
+    /// [`Kept`]), or the pool. Once the client has sent [`KEEP_AFTER`] requests through
+    /// the pool, its connection is opened in the background.
+    pub(super) fn take_kept(&self, kept: &Kept, uri: &http::Uri) -> Route {
+        let Ok(mut slot) = kept.0.lock() else { return Route::Pool };
         slot.requests = slot.requests.saturating_add(1).min(KEEP_AFTER);
-        let conn = slot.conn.take();
-        if conn.is_none() && slot.requests >= KEEP_AFTER && !slot.opening {
+        if let Some(conn) = slot.conn.take() {
+            return Route::Kept(conn);
+        }
+        if slot.opening {
+            return Route::Pool;
+        }
+        if let Some(origin) = self.opens_anyway(&slot, uri) {
+            slot.opening = true;
+            return Route::Open(origin, Opening(kept.clone()));
+        }
+        if slot.requests >= KEEP_AFTER {
             self.open_kept_later(kept, &mut slot, uri);
         }
-        conn
+        Route::Pool
+    }
+
+    /// The origin of `uri` when the request would make the pool open a new connection (it
+    /// has none to the upstream): a plain-http upstream, reached directly.
+    fn opens_anyway(&self, slot: &Slot, uri: &http::Uri) -> Option<Origin> {
+        if self.scheme != http::uri::Scheme::HTTP || slot.home.is_none() {
+            return None;
+        }
+        let origin = Origin::from_uri(uri).ok()?;
+        let direct = self.kept_connector.proxies().proxy_for(&origin).is_none();
+        (direct && !self.pool.has_connection(&origin)).then_some(origin)
+    }
+
+    /// A slot for the connection a new client connection keeps; the connection goes to
+    /// this upstream's pool when the client connection ends.
+    pub(super) fn kept(&self) -> Kept {
+        let scheme = if self.scheme == http::uri::Scheme::HTTPS { Scheme::Https } else { Scheme::Http };
+        match Origin::from_authority(scheme, self.authority.as_str()) {
+            Ok(origin) => Kept::new(self.pool.clone(), origin),
+            Err(_) => Kept::default(),
+        }
     }
 
     /// Opens the kept connection in a task of its own: no request waits for a connection

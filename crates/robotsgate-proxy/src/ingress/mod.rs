@@ -42,7 +42,8 @@ use robotsgate::identity::ranges::{ListLimits, Location, Ranges};
 use robotsgate::identity::rdns::{RdnsConfig, ReverseDns};
 use robotsgate::ingress::{Impersonators, IngressConfig, IngressLayer, IngressService, Mode, UnknownAgents};
 use robotsgate::net::{
-    Connector, DnsConfig, Guard, Pool, PoolBody, PoolConfig, PoolRequestBody, Resolver, TlsConfig, push_ip,
+    Connector, DnsConfig, Guard, Pool, PoolBody, PoolConfig, PoolError, PoolRequestBody, Resolver, TlsConfig,
+    push_ip,
 };
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -53,12 +54,12 @@ use tower::{Layer as _, Service, ServiceExt as _};
 use crate::admin::{Admin, Readiness};
 use crate::app::{StartError, audit_log};
 use crate::config::{Config, ImpersonatorsName, IngressModeName, ReplayName, UnknownAgentsName};
-use crate::forward::{H1Sent, HeadLimit, fits_h1, send_h1, strip_hop_by_hop};
+use crate::forward::{H1Conn, H1Sent, HeadLimit, fits_h1, send_h1, strip_hop_by_hop};
 use crate::h1_server::{self, Served};
 use crate::workers::{self, Workers};
 use fleet::Fleet;
-use kept::Kept;
 pub use kept::KeptBody;
+use kept::{Kept, Route};
 
 /// Why `robotsgate ingress` cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -372,23 +373,43 @@ impl Upstream {
         Sending,
     > {
         use futures_util::future::Either as Fut;
-        let taken = match kept {
-            Some(k) if fits_h1(&req) => self.take_kept(&k, req.uri()).map(|conn| (k, conn)),
-            _ => None,
+        let (route, kept) = match kept {
+            Some(k) if fits_h1(&req) => (self.take_kept(&k, req.uri()), Some(k)),
+            _ => (Route::Pool, None),
         };
         let pool = self.pool.clone();
-        match taken {
-            Some((kept, conn)) => Fut::Left(send_h1(conn, req, Some(kept)).then(move |sent| match sent {
-                H1Sent::Answered(res) => Fut::Left(std::future::ready(Ok(
-                    res.map(|b| Either::Right(Either::Right(Either::Right(KeptBody(b))))),
-                ))),
-                // Found closed before a byte of the answer came: through the pool.
-                H1Sent::NotAnswered(req) => Fut::Right(pooled(pool, req)),
-                H1Sent::Failed(e) => Fut::Left(std::future::ready(Err(e.into()))),
-            })),
-            None => Fut::Right(pooled(pool, req)),
+        match (route, kept) {
+            (Route::Kept(conn), Some(kept)) => {
+                Fut::Left(send_h1(conn, req, Some(kept)).then(move |sent| match sent {
+                    H1Sent::Answered(res) => Fut::Left(std::future::ready(Ok(kept_response(res)))),
+                    // Found closed before a byte of the answer came: through the pool.
+                    H1Sent::NotAnswered(req) => Fut::Right(pooled(pool, req)),
+                    H1Sent::Failed(e) => Fut::Left(std::future::ready(Err(e.into()))),
+                }))
+            }
+            (Route::Open(origin, opening), Some(kept)) => {
+                let connector = self.kept_connector.clone();
+                Fut::Right(Box::pin(async move {
+                    let connected = connector.connect(&origin).await;
+                    drop(opening);
+                    let stream = connected.map_err(PoolError::Connect)?;
+                    let Some(conn) = H1Conn::new(stream) else { return pooled(pool, req).await };
+                    match send_h1(conn, req, Some(kept)).await {
+                        H1Sent::Answered(res) => Ok(kept_response(res)),
+                        // A new connection closed before it answered: the pool tries once more.
+                        H1Sent::NotAnswered(req) => pooled(pool, req).await,
+                        H1Sent::Failed(e) => Err(e.into()),
+                    }
+                }))
+            }
+            _ => Fut::Right(pooled(pool, req)),
         }
     }
+}
+
+/// The response read over a kept connection, as the upstream's body type.
+fn kept_response(res: Response<crate::forward::H1Body<Kept>>) -> Response<UpstreamBody> {
+    res.map(|b| Either::Right(Either::Right(Either::Right(KeptBody(b)))))
 }
 
 /// Sends `req` through `pool`. Boxed: the pool's future is the larger, and the kept
@@ -728,8 +749,9 @@ impl Ingress {
         // own connections to the upstream; this thread accepts and runs the rest.
         let workers =
             Workers::start(if config.workers == 0 { workers::default_count() } else { config.workers })?;
+        let upstreams: Vec<Upstream> = (0..workers.len()).map(|_| upstream.own_pool(workers.len())).collect();
         let services: Vec<IngressService<Upstream>> =
-            (0..workers.len()).map(|_| layer.layer(upstream.own_pool(workers.len()))).collect();
+            upstreams.iter().map(|u| layer.layer(u.clone())).collect();
         drop(upstream);
         let stop_admin = CancellationToken::new();
         let admin = admin.map(|a| tokio::spawn(a.run(stop_admin.clone())));
@@ -779,7 +801,7 @@ impl Ingress {
             let svc = services[worker].clone();
             let https = tls.is_some();
             let counted = metrics.clone();
-            let kept = Kept::default();
+            let kept = upstreams[worker].kept();
             // One request, whichever way it was read: the fast path's or hyper's.
             let front = move |mut req: Request<UpstreamRequestBody>| {
                 req.extensions_mut().insert(peer);
