@@ -16,7 +16,8 @@ use std::task::{Context, Poll, ready};
 use bytes::{Buf, Bytes, BytesMut};
 use http::{Method, Request, Response};
 use hyper::body::{Body, Frame, SizeHint};
-use robotsgate::net::Stream;
+use robotsgate::net::{Connector, Pool, Stream};
+use robotsgate::origin::Origin;
 use robotsgate_h1::{
     ChunkedDecoder, Decoded, Framing, H1Error, encode_request_head, read_response_head, response_framing,
 };
@@ -63,6 +64,18 @@ impl H1Conn {
     pub(crate) fn into_idle(mut self) -> Option<Stream> {
         (!self.stale() && self.read.is_empty()).then_some(self.io)
     }
+}
+
+/// The origin of `uri` when a request to it would make `pool` open a new connection that
+/// can be a fast-path one instead: plain http, reached directly (a forward proxy takes
+/// requests in absolute form, see [`H1Conn::new`]), and `pool` has no connection to it.
+pub(crate) fn opens_new(pool: &Pool, connector: &Connector, uri: &http::Uri) -> Option<Origin> {
+    if uri.scheme() != Some(&http::uri::Scheme::HTTP) {
+        return None;
+    }
+    let origin = Origin::from_uri(uri).ok()?;
+    let direct = connector.proxies().proxy_for(&origin).is_none();
+    (direct && !pool.has_connection(&origin)).then_some(origin)
 }
 
 /// Whether `req` can take the fast path: GET or HEAD without a body. Its head is the one

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::Forwarder;
-use super::h1::{H1Conn, PutBack};
+use super::h1::{self, H1Conn, PutBack};
 use robotsgate::net::Pool;
 use robotsgate::origin::{Origin, Scheme};
 
@@ -44,7 +44,7 @@ impl Forwarder {
             if slot.opening {
                 return Route::Pool;
             }
-            if let Some(origin) = self.opens_anyway(&slot, &key, uri) {
+            if let Some(origin) = self.opens_anyway(&slot, uri) {
                 slot.opening = true;
                 return Route::Open { key, origin, opening: Opening(sticky.clone()) };
             }
@@ -56,17 +56,15 @@ impl Forwarder {
         Route::Pool
     }
 
-    /// The origin of `uri` when the request would open a new plain-http connection anyway
-    /// (the pool has none to it) and the client connection keeps none yet: that connection
-    /// is then opened as the one it keeps. Not for https, whose connections the pool may
-    /// share over HTTP/2, nor through a forward proxy.
-    fn opens_anyway(&self, slot: &StickySlot, key: &UpstreamKey, uri: &http::Uri) -> Option<Origin> {
-        if key.https || slot.conn.is_some() || slot.pool.is_none() {
+    /// The origin of `uri` when the request would make the pool open a new connection
+    /// ([`h1::opens_new`]) and the client connection keeps none yet: that connection is
+    /// then opened as the one it keeps. (https is not taken: the pool may share an HTTP/2
+    /// connection there.)
+    fn opens_anyway(&self, slot: &StickySlot, uri: &http::Uri) -> Option<Origin> {
+        if slot.conn.is_some() || slot.pool.is_none() {
             return None;
         }
-        let origin = Origin::from_uri(uri).ok()?;
-        let direct = self.inner.sticky_connector.proxies().proxy_for(&origin).is_none();
-        (direct && !self.inner.pool.has_connection(&origin)).then_some(origin)
+        h1::opens_new(&self.inner.pool, &self.inner.sticky_connector, uri)
     }
 
     /// Opens the connection `sticky` keeps for `key`, in the background: no request waits

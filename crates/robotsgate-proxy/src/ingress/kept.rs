@@ -12,7 +12,7 @@ use robotsgate::net::Pool;
 use robotsgate::origin::{Origin, Scheme};
 
 use super::Upstream;
-use crate::forward::{H1Body, H1Conn, PutBack};
+use crate::forward::{H1Body, H1Conn, PutBack, opens_new};
 
 /// Requests a client connection sends before its own upstream connection is opened in the
 /// background, when the pool had a connection for its first ones: a client that sends one
@@ -153,15 +153,11 @@ impl Upstream {
         Route::Pool
     }
 
-    /// The origin of `uri` when the request would make the pool open a new connection (it
-    /// has none to the upstream): a plain-http upstream, reached directly.
+    /// The origin of `uri` when the request would make the pool open a new connection
+    /// ([`opens_new`]) and the slot can keep it.
     fn opens_anyway(&self, slot: &Slot, uri: &http::Uri) -> Option<Origin> {
-        if self.scheme != http::uri::Scheme::HTTP || slot.home.is_none() {
-            return None;
-        }
-        let origin = Origin::from_uri(uri).ok()?;
-        let direct = self.kept_connector.proxies().proxy_for(&origin).is_none();
-        (direct && !self.pool.has_connection(&origin)).then_some(origin)
+        slot.home.as_ref()?;
+        opens_new(&self.pool, &self.kept_connector, uri)
     }
 
     /// A slot for the connection a new client connection keeps; the connection goes to
