@@ -3,6 +3,25 @@
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
+/// Makes `Host` the target's (RFC 9112 §3.2.2): [`host_header`]'s value replaces whatever
+/// the client sent. A client's one `Host` field that already says exactly that is left as
+/// it is (the usual case: no copy, no allocation).
+pub(super) fn set_host(headers: &mut HeaderMap, a: &http::uri::Authority, default_port: u16) {
+    let plain = !a.as_str().contains('@');
+    let port = a.port_u16();
+    if plain && port != Some(default_port) {
+        let mut sent = headers.get_all(header::HOST).iter();
+        if let (Some(one), None) = (sent.next(), sent.next())
+            && one.as_bytes() == a.as_str().as_bytes()
+        {
+            return;
+        }
+    }
+    if let Some(host) = host_header(a, default_port) {
+        headers.insert(header::HOST, host);
+    }
+}
+
 /// The `Host` header for a target authority: without user information, and without the
 /// port when it is the scheme's default.
 pub(super) fn host_header(a: &http::uri::Authority, default_port: u16) -> Option<HeaderValue> {
@@ -191,6 +210,30 @@ mod tests {
         ] {
             let a: http::uri::Authority = authority.parse().unwrap();
             assert_eq!(host_header(&a, default_port).unwrap(), host, "{authority}");
+        }
+    }
+
+    #[test]
+    fn set_host_makes_one_host_field_the_targets() {
+        // (authority, the client's Host fields, the one field the origin gets)
+        for (authority, sent, want) in [
+            ("example.com:8080", &["example.com:8080"][..], "example.com:8080"),
+            ("example.com:8080", &["other.example"][..], "example.com:8080"),
+            ("example.com:8080", &["Example.com:8080"][..], "example.com:8080"),
+            ("example.com:8080", &["example.com:8080", "example.com:8080"][..], "example.com:8080"),
+            ("example.com:8080", &[][..], "example.com:8080"),
+            ("example.com:80", &["example.com:80"][..], "example.com"),
+            ("user@example.com:8080", &["user@example.com:8080"][..], "example.com:8080"),
+            ("example.com", &["example.com"][..], "example.com"),
+        ] {
+            let a: http::uri::Authority = authority.parse().unwrap();
+            let mut h = HeaderMap::new();
+            for v in sent {
+                h.append(header::HOST, HeaderValue::from_static(v));
+            }
+            set_host(&mut h, &a, 80);
+            let got: Vec<_> = h.get_all(header::HOST).iter().collect();
+            assert_eq!(got, [want], "{authority} {sent:?}");
         }
     }
 

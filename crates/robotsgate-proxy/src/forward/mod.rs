@@ -24,7 +24,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::FutureExt as _;
-use http::header::{self, HeaderValue};
+use http::header::HeaderValue;
 use http::{Method, Request, Response};
 use robotsgate::net::PoolRequestBody as ClientBody;
 use tokio_util::sync::CancellationToken;
@@ -44,7 +44,7 @@ mod sticky;
 mod tunnel;
 mod upgrade;
 
-use headers::{append_via, host_header};
+use headers::{append_via, set_host};
 use sticky::KEPT_OPENING;
 
 pub(crate) use errors::{connect_refusal, not_a_proxy_request};
@@ -177,8 +177,8 @@ impl Forwarder {
         // RFC 9112 §3.2.2: the target's authority replaces the client's Host, so the
         // origin serves the host whose robots.txt was checked (default port left out).
         let default_port = if parts.uri.scheme_str() == Some("https") { 443 } else { 80 };
-        if let Some(host) = parts.uri.authority().and_then(|a| host_header(a, default_port)) {
-            parts.headers.insert(header::HOST, host);
+        if let Some(a) = parts.uri.authority() {
+            set_host(&mut parts.headers, a, default_port);
         }
         let signed_with = parts.extensions.remove::<robotsgate::layer::SignedWith>();
         parts.extensions = http::Extensions::new();

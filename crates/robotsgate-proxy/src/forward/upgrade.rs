@@ -16,7 +16,7 @@ use hyper_util::rt::TokioIo;
 use robotsgate::net::PoolRequestBody as ClientBody;
 
 use super::errors::connect_refusal;
-use super::headers::{append_via, host_header, strip_hop_by_hop};
+use super::headers::{append_via, set_host, strip_hop_by_hop};
 use super::sticky::origin_form;
 use super::tunnel::copy_until_idle;
 use super::{Forwarder, ProxyBody, boxed};
@@ -92,8 +92,8 @@ impl Forwarder {
         keep_only_upgrade(&mut parts.headers);
         append_via(&mut parts.headers, &self.inner.via);
         let default_port = if parts.uri.scheme_str() == Some("https") { 443 } else { 80 };
-        if let Some(host) = parts.uri.authority().and_then(|a| host_header(a, default_port)) {
-            parts.headers.insert(header::HOST, host);
+        if let Some(a) = parts.uri.authority() {
+            set_host(&mut parts.headers, a, default_port);
         }
         parts.uri = origin_form(&parts.uri);
         parts.extensions = http::Extensions::new();
