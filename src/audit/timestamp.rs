@@ -29,6 +29,27 @@ pub(super) fn rfc3339_into(out: &mut Vec<u8>, t: SystemTime) {
         }
     };
     let secs = since.as_secs();
+    // The date and time of day change once a second: made once a second per thread.
+    thread_local! {
+        static SECOND: std::cell::Cell<(u64, [u8; 20])> = const { std::cell::Cell::new((u64::MAX, [0; 20])) };
+    }
+    let head = SECOND.with(|c| {
+        let (at, head) = c.get();
+        if at == secs {
+            return head;
+        }
+        let head = second_text(secs);
+        c.set((secs, head));
+        head
+    });
+    let ms = since.subsec_millis();
+    let digit = |v: u32| b'0' + (v % 10) as u8;
+    out.extend_from_slice(&head);
+    out.extend_from_slice(&[digit(ms / 100), digit(ms / 10), digit(ms), b'Z']);
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.` of a second since 1970 (before 10000-01-01).
+fn second_text(secs: u64) -> [u8; 20] {
     let (year, month, day) = civil_from_days(secs / 86_400);
     let sod = secs % 86_400;
     let fields = [
@@ -38,23 +59,19 @@ pub(super) fn rfc3339_into(out: &mut Vec<u8>, t: SystemTime) {
         (sod / 3600, 2),
         (sod / 60 % 60, 2),
         (sod % 60, 2),
-        (u64::from(since.subsec_millis()), 3),
     ];
-    let mut text = [0u8; 24];
+    let mut text = [0u8; 20];
     let mut at = 0;
-    for (i, (value, width)) in fields.into_iter().enumerate() {
+    for ((value, width), sep) in fields.into_iter().zip(b"--T::.") {
         let mut v = value;
         for k in (0..width).rev() {
             text[at + k] = b'0' + (v % 10) as u8;
             v /= 10;
         }
-        at += width;
-        if let Some(&sep) = b"--T::.Z".get(i) {
-            text[at] = sep;
-            at += 1;
-        }
+        text[at + width] = *sep;
+        at += width + 1;
     }
-    out.extend_from_slice(&text[..at]);
+    text
 }
 
 /// (year, month, day) of a day count since 1970-01-01, proleptic Gregorian calendar
@@ -97,6 +114,12 @@ mod tests {
             assert_eq!(parsed.unix_timestamp(), exact.unix_timestamp(), "{ours}");
             assert_eq!(parsed.millisecond(), exact.millisecond(), "{ours}");
         }
+        // The per-thread second: other milliseconds of it, another second, and back.
+        let at = |ms: u64| rfc3339(SystemTime::UNIX_EPOCH + Duration::from_millis(ms));
+        assert_eq!(at(1_795_441_017_001), "2026-11-23T13:36:57.001Z");
+        assert_eq!(at(1_795_441_017_999), "2026-11-23T13:36:57.999Z");
+        assert_eq!(at(1_795_441_018_040), "2026-11-23T13:36:58.040Z");
+        assert_eq!(at(1_795_441_017_500), "2026-11-23T13:36:57.500Z");
         assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
         assert_eq!(
             rfc3339(SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_441_017_398)),
