@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
-use http::{HeaderValue, Response, StatusCode};
+use http::{HeaderName, HeaderValue, Response, StatusCode};
 use http_body_util::Full;
 
 use crate::net::ConnectError;
@@ -43,6 +43,10 @@ mod texts;
 /// The header robotsgate puts on the answers it makes itself; its value is a
 /// [`RefusalKind`].
 pub const ROBOTSGATE_HEADER: &str = "x-robotsgate";
+
+/// [`ROBOTSGATE_HEADER`] as a name: looked up without being parsed again, on every
+/// forwarded response.
+static ROBOTSGATE_NAME: HeaderName = HeaderName::from_static(ROBOTSGATE_HEADER);
 
 /// The kinds of answer robotsgate gives itself instead of the origin's. The value of the
 /// `x-robotsgate` header is [`RefusalKind::as_str`]; each kind has one status code.
@@ -297,8 +301,8 @@ impl Refusal {
     /// [`Refusal`] in its extensions): an origin must not pass for robotsgate. Costs one
     /// extension lookup and one header lookup.
     pub(crate) fn disown<B>(res: &mut Response<B>) {
-        if res.extensions().get::<Refusal>().is_none() && res.headers().contains_key(ROBOTSGATE_HEADER) {
-            res.headers_mut().remove(ROBOTSGATE_HEADER);
+        if res.extensions().get::<Refusal>().is_none() && res.headers().contains_key(&ROBOTSGATE_NAME) {
+            res.headers_mut().remove(&ROBOTSGATE_NAME);
         }
     }
 
