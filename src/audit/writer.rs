@@ -36,9 +36,19 @@ pub(super) const LINGER: Duration = Duration::from_millis(10);
 /// records to hash (writes wake it only when it has nothing to do).
 const HASH_EVERY: Duration = Duration::from_millis(50);
 
-/// The most the audit thread reads back from the file and hashes at once, before it lets
-/// the request threads run (see `ActiveFile::follow`): about a dozen records, some 10 µs.
-const READ_CHUNK: usize = 8 * 1024;
+/// What the audit thread reads back from the file and hashes between two yields (see
+/// `ActiveFile::follow`): what it is behind by, in SLICES slices, each at least
+/// MIN_SLICE (about a dozen records, some 10 µs) and at most MAX_SLICE.
+///
+/// A yield on a CPU the request threads keep busy gives the CPU away for a whole
+/// scheduling round. With slices of a fixed 8 KiB the thread hashed one slice a round,
+/// less than was written under load, and fell further behind for as long as the load
+/// lasted (benches/README.md, twelfth session). Slices sized by the backlog make catching
+/// up take SLICES rounds whatever the backlog: under load they grow (some 32 KiB for the
+/// megabyte written in HASH_EVERY at 25,000 requests a second), and a backlog stays bounded.
+const SLICES: u64 = 32;
+const MIN_SLICE: usize = 8 * 1024;
+const MAX_SLICE: usize = 1024 * 1024;
 
 /// What the audit thread does besides writing: the tree and rotation of a log file.
 pub(super) struct FileWork {
@@ -134,8 +144,9 @@ impl ActiveFile {
             self.bytes = self.bytes.max(end);
             return;
         };
+        let slice = slice_for(end - self.bytes);
         while self.bytes < end {
-            let n = usize::try_from(end - self.bytes).map_or(READ_CHUNK, |n| n.min(READ_CHUNK));
+            let n = usize::try_from(end - self.bytes).map_or(slice, |n| n.min(slice));
             self.buf.resize(n, 0);
             if let Err(e) = file.read_exact_at(&mut self.buf, self.bytes) {
                 let why = if e.kind() == io::ErrorKind::UnexpectedEof {
@@ -190,6 +201,11 @@ impl ActiveFile {
         });
         [tree, rotate, self.retry_after].into_iter().flatten().min()
     }
+}
+
+/// The slice hashed between two yields when `behind` bytes are to be hashed (see SLICES).
+fn slice_for(behind: u64) -> usize {
+    usize::try_from(behind / SLICES).map_or(MAX_SLICE, |n| n.clamp(MIN_SLICE, MAX_SLICE))
 }
 
 fn wake_all(wake: Vec<Waker>) {
@@ -417,5 +433,25 @@ impl Thread<'_> {
         }
         tracing::info!(closed = %rotated.display(), "audit log rotated");
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backlog_is_hashed_in_slices_sized_by_it() {
+        for (behind, slice) in [
+            (0, MIN_SLICE),
+            (100, MIN_SLICE),
+            (32 * MIN_SLICE as u64, MIN_SLICE),
+            (1 << 20, 32 * 1024),
+            (10 << 20, 320 * 1024),
+            (32 * MAX_SLICE as u64, MAX_SLICE),
+            (u64::MAX, MAX_SLICE),
+        ] {
+            assert_eq!(slice_for(behind), slice, "{behind}");
+        }
     }
 }
