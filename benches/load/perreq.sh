@@ -18,6 +18,9 @@
 # are outside it: a warm-up of 1,000 requests runs first). Rows: the target, req/s of the
 # run, then per request: user µs, system µs, voluntary and involuntary context switches,
 # for the whole process and for each thread name that used CPU; and nginx's worker alike.
+# A last row counts the proxy's CPU in the AFTER seconds (default 2) after the run, per
+# request of the run: work left for after the load (a thread behind) shows there, not in
+# the run's rows.
 set -euo pipefail
 
 BENCH_NAME=robotsgate-perreq
@@ -27,6 +30,7 @@ REQUESTS=${REQUESTS:-100000}
 CONC=${CONC:-32}
 ROUNDS=${ROUNDS:-1}
 STRACE=${STRACE:-}
+AFTER=${AFTER:-2} # seconds after the run in which the proxy's CPU is counted apart
 RG_PORT=13129
 ADMIN_PORT=19090
 HAPROXY_PORT=13130
@@ -75,10 +79,13 @@ measure() {
         kill -INT "$strace_pid"
         wait "$strace_pid" || true
     fi
+    # Work a thread left for after the load (e.g. an audit thread behind) is the run's too.
+    sleep "$AFTER"
+    snapshot "$pid" "$NGINX_WORKER" >"$WORK/later"
     python3 - "$name" "$pid" "$WORK/before" "$WORK/after" "$WORK/results/$name.json" "$REQUESTS" \
-        "$(getconf CLK_TCK)" "${strace_pid:+$WORK/strace-$name.txt}" <<'PY'
+        "$(getconf CLK_TCK)" "${strace_pid:+$WORK/strace-$name.txt}" "$WORK/later" "$AFTER" <<'PY'
 import json, sys
-name, pid, before, after, res, n, tck, strace = sys.argv[1:9]
+name, pid, before, after, res, n, tck, strace, later, after_s = sys.argv[1:11]
 n, tck = int(n), int(tck)
 def read(f):
     d = {}
@@ -110,6 +117,9 @@ for key in sorted(a):
         rows.append(fmt(f"{key[0]}:{key[1]}", d))
 print(fmt("proxy (all threads)", tot["proxy"]))
 print("\n".join(rows))
+late = read(later)
+left = [sum(late[k][j] - a[k][j] for k in late if k in a and k[0] == "proxy") for j in range(4)]
+print(fmt(f"proxy, in the {after_s} s after", left))
 print(fmt("nginx worker", tot["nginx"]))
 if strace:
     print("  system calls per request (strace -c -f):")
