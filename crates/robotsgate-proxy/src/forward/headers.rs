@@ -7,9 +7,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 /// the client sent. A client's one `Host` field that already says exactly that is left as
 /// it is (the usual case: no copy, no allocation).
 pub(super) fn set_host(headers: &mut HeaderMap, a: &http::uri::Authority, default_port: u16) {
-    let plain = !a.as_str().contains('@');
-    let port = a.port_u16();
-    if plain && port != Some(default_port) {
+    if authority_is_host(a, default_port) {
         let mut sent = headers.get_all(header::HOST).iter();
         if let (Some(one), None) = (sent.next(), sent.next())
             && one.as_bytes() == a.as_str().as_bytes()
@@ -22,13 +20,17 @@ pub(super) fn set_host(headers: &mut HeaderMap, a: &http::uri::Authority, defaul
     }
 }
 
+/// The usual case: the authority is the `Host` header as it is (no user information, no
+/// default port to leave out).
+fn authority_is_host(a: &http::uri::Authority, default_port: u16) -> bool {
+    !a.as_str().contains('@') && a.port_u16() != Some(default_port)
+}
+
 /// The `Host` header for a target authority: without user information, and without the
 /// port when it is the scheme's default.
 pub(super) fn host_header(a: &http::uri::Authority, default_port: u16) -> Option<HeaderValue> {
-    let plain = !a.as_str().contains('@');
     match a.port_u16() {
-        // The usual case: the authority is the header as it is.
-        _ if plain && a.port_u16() != Some(default_port) => HeaderValue::from_str(a.as_str()),
+        _ if authority_is_host(a, default_port) => HeaderValue::from_str(a.as_str()),
         Some(p) if p != default_port => HeaderValue::from_str(&format!("{}:{p}", a.host())),
         _ => HeaderValue::from_str(a.host()),
     }
