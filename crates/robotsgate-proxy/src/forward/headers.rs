@@ -3,10 +3,13 @@
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-/// Makes `Host` the target's (RFC 9112 §3.2.2): [`host_header`]'s value replaces whatever
-/// the client sent. A client's one `Host` field that already says exactly that is left as
-/// it is (the usual case: no copy, no allocation).
-pub(super) fn set_host(headers: &mut HeaderMap, a: &http::uri::Authority, default_port: u16) {
+/// Makes `Host` the authority of `target` (RFC 9112 §3.2.2; a URI without one leaves the
+/// headers as they are): [`host_header`]'s value, without the scheme's default port,
+/// replaces whatever the client sent. A client's one `Host` field that already says
+/// exactly that is left as it is (the usual case: no copy, no allocation).
+pub(super) fn set_host(headers: &mut HeaderMap, target: &http::Uri) {
+    let Some(a) = target.authority() else { return };
+    let default_port = if target.scheme_str() == Some("https") { 443 } else { 80 };
     if authority_is_host(a, default_port) {
         let mut sent = headers.get_all(header::HOST).iter();
         if let (Some(one), None) = (sent.next(), sent.next())
@@ -228,12 +231,12 @@ mod tests {
             ("user@example.com:8080", &["user@example.com:8080"][..], "example.com:8080"),
             ("example.com", &["example.com"][..], "example.com"),
         ] {
-            let a: http::uri::Authority = authority.parse().unwrap();
+            let target: http::Uri = format!("http://{authority}/").parse().unwrap();
             let mut h = HeaderMap::new();
             for v in sent {
                 h.append(header::HOST, HeaderValue::from_static(v));
             }
-            set_host(&mut h, &a, 80);
+            set_host(&mut h, &target);
             let got: Vec<_> = h.get_all(header::HOST).iter().collect();
             assert_eq!(got, [want], "{authority} {sent:?}");
         }

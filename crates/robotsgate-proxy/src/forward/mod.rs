@@ -176,10 +176,7 @@ impl Forwarder {
         append_via(&mut parts.headers, &self.inner.via);
         // RFC 9112 §3.2.2: the target's authority replaces the client's Host, so the
         // origin serves the host whose robots.txt was checked (default port left out).
-        let default_port = if parts.uri.scheme_str() == Some("https") { 443 } else { 80 };
-        if let Some(a) = parts.uri.authority() {
-            set_host(&mut parts.headers, a, default_port);
-        }
+        set_host(&mut parts.headers, &parts.uri);
         let signed_with = parts.extensions.remove::<robotsgate::layer::SignedWith>();
         parts.extensions = http::Extensions::new();
         parts.version = http::Version::HTTP_11;

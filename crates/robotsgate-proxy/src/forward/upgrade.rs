@@ -91,10 +91,7 @@ impl Forwarder {
         let (mut parts, body) = req.into_parts();
         keep_only_upgrade(&mut parts.headers);
         append_via(&mut parts.headers, &self.inner.via);
-        let default_port = if parts.uri.scheme_str() == Some("https") { 443 } else { 80 };
-        if let Some(a) = parts.uri.authority() {
-            set_host(&mut parts.headers, a, default_port);
-        }
+        set_host(&mut parts.headers, &parts.uri);
         parts.uri = origin_form(&parts.uri);
         parts.extensions = http::Extensions::new();
         let upstream_req = Request::from_parts(parts, body);
