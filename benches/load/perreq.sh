@@ -11,6 +11,7 @@
 #                                                  # round starting with the next one)
 #   RG_AUDIT='durability = "buffered"' ...         # more [audit] lines for every binary
 #   RG_MODE=off ...                                # policy.mode for every binary (default enforce)
+#   SCHED=1 REQUESTS=30000 bash benches/load/perreq.sh BIN   # who wakes whom (perf sched events)
 #
 # Set-up as benches/load/run.sh: nginx origin and the proxies pinned to SRV_CPU, oha (one
 # worker thread) on GEN_CPU. Counters are read from /proc/PID/task/*/{stat,status} before
@@ -21,6 +22,12 @@
 # A last row counts the proxy's CPU in the AFTER seconds (default 2) after the run, per
 # request of the run: work left for after the load (a thread behind) shows there, not in
 # the run's rows.
+#
+# SCHED=1 records the scheduler's wake-up and switch events on every CPU during the run
+# (`perf record -a -e sched:sched_wakeup,sched:sched_switch`) and adds, per request: who
+# woke nginx's worker (the waking thread's name; an interrupt's softirq counts as the thread
+# it interrupted), how often each thread of the proxy and nginx was switched out still
+# runnable (preempted) and by whom, and how long nginx ran each time it was switched in.
 set -euo pipefail
 
 BENCH_NAME=robotsgate-perreq
@@ -30,6 +37,7 @@ REQUESTS=${REQUESTS:-100000}
 CONC=${CONC:-32}
 ROUNDS=${ROUNDS:-1}
 STRACE=${STRACE:-}
+SCHED=${SCHED:-}
 AFTER=${AFTER:-2} # seconds after the run in which the proxy's CPU is counted apart
 RG_PORT=13129
 ADMIN_PORT=19090
@@ -37,6 +45,7 @@ HAPROXY_PORT=13130
 
 need_tools haproxy
 [ -z "$STRACE" ] || need_tools strace
+[ -z "$SCHED" ] || command -v perf >/dev/null || { log "installing linux-perf"; apt_install linux-perf; }
 binaries "$@"
 
 start_origin
@@ -72,12 +81,23 @@ measure() {
         strace_pid=$!
         sleep 1 # strace attaches to every thread before the run starts
     fi
+    local sched_pid=
+    if [ -n "$SCHED" ]; then
+        perf record -q -a -e sched:sched_wakeup -e sched:sched_switch -o "$WORK/sched-$name.data" \
+            2>/dev/null &
+        sched_pid=$!
+        sleep 1 # perf has opened its events before the run starts
+    fi
     taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$REQUESTS" -c "$CONC" -x "$proxy" \
         --output-format json "http://127.0.0.1:$ORIGIN_PORT/1k" >"$WORK/results/$name.json"
     snapshot "$pid" "$NGINX_WORKER" >"$WORK/after"
     if [ -n "$strace_pid" ]; then
         kill -INT "$strace_pid"
         wait "$strace_pid" || true
+    fi
+    if [ -n "$sched_pid" ]; then
+        kill -INT "$sched_pid"
+        wait "$sched_pid" || true
     fi
     # Work a thread left for after the load (e.g. an audit thread behind) is the run's too.
     sleep "$AFTER"
@@ -129,6 +149,10 @@ if strace:
             calls = int(f[3])
             print(f"    {f[-1]:<20} {calls / n:7.3f}")
 PY
+    if [ -n "$sched_pid" ]; then
+        perf script -i "$WORK/sched-$name.data" -F comm,tid,time,event,trace 2>/dev/null |
+            python3 "$HERE/sched.py" "$REQUESTS" "$NGINX_WORKER"
+    fi
 }
 
 for round in $(seq "$ROUNDS"); do
