@@ -101,6 +101,21 @@ def table(results):
             ratio = statistics.median(ratios)
             print(f"enforce + audit vs mode off, {case}: {ratio:.3f}x req/s (costs {(1 - ratio) * 100:.1f}%; "
                   f"runs {', '.join(f'{r:.3f}' for r in ratios)})")
+    # Against HAProxy, paired by round (run i of each taken in the same round): on a VM whose
+    # rounds move by more than the difference measured, the median of the rounds' ratios
+    # says more than the ratio of the medians in the table.
+    for case in sorted({n.split("-", 1)[1] for n in names}):
+        h = runs(results, f"haproxy-{case}")
+        for cur in ("robotsgate", "robotsgate_off", "robotsgate_base", "robotsgate_base_off"):
+            a = runs(results, f"{cur}-{case}")
+            if h and a and len(a) == len(h):
+                rps = sorted(x["metrics"]["requests_per_sec"] / y["metrics"]["requests_per_sec"]
+                             for x, y in zip(a, h))
+                p99 = sorted(x["metrics"]["latency_ms"]["p99"] / y["metrics"]["latency_ms"]["p99"]
+                             for x, y in zip(a, h))
+                print(f"{cur} vs haproxy, paired by round, {case}: {statistics.median(rps):.3f}x req/s "
+                      f"(runs {', '.join(f'{r:.3f}' for r in rps)}); p99 {statistics.median(p99):.3f}x "
+                      f"(runs {', '.join(f'{r:.3f}' for r in p99)})")
     # With RG_BASELINE_BIN: the binary built here against the baseline, run i of each taken
     # in the same round.
     pairs = [("robotsgate", "robotsgate_base", "enforce + audit"),
