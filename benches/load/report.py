@@ -109,13 +109,7 @@ def table(results):
         for cur in ("robotsgate", "robotsgate_off", "robotsgate_base", "robotsgate_base_off"):
             a = runs(results, f"{cur}-{case}")
             if h and a and len(a) == len(h):
-                rps = sorted(x["metrics"]["requests_per_sec"] / y["metrics"]["requests_per_sec"]
-                             for x, y in zip(a, h))
-                p99 = sorted(x["metrics"]["latency_ms"]["p99"] / y["metrics"]["latency_ms"]["p99"]
-                             for x, y in zip(a, h))
-                print(f"{cur} vs haproxy, paired by round, {case}: {statistics.median(rps):.3f}x req/s "
-                      f"(runs {', '.join(f'{r:.3f}' for r in rps)}); p99 {statistics.median(p99):.3f}x "
-                      f"(runs {', '.join(f'{r:.3f}' for r in p99)})")
+                print(f"{cur} vs haproxy, paired by round, {case}: {paired(a, h)}")
     # With RG_BASELINE_BIN: the binary built here against the baseline, run i of each taken
     # in the same round.
     pairs = [("robotsgate", "robotsgate_base", "enforce + audit"),
@@ -125,13 +119,7 @@ def table(results):
         for cur, base, what in pairs:
             a, b = runs(results, f"{cur}-{case}"), runs(results, f"{base}-{case}")
             if a and b and len(a) == len(b):
-                rps = sorted(x["metrics"]["requests_per_sec"] / y["metrics"]["requests_per_sec"]
-                             for x, y in zip(a, b))
-                p99 = sorted(x["metrics"]["latency_ms"]["p99"] / y["metrics"]["latency_ms"]["p99"]
-                             for x, y in zip(a, b))
-                print(f"this build vs base, {what}, {case}: {statistics.median(rps):.3f}x req/s "
-                      f"(runs {', '.join(f'{r:.3f}' for r in rps)}); p99 {statistics.median(p99):.3f}x "
-                      f"(runs {', '.join(f'{r:.3f}' for r in p99)})")
+                print(f"this build vs base, {what}, {case}: {paired(a, b)}")
         on, off = runs(results, f"robotsgate_base-{case}"), runs(results, f"robotsgate_base_off-{case}")
         if on and off and len(on) == len(off):
             ratios = sorted(a["metrics"]["requests_per_sec"] / b["metrics"]["requests_per_sec"]
@@ -139,6 +127,15 @@ def table(results):
             ratio = statistics.median(ratios)
             print(f"base: enforce + audit vs mode off, {case}: {ratio:.3f}x req/s (costs {(1 - ratio) * 100:.1f}%; "
                   f"runs {', '.join(f'{r:.3f}' for r in ratios)})")
+
+
+def paired(a, b):
+    """Runs a against runs b, run i with run i (taken in the same round): the median and
+    each round's ratio, of req/s and of p99."""
+    rps = sorted(x["metrics"]["requests_per_sec"] / y["metrics"]["requests_per_sec"] for x, y in zip(a, b))
+    p99 = sorted(x["metrics"]["latency_ms"]["p99"] / y["metrics"]["latency_ms"]["p99"] for x, y in zip(a, b))
+    return (f"{statistics.median(rps):.3f}x req/s (runs {', '.join(f'{r:.3f}' for r in rps)}); "
+            f"p99 {statistics.median(p99):.3f}x (runs {', '.join(f'{r:.3f}' for r in p99)})")
 
 
 def metric(url, name):

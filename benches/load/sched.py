@@ -27,7 +27,7 @@ field_re = re.compile(r"(\w+)=(\S+)")
 woken_by = Counter()
 preempted = Counter()
 runs, ran_s, since = 0, 0.0, None
-woke_at, slept_at, to_run, to_wake = None, None, [], []
+woke_at, slept_at, to_wake = None, None, []
 cycles, latency = [], None  # (wake-up to switch-in, time run) per cycle
 for line in sys.stdin:
     m = line_re.match(line)
@@ -60,7 +60,6 @@ for line in sys.stdin:
         if n.get("next_pid") == nginx:
             since = t
             if woke_at is not None:
-                to_run.append(t - woke_at)
                 latency = t - woke_at
                 woke_at = None
 
@@ -79,6 +78,7 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))] * 1e6
 
 
+to_run = [w for w, _ in cycles]
 if to_run:
     print(f"    nginx woken to running  median {pct(to_run, 0.5):6.1f} µs, p90 {pct(to_run, 0.9):6.1f} µs")
 if to_wake:
