@@ -49,11 +49,8 @@ pub fn response_framing(
     let mut reusable = keeps_alive(head.version, headers);
     let framing = if head.status == StatusCode::SWITCHING_PROTOCOLS {
         return Err(H1Error::UnexpectedSwitch);
-    } else if head_request
-        || head.status.is_informational()
-        || head.status == StatusCode::NO_CONTENT
-        || head.status == StatusCode::NOT_MODIFIED
-    {
+    } else if bodiless(head_request, head.status) {
+        check_length_field(headers)?;
         Framing::Empty
     } else if headers.contains_key(TRANSFER_ENCODING) {
         if head.version == Version::HTTP_10 {
@@ -75,6 +72,24 @@ pub fn response_framing(
         reusable = false;
     }
     Ok(BodyFraming { framing, reusable })
+}
+
+/// Whether the response to a request that was HEAD (`head_request`) or not, with `status`,
+/// has no body, whatever its fields say (RFC 9112 §6.3, rule 1: HEAD, 1xx, 204, 304).
+pub fn bodiless(head_request: bool, status: StatusCode) -> bool {
+    head_request
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+}
+
+/// Checks the `Content-Length` of a response without a body ([`bodiless`]). There it frames
+/// nothing, but it is passed on, and one that is not one number (or the same number
+/// repeated) must not be (RFC 9110 §8.6): an error, as it is where it frames a body.
+/// Absent is fine. (Where it frames a body, [`response_framing`] checks it; so does hyper's
+/// client.)
+pub fn check_length_field(headers: &HeaderMap) -> Result<(), H1Error> {
+    if headers.contains_key(CONTENT_LENGTH) { content_length(headers).map(drop) } else { Ok(()) }
 }
 
 /// Whether the last coding of all `Transfer-Encoding` lines together is `chunked`.
@@ -164,6 +179,22 @@ mod tests {
         }
         assert_eq!(framing(false, "HTTP/1.1 200 OK\r\ncontent-length: 0"), ok(Framing::Empty, true));
         assert_eq!(framing(false, "HTTP/1.1 101 Switching Protocols"), Err(H1Error::UnexpectedSwitch));
+    }
+
+    #[test]
+    fn a_bodiless_answer_s_length_must_be_one_number_all_the_same() {
+        let two = || Err(H1Error::ContentLength("6".into()));
+        assert_eq!(framing(true, "HTTP/1.1 200 OK\r\ncontent-length: 5\r\ncontent-length: 6"), two());
+        assert_eq!(
+            framing(false, "HTTP/1.1 304 Not Modified\r\ncontent-length: 5\r\ncontent-length: 6"),
+            two()
+        );
+        assert_eq!(
+            framing(true, "HTTP/1.1 200 OK\r\ncontent-length: x"),
+            Err(H1Error::ContentLength("x".into()))
+        );
+        assert_eq!(framing(true, "HTTP/1.1 200 OK\r\ncontent-length: 5, 5"), ok(Framing::Empty, true));
+        assert_eq!(framing(false, "HTTP/1.1 204 No Content\r\ncontent-length: 0"), ok(Framing::Empty, true));
     }
 
     #[test]

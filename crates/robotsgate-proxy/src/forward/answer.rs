@@ -146,6 +146,12 @@ impl Forwarder {
                 boxed(Refusal::upstream_failed(&e).into_response(head))
             }
             Ok(res) => {
+                if robotsgate_h1::bodiless(head, res.status())
+                    && let Err(e) = robotsgate_h1::check_length_field(res.headers())
+                {
+                    self.upstream_failed("protocol");
+                    return boxed(Refusal::upstream_failed(&e).into_response(head));
+                }
                 let (mut parts, body) = res.into_parts();
                 strip_hop_by_hop(&mut parts.headers);
                 append_via(&mut parts.headers, &self.inner.via);

@@ -316,6 +316,7 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
         // No body: the layer's own fetch of robots.txt.
         let robots_fetch = body.is_none();
         let body = body.unwrap_or_else(|| Either::Right(Empty::new()));
+        let head = parts.method == http::Method::HEAD;
         let req = Request::from_parts(parts, body);
         let (metrics, timeout) = (self.metrics.clone(), self.timeout);
         let sent = tokio::time::timeout(timeout, self.send(kept, req));
@@ -326,6 +327,16 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
                     answer.as_ref().ok().and_then(|r| r.as_ref().ok()).map(|r| r.status().as_u16()),
                 );
             }
+            // A length no client may be given, on an answer whose length frames nothing
+            // (the clients check it where it frames the body).
+            let answer = answer.map(|sent| {
+                sent.and_then(|res| {
+                    if robotsgate_h1::bodiless(head, res.status()) {
+                        robotsgate_h1::check_length_field(res.headers())?;
+                    }
+                    Ok(res)
+                })
+            });
             match answer {
                 Ok(Ok(mut res)) => {
                     strip_hop_by_hop(res.headers_mut());
