@@ -40,7 +40,9 @@ pub(super) fn host_header(a: &http::uri::Authority, default_port: u16) -> Option
     .ok()
 }
 
-/// Removes the hop-by-hop headers (RFC 9110 §7.6.1) and every `Proxy-*` header.
+/// Removes the hop-by-hop headers (RFC 9110 §7.6.1) and every `Proxy-*` header; and
+/// `Content-Length` where `Transfer-Encoding` came with it (RFC 9112 §6.3: the coding
+/// framed the message, and an intermediary removes the length before forwarding it).
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // This runs twice per request. Most messages carry at most `Connection: keep-alive`
     // (or `close`), so those tokens are not parsed into names, and nothing is collected
@@ -75,6 +77,9 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
     if other {
         let doomed: Vec<HeaderName> = headers.keys().filter(|name| is_hop_by_hop(name)).cloned().collect();
+        if doomed.contains(&header::TRANSFER_ENCODING) {
+            headers.remove(header::CONTENT_LENGTH);
+        }
         for name in doomed {
             headers.remove(name);
         }
@@ -198,6 +203,22 @@ mod tests {
         let mut left: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
         left.sort_unstable();
         assert_eq!(left, vec!["accept", "x-robots-agent"]);
+    }
+
+    #[test]
+    fn a_length_beside_a_transfer_coding_goes_with_it() {
+        let mut h = HeaderMap::new();
+        h.append(header::CONTENT_LENGTH, HeaderValue::from_static("3"));
+        h.append(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+        h.append(header::ACCEPT, HeaderValue::from_static("*/*"));
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["accept"]);
+        // Alone, a length stays.
+        let mut h = HeaderMap::new();
+        h.append(header::CONTENT_LENGTH, HeaderValue::from_static("3"));
+        h.append(header::UPGRADE, HeaderValue::from_static("h2c"));
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["content-length"]);
     }
 
     #[test]
