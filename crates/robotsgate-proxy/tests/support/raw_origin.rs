@@ -44,6 +44,23 @@ impl RawOrigin {
                         };
                         let head = String::from_utf8_lossy(&buf[..end]).into_owned();
                         buf.drain(..end + 4);
+                        // The request's body, read and dropped: by its length, or chunked.
+                        loop {
+                            match body_len(&head, &buf) {
+                                Some(Ok(len)) => {
+                                    buf.drain(..len);
+                                    break;
+                                }
+                                Some(Err(())) => return,
+                                None => {
+                                    let mut chunk = [0u8; 4096];
+                                    match tcp.read(&mut chunk).await {
+                                        Ok(0) | Err(_) => return,
+                                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                                    }
+                                }
+                            }
+                        }
                         let path = head.split(' ').nth(1).unwrap_or("").to_owned();
                         log.lock().unwrap().push((path.clone(), connection, head));
                         let (answer, close) =
@@ -78,6 +95,49 @@ impl RawOrigin {
     /// How many requests for `path` came.
     pub fn hits(&self, path: &str) -> usize {
         self.seen.lock().unwrap().iter().filter(|(p, _, _)| p == path).count()
+    }
+}
+
+/// How many bytes at the front of `buf` are the body of the request with `head`: `None`
+/// while more are needed, an error when the body is malformed (the connection is dropped).
+fn body_len(head: &str, buf: &[u8]) -> Option<Result<usize, ()>> {
+    let field = |name: &str| {
+        head.split("\r\n").skip(1).find_map(|line| {
+            let (n, v) = line.split_once(':')?;
+            n.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_ascii_lowercase())
+        })
+    };
+    if field("transfer-encoding").is_some_and(|te| te.ends_with("chunked")) {
+        let mut at = 0;
+        loop {
+            let line_end = at + buf[at..].windows(2).position(|w| w == b"\r\n")?;
+            let line = std::str::from_utf8(&buf[at..line_end]).map_err(|_| ());
+            let size = line.and_then(|l| {
+                usize::from_str_radix(l.split(';').next().unwrap_or("").trim(), 16).map_err(|_| ())
+            });
+            let Ok(size) = size else { return Some(Err(())) };
+            at = line_end + 2;
+            if size == 0 {
+                loop {
+                    let end = at + buf[at..].windows(2).position(|w| w == b"\r\n")?;
+                    let empty = end == at;
+                    at = end + 2;
+                    if empty {
+                        return Some(Ok(at));
+                    }
+                }
+            }
+            at += size + 2;
+            if buf.len() < at {
+                return None;
+            }
+        }
+    }
+    match field("content-length").map(|l| l.parse::<usize>()) {
+        Some(Ok(len)) if buf.len() < len => None,
+        Some(Ok(len)) => Some(Ok(len)),
+        Some(Err(_)) => Some(Err(())),
+        None => Some(Ok(0)),
     }
 }
 
