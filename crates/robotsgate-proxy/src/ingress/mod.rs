@@ -329,14 +329,13 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
             }
             // A length no client may be given, on an answer whose length frames nothing
             // (the clients check it where it frames the body).
-            let answer = answer.map(|sent| {
-                sent.and_then(|res| {
-                    if robotsgate_h1::bodiless(head, res.status()) {
-                        robotsgate_h1::check_length_field(res.headers())?;
-                    }
-                    Ok(res)
-                })
-            });
+            let mut answer = answer;
+            if let Ok(Ok(res)) = &answer
+                && robotsgate_h1::bodiless(head, res.status())
+                && let Err(e) = robotsgate_h1::check_length_field(res.headers())
+            {
+                answer = Ok(Err(e.into()));
+            }
             match answer {
                 Ok(Ok(mut res)) => {
                     strip_hop_by_hop(res.headers_mut());
