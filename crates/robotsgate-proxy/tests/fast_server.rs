@@ -239,14 +239,7 @@ async fn the_forward_proxy_answers_the_same_bytes_with_and_without_the_fast_path
         .try_init()
         .expect("the test binary's one subscriber");
     let origin = RawOrigin::start(ROBOTS, script).await;
-    let (dir_fast, dir_hyper) = (temp_dir(), temp_dir());
-    let mut config = test_config(dir_fast.path());
-    config.agent.token = "GPTBot".parse().unwrap();
-    let fast = RunningProxy::start(&config).await;
-    let mut config = test_config(dir_hyper.path());
-    config.agent.token = "GPTBot".parse().unwrap();
-    config.proxy.http1_fast_path = false;
-    let hyper = RunningProxy::start(&config).await;
+    let ((fast, _fast_dir), (hyper, _hyper_dir)) = (forward_proxy(true).await, forward_proxy(false).await);
     let host = origin.addr.to_string();
     compare(&Via::Plain, fast.addr, hyper.addr, &|path| origin.url(path), &host).await;
     fast.stop().await;
@@ -263,29 +256,12 @@ async fn the_ingress_answers_the_same_bytes_with_and_without_the_fast_path() {
     let ca = TestCa::localhost();
     let (cert, key) = ca.write_leaf(dir.path());
     let start = |on: bool, tls: bool| {
-        let name = format!("{on}-{tls}");
-        let config = dir.path().join(format!("ingress-{name}.toml"));
-        let mut text = format!("[ingress]\nhttp1_fast_path = {on}\n");
+        let mut ingress = format!("http1_fast_path = {on}\n");
         if tls {
-            text +=
+            ingress +=
                 &format!("tls_cert = {:?}\ntls_key = {:?}\n", cert.to_str().unwrap(), key.to_str().unwrap());
         }
-        text += "[verify]\nenabled = false\n[log]\nlevel = \"debug\"\n";
-        std::fs::write(&config, text).unwrap();
-        let log = dir.path().join(format!("audit-{name}.jsonl"));
-        let args = [
-            "ingress",
-            "--listen",
-            "127.0.0.1:0",
-            "--upstream",
-            &origin.url(""),
-            "--config",
-            config.to_str().unwrap(),
-            "--audit-log",
-            log.to_str().unwrap(),
-        ]
-        .map(str::to_owned);
-        Spawned::start(BIN, &args.iter().map(String::as_str).collect::<Vec<_>>())
+        start_ingress(dir.path(), &format!("{on}-{tls}"), &origin, &ingress, "[log]\nlevel = \"debug\"\n")
     };
     let mut processes = Vec::new();
     for tls in [false, true] {
@@ -310,6 +286,43 @@ async fn the_ingress_answers_the_same_bytes_with_and_without_the_fast_path() {
         assert!(said[0].contains(handed), "TLS {tls}, with the fast path: {}", said[0]);
         assert!(!said[1].contains(handed), "TLS {tls}, without it: {}", said[1]);
     }
+}
+
+/// A forward proxy for GPTBot, with the fast path or without it, and its folder.
+async fn forward_proxy(fast_path: bool) -> (RunningProxy, tempfile::TempDir) {
+    let dir = temp_dir();
+    let mut config = test_config(dir.path());
+    config.agent.token = "GPTBot".parse().unwrap();
+    config.proxy.http1_fast_path = fast_path;
+    (RunningProxy::start(&config).await, dir)
+}
+
+/// Starts `robotsgate ingress` in front of `origin`, identity checks off, its files in
+/// `dir` named by `name`: `ingress` are lines of its `[ingress]` section, `more` other
+/// sections.
+fn start_ingress(
+    dir: &std::path::Path,
+    name: &str,
+    origin: &RawOrigin,
+    ingress: &str,
+    more: &str,
+) -> Spawned {
+    let config = dir.join(format!("ingress-{name}.toml"));
+    std::fs::write(&config, format!("[ingress]\n{ingress}[verify]\nenabled = false\n{more}")).unwrap();
+    let log = dir.join(format!("audit-{name}.jsonl"));
+    let args = [
+        "ingress",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        &origin.url(""),
+        "--config",
+        config.to_str().unwrap(),
+        "--audit-log",
+        log.to_str().unwrap(),
+    ]
+    .map(str::to_owned);
+    Spawned::start(BIN, &args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 /// A head that comes a byte at a time (each its own segment) is read and answered, the
@@ -748,19 +761,14 @@ fn answers(got: &[u8], heads: &[bool]) -> String {
         if to_head || status == 204 || status == 304 {
             continue;
         }
-        let field = |name: &str| {
-            head.split("\r\n").find_map(|line| {
-                let (n, v) = line.split_once(':')?;
-                n.eq_ignore_ascii_case(name).then(|| v.trim().to_ascii_lowercase())
-            })
-        };
+        let field = |name: &str| field(&head, name);
         let body = if field("transfer-encoding").is_some_and(|te| te.ends_with("chunked")) {
             match dechunk(rest) {
-                Some((body, used)) => {
+                Ok(Some((body, used))) => {
                     rest = &rest[used..];
                     body
                 }
-                None => {
+                _ => {
                     out += &format!("[bad chunked body] {}", String::from_utf8_lossy(rest));
                     break;
                 }
@@ -802,34 +810,6 @@ fn comparable(answers: &str) -> String {
             (text, if line.starts_with("HTTP/1.") { line.contains(" 502 ") } else { in_502 })
         })
         .0
-}
-
-/// A chunked body at the front of `bytes`: its content and the bytes it took (trailer
-/// section included), or `None` if it is malformed or cut short.
-fn dechunk(bytes: &[u8]) -> Option<(Vec<u8>, usize)> {
-    let mut body = Vec::new();
-    let mut at = 0;
-    loop {
-        let line_end = at + bytes[at..].windows(2).position(|w| w == b"\r\n")?;
-        let line = std::str::from_utf8(&bytes[at..line_end]).ok()?;
-        let size = usize::from_str_radix(line.split(';').next()?.trim(), 16).ok()?;
-        at = line_end + 2;
-        if size == 0 {
-            // Trailer lines, then the empty line.
-            loop {
-                let end = at + bytes[at..].windows(2).position(|w| w == b"\r\n")?;
-                let empty = end == at;
-                at = end + 2;
-                if empty {
-                    return Some((body, at));
-                }
-            }
-        }
-        body.extend(bytes.get(at..at + size)?);
-        at += size;
-        (bytes.get(at..at + 2)? == b"\r\n").then_some(())?;
-        at += 2;
-    }
 }
 
 /// The seeds to run: `FAST_PATH_SEED` alone, else PIPELINES (or `FAST_PATH_PIPELINES`) of
@@ -903,14 +883,7 @@ async fn compare_generated(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generated_exchanges_through_the_forward_proxy_are_answered_alike_by_both_paths() {
     let origin = RawOrigin::start(ROBOTS, generated_answer).await;
-    let (dir_fast, dir_hyper) = (temp_dir(), temp_dir());
-    let mut config = test_config(dir_fast.path());
-    config.agent.token = "GPTBot".parse().unwrap();
-    let fast = RunningProxy::start(&config).await;
-    let mut config = test_config(dir_hyper.path());
-    config.agent.token = "GPTBot".parse().unwrap();
-    config.proxy.http1_fast_path = false;
-    let hyper = RunningProxy::start(&config).await;
+    let ((fast, _fast_dir), (hyper, _hyper_dir)) = (forward_proxy(true).await, forward_proxy(false).await);
     let host = origin.addr.to_string();
     let (checked, strange) =
         compare_generated(&origin, fast.addr, hyper.addr, &|path| origin.url(path), &host, 1_000, true).await;
@@ -927,23 +900,7 @@ async fn generated_exchanges_through_the_ingress_are_answered_alike_by_both_path
     let origin = RawOrigin::start(ROBOTS, generated_answer).await;
     let dir = temp_dir();
     let start = |on: bool| {
-        let config = dir.path().join(format!("ingress-{on}.toml"));
-        std::fs::write(&config, format!("[ingress]\nhttp1_fast_path = {on}\n[verify]\nenabled = false\n"))
-            .unwrap();
-        let log = dir.path().join(format!("audit-{on}.jsonl"));
-        let args = [
-            "ingress",
-            "--listen",
-            "127.0.0.1:0",
-            "--upstream",
-            &origin.url(""),
-            "--config",
-            config.to_str().unwrap(),
-            "--audit-log",
-            log.to_str().unwrap(),
-        ]
-        .map(str::to_owned);
-        Spawned::start(BIN, &args.iter().map(String::as_str).collect::<Vec<_>>())
+        start_ingress(dir.path(), &on.to_string(), &origin, &format!("http1_fast_path = {on}\n"), "")
     };
     let (mut fast, mut hyper) = (start(true), start(false));
     let fast_addr = fast.address("robotsgate ingress is running", "at http://").await;

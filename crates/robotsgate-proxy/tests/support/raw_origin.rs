@@ -101,43 +101,57 @@ impl RawOrigin {
 /// How many bytes at the front of `buf` are the body of the request with `head`: `None`
 /// while more are needed, an error when the body is malformed (the connection is dropped).
 fn body_len(head: &str, buf: &[u8]) -> Option<Result<usize, ()>> {
-    let field = |name: &str| {
-        head.split("\r\n").skip(1).find_map(|line| {
-            let (n, v) = line.split_once(':')?;
-            n.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_ascii_lowercase())
-        })
-    };
-    if field("transfer-encoding").is_some_and(|te| te.ends_with("chunked")) {
-        let mut at = 0;
-        loop {
-            let line_end = at + buf[at..].windows(2).position(|w| w == b"\r\n")?;
-            let line = std::str::from_utf8(&buf[at..line_end]).map_err(|_| ());
-            let size = line.and_then(|l| {
-                usize::from_str_radix(l.split(';').next().unwrap_or("").trim(), 16).map_err(|_| ())
-            });
-            let Ok(size) = size else { return Some(Err(())) };
-            at = line_end + 2;
-            if size == 0 {
-                loop {
-                    let end = at + buf[at..].windows(2).position(|w| w == b"\r\n")?;
-                    let empty = end == at;
-                    at = end + 2;
-                    if empty {
-                        return Some(Ok(at));
-                    }
-                }
-            }
-            at += size + 2;
-            if buf.len() < at {
-                return None;
-            }
-        }
+    if field(head, "transfer-encoding").is_some_and(|te| te.ends_with("chunked")) {
+        return dechunk(buf).map(|whole| whole.map(|(_, used)| used)).transpose();
     }
-    match field("content-length").map(|l| l.parse::<usize>()) {
+    match field(head, "content-length").map(|l| l.parse::<usize>()) {
         Some(Ok(len)) if buf.len() < len => None,
         Some(Ok(len)) => Some(Ok(len)),
         Some(Err(_)) => Some(Err(())),
         None => Some(Ok(0)),
+    }
+}
+
+/// The value of the field `name` (the first such line) in the message head `head`,
+/// trimmed and in lower case.
+pub fn field(head: &str, name: &str) -> Option<String> {
+    head.split("\r\n").skip(1).find_map(|line| {
+        let (n, v) = line.split_once(':')?;
+        n.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_ascii_lowercase())
+    })
+}
+
+/// A chunked body at the front of `bytes`: when it is whole, its content and the bytes it
+/// took (trailer section included); `None` while it is cut short; an error when it is
+/// malformed.
+pub fn dechunk(bytes: &[u8]) -> Result<Option<(Vec<u8>, usize)>, ()> {
+    let line_at = |at: usize| bytes[at..].windows(2).position(|w| w == b"\r\n").map(|n| at + n);
+    let mut body = Vec::new();
+    let mut at = 0;
+    loop {
+        let Some(line_end) = line_at(at) else { return Ok(None) };
+        let line = std::str::from_utf8(&bytes[at..line_end]).map_err(drop)?;
+        let size = usize::from_str_radix(line.split(';').next().unwrap_or("").trim(), 16).map_err(drop)?;
+        at = line_end + 2;
+        if size == 0 {
+            // Trailer lines, then the empty line.
+            loop {
+                let Some(end) = line_at(at) else { return Ok(None) };
+                let empty = end == at;
+                at = end + 2;
+                if empty {
+                    return Ok(Some((body, at)));
+                }
+            }
+        }
+        let Some(data) = bytes.get(at..at + size) else { return Ok(None) };
+        body.extend(data);
+        at += size;
+        match bytes.get(at..at + 2) {
+            None => return Ok(None),
+            Some(b"\r\n") => at += 2,
+            Some(_) => return Err(()),
+        }
     }
 }
 
