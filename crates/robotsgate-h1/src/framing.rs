@@ -83,12 +83,35 @@ pub fn bodiless(head_request: bool, status: StatusCode) -> bool {
         || status == StatusCode::NOT_MODIFIED
 }
 
-/// Checks the `Content-Length` of a response without a body ([`bodiless`]). There it frames
-/// nothing, but it is passed on, and one that is not one number (or the same number
-/// repeated) must not be (RFC 9110 §8.6): an error, as it is where it frames a body.
-/// Absent is fine. (Where it frames a body, [`response_framing`] checks it; so does hyper's
-/// client.)
-pub fn check_length_field(headers: &HeaderMap) -> Result<(), H1Error> {
+/// Checks the `Content-Length` of a response (status `status`, fields `headers`) to a
+/// request that was HEAD (`head_request`) or not, when the response has no body
+/// ([`bodiless`]). There the length frames nothing, but it is passed on, and one that is
+/// not one number (or the same number repeated) must not be (RFC 9110 §8.6): an error, as
+/// it is where it frames a body. Absent is fine, and so is any response with a body: where
+/// the length frames the body, [`response_framing`] checks it (so does hyper's client).
+///
+/// ```
+/// use http::{HeaderMap, StatusCode, header::CONTENT_LENGTH};
+/// use robotsgate_h1::check_bodiless_length;
+///
+/// let mut two = HeaderMap::new();
+/// two.append(CONTENT_LENGTH, "3".parse().unwrap());
+/// two.append(CONTENT_LENGTH, "4".parse().unwrap());
+/// assert!(check_bodiless_length(true, StatusCode::OK, &two).is_err());
+/// assert!(check_bodiless_length(false, StatusCode::NOT_MODIFIED, &two).is_err());
+/// // A body follows: its framing is checked where it is read.
+/// assert!(check_bodiless_length(false, StatusCode::OK, &two).is_ok());
+/// ```
+pub fn check_bodiless_length(
+    head_request: bool,
+    status: StatusCode,
+    headers: &HeaderMap,
+) -> Result<(), H1Error> {
+    if bodiless(head_request, status) { check_length_field(headers) } else { Ok(()) }
+}
+
+/// The check of [`check_bodiless_length`] for a response known to have no body.
+fn check_length_field(headers: &HeaderMap) -> Result<(), H1Error> {
     if headers.contains_key(CONTENT_LENGTH) { content_length(headers).map(drop) } else { Ok(()) }
 }
 

@@ -39,7 +39,7 @@ mod response;
 mod server;
 
 pub use chunked::{ChunkedDecoder, Decoded};
-pub use framing::{BodyFraming, Framing, bodiless, check_length_field, response_framing};
+pub use framing::{BodyFraming, Framing, bodiless, check_bodiless_length, response_framing};
 pub use request::encode_request_head;
 pub use response::{MAX_HEADERS, ResponseHead, read_response_head};
 pub use server::{

@@ -146,9 +146,7 @@ impl Forwarder {
                 boxed(Refusal::upstream_failed(&e).into_response(head))
             }
             Ok(res) => {
-                if robotsgate_h1::bodiless(head, res.status())
-                    && let Err(e) = robotsgate_h1::check_length_field(res.headers())
-                {
+                if let Err(e) = robotsgate_h1::check_bodiless_length(head, res.status(), res.headers()) {
                     self.upstream_failed("protocol");
                     return boxed(Refusal::upstream_failed(&e).into_response(head));
                 }

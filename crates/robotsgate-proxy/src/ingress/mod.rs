@@ -331,8 +331,7 @@ impl Service<Request<UpstreamRequestBody>> for Upstream {
             // (the clients check it where it frames the body).
             let mut answer = answer;
             if let Ok(Ok(res)) = &answer
-                && robotsgate_h1::bodiless(head, res.status())
-                && let Err(e) = robotsgate_h1::check_length_field(res.headers())
+                && let Err(e) = robotsgate_h1::check_bodiless_length(head, res.status(), res.headers())
             {
                 answer = Ok(Err(e.into()));
             }
