@@ -227,3 +227,123 @@ async fn http2_connections_are_shared_and_bounded_like_the_others() {
     until("the HTTP/2 connection is closed", || h2_origin.open_connections() == 0).await;
     assert_eq!(plain.open_connections(), 1);
 }
+
+/// A raw HTTP/1.1 origin on loopback that follows a plan: its `n`th connection answers
+/// `plan[n]` requests (keep-alive) and closes after reading the next one without a byte of
+/// answer, as an origin closing an idle connection when a request arrives does. Connections
+/// past the plan answer every request. Each answer's body is the connection's number and
+/// the request's path (`2 /b`); every request head read is counted.
+struct ClosingOrigin {
+    port: u16,
+    requests: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ClosingOrigin {
+    async fn start(plan: &'static [usize]) -> ClosingOrigin {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let requests = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = requests.clone();
+        tokio::spawn(async move {
+            for n in 1.. {
+                let Ok((mut conn, _)) = listener.accept().await else { return };
+                let answers = plan.get(n - 1).copied().unwrap_or(usize::MAX);
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    for answered in 0.. {
+                        // One request head (these requests have no body).
+                        let end = loop {
+                            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                                break end + 4;
+                            }
+                            let mut chunk = [0u8; 1024];
+                            match conn.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(read) => buf.extend_from_slice(&chunk[..read]),
+                            }
+                        };
+                        let head: Vec<u8> = buf.drain(..end).collect();
+                        let line =
+                            String::from_utf8_lossy(&head).lines().next().unwrap_or_default().to_owned();
+                        seen.lock().expect("requests").push(format!("{n} {line}"));
+                        if answered == answers {
+                            return; // closed, unanswered
+                        }
+                        let path = line.split(' ').nth(1).unwrap_or_default().to_owned();
+                        let body = format!("{n} {path}");
+                        let res = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+                        if conn.write_all(res.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        ClosingOrigin { port, requests }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// Each request head read: its connection's number and request line.
+    fn requests(&self) -> Vec<String> {
+        self.requests.lock().expect("requests").clone()
+    }
+}
+
+/// RFC 9110 §9.2.2: a GET or HEAD (idempotent) without a body that an idle connection took
+/// and then closed on, with no answer, is sent again on a new connection, once. An origin
+/// may close an idle connection at any time, and the client cannot tell whether it had
+/// read the request first.
+#[tokio::test]
+async fn a_get_that_a_reused_connection_closed_on_unanswered_is_sent_again_once() {
+    let origin = ClosingOrigin::start(&[1]).await;
+    let pool = pool(PoolConfig::default());
+    assert_eq!(fetch(&pool, &origin.url("/a")).await, (StatusCode::OK, Bytes::from("1 /a")));
+    assert_eq!(fetch(&pool, &origin.url("/b")).await, (StatusCode::OK, Bytes::from("2 /b")));
+    let head = bounded(
+        "HEAD",
+        pool.send(Request::head(origin.url("/c")).body(Either::Right(Empty::new())).unwrap()),
+    )
+    .await
+    .expect("HEAD");
+    assert_eq!(head.status(), StatusCode::OK);
+    drop(head);
+    assert_eq!(
+        origin.requests(),
+        ["1 GET /a HTTP/1.1", "1 GET /b HTTP/1.1", "2 GET /b HTTP/1.1", "2 HEAD /c HTTP/1.1"]
+    );
+
+    // Once only: a new connection that closes on the request as well fails it.
+    let origin = ClosingOrigin::start(&[1, 0]).await;
+    fetch(&pool, &origin.url("/a")).await;
+    let e = bounded("GET", pool.send(get(&origin.url("/b")))).await.expect_err("closed twice");
+    assert!(matches!(e, robotsgate::net::PoolError::Http(_)), "{e:?}");
+    assert_eq!(origin.requests(), ["1 GET /a HTTP/1.1", "1 GET /b HTTP/1.1", "2 GET /b HTTP/1.1"]);
+}
+
+/// What is not idempotent is not sent again: the origin may have acted on it.
+#[tokio::test]
+async fn a_post_that_a_reused_connection_closed_on_is_not_sent_again() {
+    let origin = ClosingOrigin::start(&[1]).await;
+    let pool = pool(PoolConfig::default());
+    fetch(&pool, &origin.url("/a")).await;
+    let post = Request::post(origin.url("/b")).body(Either::Right(Empty::new())).unwrap();
+    let e = bounded("POST", pool.send(post)).await.expect_err("closed");
+    assert!(matches!(e, robotsgate::net::PoolError::Http(_)), "{e:?}");
+    assert_eq!(origin.requests(), ["1 GET /a HTTP/1.1", "1 POST /b HTTP/1.1"]);
+}
+
+/// A new connection is not one an origin closed while it was idle: a GET it closes on
+/// unanswered fails, sent once.
+#[tokio::test]
+async fn a_get_that_a_new_connection_closed_on_is_not_sent_again() {
+    let origin = ClosingOrigin::start(&[0]).await;
+    let pool = pool(PoolConfig::default());
+    let e = bounded("GET", pool.send(get(&origin.url("/a")))).await.expect_err("closed");
+    assert!(matches!(e, robotsgate::net::PoolError::Http(_)), "{e:?}");
+    assert_eq!(origin.requests(), ["1 GET /a HTTP/1.1"]);
+}

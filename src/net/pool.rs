@@ -89,7 +89,10 @@ pub enum PoolError {
 /// connection). An HTTP/2 connection (negotiated with ALPN) is shared by every request to its
 /// origin and counts as idle while no response of it is open. Idle connections close after
 /// [`PoolConfig::idle_timeout`]. A request sent on an idle connection that the origin closed
-/// meanwhile is sent again on a new one (it had not been sent).
+/// meanwhile is sent again on a new one (it had not been sent); so is a GET or HEAD without
+/// a body that an idle HTTP/1.1 connection took and then ended without answering (an origin
+/// closes idle connections when it likes; those requests are idempotent, RFC 9110 §9.2.2),
+/// once.
 ///
 /// ```
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -235,11 +238,21 @@ impl Pool {
             .map_err(|source| PoolError::BadTarget { uri: req.uri().to_string(), source })?;
         let origin = Arc::new(origin);
         let req = match self.checkout(&origin) {
-            Some(conn) => match self.send_on(conn, &origin, req).await {
-                Ok(res) => return Ok(res),
-                Err(Unsent::Back(req)) => req,
-                Err(Unsent::Failed(e)) => return Err(PoolError::Http(e)),
-            },
+            Some(conn) => {
+                // An idle connection may be closed by the origin as the request arrives.
+                let again = matches!(conn, Checked::H1(_)).then(|| resendable(&req)).flatten();
+                match self.send_on(conn, &origin, req).await {
+                    Ok(res) => return Ok(res),
+                    Err(Unsent::Back(req)) => req,
+                    Err(Unsent::Failed(e)) => match again {
+                        Some(req) if unanswered(&e) => {
+                            tracing::debug!(error = %e, %origin, "an idle connection closed on the request: sent again");
+                            req
+                        }
+                        _ => return Err(PoolError::Http(e)),
+                    },
+                }
+            }
             None => req,
         };
         let conn = self.open(&origin).await?;
@@ -397,6 +410,44 @@ impl Pool {
             },
         }
     }
+}
+
+/// A copy of `req` to send again if the idle HTTP/1.1 connection it goes out on fails
+/// before answering ([`unanswered`]): for a GET or HEAD without a body only. Those are
+/// idempotent (RFC 9110 §9.2.2): sending one again is allowed even if the origin had read
+/// it before it closed, which the client cannot tell. (The request does not come back
+/// from hyper once written, so the copy is taken before.)
+fn resendable(req: &Request<PoolRequestBody>) -> Option<Request<PoolRequestBody>> {
+    if !(req.method() == http::Method::GET || req.method() == http::Method::HEAD)
+        || !req.body().is_end_stream()
+    {
+        return None;
+    }
+    let mut again = Request::new(Either::Right(Empty::new()));
+    *again.method_mut() = req.method().clone();
+    *again.uri_mut() = req.uri().clone();
+    *again.version_mut() = req.version();
+    *again.headers_mut() = req.headers().clone();
+    *again.extensions_mut() = req.extensions().clone();
+    Some(again)
+}
+
+/// Whether `e` says the connection ended before the origin answered: closed before the end
+/// of the response head, or reset.
+fn unanswered(e: &hyper::Error) -> bool {
+    use std::error::Error as _;
+    if e.is_incomplete_message() {
+        return true;
+    }
+    let mut source = e.source();
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+            return matches!(io.kind(), ConnectionReset | ConnectionAborted | BrokenPipe);
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// A request that did not get a response (boxing the request would cost an allocation on
