@@ -8,7 +8,10 @@
 #   STRACE=1 REQUESTS=20000 bash benches/load/perreq.sh BIN     # system calls per request
 #   ROUNDS=3 ...                                   # the targets take their turns ROUNDS times
 #                                                  # (HAProxy first, then the binaries, each
-#                                                  # round starting with the next one)
+#                                                  # round starting with the next one); from 2
+#                                                  # rounds a summary paired by round follows
+#   ROUNDS=25 REQUESTS=30000 AFTER=0 bash benches/load/perreq.sh BIN   # the gate of issue 32,
+#                                                  # in short runs paired with HAProxy's
 #   RG_AUDIT='durability = "buffered"' ...         # more [audit] lines for every binary
 #   RG_MODE=off ...                                # policy.mode for every binary (default enforce)
 #   SCHED=1 REQUESTS=30000 bash benches/load/perreq.sh BIN   # who wakes whom (perf sched events)
@@ -61,7 +64,7 @@ snapshot() {
     for pid in "$@"; do
         for tid in /proc/"$pid"/task/*; do
             [ -r "$tid/stat" ] || continue
-            printf '%s %s %s %s %s\n' "$pid" "$(tr ' ' '_' <"$tid/comm")" \
+            printf '%s %s %s %s\n' "$pid" "$(tr ' ' '_' <"$tid/comm")" \
                 "$(sed 's/.*) //' "$tid/stat" | awk '{print $12, $13}')" \
                 "$(awk '/^voluntary_ctxt_switches/{v=$2} /^nonvoluntary_ctxt_switches/{n=$2} END{print v, n}' "$tid/status")"
         done
@@ -168,3 +171,37 @@ for round in $(seq "$ROUNDS"); do
 done
 [ -s "$WORK/logs/haproxy-access.log" ] || die "HAProxy wrote no access log ($WORK/logs/haproxy-access.log)"
 log "HAProxy access log: $(wc -l <"$WORK/logs/haproxy-access.log") lines"
+
+# With ROUNDS >= 2: each binary against HAProxy, paired by round (the two ran one after the
+# other in it), for req/s and for p99: the median of the rounds' ratios, its 95% interval
+# (distribution-free, from the order statistics; from 6 rounds), and how many rounds were
+# above 1. Short runs (REQUESTS of a few seconds) taken in many rounds pair the targets
+# under nearly the same conditions of a VM whose speed drifts.
+if [ "$ROUNDS" -ge 2 ]; then
+    log "paired by round against HAProxy ($ROUNDS rounds of $REQUESTS requests, c$CONC)"
+    python3 - "$WORK/results" "$ROUNDS" "${BINS[@]}" <<'PY'
+import json, math, os, statistics, sys
+results, rounds, bins = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+def load(name):
+    r = json.load(open(os.path.join(results, f"{name}.json")))
+    return r["summary"]["requestsPerSec"], r["latencyPercentiles"]["p99"]
+def interval(xs):
+    n = len(xs)
+    if n < 6:
+        return "no interval under 6 rounds"
+    half = 0.98 * math.sqrt(n)  # 1.96 * sqrt(n) / 2
+    lo, hi = max(0, math.floor(n / 2 - half)), min(n - 1, math.ceil(n / 2 + half) - 1)
+    return f"95% interval {xs[lo]:.3f}-{xs[hi]:.3f}"
+for i, b in enumerate(bins):
+    rps, p99 = [], []
+    for r in range(1, rounds + 1):
+        h = load(f"haproxy-{r}")
+        x = load(f"rg{i}-{os.path.basename(b)}-{r}")
+        rps.append(x[0] / h[0])
+        p99.append(x[1] / h[1])
+    for what, xs in (("req/s", sorted(rps)), ("p99", sorted(p99))):
+        above = sum(x > 1 for x in xs)
+        print(f"{os.path.basename(b)} vs HAProxy, {what}: median {statistics.median(xs):.3f}x, "
+              f"{interval(xs)}, above 1 in {above} of {len(xs)} rounds")
+PY
+fi
