@@ -7,8 +7,8 @@
 #   REQUESTS=100000 CONC=256 bash benches/load/perreq.sh OLD NEW
 #   STRACE=1 REQUESTS=20000 bash benches/load/perreq.sh BIN     # system calls per request
 #   ROUNDS=3 ...                                   # the targets take their turns ROUNDS times
-#                                                  # (HAProxy first, then the binaries, each
-#                                                  # round starting with the next one); from 2
+#                                                  # (HAProxy, then the binaries, each round
+#                                                  # starting with the next one); from 2
 #                                                  # rounds a summary paired by round follows
 #   ROUNDS=25 REQUESTS=30000 AFTER=0 bash benches/load/perreq.sh BIN   # the gate of issue 32,
 #                                                  # in short runs paired with HAProxy's
@@ -160,10 +160,14 @@ PY
 
 for round in $(seq "$ROUNDS"); do
     log "round $round"
-    measure "haproxy-$round" "http://127.0.0.1:$HAPROXY_PORT" "$HAPROXY_PID"
-    # The binaries take turns going first (a VM's drift falls on each alike).
-    for k in "${!BINS[@]}"; do
-        i=$(((k + round - 1) % ${#BINS[@]}))
+    # HAProxy and the binaries take turns going first (a VM's drift falls on each alike).
+    targets=$((${#BINS[@]} + 1))
+    for k in $(seq 0 $((targets - 1))); do
+        i=$(((k + round - 1) % targets - 1))
+        if [ "$i" -lt 0 ]; then
+            measure "haproxy-$round" "http://127.0.0.1:$HAPROXY_PORT" "$HAPROXY_PID"
+            continue
+        fi
         start_rg "${BINS[$i]}" "$i" "${RG_AUDIT:-}"
         measure "rg$i-$(basename "${BINS[$i]}")-$round" "http://127.0.0.1:$RG_PORT" "$RG_PID"
         end_rg
