@@ -15,7 +15,9 @@ use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Either, Empty};
 use robotsgate::fetch::{FetchResult, Fetcher};
 use robotsgate::net::{Connector, DnsConfig, Pool, PoolConfig, PoolRequestBody, Resolver, TlsConfig};
-use support::{Reply, TestCa, TestOrigin, bounded, connector, fetch_config, loopback_guard, until};
+use support::{
+    Reply, TestCa, TestOrigin, bounded, connector, fetch_config, loopback_guard, read_head, until,
+};
 use tokio::sync::Barrier;
 
 fn pool(config: PoolConfig) -> Pool {
@@ -240,7 +242,7 @@ struct ClosingOrigin {
 
 impl ClosingOrigin {
     async fn start(plan: &'static [usize]) -> ClosingOrigin {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::io::AsyncWriteExt;
         let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.expect("bind");
         let port = listener.local_addr().expect("address").port();
         let requests = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -254,17 +256,7 @@ impl ClosingOrigin {
                     let mut buf = Vec::new();
                     for answered in 0.. {
                         // One request head (these requests have no body).
-                        let end = loop {
-                            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                                break end + 4;
-                            }
-                            let mut chunk = [0u8; 1024];
-                            match conn.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(read) => buf.extend_from_slice(&chunk[..read]),
-                            }
-                        };
-                        let head: Vec<u8> = buf.drain(..end).collect();
+                        let Some(head) = read_head(&mut conn, &mut buf).await else { return };
                         let line =
                             String::from_utf8_lossy(&head).lines().next().unwrap_or_default().to_owned();
                         seen.lock().expect("requests").push(format!("{n} {line}"));

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
@@ -100,23 +100,9 @@ impl TestForwardProxy {
 
 /// Serves one client connection.
 async fn serve(mut client: TcpStream, shared: Arc<Shared>) -> Option<()> {
-    let mut buf = Vec::with_capacity(1024);
-    let end = loop {
-        let mut chunk = [0u8; 1024];
-        let n = client.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        if buf.len() > 64 * 1024 {
-            return None;
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-    let rest = buf[end..].to_vec();
+    let mut rest = Vec::with_capacity(1024);
+    let head = crate::read_head(&mut client, &mut rest).await?;
+    let head = String::from_utf8_lossy(&head).into_owned();
     let mut lines = head.split("\r\n");
     let mut first = lines.next()?.split(' ');
     let (method, target, version) = (first.next()?.to_owned(), first.next()?.to_owned(), first.next()?);

@@ -8,6 +8,7 @@
 //! - [`fetch`]: the `Fetcher` built through the public API;
 //! - [`forward_proxy`]: an HTTP forward proxy (`CONNECT` and absolute form), as an egress
 //!   proxy;
+//! - [`head`]: a message head read off a connection, for the raw servers of the tests;
 //! - [`audit`]: audit log records read back and checked;
 //! - [`ca`]: a test CA with a leaf for HTTPS origins;
 //! - [`redis`]: a real `redis-server` for the fleet-mode tests;
@@ -22,6 +23,7 @@ pub mod ca;
 pub mod client;
 pub mod fetch;
 pub mod forward_proxy;
+pub mod head;
 pub mod origin;
 pub mod process;
 pub mod redis;
@@ -29,6 +31,6 @@ pub mod wait;
 pub mod wba;
 
 pub use self::{
-    audit::*, body::*, ca::*, client::*, fetch::*, forward_proxy::*, origin::*, process::*, redis::*,
-    wait::*, wba::*,
+    audit::*, body::*, ca::*, client::*, fetch::*, forward_proxy::*, head::*, origin::*, process::*,
+    redis::*, wait::*, wba::*,
 };

@@ -22,7 +22,7 @@ use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use robotsgate::origin::Origin;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Barrier, Notify, watch};
 use tokio::task::JoinHandle;
@@ -540,13 +540,8 @@ async fn serve_connection(tcp: TcpStream, state: Arc<State>, serve: Serve, conne
 
 /// Reads a request head, writes `answer`, closes.
 async fn answer_raw(mut tcp: TcpStream, answer: &[u8]) {
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        match tcp.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-        }
+    if crate::read_head(&mut tcp, &mut Vec::new()).await.is_none() {
+        return;
     }
     let _ = tcp.write_all(answer).await;
     let _ = tcp.shutdown().await;

@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use robotsgate_testkit::read_head;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -34,16 +35,8 @@ impl RawOrigin {
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
                     loop {
-                        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                            let mut chunk = [0u8; 4096];
-                            match tcp.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
-                            continue;
-                        };
-                        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-                        buf.drain(..end + 4);
+                        let Some(head) = read_head(&mut tcp, &mut buf).await else { return };
+                        let head = String::from_utf8_lossy(&head[..head.len() - 4]).into_owned();
                         // The request's body, read and dropped: by its length, or chunked.
                         loop {
                             match body_len(&head, &buf) {
