@@ -30,6 +30,9 @@
 #   nginx-proxy  nginx as a reverse proxy as ingress.sh runs it (one worker, in-process:
 #              `master_process off`; access log on), the requests of `ingress`
 #
+# CG_ARGS: more valgrind options, e.g. CG_ARGS="--cache-sim=yes --branch-sim=yes" to count
+# simulated cache and branch misses as well (`callgrind_annotate` shows them from the kept
+# out files; the table gives instructions only).
 # RG_AUDIT: more [audit] lines for every binary measured, e.g. RG_AUDIT='durability = "synced"'.
 # RG_EXTRA: more config sections appended, e.g. RG_EXTRA=$'[purpose]\ndefault = ["search"]', or
 # fleet mode with a running Redis: RG_EXTRA=$'[cluster]\nredis = "redis://127.0.0.1:6390/0"'.
@@ -50,6 +53,7 @@ ADMIN_PORT=19090
 INGRESS_UA="Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)"
 READY_SECONDS=120 # start-up under valgrind takes a few seconds; this bounds the wait
 STOP_SECONDS=120  # and so does the drain and flush after SIGINT
+read -ra CG_EXTRA <<<"${CG_ARGS:-}"
 
 [ "$REQUESTS" -gt "$STARTUP_REQUESTS" ] || die "REQUESTS must be above $STARTUP_REQUESTS"
 for case_ in $CASES; do
@@ -118,7 +122,7 @@ measure_anchor() {
     if [ "$case_" = haproxy ]; then
         haproxy_conf "$RG_PORT"
         access="$WORK/logs/$name-access.log"
-        taskset -c "$SRV_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" \
+        taskset -c "$SRV_CPU" valgrind --tool=callgrind "${CG_EXTRA[@]}" --callgrind-out-file="$out" \
             haproxy -f "$WORK/haproxy.cfg" -db >"$access" 2>"$WORK/logs/$name.log" &
         RG_PID=$!
         wait_ready_proxy "http://127.0.0.1:$ORIGIN_PORT/1k" "http://127.0.0.1:$RG_PORT"
@@ -129,7 +133,7 @@ measure_anchor() {
         nginx_proxy_conf "$RG_PORT"
         access="$WORK/logs/nginx-proxy-access.log"
         : >"$access"
-        taskset -c "$SRV_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" \
+        taskset -c "$SRV_CPU" valgrind --tool=callgrind "${CG_EXTRA[@]}" --callgrind-out-file="$out" \
             nginx -p "$WORK" -c "$WORK/nginx-proxy.conf" -g 'daemon off; master_process off;' \
             2>"$WORK/logs/$name.log" &
         RG_PID=$!
@@ -179,7 +183,7 @@ measure() {
                 "[[verify.operators]]" 'name = "OpenAI"' 'tokens = ["GPTBot"]' \
                 "ip_lists = [\"$WORK/gptbot-ranges.json\"]" "${RG_EXTRA:-}" >"$WORK/ingress.toml"
         fi
-        taskset -c "$SRV_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" \
+        taskset -c "$SRV_CPU" valgrind --tool=callgrind "${CG_EXTRA[@]}" --callgrind-out-file="$out" \
             "$bin" ingress --config "$WORK/ingress.toml" --listen "127.0.0.1:$RG_PORT" \
             --admin-listen "127.0.0.1:$ADMIN_PORT" --upstream "http://127.0.0.1:$ORIGIN_PORT" \
             --audit-log "$WORK/audit.jsonl" 2>"$WORK/logs/$name.log" &
@@ -189,7 +193,7 @@ measure() {
             --output-format json -H "User-Agent: $INGRESS_UA" "http://127.0.0.1:$RG_PORT/1k" >"$json"
     else
         write_rg_config "$mode" "$RG_PORT" "$ADMIN_PORT" "$WORK/robotsgate.toml" "${RG_EXTRA:-}" "${RG_AUDIT:-}"
-        taskset -c "$SRV_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" \
+        taskset -c "$SRV_CPU" valgrind --tool=callgrind "${CG_EXTRA[@]}" --callgrind-out-file="$out" \
             "$bin" run --config "$WORK/robotsgate.toml" 2>"$WORK/logs/$name.log" &
         RG_PID=$!
         wait_ready "http://127.0.0.1:$ADMIN_PORT/readyz" "$RG_PID" "$READY_SECONDS"
