@@ -537,7 +537,7 @@ fn hash_password_prints_a_hash_the_config_accepts() {
 
 /// Issue 16, end to end through the binary: four requests sent at once to an origin whose
 /// robots.txt says `Crawl-delay: 1`, with `pacing.max_wait = "2s"`: three reach the
-/// origin at least 1 s apart (the times it saw them), the fourth would wait 3 s and
+/// origin at least 1 s apart (the times it saw them), and one, whose wait would pass 2 s,
 /// gets robotsgate's 503 at once, with `Retry-After` and `x-robotsgate: paced`.
 ///
 /// "At once" means within the delay: a request that reaches the proxy a whole delay after
