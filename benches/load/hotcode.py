@@ -65,22 +65,17 @@ def main():
     ap.add_argument("files", nargs="+")
     args = ap.parse_args()
     for path in args.files:
-        lines, pages = collections.Counter(), collections.Counter()
-        seen_lines, seen_pages = set(), set()
         run = costs(path)
         startup = path[: -len(".out")] + "-startup.out" if path.endswith(".out") else None
         if startup and os.path.exists(startup):
             run.subtract(costs(startup))
-        for (obj, addr), n in run.items():
-            if n < args.min:
-                continue
-            short = obj.rsplit("/", 1)[-1]
-            if (obj, addr >> 6) not in seen_lines:
-                seen_lines.add((obj, addr >> 6))
-                lines[short] += 1
-            if (obj, addr >> 12) not in seen_pages:
-                seen_pages.add((obj, addr >> 12))
-                pages[short] += 1
+        hot = [(obj, addr) for (obj, addr), n in run.items() if n >= args.min]
+
+        def per_object(shift):
+            """Distinct blocks of 2**shift bytes holding hot instructions, per object."""
+            return collections.Counter(obj.rsplit("/", 1)[-1] for obj, _ in {(o, a >> shift) for o, a in hot})
+
+        lines, pages = per_object(6), per_object(12)
         print(path)
         for short in sorted(lines, key=lines.get, reverse=True):
             print(f"  {short:32} {lines[short]:6} lines of 64 B  {pages[short]:5} pages of 4 KiB")
