@@ -34,6 +34,7 @@
 
 mod chunked;
 mod framing;
+mod names;
 mod request;
 mod response;
 mod server;

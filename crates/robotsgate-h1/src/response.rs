@@ -3,9 +3,10 @@
 use std::mem::MaybeUninit;
 
 use bytes::BytesMut;
-use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Version};
+use http::{HeaderMap, HeaderValue, StatusCode, Version};
 
 use crate::H1Error;
+use crate::names::header_name;
 
 /// Header lines a response head may have (hyper's default as well).
 pub const MAX_HEADERS: usize = 100;
@@ -63,7 +64,7 @@ pub fn read_response_head(
     headers.reserve(res.headers.len());
     for field in res.headers.iter() {
         let invalid = || H1Error::Header(field.name.to_owned());
-        let name = HeaderName::from_bytes(field.name.as_bytes()).map_err(|_| invalid())?;
+        let name = header_name(field.name.as_bytes()).map_err(|_| invalid())?;
         let value = HeaderValue::from_maybe_shared(head.slice_ref(field.value)).map_err(|_| invalid())?;
         headers.append(name, value);
     }

@@ -11,6 +11,7 @@ use http::header::{CONNECTION, CONTENT_LENGTH, DATE, EXPECT, TE, TRAILER, TRANSF
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, Version};
 
 use crate::framing::{has_token, last_coding_is_chunked, parse_length};
+use crate::names::header_name;
 use crate::response::head_len;
 use crate::{H1Error, MAX_HEADERS};
 
@@ -113,7 +114,7 @@ fn fast(head: &bytes::Bytes, headers: &mut HeaderMap) -> Option<RequestHead> {
     headers.clear();
     headers.reserve(req.headers.len());
     for field in req.headers.iter() {
-        let name = HeaderName::from_bytes(field.name.as_bytes()).ok()?;
+        let name = header_name(field.name.as_bytes()).ok()?;
         if name == TRANSFER_ENCODING
             || name == CONTENT_LENGTH
             || name == UPGRADE
