@@ -229,6 +229,7 @@ pub struct RobotsBuilder {
     answer_outages: bool,
     transport: Option<Transport>,
     leave_user_agent: bool,
+    no_decision_in_response: bool,
     signing: Option<(Arc<SigningKey>, String)>,
     /// Per proxy user (`true`) or product token (`false`): name, key, Signature-Agent.
     signing_for: Vec<(bool, String, Arc<SigningKey>, String)>,
@@ -804,6 +805,14 @@ impl RobotsBuilder {
         self
     }
 
+    /// Allowed requests' responses go without their [`Decision`](crate::policy::Decision)
+    /// in the extensions (see [`RobotsLayer::without_decision_in_response`]): for a
+    /// caller that does not read it, such as a proxy.
+    pub fn no_decision_in_response(mut self) -> Self {
+        self.no_decision_in_response = true;
+        self
+    }
+
     /// Checks the settings and makes the [`Robots`]. Needs no runtime; the first request
     /// does (tokio).
     pub fn build(self) -> Result<Robots, BuildError> {
@@ -933,6 +942,9 @@ impl RobotsBuilder {
         }
         if self.answer_outages {
             layer = layer.answer_outages();
+        }
+        if self.no_decision_in_response {
+            layer = layer.without_decision_in_response();
         }
         if let Some(transport) = self.transport {
             layer = layer.with_transport(transport);

@@ -80,6 +80,30 @@ async fn allowed_requests_reach_the_origin_with_the_crawlers_identity_and_carry_
 }
 
 #[tokio::test]
+async fn without_the_decision_in_responses_allowed_ones_go_bare_and_refusals_keep_theirs() {
+    let origin =
+        TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/public", Reply::ok("hello"))]).await;
+    let robots = Robots::builder()
+        .agent("ExampleBot")
+        .allow_destination("127.0.0.0/8".parse().unwrap())
+        .no_decision_in_response()
+        .build()
+        .expect("valid settings");
+    let mut http = client(&robots);
+
+    let res = call(&mut http, get(&format!("{}/public", origin.base()))).await.expect("answer");
+    assert_eq!(res.status(), StatusCode::OK);
+    assert!(res.extensions().get::<Decision>().is_none());
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&body[..], b"hello");
+
+    let res = call(&mut http, get(&format!("{}/private/x", origin.base()))).await.expect("answer");
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    let refusal = Refusal::from_response(&res).expect("robotsgate's own answer");
+    assert!(!refusal.decision().expect("the refusal's decision").allowed);
+}
+
+#[tokio::test]
 async fn a_disallowed_request_never_reaches_the_origin_and_says_which_rule() {
     let origin =
         TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/private/x", Reply::ok("secret"))]).await;

@@ -34,6 +34,8 @@ pub(super) struct Shared {
     pub(super) user_agent: Option<HeaderValue>,
     /// Outages are answered (502, 504) rather than returned as errors.
     pub(super) answer_outages: bool,
+    /// An allowed request's response carries its [`Decision`] in its extensions.
+    pub(super) decision_in_response: bool,
     /// The transport of requests without one in their extensions.
     pub(super) transport: Option<Transport>,
     pub(super) ids: RequestIds,

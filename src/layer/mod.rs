@@ -7,7 +7,8 @@
 //! host-level check: "is `/` allowed?", logged with `path_visible: false`).
 //!
 //! What the service returns:
-//! - **Allowed**: the inner service's response, with the [`Decision`] in its extensions.
+//! - **Allowed**: the inner service's response, with the [`Decision`] in its extensions
+//!   (unless [`RobotsLayer::without_decision_in_response`]).
 //! - **Refused** (robots.txt disallows the path, the destination is refused by the guard,
 //!   no product token, a bad request, the audit log failing closed): robotsgate's own
 //!   answer (`403`, `400` or `503`) with `x-robotsgate: <kind>`, a short `text/plain` body,
@@ -239,6 +240,7 @@ impl RobotsLayer {
                 observer: None,
                 user_agent: None,
                 answer_outages: false,
+                decision_in_response: true,
                 transport: None,
                 ids: RequestIds::new(),
                 pacer: None,
@@ -263,6 +265,7 @@ impl RobotsLayer {
                     observer: s.observer.clone(),
                     user_agent: s.user_agent.clone(),
                     answer_outages: s.answer_outages,
+                    decision_in_response: s.decision_in_response,
                     transport: s.transport,
                     ids: RequestIds::new(),
                     pacer: s.pacer.clone(),
@@ -343,6 +346,14 @@ impl RobotsLayer {
     /// has that status.
     pub fn answer_outages(self) -> RobotsLayer {
         self.edit(|s| s.answer_outages = true)
+    }
+
+    /// Allowed requests' responses go without their [`Decision`] in the extensions (by
+    /// default they carry it): for a caller that does not read it, such as a proxy, one
+    /// allocation and its map less per request. Refusals carry theirs in the
+    /// [`Refusal`] either way, and observers and the audit log see every decision.
+    pub fn without_decision_in_response(self) -> RobotsLayer {
+        self.edit(|s| s.decision_in_response = false)
     }
 
     /// How requests without a [`Transport`] in their extensions arrived (the proxy's

@@ -178,7 +178,9 @@ where
                         }
                     }
                 }
-                res.extensions_mut().insert(admitted.decision);
+                if shared.decision_in_response {
+                    res.extensions_mut().insert(admitted.decision);
+                }
                 Ok(counted(res.map(Either::Left), outcome))
             }),
         }

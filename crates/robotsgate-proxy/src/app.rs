@@ -311,6 +311,9 @@ impl App {
             .purpose_settings(config.purpose())
             .mode(mode(config))
             .answer_outages()
+            // Nothing here reads an allowed response's Decision: observers and the audit
+            // log have it.
+            .no_decision_in_response()
             .transport(Transport::Proxy);
         let cluster = cluster(config)?;
         #[cfg(feature = "cluster")]
