@@ -45,38 +45,44 @@ pub(super) fn host_header(a: &http::uri::Authority, default_port: u16) -> Option
 /// framed the message, and an intermediary removes the length before forwarding it).
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // This runs twice per request. Most messages carry at most `Connection: keep-alive`
-    // (or `close`), so those tokens are not parsed into names, and nothing is collected
-    // or removed unless a message has such a header.
-    let mut listed: Vec<HeaderName> = Vec::new();
+    // (or `close`): one look at each name (its length first), no token of those two values
+    // parsed into a name, and nothing collected unless a message has more.
     let (mut connection, mut other) = (false, false);
     for name in headers.keys() {
-        if name == header::CONNECTION {
-            connection = true;
-            for token in headers.get_all(header::CONNECTION).iter().filter_map(|v| v.to_str().ok()) {
-                for token in token.split(',').map(str::trim) {
-                    if token.is_empty() || token.eq_ignore_ascii_case("close") {
-                        continue;
-                    }
-                    // `keep-alive` is hop-by-hop anyway (found below when present).
-                    if !token.eq_ignore_ascii_case("keep-alive")
-                        && let Ok(n) = HeaderName::from_bytes(token.as_bytes())
-                    {
-                        listed.push(n);
-                    }
-                }
-            }
-        } else {
-            other |= is_hop_by_hop(name);
+        match hop_by_hop(name) {
+            Some(Hop::Connection) => connection = true,
+            Some(Hop::Other) => other = true,
+            None => {}
         }
     }
     if connection {
+        let mut listed: Vec<HeaderName> = Vec::new();
+        for value in headers.get_all(header::CONNECTION).iter() {
+            let value = value.as_bytes();
+            if value.eq_ignore_ascii_case(b"keep-alive") || value.eq_ignore_ascii_case(b"close") {
+                continue;
+            }
+            let Ok(value) = std::str::from_utf8(value) else { continue };
+            for token in value.split(',').map(str::trim) {
+                if token.is_empty() || token.eq_ignore_ascii_case("close") {
+                    continue;
+                }
+                // `keep-alive` is hop-by-hop anyway (found below when present).
+                if !token.eq_ignore_ascii_case("keep-alive")
+                    && let Ok(n) = HeaderName::from_bytes(token.as_bytes())
+                {
+                    listed.push(n);
+                }
+            }
+        }
         headers.remove(header::CONNECTION);
-    }
-    for name in listed {
-        headers.remove(name);
+        for name in listed {
+            headers.remove(name);
+        }
     }
     if other {
-        let doomed: Vec<HeaderName> = headers.keys().filter(|name| is_hop_by_hop(name)).cloned().collect();
+        let doomed: Vec<HeaderName> =
+            headers.keys().filter(|name| hop_by_hop(name) == Some(Hop::Other)).cloned().collect();
         if doomed.contains(&header::TRANSFER_ENCODING) {
             headers.remove(header::CONTENT_LENGTH);
         }
@@ -86,14 +92,24 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// A hop-by-hop header other than `Connection` (RFC 9110 §7.6.1), or a `Proxy-*` one.
-fn is_hop_by_hop(name: &HeaderName) -> bool {
-    name == header::TE
-        || name == header::TRAILER
-        || name == header::TRANSFER_ENCODING
-        || name == header::UPGRADE
-        || name.as_str() == "keep-alive"
-        || name.as_str().starts_with("proxy-")
+/// Which hop-by-hop header a name is (RFC 9110 §7.6.1; `Proxy-*` ones too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hop {
+    Connection,
+    Other,
+}
+
+fn hop_by_hop(name: &HeaderName) -> Option<Hop> {
+    let name = name.as_str();
+    match name.len() {
+        2 if name == "te" => Some(Hop::Other),
+        7 if name == "trailer" || name == "upgrade" => Some(Hop::Other),
+        10 if name == "connection" => Some(Hop::Connection),
+        10 if name == "keep-alive" => Some(Hop::Other),
+        17 if name == "transfer-encoding" => Some(Hop::Other),
+        _ if name.starts_with("proxy-") => Some(Hop::Other),
+        _ => None,
+    }
 }
 
 /// Adds this proxy to `Via`.
@@ -279,6 +295,16 @@ mod tests {
         strip_hop_by_hop(&mut h);
         let left: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
         assert_eq!(left, vec!["x-three"]);
+
+        // The usual values alone, in any case: the field goes, the rest stays.
+        for value in ["keep-alive", "Keep-Alive", "close", "CLOSE"] {
+            let mut h = HeaderMap::new();
+            h.insert(header::CONNECTION, HeaderValue::from_static(value));
+            h.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
+            h.insert(HeaderName::from_static("proxy-connection"), HeaderValue::from_static("keep-alive"));
+            strip_hop_by_hop(&mut h);
+            assert_eq!(h.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["accept"], "{value}");
+        }
 
         let mut plain = HeaderMap::new();
         plain.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
