@@ -174,6 +174,22 @@ mod tests {
     }
 
     #[test]
+    fn every_one_byte_change_to_a_common_name_reads_as_http_reads_it() {
+        for list in LISTS {
+            for Known { name: known, .. } in list {
+                let spelt = known.as_str().as_bytes();
+                for at in 0..spelt.len() {
+                    for byte in 0..=u8::MAX {
+                        let mut name = spelt.to_vec();
+                        name[at] = byte;
+                        assert_eq!(header_name(&name).ok(), HeaderName::from_bytes(&name).ok(), "{name:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn other_names_are_read_by_http_and_bad_ones_refused_alike() {
         for name in
             [&b"x-request-id"[..], b"X-Forwarded-For", b"sec-fetch-mode", b"keep-alive", b"Hosts", b"hos"]
