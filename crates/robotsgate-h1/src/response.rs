@@ -1,9 +1,11 @@
 //! A response head read from an origin.
 
 use std::mem::MaybeUninit;
+use std::sync::LazyLock;
 
 use bytes::BytesMut;
 use http::{HeaderMap, HeaderValue, StatusCode, Version};
+use memchr::memmem::Finder;
 
 use crate::H1Error;
 use crate::names::header_name;
@@ -72,21 +74,57 @@ pub fn read_response_head(
 }
 
 /// Where the head at the front of `buf` ends, if it is whole: after its first empty line,
-/// lines ending in LF or CRLF (httparse reads both; origins send CRLF).
+/// lines ending in LF or CRLF (httparse reads both; origins send CRLF). That is after the
+/// first LF followed by CRLF or by LF.
+///
+/// Two searches for those byte pairs, not one stop at every LF: every head of the fast
+/// path, request and response, is looked at here, and a head has a dozen lines.
 pub(crate) fn head_len(buf: &[u8]) -> Option<usize> {
-    for lf in memchr::memchr_iter(b'\n', buf) {
-        match &buf[lf + 1..] {
-            [b'\n', ..] => return Some(lf + 2),
-            [b'\r', b'\n', ..] => return Some(lf + 3),
-            _ => {}
-        }
+    static LF_CRLF: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\n\r\n"));
+    static LF_LF: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\n\n"));
+    match LF_CRLF.find(buf) {
+        // An LF LF can only come first if it starts before this LF.
+        Some(at) => Some(LF_LF.find(&buf[..=at]).map_or(at + 3, |lf| lf + 2)),
+        None => LF_LF.find(buf).map(|lf| lf + 2),
     }
-    None
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first LF followed by LF or CRLF, one LF at a time: what `head_len` finds.
+    fn head_len_by_lines(buf: &[u8]) -> Option<usize> {
+        (0..buf.len()).filter(|&i| buf[i] == b'\n').find_map(|lf| match &buf[lf + 1..] {
+            [b'\n', ..] => Some(lf + 2),
+            [b'\r', b'\n', ..] => Some(lf + 3),
+            _ => None,
+        })
+    }
+
+    /// Every string of up to 10 bytes of CR, LF and a letter, and longer heads with bare
+    /// LFs and CRLFs mixed: the same end as the line-by-line search.
+    #[test]
+    fn head_len_is_the_first_empty_line() {
+        let alphabet = [b'\r', b'\n', b'a'];
+        for len in 0..=10u32 {
+            for mut n in 0..3usize.pow(len) {
+                let mut buf = Vec::with_capacity(len as usize);
+                for _ in 0..len {
+                    buf.push(alphabet[n % 3]);
+                    n /= 3;
+                }
+                assert_eq!(head_len(&buf), head_len_by_lines(&buf), "{buf:?}");
+            }
+        }
+        let head = b"HTTP/1.1 200 OK\r\nServer: nginx\r\nA: b\nC: d\r\n";
+        for end in [&b"\r\n"[..], b"\n", b"\r\r\n", b"x\r\n"] {
+            let mut buf = head.to_vec();
+            buf.extend_from_slice(end);
+            buf.extend_from_slice(b"body\n\n\r\n");
+            assert_eq!(head_len(&buf), head_len_by_lines(&buf), "{:?}", String::from_utf8_lossy(&buf));
+        }
+    }
 
     fn read(bytes: &[u8], limit: usize) -> Result<Option<(ResponseHead, HeaderMap, BytesMut)>, H1Error> {
         let mut buf = BytesMut::from(bytes);
