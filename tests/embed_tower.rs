@@ -196,3 +196,53 @@ async fn an_origins_x_robotsgate_header_is_not_robotsgates_answer() {
     let body = res.into_body().collect().await.expect("body").to_bytes();
     assert_eq!(&body[..], b"the origin's page");
 }
+
+/// A service made for one client connection (`with_client_addr`) names that client in
+/// the decision records of its requests, refused ones included; a request's own
+/// `ClientAddr` extension still wins; a service without either names none.
+#[tokio::test]
+async fn a_service_made_for_a_client_names_it_in_the_records() {
+    use robotsgate::audit::AuditLog;
+    use robotsgate::layer::ClientAddr;
+    use std::net::SocketAddr;
+
+    let origin =
+        TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/public", Reply::ok("hello"))]).await;
+    let (log, memory) = AuditLog::memory();
+    let robots = Robots::builder()
+        .agent("ExampleBot")
+        .allow_destination("127.0.0.0/8".parse().unwrap())
+        .audit(log.clone())
+        .build()
+        .expect("valid settings");
+    let connection: SocketAddr = "192.0.2.7:50312".parse().unwrap();
+    let own: SocketAddr = "198.51.100.1:4000".parse().unwrap();
+    let mut http = client(&robots).with_client_addr(connection);
+    let mut plain = client(&robots);
+
+    call(&mut http, get(&format!("{}/public", origin.base()))).await.expect("answer");
+    call(&mut http, get(&format!("{}/private/x", origin.base()))).await.expect("answer");
+    let mut carried = get(&format!("{}/public?own", origin.base()));
+    carried.extensions_mut().insert(ClientAddr(own));
+    call(&mut http, carried).await.expect("answer");
+    call(&mut plain, get(&format!("{}/public?none", origin.base()))).await.expect("answer");
+
+    log.flush().await;
+    let decisions: Vec<serde_json::Value> = memory
+        .lines()
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("JSON"))
+        .filter(|r| r["type"] == "decision")
+        .collect();
+    let client_of = |suffix: &str| {
+        let r = decisions
+            .iter()
+            .find(|r| r["url"].as_str().is_some_and(|u| u.ends_with(suffix)))
+            .unwrap_or_else(|| panic!("no record for {suffix}: {decisions:?}"));
+        r["client"].clone()
+    };
+    assert_eq!(client_of("/public"), connection.to_string());
+    assert_eq!(client_of("/private/x"), connection.to_string());
+    assert_eq!(client_of("/public?own"), own.to_string());
+    assert!(client_of("/public?none").is_null(), "{decisions:?}");
+}

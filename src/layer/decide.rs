@@ -1,6 +1,7 @@
 //! Deciding one request: its target, the token, the guard, the policy, the audit record,
 //! and the refusal when it may not go.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -68,6 +69,8 @@ pub(super) struct AuditRequestId(pub(super) Arc<str>);
 /// How a decision is recorded, besides the request: its mode, time, pacing and whether
 /// fleet mode refused it.
 struct Logged<'a> {
+    /// The client's address, when known.
+    client: Option<SocketAddr>,
     report_only: bool,
     /// With a signer: whether the request goes signed.
     signed: Option<bool>,
@@ -110,15 +113,22 @@ impl Shared {
     ///
     /// The order of the decision: target, gate (the audit log), token, purpose, guard
     /// (fleet mode, destination), robots.txt, pacing, record; then the answer.
+    ///
+    /// `settings` are the layer's settings as the request found them; `client` is the
+    /// client's address when the request carries no [`ClientAddr`] (a service made for
+    /// one client connection knows it); `started` is when the request came to the layer.
     pub(super) async fn check(
         &self,
         parts: &mut http::request::Parts,
+        settings: Arc<Settings>,
+        client: Option<SocketAddr>,
+        started: std::time::Instant,
         logged: &mut Option<RequestId>,
     ) -> Result<Admitted, Refusal> {
-        let started = Instant::now();
+        let started = Instant::from_std(started);
+        let client = client_of(parts, client);
         let target = self.target(parts).map_err(|why| Refusal::new(RefusalKind::BadRequest, why))?;
         self.gate()?;
-        let settings = self.settings.load_full();
         let report_only = settings.mode == Mode::ReportOnly;
         let token = self.token(&settings, parts)?;
         // The token picks the signer (with the proxy user).
@@ -127,9 +137,15 @@ impl Shared {
         let decision = match self.guard(&target.origin).await {
             Guarded::FleetDown => {
                 // Boxed: rare, and as large as the rest of the decision's future.
-                return Err(
-                    Box::pin(self.refuse_alone(parts, &target, token, report_only, started, logged)).await
-                );
+                return Err(Box::pin(self.refuse_alone(
+                    parts,
+                    &target,
+                    token,
+                    (client, report_only),
+                    started,
+                    logged,
+                ))
+                .await);
             }
             Guarded::Denied(cause) => {
                 self.without_robots(&target, token, Reason::DestinationDenied { cause })
@@ -148,7 +164,8 @@ impl Shared {
         // validity starts when it is sent), and before its record says so.
         let goes = goes(&decision, report_only) && paced.refused.is_none() && !cluster_refused;
         let signed = self.signers.as_ref().map(|s| goes && sign(s, signing_token.as_deref(), parts));
-        let how = Logged { report_only, signed, elapsed, pace: paced.facts.as_deref(), cluster_refused };
+        let how =
+            Logged { client, report_only, signed, elapsed, pace: paced.facts.as_deref(), cluster_refused };
         self.record(parts, &target.url, target.path_visible, &decision, how, logged).await?;
         if cluster_refused {
             return Err(self.cluster_refusal().with_decision(decision));
@@ -231,14 +248,20 @@ impl Shared {
         parts: &http::request::Parts,
         target: &Target,
         token: Arc<str>,
-        report_only: bool,
+        (client, report_only): (Option<SocketAddr>, bool),
         started: Instant,
         logged: &mut Option<RequestId>,
     ) -> Refusal {
         let decision = self.without_robots(target, token, Reason::ClusterUnavailable);
         let signed = self.signers.as_ref().map(|_| false);
-        let how =
-            Logged { report_only, signed, elapsed: started.elapsed(), pace: None, cluster_refused: true };
+        let how = Logged {
+            client,
+            report_only,
+            signed,
+            elapsed: started.elapsed(),
+            pace: None,
+            cluster_refused: true,
+        };
         match self.record(parts, &target.url, target.path_visible, &decision, how, logged).await {
             Ok(()) => self.cluster_refusal(),
             Err(refusal) => refusal,
@@ -392,7 +415,7 @@ impl Shared {
         let user = parts.extensions.get::<ProxyUser>().map(|u| u.0.clone());
         let facts = RequestFacts {
             request_id: id.as_str(),
-            client: parts.extensions.get::<ClientAddr>().map(|c| c.0),
+            client: how.client,
             user: user.as_deref(),
             method: parts.method.as_str(),
             url,
@@ -414,7 +437,13 @@ impl Shared {
 
     /// Writes the record of an answer given without a decision record (no product token,
     /// a request that cannot be read, the audit log failing closed), with an audit log.
-    pub(super) fn log_refusal(&self, parts: &http::request::Parts, refusal: &Refusal) {
+    /// `client` as for [`Shared::check`].
+    pub(super) fn log_refusal(
+        &self,
+        parts: &http::request::Parts,
+        client: Option<SocketAddr>,
+        refusal: &Refusal,
+    ) {
         let Some(audit) = &self.audit else { return };
         if self.settings.load().mode == Mode::Off {
             return;
@@ -424,7 +453,7 @@ impl Shared {
         let target = parts.uri.to_string();
         let facts = crate::audit::RefusalFacts {
             request_id: id.as_str(),
-            client: parts.extensions.get::<ClientAddr>().map(|c| c.0),
+            client: client_of(parts, client),
             user: user.as_deref(),
             method: Some(parts.method.as_str()),
             target: Some(&target),
@@ -566,4 +595,10 @@ fn sign(signers: &Signers, token: Option<&str>, parts: &mut http::request::Parts
         }
     }
     signed
+}
+
+/// The client's address for the records: the request's [`ClientAddr`], else `default`
+/// (the client of the connection a service was made for).
+fn client_of(parts: &http::request::Parts, default: Option<SocketAddr>) -> Option<SocketAddr> {
+    parts.extensions.get::<ClientAddr>().map_or(default, |c| Some(c.0))
 }

@@ -90,7 +90,9 @@ pub use select::{SelectToken, TokenError, TokenSelector};
 pub use service::{ResponseFuture, RobotsService};
 pub use tally::Tally;
 
-/// The client's address, put into the request extensions by the proxy (for the log).
+/// The client's address, put into the request extensions by the proxy (for the log). A
+/// service made for one client connection can carry it instead
+/// ([`RobotsService::with_client_addr`]); a request's own extension wins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddr(pub SocketAddr);
 
@@ -446,7 +448,9 @@ impl RobotsLayer {
         parts: &mut http::request::Parts,
     ) -> Result<(Decision, Option<PaceTicket>), Refusal> {
         let mut logged = None;
-        let admitted = self.shared.check(parts, &mut logged).await?;
+        let settings = self.shared.settings.load_full();
+        let admitted =
+            self.shared.check(parts, settings, None, std::time::Instant::now(), &mut logged).await?;
         // The record id a later check_response refers to (requests with a purpose).
         if let (Some(id), Some(_)) = (&logged, &admitted.decision.usage) {
             parts.extensions.insert(decide::AuditRequestId(id.as_str().into()));
@@ -484,6 +488,6 @@ impl<S> Layer<S> for RobotsLayer {
     type Service = RobotsService<S>;
 
     fn layer(&self, inner: S) -> RobotsService<S> {
-        RobotsService { inner, shared: self.shared.clone() }
+        RobotsService { inner, shared: self.shared.clone(), client: None }
     }
 }

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -23,6 +24,40 @@ use crate::refusal::Refusal;
 pub struct RobotsService<S> {
     pub(super) inner: S,
     pub(super) shared: Arc<Shared>,
+    /// The client's address, for requests without a [`ClientAddr`].
+    pub(super) client: Option<SocketAddr>,
+}
+
+impl<S> RobotsService<S> {
+    /// This service for the requests of one client connection: their records name `addr`
+    /// as the client, as a request carrying a [`ClientAddr`] extension would (which still
+    /// wins). A server that makes a service per connection, as hyper's do, can so leave
+    /// each request's extensions alone.
+    ///
+    /// ```
+    /// use std::net::SocketAddr;
+    /// use robotsgate::Robots;
+    /// use tower::Layer;
+    /// use tower::service_fn;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let layer = Robots::builder().agent("ExampleBot").build()?.layer();
+    /// let origin = service_fn(|_req: http::Request<String>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    /// });
+    /// // Where a server accepts a connection from `client`:
+    /// let client: SocketAddr = "192.0.2.7:50312".parse()?;
+    /// let service = layer.layer(origin).with_client_addr(client);
+    /// # let _ = service;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// [`ClientAddr`]: super::ClientAddr
+    pub fn with_client_addr(mut self, addr: SocketAddr) -> Self {
+        self.client = Some(addr);
+        self
+    }
 }
 
 impl<S: fmt::Debug> fmt::Debug for RobotsService<S> {
@@ -71,7 +106,9 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let shared = self.shared.clone();
-        if shared.settings.load().mode == Mode::Off {
+        // One look at the settings a request: the decision reads the same ones.
+        let settings = shared.settings.load_full();
+        if settings.mode == Mode::Off {
             return ResponseFuture {
                 inner: Box::pin(async move {
                     let req = if shared.signers.is_some() {
@@ -97,6 +134,7 @@ where
         // What needs no waiting is done before the future is made: the request's head and
         // body are kept in it once, not also as the request they came in.
         let started = std::time::Instant::now();
+        let client = self.client;
         let (mut parts, body) = req.into_parts();
         let head = parts.method == Method::HEAD;
         ResponseFuture {
@@ -107,10 +145,11 @@ where
                     let mut logged = None;
                     // Boxed: this future and the decision's each fit the allocator's
                     // per-thread cache (up to 1 KiB), where one holding both would not.
-                    let checked = Box::pin(shared.check(&mut parts, &mut logged)).await;
+                    let checked =
+                        Box::pin(shared.check(&mut parts, settings, client, started, &mut logged)).await;
                     // An answer without a decision record gets a record of its own.
                     if let (Err(refusal), None) = (&checked, &logged) {
-                        shared.log_refusal(&parts, refusal);
+                        shared.log_refusal(&parts, client, refusal);
                     }
                     // The record id the response-usage record refers to (requests with a purpose).
                     let usage_id = match (&checked, &logged) {
