@@ -84,6 +84,9 @@ impl Default for ForwardConfig {
 #[derive(Clone)]
 pub struct Forwarder {
     inner: Arc<ForwarderInner>,
+    /// The upstream connection kept by the client connection this forwarder serves
+    /// ([`Forwarder::for_client_connection`]); `None`: every request goes by the pool.
+    sticky: Option<Sticky>,
 }
 
 #[derive(Clone)]
@@ -133,7 +136,14 @@ impl Forwarder {
             tunnels: TaskTracker::new(),
             shutdown: CancellationToken::new(),
         };
-        Forwarder { inner: Arc::new(inner) }
+        Forwarder { inner: Arc::new(inner), sticky: None }
+    }
+
+    /// This forwarder for the requests of one client connection, with a slot for the
+    /// upstream connection that client connection keeps ([`Sticky`]). Requests through
+    /// the tunnels of `CONNECT` do without (they come to a forwarder without a slot).
+    pub(crate) fn for_client_connection(&self) -> Forwarder {
+        Forwarder { inner: self.inner.clone(), sticky: Some(self.sticky()) }
     }
 
     /// Counts upstream errors in `metrics`.
@@ -158,7 +168,7 @@ impl Forwarder {
     /// Forwards `req`. What needs no waiting (the checks, the headers, taking the kept
     /// connection) is done before the future is made, and the request goes into that
     /// future once: this future is boxed for every request, and a small box is a cheap one.
-    fn forward(self, req: Request<ClientBody>) -> Forwarding {
+    fn forward(mut self, req: Request<ClientBody>) -> Forwarding {
         // The tunnel's and the WebSocket's futures are large and rare.
         if req.method() == Method::CONNECT {
             return Box::pin(async move { self.tunnel(req).await });
@@ -171,7 +181,7 @@ impl Forwarder {
             return Box::pin(async move { self.upgrade(req).await });
         }
         let (mut parts, body) = req.into_parts();
-        let sticky = parts.extensions.remove::<Sticky>();
+        let sticky = self.sticky.take();
         strip_hop_by_hop(&mut parts.headers);
         append_via(&mut parts.headers, &self.inner.via);
         // RFC 9112 §3.2.2: the target's authority replaces the client's Host, so the

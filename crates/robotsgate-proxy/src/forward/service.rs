@@ -35,6 +35,32 @@ impl ProxyService {
     pub(crate) fn new(layer: &RobotsLayer, forwarder: Forwarder) -> ProxyService {
         ProxyService(layer.layer(forwarder))
     }
+
+    /// `layer` over `forwarder`, for the requests of the client connection from `client`:
+    /// their records name `client`, and their upstream connection can be the one this
+    /// client connection keeps ([`Forwarder::for_client_connection`]). Made once a
+    /// connection, so that its requests carry neither in their extensions.
+    pub(crate) fn for_client_connection(
+        layer: &RobotsLayer,
+        forwarder: &Forwarder,
+        client: std::net::SocketAddr,
+    ) -> ProxyService {
+        ProxyService(layer.layer(forwarder.for_client_connection()).with_client_addr(client))
+    }
+
+    /// The answer to `req`. (No readiness to wait for: see `poll_ready`.)
+    pub(crate) fn answer(
+        &self,
+        req: Request<ClientBody>,
+    ) -> impl Future<Output = Response<ProxyBody>> + use<> {
+        let future = self.clone().call(req);
+        async move {
+            match future.await {
+                Ok(res) => res,
+                Err(never) => match never {},
+            }
+        }
+    }
 }
 
 impl Service<Request<ClientBody>> for ProxyService {

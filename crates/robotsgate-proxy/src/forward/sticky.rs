@@ -11,7 +11,7 @@ use robotsgate::origin::{Origin, Scheme};
 impl Forwarder {
     /// A slot for the upstream connection a client connection keeps; the connection goes
     /// to the pool when the client connection ends.
-    pub(crate) fn sticky(&self) -> Sticky {
+    pub(super) fn sticky(&self) -> Sticky {
         Sticky(Arc::new(Mutex::new(StickySlot {
             pool: Some(self.inner.pool.clone()),
             last: None,

@@ -21,7 +21,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use super::shared::Shared;
 use super::sniff;
 use crate::auth::ProxyAuth;
-use crate::forward::{HeadLimit, ProxyBody, Sticky, boxed, not_a_proxy_request, own_via};
+use crate::forward::{HeadLimit, ProxyBody, ProxyService, boxed, not_a_proxy_request, own_via};
 use crate::intercept::{self};
 use crate::metrics::Arrival;
 use robotsgate::layer::{ClientAddr, ProxyUser, Transport};
@@ -32,16 +32,17 @@ use robotsgate::{Refusal, RefusalKind};
 pub(super) async fn serve_connection(stream: tokio::net::TcpStream, client: SocketAddr, shared: Arc<Shared>) {
     let stop = shared.stop.clone();
     let config = shared.config.clone();
-    let sticky = shared.forwarder.sticky();
+    // The robots layer over the forwarder, for this connection's requests.
+    let service = ProxyService::for_client_connection(&shared.layer, &shared.forwarder, client);
     let records = shared.clone();
     // One request, whichever way it was read: the fast path's or hyper's.
     let one = move |req: Request<ClientBody>| {
         let shared = shared.clone();
-        let sticky = sticky.clone();
+        let service = service.clone();
         async move {
             let started = tokio::time::Instant::now();
             let version = req.version();
-            let mut res = handle(req, client, &shared, sticky).await;
+            let mut res = handle(req, client, &shared, &service).await;
             own_via(&mut res, &shared.via);
             if let Some(m) = &shared.metrics {
                 m.request(Arrival::Proxy, version, started.elapsed());
@@ -109,7 +110,7 @@ async fn handle(
     mut req: Request<ClientBody>,
     client: SocketAddr,
     shared: &Arc<Shared>,
-    sticky: Sticky,
+    service: &ProxyService,
 ) -> Response<ProxyBody> {
     let head = req.method() == Method::HEAD;
     if let Some(refusal) = HeadLimit(shared.config.max_header_bytes).check(&req) {
@@ -141,9 +142,12 @@ async fn handle(
     if let Some(u) = &user {
         req.extensions_mut().insert(ProxyUser(u.clone()));
     }
+    if req.method() != Method::CONNECT {
+        // The connection's service names the client and keeps its upstream connection.
+        return service.answer(req).await;
+    }
     req.extensions_mut().insert(ClientAddr(client));
-    if req.method() == Method::CONNECT
-        && let Some(interception) = shared.interception.clone()
+    if let Some(interception) = shared.interception.clone()
         && let Some(origin) =
             req.uri().authority().and_then(|a| Origin::from_authority(Scheme::Https, a.as_str()).ok())
         && interception.applies(&origin)
@@ -159,15 +163,11 @@ async fn handle(
         res.headers_mut().insert(header::VIA, shared.via.clone());
         return res;
     }
-    if req.method() != Method::CONNECT {
-        // (Transport::Proxy is the layer's default: not inserted per request.)
-        req.extensions_mut().insert(sticky);
-    } else if sniff::sniffed_port(req.uri().port_u16()) && !bypassed(shared, &req) {
+    if sniff::sniffed_port(req.uri().port_u16()) && !bypassed(shared, &req) {
         // Boxed: the tunnel's future is most of this one's size, and every request's
         // future is copied into hyper's connection state (see Forwarder::send_pooled).
         return Box::pin(sniff::connect_then_sniff(req, shared)).await;
-    } else {
-        req.extensions_mut().insert(Transport::Connect);
     }
+    req.extensions_mut().insert(Transport::Connect);
     shared.answer(req).await
 }

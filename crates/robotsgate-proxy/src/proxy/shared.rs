@@ -8,7 +8,6 @@ use http::{Request, Response};
 use robotsgate::net::PoolRequestBody as ClientBody;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tower::ServiceExt;
 
 use super::ProxyConfig;
 use crate::auth::ProxyAuth;
@@ -34,10 +33,7 @@ pub(super) struct Shared {
 impl Shared {
     /// The answer of the robots layer over the forwarder.
     pub(super) async fn answer(&self, req: Request<ClientBody>) -> Response<ProxyBody> {
-        match self.service.clone().oneshot(req).await {
-            Ok(res) => res,
-            Err(never) => match never {},
-        }
+        self.service.answer(req).await
     }
 
     /// Records an answer the listener gave itself, before the robots layer saw the
