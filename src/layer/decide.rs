@@ -137,15 +137,15 @@ impl Shared {
         let decision = match self.guard(&target.origin).await {
             Guarded::FleetDown => {
                 // Boxed: rare, and as large as the rest of the decision's future.
-                return Err(Box::pin(self.refuse_alone(
-                    parts,
-                    &target,
-                    token,
-                    (client, report_only),
-                    started,
-                    logged,
-                ))
-                .await);
+                let how = Logged {
+                    client,
+                    report_only,
+                    signed: self.signers.as_ref().map(|_| false),
+                    elapsed: started.elapsed(),
+                    pace: None,
+                    cluster_refused: true,
+                };
+                return Err(Box::pin(self.refuse_alone(parts, &target, token, how, logged)).await);
             }
             Guarded::Denied(cause) => {
                 self.without_robots(&target, token, Reason::DestinationDenied { cause })
@@ -248,20 +248,10 @@ impl Shared {
         parts: &http::request::Parts,
         target: &Target,
         token: Arc<str>,
-        (client, report_only): (Option<SocketAddr>, bool),
-        started: Instant,
+        how: Logged<'_>,
         logged: &mut Option<RequestId>,
     ) -> Refusal {
         let decision = self.without_robots(target, token, Reason::ClusterUnavailable);
-        let signed = self.signers.as_ref().map(|_| false);
-        let how = Logged {
-            client,
-            report_only,
-            signed,
-            elapsed: started.elapsed(),
-            pace: None,
-            cluster_refused: true,
-        };
         match self.record(parts, &target.url, target.path_visible, &decision, how, logged).await {
             Ok(()) => self.cluster_refusal(),
             Err(refusal) => refusal,
