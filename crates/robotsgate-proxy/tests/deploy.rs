@@ -2,7 +2,8 @@
 //! (all documents of it), the configurations load with robotsgate's own parser, the
 //! Kubernetes probes and the Compose healthcheck reach the admin listener the container
 //! configuration opens, the ConfigMap carries exactly that configuration, and the systemd
-//! unit reloads with SIGHUP. Nothing here needs Docker, a cluster or systemd.
+//! unit reloads with SIGHUP, and the Dockerfile's build stage copies what Cargo needs to
+//! build the workspace. Nothing here needs Docker, a cluster or systemd.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -402,4 +403,126 @@ fn compose_healthcheck_hits_readyz_on_the_admin_port() {
         services["scraper"]["depends_on"]["robotsgate"]["condition"].as_str(),
         Some("service_healthy")
     );
+}
+
+/// The workspace's root (`Cargo.toml` with `[workspace]`).
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `path` (relative to the workspace's root) without `..` and `.` parts; `.` for the root.
+fn normalise(path: &Path) -> PathBuf {
+    let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                parts.pop();
+            }
+            std::path::Component::Normal(p) => parts.push(p),
+            _ => {}
+        }
+    }
+    if parts.is_empty() { PathBuf::from(".") } else { parts.iter().collect() }
+}
+
+/// The sources of the Dockerfile's `COPY` instructions from the build context (not
+/// `--from` a stage), each with whether a `cargo build` runs before it.
+fn dockerfile_copies(dockerfile: &str) -> Vec<(String, bool)> {
+    let mut built = false;
+    let mut copies = Vec::new();
+    for line in dockerfile.lines().map(str::trim) {
+        if line.starts_with('#') {
+            continue;
+        }
+        if line.contains("cargo build") {
+            built = true;
+        }
+        let Some(args) = line.strip_prefix("COPY ") else { continue };
+        if args.contains("--from=") {
+            continue;
+        }
+        let args: Vec<&str> = args.split_whitespace().filter(|a| !a.starts_with("--")).collect();
+        if let Some((_, sources)) = args.split_last() {
+            copies.extend(sources.iter().map(|s| (s.trim_end_matches('/').to_owned(), built)));
+        }
+    }
+    copies
+}
+
+/// The build stage can build the workspace: Cargo reads every member's manifest, and the
+/// files its `[[bench]]` and `[[example]]` entries name, before the first `cargo build`
+/// (the stub build of the dependencies), and the sources of the proxy and of the crates it is
+/// built from are copied in. A crate added to the workspace and forgotten here breaks
+/// `docker build`, which nothing else here runs.
+#[test]
+fn the_dockerfile_copies_every_workspace_member() {
+    let root = workspace_root();
+    let manifest: toml::Table = std::fs::read_to_string(root.join("Cargo.toml")).unwrap().parse().unwrap();
+    let members: Vec<String> = manifest["workspace"]["members"]
+        .as_array()
+        .expect("workspace.members")
+        .iter()
+        .map(|m| m.as_str().expect("a member path").to_owned())
+        .collect();
+    assert!(members.len() >= 5, "{members:?}");
+    let copies = dockerfile_copies(&read("Dockerfile"));
+    // `path` (relative to the build context) is copied, itself or within a folder copied,
+    // before the first `cargo build` (`early`) or at any point.
+    let copied = |path: &str, early: bool| {
+        copies.iter().any(|(source, built)| {
+            (!early || !built) && (source == path || path.starts_with(&format!("{source}/")))
+        })
+    };
+    for member in &members {
+        let dir = if member == "." { String::new() } else { format!("{member}/") };
+        let cargo_toml = format!("{dir}Cargo.toml");
+        assert!(
+            copied(&cargo_toml, true),
+            "deploy/Dockerfile does not copy {cargo_toml} before the stub build"
+        );
+        let crate_manifest: toml::Table =
+            std::fs::read_to_string(root.join(&cargo_toml)).unwrap().parse().unwrap();
+        for (kind, folder) in [("bench", "benches"), ("example", "examples")] {
+            for target in crate_manifest.get(kind).and_then(|t| t.as_array()).into_iter().flatten() {
+                let name = target["name"].as_str().expect("a target name");
+                let file = match target.get("path").and_then(|p| p.as_str()) {
+                    Some(path) => format!("{dir}{path}"),
+                    None => format!("{dir}{folder}/{name}.rs"),
+                };
+                assert!(root.join(&file).is_file(), "{file} named by {cargo_toml} is missing");
+                assert!(copied(&file, true), "deploy/Dockerfile does not copy {file} before the stub build");
+            }
+        }
+    }
+    // The sources of the proxy and of every crate of the workspace it is built from.
+    let mut needed = vec![PathBuf::from("crates/robotsgate-proxy")];
+    let mut seen = Vec::new();
+    while let Some(dir) = needed.pop() {
+        let src = format!("{}/src", dir.display());
+        let src = src.trim_start_matches("./");
+        assert!(copied(src, false), "deploy/Dockerfile never copies {src}");
+        let manifest: toml::Table =
+            std::fs::read_to_string(root.join(&dir).join("Cargo.toml")).unwrap().parse().unwrap();
+        for dep in
+            manifest.get("dependencies").and_then(|d| d.as_table()).into_iter().flat_map(|d| d.values())
+        {
+            if let Some(path) = dep.get("path").and_then(|p| p.as_str()) {
+                let joined = normalise(&dir.join(path));
+                if !seen.contains(&joined) {
+                    seen.push(joined.clone());
+                    needed.push(joined);
+                }
+            }
+        }
+    }
+    assert!(
+        seen.len() >= 3,
+        "the proxy is built from the library, the engine and its HTTP/1.1 crate: {seen:?}"
+    );
+    // The build context lets them through: deploy/Dockerfile.dockerignore is an allow-list.
+    let ignore = read("Dockerfile.dockerignore");
+    assert!(ignore.lines().any(|l| l.trim() == "*"), "the allow-list starts by leaving everything out");
+    for allowed in ["!Cargo.toml", "!Cargo.lock", "!src/", "!benches/", "!examples/", "!crates/"] {
+        assert!(ignore.lines().any(|l| l.trim() == allowed), "Dockerfile.dockerignore lacks {allowed}");
+    }
 }
