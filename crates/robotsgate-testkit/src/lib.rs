@@ -13,7 +13,9 @@
 //! - [`ca`]: a test CA with a leaf for HTTPS origins;
 //! - [`redis`]: a real `redis-server` for the fleet-mode tests;
 //! - [`process`]: the real binary as a child process, its stderr read line by line;
-//! - [`wba`]: Web Bot Auth signatures received by an origin, checked by `web-bot-auth`.
+//! - [`wba`]: Web Bot Auth signatures received by an origin, checked by `web-bot-auth`;
+//! - [`pgo`]: the training of the profile-guided build (not a test; its binary
+//!   `robotsgate-pgo-train` is what `benches/load/pgo.sh` runs).
 //!
 //! Everything listens on loopback only, and every network await is bounded.
 
@@ -25,6 +27,7 @@ pub mod fetch;
 pub mod forward_proxy;
 pub mod head;
 pub mod origin;
+pub mod pgo;
 pub mod process;
 pub mod redis;
 pub mod wait;
