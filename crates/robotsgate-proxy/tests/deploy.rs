@@ -426,16 +426,22 @@ fn normalise(path: &Path) -> PathBuf {
 }
 
 /// The sources of the Dockerfile's `COPY` instructions from the build context (not
-/// `--from` a stage), each with whether a `cargo build` runs before it.
-fn dockerfile_copies(dockerfile: &str) -> Vec<(String, bool)> {
+/// `--from` a stage), each with whether a `cargo build` runs before it; and the text of
+/// its instructions before the first `cargo build` (where stub files are made).
+fn dockerfile_copies(dockerfile: &str) -> (Vec<(String, bool)>, String) {
     let mut built = false;
     let mut copies = Vec::new();
+    let mut before_build = String::new();
     for line in dockerfile.lines().map(str::trim) {
         if line.starts_with('#') {
             continue;
         }
         if line.contains("cargo build") {
             built = true;
+        }
+        if !built {
+            before_build.push_str(line);
+            before_build.push('\n');
         }
         let Some(args) = line.strip_prefix("COPY ") else { continue };
         if args.contains("--from=") {
@@ -446,11 +452,12 @@ fn dockerfile_copies(dockerfile: &str) -> Vec<(String, bool)> {
             copies.extend(sources.iter().map(|s| (s.trim_end_matches('/').to_owned(), built)));
         }
     }
-    copies
+    (copies, before_build)
 }
 
 /// The build stage can build the workspace: Cargo reads every member's manifest, and the
-/// files its `[[bench]]` and `[[example]]` entries name, before the first `cargo build`
+/// files its `[[bench]]`, `[[example]]` and `[[test]]` entries name (copied, or made empty
+/// as stubs), before the first `cargo build`
 /// (the stub build of the dependencies), and the sources of the proxy and of the crates it is
 /// built from are copied in. A crate added to the workspace and forgotten here breaks
 /// `docker build`, which nothing else here runs.
@@ -465,7 +472,7 @@ fn the_dockerfile_copies_every_workspace_member() {
         .map(|m| m.as_str().expect("a member path").to_owned())
         .collect();
     assert!(members.len() >= 5, "{members:?}");
-    let copies = dockerfile_copies(&read("Dockerfile"));
+    let (copies, before_build) = dockerfile_copies(&read("Dockerfile"));
     // `path` (relative to the build context) is copied, itself or within a folder copied,
     // before the first `cargo build` (`early`) or at any point.
     let copied = |path: &str, early: bool| {
@@ -482,7 +489,7 @@ fn the_dockerfile_copies_every_workspace_member() {
         );
         let crate_manifest: toml::Table =
             std::fs::read_to_string(root.join(&cargo_toml)).unwrap().parse().unwrap();
-        for (kind, folder) in [("bench", "benches"), ("example", "examples")] {
+        for (kind, folder) in [("bench", "benches"), ("example", "examples"), ("test", "tests")] {
             for target in crate_manifest.get(kind).and_then(|t| t.as_array()).into_iter().flatten() {
                 let name = target["name"].as_str().expect("a target name");
                 let file = match target.get("path").and_then(|p| p.as_str()) {
@@ -490,7 +497,11 @@ fn the_dockerfile_copies_every_workspace_member() {
                     None => format!("{dir}{folder}/{name}.rs"),
                 };
                 assert!(root.join(&file).is_file(), "{file} named by {cargo_toml} is missing");
-                assert!(copied(&file, true), "deploy/Dockerfile does not copy {file} before the stub build");
+                let stubbed = before_build.contains(&format!(": > {file} "));
+                assert!(
+                    copied(&file, true) || stubbed,
+                    "deploy/Dockerfile neither copies nor stubs {file} before the stub build"
+                );
             }
         }
     }
@@ -519,6 +530,14 @@ fn the_dockerfile_copies_every_workspace_member() {
         seen.len() >= 3,
         "the proxy is built from the library, the engine and its HTTP/1.1 crate: {seen:?}"
     );
+    // The profile-guided build trains the binary with the testkit's robotsgate-pgo-train.
+    if read("Dockerfile").contains("benches/load/pgo.sh") {
+        assert!(
+            copied("crates/robotsgate-testkit/src", false),
+            "pgo.sh needs robotsgate-pgo-train's sources"
+        );
+        assert!(copied("benches/load/pgo.sh", true), "deploy/Dockerfile does not copy benches/load/pgo.sh");
+    }
     // The build context lets them through: deploy/Dockerfile.dockerignore is an allow-list.
     let ignore = read("Dockerfile.dockerignore");
     assert!(ignore.lines().any(|l| l.trim() == "*"), "the allow-list starts by leaving everything out");
