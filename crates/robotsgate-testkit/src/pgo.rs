@@ -76,7 +76,7 @@ pub async fn train(bin: &str, requests: usize) -> Result<(), Failure> {
     let base = format!("http://127.0.0.1:{}", origin.port());
 
     eprintln!("training: forward proxy, enforce");
-    let mut proxy = start_proxy(bin, work, "enforce", tls_origin.port()).await?;
+    let mut proxy = start_proxy(bin, work, "enforce", "enforce", tls_origin.port()).await?;
     let at = proxy.running_at("robotsgate is running").await;
     forward(at, &format!("{base}/1k"), requests, StatusCode::OK).await?;
     forward(at, &format!("{base}/100k"), requests / 10, StatusCode::OK).await?;
@@ -84,13 +84,13 @@ pub async fn train(bin: &str, requests: usize) -> Result<(), Failure> {
     stop(proxy).await?;
 
     eprintln!("training: forward proxy, mode off");
-    let mut proxy = start_proxy(bin, work, "off", tls_origin.port()).await?;
+    let mut proxy = start_proxy(bin, work, "off", "off", tls_origin.port()).await?;
     let at = proxy.running_at("robotsgate is running").await;
     forward(at, &format!("{base}/1k"), requests, StatusCode::OK).await?;
     stop(proxy).await?;
 
     eprintln!("training: forward proxy, TLS interception");
-    let mut proxy = start_proxy(bin, work, "enforce", tls_origin.port()).await?;
+    let mut proxy = start_proxy(bin, work, "intercept", "enforce", tls_origin.port()).await?;
     let at = proxy.running_at("robotsgate is running").await;
     intercepted(at, &ca_dir, tls_origin.port(), requests / 4).await?;
     stop(proxy).await?;
@@ -127,25 +127,28 @@ fn path_str(path: &Path) -> Result<&str, Failure> {
 }
 
 /// Starts the forward proxy on an ephemeral port: the load benchmark's configuration
-/// (benches/load/robotsgate.toml) in `mode`, intercepting `tls_port`.
-async fn start_proxy(bin: &str, work: &Path, mode: &str, tls_port: u16) -> Result<Spawned, Failure> {
-    for old in ["audit.jsonl", "snapshots"] {
-        let path = work.join(old);
-        if path.is_dir() {
-            std::fs::remove_dir_all(&path)?;
-        } else if path.exists() {
-            std::fs::remove_file(&path)?;
-        }
-    }
+/// (benches/load/robotsgate.toml) in `mode`, intercepting `tls_port`, its audit log and
+/// snapshots in a new folder `case` of `work`; `localhost` is 127.0.0.1 whatever the
+/// machine's hosts file says (a container's build, say).
+async fn start_proxy(
+    bin: &str,
+    work: &Path,
+    case: &str,
+    mode: &str,
+    tls_port: u16,
+) -> Result<Spawned, Failure> {
+    let dir = work.join(case);
+    std::fs::create_dir(&dir)?;
+    let d = path_str(&dir)?;
     let w = path_str(work)?;
     let config = format!(
         "[proxy]\nlisten = \"127.0.0.1:0\"\n[agent]\ntoken = \"{TOKEN}\"\n[policy]\nmode = \"{mode}\"\n\
          [guard]\nallow = [\"127.0.0.0/8\", \"::1/128\"]\n\
          [tls]\nwebpki_roots = false\nextra_roots = [\"{w}/origin-ca.pem\"]\nca_dir = \"{w}/ca\"\n\
-         intercept_ports = [{tls_port}]\n\
-         [audit]\npath = \"{w}/audit.jsonl\"\nsnapshots = \"{w}/snapshots\"\n[log]\nlevel = \"info\"\n"
+         intercept_ports = [{tls_port}]\n[dns.static]\nlocalhost = [\"127.0.0.1\"]\n\
+         [audit]\npath = \"{d}/audit.jsonl\"\nsnapshots = \"{d}/snapshots\"\n[log]\nlevel = \"info\"\n"
     );
-    let path = work.join("robotsgate.toml");
+    let path = dir.join("robotsgate.toml");
     std::fs::write(&path, config)?;
     Ok(Spawned::start(bin, &["run", "--config", path_str(&path)?]))
 }
