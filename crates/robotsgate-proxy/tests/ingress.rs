@@ -23,13 +23,17 @@ const BROWSER: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:140.0) Gecko/20100101 
 struct Ingress {
     process: Spawned,
     addr: SocketAddr,
+    /// Its working directory, where its robots.txt snapshots go (not the crate's folder).
+    _cwd: tempfile::TempDir,
 }
 
 impl Ingress {
     async fn start(args: &[&str]) -> Ingress {
-        let mut process = Spawned::start(BIN, &[&["ingress", "--listen", "127.0.0.1:0"], args].concat());
+        let cwd = temp_dir();
+        let args = [&["ingress", "--listen", "127.0.0.1:0"], args].concat();
+        let mut process = Spawned::start_in(BIN, &args, cwd.path());
         let addr = process.running_at("robotsgate ingress is running").await;
-        Ingress { process, addr }
+        Ingress { process, addr, _cwd: cwd }
     }
 
     /// SIGTERM, and the exit (the audit log is closed then).
@@ -510,6 +514,7 @@ async fn a_bad_verify_configuration_or_list_file_stops_the_start() {
     let dir = tempfile::tempdir().unwrap();
     let run = |cfg: String| {
         std::process::Command::new(BIN)
+            .current_dir(dir.path())
             .args([
                 "ingress",
                 "--listen",

@@ -98,7 +98,8 @@ pub async fn train(bin: &str, requests: usize) -> Result<(), Failure> {
     eprintln!("training: ingress");
     std::fs::write(work.join("ingress.toml"), "[verify]\nenabled = false\n")?;
     let (config, audit) = (work.join("ingress.toml"), work.join("ingress-audit.jsonl"));
-    let mut ingress = Spawned::start(
+    // In `work`: the ingress keeps its robots.txt snapshots in robotsgate-snapshots there.
+    let mut ingress = Spawned::start_in(
         bin,
         &[
             "ingress",
@@ -111,6 +112,7 @@ pub async fn train(bin: &str, requests: usize) -> Result<(), Failure> {
             "--audit-log",
             path_str(&audit)?,
         ],
+        work,
     );
     let at = ingress.running_at("robotsgate ingress is running").await;
     let site = format!("http://{at}");

@@ -2,6 +2,7 @@
 //! test waits (bounded) for what it says instead of guessing with sleeps.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -21,9 +22,24 @@ pub struct Spawned {
 
 impl Spawned {
     /// Starts `bin` with `args`: no colours, no `RUST_LOG`, stdin and stdout closed, stderr
-    /// read line by line.
+    /// read line by line. It runs in the test's working directory (the crate's folder), so
+    /// whatever it writes to relative paths lands there: see [`Spawned::start_in`].
     pub fn start(bin: &str, args: &[&str]) -> Spawned {
-        let mut child = Command::new(bin)
+        Spawned::launch(bin, args, None)
+    }
+
+    /// [`Spawned::start`] with `dir` as the working directory: where the files it writes to
+    /// relative paths go (the default `robotsgate-snapshots` folder, say).
+    pub fn start_in(bin: &str, args: &[&str], dir: &Path) -> Spawned {
+        Spawned::launch(bin, args, Some(dir))
+    }
+
+    fn launch(bin: &str, args: &[&str], dir: Option<&Path>) -> Spawned {
+        let mut command = Command::new(bin);
+        if let Some(dir) = dir {
+            command.current_dir(dir);
+        }
+        let mut child = command
             .args(args)
             .env("NO_COLOR", "1")
             .env_remove("RUST_LOG")
