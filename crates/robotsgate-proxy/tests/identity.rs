@@ -211,13 +211,13 @@ async fn without_identity_records_have_no_signed_field_and_requests_are_untouche
 // The real binary: keys, the directory, a signed request
 // ---------------------------------------------------------------------------------------
 
+/// Runs the binary with `args` (absolute paths) in a temporary working directory, so that
+/// nothing it writes lands in the source tree.
 async fn robotsgate(args: &[&str]) -> std::process::Output {
-    bounded(
-        "robotsgate",
-        Command::new(BIN).args(args).env("NO_COLOR", "1").stdin(Stdio::null()).kill_on_drop(true).output(),
-    )
-    .await
-    .expect("run robotsgate")
+    let cwd = temp_dir();
+    let mut command = Command::new(BIN);
+    command.current_dir(cwd.path()).args(args).env("NO_COLOR", "1").stdin(Stdio::null()).kill_on_drop(true);
+    bounded("robotsgate", command.output()).await.expect("run robotsgate")
 }
 
 fn public_of(path: &Path) -> PublicKey {

@@ -23,17 +23,13 @@ const BROWSER: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:140.0) Gecko/20100101 
 struct Ingress {
     process: Spawned,
     addr: SocketAddr,
-    /// Its working directory, where its robots.txt snapshots go (not the crate's folder).
-    _cwd: tempfile::TempDir,
 }
 
 impl Ingress {
     async fn start(args: &[&str]) -> Ingress {
-        let cwd = temp_dir();
-        let args = [&["ingress", "--listen", "127.0.0.1:0"], args].concat();
-        let mut process = Spawned::start_in(BIN, &args, cwd.path());
+        let mut process = Spawned::start(BIN, &[&["ingress", "--listen", "127.0.0.1:0"], args].concat());
         let addr = process.running_at("robotsgate ingress is running").await;
-        Ingress { process, addr, _cwd: cwd }
+        Ingress { process, addr }
     }
 
     /// SIGTERM, and the exit (the audit log is closed then).

@@ -24,17 +24,13 @@ struct Ingress {
     process: Spawned,
     addr: SocketAddr,
     scheme: &'static str,
-    /// Its working directory, where its robots.txt snapshots go (not the crate's folder).
-    _cwd: tempfile::TempDir,
 }
 
 impl Ingress {
     async fn start(scheme: &'static str, args: &[&str]) -> Ingress {
-        let cwd = temp_dir();
-        let args = [&["ingress", "--listen", "127.0.0.1:0"], args].concat();
-        let mut process = Spawned::start_in(BIN, &args, cwd.path());
+        let mut process = Spawned::start(BIN, &[&["ingress", "--listen", "127.0.0.1:0"], args].concat());
         let addr = process.address("robotsgate ingress is running", &format!("at {scheme}://")).await;
-        Ingress { process, addr, scheme, _cwd: cwd }
+        Ingress { process, addr, scheme }
     }
 
     async fn stop(mut self) {

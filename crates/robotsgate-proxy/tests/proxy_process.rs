@@ -311,6 +311,7 @@ fn a_start_up_error_names_its_cause_once() {
     let config = dir.path().join("ca.toml");
     std::fs::write(&config, format!("[tls]\nca_dir = \"{}\"\n", missing.display())).unwrap();
     let out = std::process::Command::new(BIN)
+        .current_dir(dir.path())
         .args(["run", "--config", config.to_str().unwrap()])
         .stdin(Stdio::null())
         .output()

@@ -57,6 +57,9 @@ pub async fn train(bin: &str, requests: usize) -> Result<(), Failure> {
     if requests < CONNECTIONS {
         return Err(format!("{requests} requests: at least {CONNECTIONS} are needed").into());
     }
+    // Absolute: each robotsgate runs in a working directory of its own.
+    let bin = std::fs::canonicalize(bin).map_err(|e| format!("{bin}: {e}"))?;
+    let bin = path_str(&bin)?;
     let dir = tempfile::tempdir()?;
     let work = dir.path();
     let origin_ca = TestCa::localhost();

@@ -18,28 +18,26 @@ pub struct Spawned {
     lines: mpsc::UnboundedReceiver<String>,
     /// Every stderr line read so far (ANSI colours removed), for failure messages.
     pub seen: Vec<String>,
+    /// The working directory made for it by [`Spawned::start`] (removed when dropped).
+    _cwd: Option<tempfile::TempDir>,
 }
 
 impl Spawned {
     /// Starts `bin` with `args`: no colours, no `RUST_LOG`, stdin and stdout closed, stderr
-    /// read line by line. It runs in the test's working directory (the crate's folder), so
-    /// whatever it writes to relative paths lands there: see [`Spawned::start_in`].
+    /// read line by line. It runs in a new temporary directory, so that what it writes to
+    /// relative paths (the default `robotsgate-snapshots` folder, say) never lands in the
+    /// source tree; pass absolute paths.
     pub fn start(bin: &str, args: &[&str]) -> Spawned {
-        Spawned::launch(bin, args, None)
+        let cwd = tempfile::tempdir().unwrap_or_else(|e| panic!("a working directory for {bin}: {e}"));
+        let mut spawned = Spawned::start_in(bin, args, cwd.path());
+        spawned._cwd = Some(cwd);
+        spawned
     }
 
-    /// [`Spawned::start`] with `dir` as the working directory: where the files it writes to
-    /// relative paths go (the default `robotsgate-snapshots` folder, say).
+    /// [`Spawned::start`] with `dir` as the working directory, which the caller keeps.
     pub fn start_in(bin: &str, args: &[&str], dir: &Path) -> Spawned {
-        Spawned::launch(bin, args, Some(dir))
-    }
-
-    fn launch(bin: &str, args: &[&str], dir: Option<&Path>) -> Spawned {
-        let mut command = Command::new(bin);
-        if let Some(dir) = dir {
-            command.current_dir(dir);
-        }
-        let mut child = command
+        let mut child = Command::new(bin)
+            .current_dir(dir)
             .args(args)
             .env("NO_COLOR", "1")
             .env_remove("RUST_LOG")
@@ -59,7 +57,7 @@ impl Spawned {
                 }
             }
         });
-        Spawned { child, lines, seen: Vec::new() }
+        Spawned { child, lines, seen: Vec::new(), _cwd: None }
     }
 
     /// Waits (bounded) for a stderr line that satisfies `pred`; panics with what the
