@@ -168,18 +168,12 @@ async fn stop(mut process: Spawned) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `n` absolute-form GETs of `url` through the forward proxy at `proxy`, on
-/// [`CONNECTIONS`] connections, each answered `expect`.
+/// `n` absolute-form GETs of `url` through the forward proxy at `proxy`, each answered
+/// `expect`.
 async fn forward(proxy: SocketAddr, url: &str, n: usize, expect: StatusCode) -> Result<(), Failure> {
     let uri: http::Uri = url.parse()?;
     let host = uri.authority().map(|a| a.to_string()).unwrap_or_default();
-    let request = Request::get(uri).header(header::HOST, host).header(header::ACCEPT, "*/*");
-    let template = Arc::new(request.body(())?);
-    spread(n, move |count| {
-        let template = template.clone();
-        async move { drive(proxy_conn(proxy).await, &template, count, expect).await }
-    })
-    .await
+    plain(proxy, Request::get(uri).header(header::HOST, host), n, expect).await
 }
 
 /// `n` GETs of `url` (its path, origin form) sent straight to `at`, as `user_agent`.
@@ -194,6 +188,17 @@ async fn direct(
     let host = uri.authority().map(|a| a.to_string()).unwrap_or_default();
     let path = uri.path_and_query().map(|p| p.to_string()).unwrap_or_else(|| "/".into());
     let request = Request::get(path).header(header::HOST, host).header(header::USER_AGENT, user_agent);
+    plain(at, request, n, expect).await
+}
+
+/// `n` copies of `request` (with `Accept: */*`) sent to `at` on [`CONNECTIONS`] plain
+/// connections, each answered `expect`.
+async fn plain(
+    at: SocketAddr,
+    request: http::request::Builder,
+    n: usize,
+    expect: StatusCode,
+) -> Result<(), Failure> {
     let template = Arc::new(request.header(header::ACCEPT, "*/*").body(())?);
     spread(n, move |count| {
         let template = template.clone();
@@ -205,7 +210,7 @@ async fn direct(
 /// `n` GETs of `/1k` inside intercepted tunnels to `localhost:port`.
 async fn intercepted(proxy: SocketAddr, ca_dir: &Path, port: u16, n: usize) -> Result<(), Failure> {
     let mut roots = RootCertStore::empty();
-    for cert in pem_certs(&ca_dir.join("ca.pem"))? {
+    for cert in robotsgate::net::load_pem_certs(&ca_dir.join("ca.pem"))? {
         roots.add(cert)?;
     }
     let tls = client_config(roots, &[b"http/1.1"]);
@@ -219,13 +224,6 @@ async fn intercepted(proxy: SocketAddr, ca_dir: &Path, port: u16, n: usize) -> R
         }
     })
     .await
-}
-
-/// robotsgate's CA certificates (PEM) in `path`.
-fn pem_certs(path: &Path) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, Failure> {
-    use rustls::pki_types::pem::PemObject;
-    let certs: Result<Vec<_>, _> = rustls::pki_types::CertificateDer::pem_file_iter(path)?.collect();
-    Ok(certs?)
 }
 
 /// Runs `task(count)` on [`CONNECTIONS`] tasks at once, `n` requests spread over them.
