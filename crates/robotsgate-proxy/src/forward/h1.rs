@@ -32,8 +32,13 @@ const MAX_TRAILERS: usize = 16 * 1024;
 /// Room made in the read buffer before each read.
 const READ_SIZE: usize = 8192;
 
-/// An idle HTTP/1.1 connection to an origin, with its buffers.
-pub(crate) struct H1Conn {
+/// An idle HTTP/1.1 connection to an origin, with its buffers. Boxed once for the
+/// connection's life: a stream (TLS state included) is large, and the connection moves on
+/// every request (from its slot into the send, into the response body, and back), each
+/// move a pointer's.
+pub(crate) struct H1Conn(Box<Conn>);
+
+struct Conn {
     io: Stream,
     read: BytesMut,
     write: Vec<u8>,
@@ -46,7 +51,8 @@ impl H1Conn {
         if matches!(io, Stream::Proxied(_)) {
             return None;
         }
-        Some(H1Conn { io, read: BytesMut::with_capacity(READ_SIZE), write: Vec::with_capacity(1024) })
+        let (read, write) = (BytesMut::with_capacity(READ_SIZE), Vec::with_capacity(1024));
+        Some(H1Conn(Box::new(Conn { io, read, write })))
     }
 
     /// Whether the connection has been closed by the origin, or has data on it, while it
@@ -54,7 +60,7 @@ impl H1Conn {
     /// event loop has seen the connection readable since it was last read.
     fn stale(&mut self) -> bool {
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        tokio_util::io::poll_read_buf(Pin::new(&mut self.io), &mut cx, &mut self.read).is_ready()
+        tokio_util::io::poll_read_buf(Pin::new(&mut self.0.io), &mut cx, &mut self.0.read).is_ready()
     }
 }
 
@@ -62,7 +68,7 @@ impl H1Conn {
     /// The connection, for another HTTP/1.1 client to send on: `None` if the origin has
     /// closed it or sent something while it was idle.
     pub(crate) fn into_idle(mut self) -> Option<Stream> {
-        (!self.stale() && self.read.is_empty()).then_some(self.io)
+        (!self.stale() && self.0.read.is_empty()).then_some(self.0.io)
     }
 }
 
@@ -134,18 +140,18 @@ pub(crate) async fn send<B: Body, P: PutBack>(
         return H1Sent::NotAnswered(req);
     }
     let head_request = req.method() == Method::HEAD;
-    conn.write.clear();
+    conn.0.write.clear();
     let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
-    encode_request_head(req.method(), target, req.headers(), &mut conn.write);
+    encode_request_head(req.method(), target, req.headers(), &mut conn.0.write);
     // A connection the origin has closed while it was idle fails here or answers nothing.
-    if conn.io.write_all(&conn.write).await.is_err() || conn.io.flush().await.is_err() {
+    if conn.0.io.write_all(&conn.0.write).await.is_err() || conn.0.io.flush().await.is_err() {
         return H1Sent::NotAnswered(req);
     }
     let mut received = false;
     loop {
         // The response's fields go into the request's map (its allocation reused): once a
         // head is whole, the request is not needed again.
-        match read_response_head(&mut conn.read, MAX_HEAD, req.headers_mut()) {
+        match read_response_head(&mut conn.0.read, MAX_HEAD, req.headers_mut()) {
             Ok(Some(head))
                 if head.status.is_informational() && head.status != http::StatusCode::SWITCHING_PROTOCOLS =>
             {
@@ -180,8 +186,8 @@ pub(crate) async fn send<B: Body, P: PutBack>(
             Ok(None) => {}
             Err(e) => return H1Sent::Failed(e.into()),
         }
-        conn.read.reserve(READ_SIZE);
-        match tokio::io::AsyncReadExt::read_buf(&mut conn.io, &mut conn.read).await {
+        conn.0.read.reserve(READ_SIZE);
+        match tokio::io::AsyncReadExt::read_buf(&mut conn.0.io, &mut conn.0.read).await {
             Ok(0) if !received => return H1Sent::NotAnswered(req),
             Ok(0) => return H1Sent::Failed(H1Failure::ClosedInHead),
             Ok(_) => received = true,
@@ -223,7 +229,7 @@ impl<P: PutBack> H1Body<P> {
         self.state = State::Done;
         let conn = self.conn.take();
         if let (true, Some(conn), Some(back)) = (self.reusable, conn, self.back.take())
-            && conn.read.is_empty()
+            && conn.0.read.is_empty()
         {
             back.put_back(conn);
         }
@@ -273,9 +279,9 @@ impl<P: PutBack> H1Body<P> {
                     return Poll::Ready(None);
                 }
                 State::Length(left) => {
-                    if !conn.read.is_empty() {
-                        let n = usize::try_from(*left).unwrap_or(usize::MAX).min(conn.read.len());
-                        let data = take(&mut conn.read, n);
+                    if !conn.0.read.is_empty() {
+                        let n = usize::try_from(*left).unwrap_or(usize::MAX).min(conn.0.read.len());
+                        let data = take(&mut conn.0.read, n);
                         *left -= n as u64;
                         if *left == 0 {
                             this.finish();
@@ -288,17 +294,17 @@ impl<P: PutBack> H1Body<P> {
                     }
                 }
                 State::Chunked(decoder) => {
-                    if !conn.read.is_empty() {
-                        let (used, what) = decoder.decode(&conn.read)?;
+                    if !conn.0.read.is_empty() {
+                        let (used, what) = decoder.decode(&conn.0.read)?;
                         match what {
                             Decoded::Data(range) => {
-                                conn.read.advance(range.start);
-                                let data = take(&mut conn.read, range.len());
+                                conn.0.read.advance(range.start);
+                                let data = take(&mut conn.0.read, range.len());
                                 return Poll::Ready(Some(Ok(Frame::data(data))));
                             }
-                            Decoded::More => conn.read.advance(used),
+                            Decoded::More => conn.0.read.advance(used),
                             Decoded::End => {
-                                conn.read.advance(used);
+                                conn.0.read.advance(used);
                                 this.finish();
                                 return Poll::Ready(None);
                             }
@@ -310,9 +316,9 @@ impl<P: PutBack> H1Body<P> {
                     }
                 }
                 State::UntilClose => {
-                    if !conn.read.is_empty() {
-                        let n = conn.read.len();
-                        return Poll::Ready(Some(Ok(Frame::data(take(&mut conn.read, n)))));
+                    if !conn.0.read.is_empty() {
+                        let n = conn.0.read.len();
+                        return Poll::Ready(Some(Ok(Frame::data(take(&mut conn.0.read, n)))));
                     }
                     if ready!(read(conn, cx, 64 * 1024))? == 0 {
                         this.finish();
@@ -333,7 +339,7 @@ fn take(read: &mut BytesMut, n: usize) -> Bytes {
 
 /// Reads more from `conn` into its buffer, with `room` bytes free.
 fn read(conn: &mut H1Conn, cx: &mut Context<'_>, room: usize) -> Poll<Result<usize, H1Failure>> {
-    conn.read.reserve(room);
-    let n = ready!(tokio_util::io::poll_read_buf(Pin::new(&mut conn.io), cx, &mut conn.read))?;
+    conn.0.read.reserve(room);
+    let n = ready!(tokio_util::io::poll_read_buf(Pin::new(&mut conn.0.io), cx, &mut conn.0.read))?;
     Poll::Ready(Ok(n))
 }
