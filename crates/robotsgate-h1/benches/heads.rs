@@ -37,7 +37,7 @@ fn heads(c: &mut Criterion) {
         c.bench_function(name, |b| {
             b.iter(|| {
                 let mut buf = BytesMut::from(head);
-                let read = read_request_head(&mut buf, 8192, &mut headers);
+                let read = read_request_head(&mut buf, 0, 8192, &mut headers);
                 black_box(matches!(read, RequestRead::Fast(_)));
             })
         });

@@ -45,7 +45,7 @@ pub use request::encode_request_head;
 pub use response::{MAX_HEADERS, ResponseHead, read_response_head};
 pub use server::{
     BodySize, Delimited, MAX_TARGET_LEN, RequestHead, RequestRead, ResponseFraming, ResponseParts,
-    encode_response_head, head_may_end, read_request_head,
+    encode_response_head, read_request_head,
 };
 
 /// Why a response cannot be read on: the exchange fails and its connection is closed.

@@ -44,15 +44,6 @@ pub enum RequestRead {
     Other,
 }
 
-/// Whether `buf` may now hold a whole head, its first `searched` bytes having been found to
-/// hold no end of one: only what follows them (and the two bytes before, where an end may
-/// begin) is looked at. A reader of bytes as they come calls [`read_request_head`] when this
-/// says so (or at the limit), so that a head sent a byte at a time is searched once, not
-/// once per byte.
-pub fn head_may_end(buf: &[u8], searched: usize) -> bool {
-    head_len(&buf[searched.saturating_sub(2).min(buf.len())..]).is_some()
-}
-
 /// Reads the request head at the front of `buf` if it has the fast path's shape:
 /// - HTTP/1.1, method `GET` or `HEAD`, a target of at most [`MAX_TARGET_LEN`] bytes that
 ///   [`Uri`] reads;
@@ -65,8 +56,20 @@ pub fn head_may_end(buf: &[u8], searched: usize) -> bool {
 /// given its fields in the order received, their values sharing the head's bytes. Any
 /// other head, a malformed one, or `limit` bytes with no end of head: [`RequestRead::Other`],
 /// with `buf` as it was.
-pub fn read_request_head(buf: &mut BytesMut, limit: usize, headers: &mut HeaderMap) -> RequestRead {
-    let Some(len) = head_len(buf) else {
+///
+/// `searched`: how many bytes at the front of `buf` an earlier call found to hold no end of
+/// a head (its length then; 0 for a buffer not looked at yet). Only what follows them, and
+/// the two bytes before where an end may begin, is searched: a reader of bytes as they come
+/// calls this after each read, and a head sent a byte at a time is searched once, not once
+/// per byte.
+pub fn read_request_head(
+    buf: &mut BytesMut,
+    searched: usize,
+    limit: usize,
+    headers: &mut HeaderMap,
+) -> RequestRead {
+    let from = searched.saturating_sub(2).min(buf.len());
+    let Some(len) = head_len(&buf[from..]).map(|len| from + len) else {
         return if buf.len() >= limit { RequestRead::Other } else { RequestRead::Partial };
     };
     if len > limit {
@@ -382,7 +385,7 @@ mod tests {
     fn take(bytes: &[u8], limit: usize) -> (RequestRead, HeaderMap, BytesMut) {
         let mut buf = BytesMut::from(bytes);
         let mut headers = HeaderMap::new();
-        let read = read_request_head(&mut buf, limit, &mut headers);
+        let read = read_request_head(&mut buf, 0, limit, &mut headers);
         (read, headers, buf)
     }
 
@@ -441,27 +444,49 @@ mod tests {
     }
 
     /// Searched in pieces as it comes, the end is found with the same piece as a search of
-    /// all of it each time finds it, whichever bytes the pieces end with.
+    /// all of it each time finds it, whichever bytes the pieces end with, and the head read
+    /// is the one read from all of it at once.
     #[test]
     fn the_end_of_a_head_is_found_in_the_bytes_that_came_last() {
-        for whole in
-            [&b"GET / HTTP/1.1\r\nA: b\r\n\r\n"[..], b"GET / HTTP/1.1\nA: b\n\n", b"GET / HTTP/1.1\n\r\n"]
-        {
+        for whole in [
+            &b"GET / HTTP/1.1\r\nA: b\r\n\r\nGET /next"[..],
+            b"GET / HTTP/1.1\nA: b\n\nGET /next",
+            b"GET / HTTP/1.1\n\r\nGET /next",
+        ] {
+            let (read, headers, rest) = take(whole, 8192);
+            let RequestRead::Fast(head) = read else { panic!("{read:?}") };
             for step in 1..=whole.len() {
+                let mut buf = BytesMut::new();
                 let mut searched = 0;
-                let ends: Vec<usize> = (step..whole.len()).step_by(step).chain([whole.len()]).collect();
-                for end in ends {
-                    let whole_search = head_len(&whole[..end]).is_some();
-                    assert_eq!(head_may_end(&whole[..end], searched), whole_search, "step {step}, end {end}");
-                    if whole_search {
-                        break;
+                let mut pieces = whole.chunks(step);
+                let (found, got) = loop {
+                    let Some(piece) = pieces.next() else { panic!("step {step}: no end found") };
+                    buf.extend_from_slice(piece);
+                    let whole_search = head_len(&buf).is_some();
+                    let mut got = HeaderMap::new();
+                    match read_request_head(&mut buf, searched, 8192, &mut got) {
+                        RequestRead::Partial => assert!(!whole_search, "step {step}, at {}", buf.len()),
+                        RequestRead::Fast(found) => break (found, got),
+                        RequestRead::Other => panic!("step {step}"),
                     }
-                    searched = end;
-                }
+                    searched = buf.len();
+                };
+                assert_eq!(
+                    (found.method, found.uri, got),
+                    (head.method.clone(), head.uri.clone(), headers.clone())
+                );
+                let mut left = buf.to_vec();
+                pieces.for_each(|p| left.extend_from_slice(p));
+                assert_eq!(left, rest, "step {step}");
             }
         }
-        assert!(!head_may_end(b"GET / HTTP/1.1\r\n", 0));
-        assert!(!head_may_end(b"", 5));
+        let mut buf = BytesMut::from(&b"GET / HTTP/1.1\r\n"[..]);
+        assert!(matches!(read_request_head(&mut buf, 0, 8192, &mut HeaderMap::new()), RequestRead::Partial));
+        let mut empty = BytesMut::new();
+        assert!(matches!(
+            read_request_head(&mut empty, 5, 8192, &mut HeaderMap::new()),
+            RequestRead::Partial
+        ));
     }
 
     #[test]

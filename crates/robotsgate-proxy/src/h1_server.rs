@@ -24,8 +24,7 @@ use http_body_util::{BodyExt as _, Either, Empty};
 use hyper::body::Body;
 use robotsgate::net::PoolRequestBody;
 use robotsgate_h1::{
-    BodySize, Delimited, RequestRead, ResponseFraming, ResponseParts, encode_response_head, head_may_end,
-    read_request_head,
+    BodySize, Delimited, RequestRead, ResponseFraming, ResponseParts, encode_response_head, read_request_head,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
@@ -83,17 +82,15 @@ where
         // byte at a time is searched once, not once a byte.
         let mut searched = 0;
         let head = loop {
-            if read.len() >= limits.max_header_bytes || head_may_end(&read, searched) {
-                match read_request_head(&mut read, limits.max_header_bytes, &mut headers) {
-                    RequestRead::Fast(head) => break head,
-                    RequestRead::Other => {
-                        tracing::debug!(
-                            "a request the fast path does not take: the connection goes on with hyper"
-                        );
-                        return Served::HandOver(Prefixed { prefix: read.freeze(), inner: io });
-                    }
-                    RequestRead::Partial => {}
+            match read_request_head(&mut read, searched, limits.max_header_bytes, &mut headers) {
+                RequestRead::Fast(head) => break head,
+                RequestRead::Other => {
+                    tracing::debug!(
+                        "a request the fast path does not take: the connection goes on with hyper"
+                    );
+                    return Served::HandOver(Prefixed { prefix: read.freeze(), inner: io });
                 }
+                RequestRead::Partial => {}
             }
             searched = read.len();
             make_room(&mut read);
