@@ -1,7 +1,8 @@
 //! A request head from a stranger: `read_request_head` never panics; a head it takes is
 //! split off exactly (what follows stays), one it does not take leaves the buffer byte for
 //! byte as it was (hyper reads it next), and the same bytes fed in two pieces come to the
-//! same, the second read searching only what the first had not. A head it takes, answered, writes a response head that httparse reads back.
+//! same, the second read searching only what the first had not. A head it takes, answered,
+//! writes a response head that httparse reads back.
 
 #![no_main]
 
