@@ -17,7 +17,10 @@ fn audit_threads() -> BTreeSet<u32> {
         .filter_map(|e| {
             let e = e.ok()?;
             let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
-            (comm.trim_end() == "robotsgate-audi").then(|| e.file_name().to_str()?.parse().ok()).flatten()
+            if comm.trim_end() != "robotsgate-audi" {
+                return None;
+            }
+            e.file_name().to_str()?.parse().ok()
         })
         .collect()
 }
