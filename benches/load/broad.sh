@@ -5,7 +5,7 @@
 #   bash benches/load/broad.sh                   # N = 10000 and 100000
 #   NS="20000" bash benches/load/broad.sh        # one size
 #   RG_EXTRA='upstream_idle_max = 0' bash benches/load/broad.sh   # more [proxy] lines
-#   RG_POLICY='cache_max_idle = "20s"' SETTLE=45 bash benches/load/broad.sh   # [policy] lines
+#   RG_POLICY='cache_max_idle = "20s"' SETTLE=65 bash benches/load/broad.sh   # [policy] lines
 #   RG_BIN=/path/to/robotsgate bash benches/load/broad.sh   # another binary, not built here
 #
 # The origins are http://127.A.B.C:18081/ — distinct loopback addresses, all served by one
@@ -28,7 +28,8 @@ BENCH_NAME=robotsgate-broad
 . "$(dirname "$0")/common.sh"
 NS=${NS:-10000 100000}
 CONNS=${CONNS:-64}
-SETTLE=${SETTLE:-25}
+# The idle timeout (15 s), then a quiet spell of 30-35 s before the freed heap goes back.
+SETTLE=${SETTLE:-55}
 RG_EXTRA=${RG_EXTRA:-}
 RG_POLICY=${RG_POLICY:-}
 ORIGIN=18081

@@ -378,6 +378,7 @@ impl App {
             // its maintenance, run here when no request runs it).
             tokio_util::task::AbortOnDropHandle::new(crate::memory::give_back_when_quiet(
                 QUIET_TICK,
+                QUIET_TICKS,
                 move || {
                     let (metrics, pool, policy) = (metrics.clone(), pool.clone(), policy.clone());
                     async move {
@@ -515,8 +516,10 @@ impl App {
 }
 
 /// How often the proxy looks whether it went quiet, to give freed memory back (see
-/// [`crate::memory`]): a burst's memory returns within two ticks of its end.
+/// [`crate::memory`]), and how many ticks without work make it quiet: a burst's memory
+/// returns 30 to 35 s after its end, and pauses shorter than that keep it.
 const QUIET_TICK: std::time::Duration = std::time::Duration::from_secs(5);
+const QUIET_TICKS: u32 = 6;
 
 /// `None` for zero ("not by time").
 fn nonzero(d: std::time::Duration) -> Option<std::time::Duration> {
