@@ -12,7 +12,13 @@
 # The load generator
 # (oha, one worker thread) is pinned to GEN_CPU; origin and proxies share SRV_CPU.
 # Every run is DURATION seconds with keep-alive; each row is the median of RUNS runs, and
-# the targets compared in one table take their runs in turn.
+# the targets compared in one table take their runs in turn. Each run follows a warm-up of
+# WARMUP requests (default 1000) on connections of its own, at the run's concurrency,
+# outside the measurement: robotsgate is started afresh for every run (its mode, a fresh
+# audit log) while the other servers run throughout, and the warm-up gives every target a
+# process that has served before (robots.txt fetched, memory in use). The measured run
+# still opens its connections anew. WARMUP=0 measures as before 2026-11-29; the cold
+# section measures a fresh process's first requests.
 # A run with any answer other than 200 fails the benchmark (a fast 403 is not a result).
 #
 # Sections (SECTIONS, space-separated; default all):
@@ -42,6 +48,7 @@ set -euo pipefail
 . "$(dirname "$0")/common.sh"
 DURATION=${DURATION:-10}
 RUNS=${RUNS:-3}
+WARMUP=${WARMUP:-1000}
 SECTIONS=${SECTIONS:-plain tls cold memory}
 RG_BASELINE_BIN=${RG_BASELINE_BIN:-}
 PLAIN_CASES=${PLAIN_CASES:-1k-c32 1k-c256 100k-c32 100k-c256}
@@ -115,6 +122,11 @@ run_one() {
     # The audit log is not emptied between runs (the running proxy hashes what it wrote
     # back from the file for its checkpoints): each run's decisions are found after where
     # the file ended before it. A full run writes a few GB there.
+    if [ "$WARMUP" -gt 0 ]; then
+        taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$WARMUP" -c "$conc" \
+            --output-format json "$@" "$url" >"$WORK/warmup.json"
+        python3 "$HERE/report.py" check "$WORK/warmup.json" || die "$name warm-up $i"
+    fi
     AUDIT_FROM=$(stat -c %s "$WORK/audit.jsonl" 2>/dev/null || echo 0)
     settle
     taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -z "${DURATION}s" -c "$conc" \
