@@ -15,6 +15,8 @@
 #   RG_AUDIT='durability = "buffered"' ...         # more [audit] lines for every binary
 #   RG_MODE=off ...                                # policy.mode for every binary (default enforce)
 #   SCHED=1 REQUESTS=30000 bash benches/load/perreq.sh BIN   # who wakes whom (perf sched events)
+#   OHA_ARGS=--disable-keepalive ...               # more oha options (there: a new client
+#                                                  # connection for every request)
 #
 # Set-up as benches/load/run.sh: nginx origin and the proxies pinned to SRV_CPU, oha (one
 # worker thread) on GEN_CPU. Counters are read from /proc/PID/task/*/{stat,status} before
@@ -41,6 +43,7 @@ CONC=${CONC:-32}
 ROUNDS=${ROUNDS:-1}
 STRACE=${STRACE:-}
 SCHED=${SCHED:-}
+OHA_ARGS=${OHA_ARGS:-}
 AFTER=${AFTER:-2} # seconds after the run in which the proxy's CPU is counted apart
 RG_PORT=13129
 ADMIN_PORT=19090
@@ -74,7 +77,8 @@ snapshot() {
 # measure NAME PROXY_URL PID: warm-up, then REQUESTS requests, counters around them.
 measure() {
     local name=$1 proxy=$2 pid=$3
-    taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n 1000 -c "$CONC" -x "$proxy" \
+    # shellcheck disable=SC2086 # OHA_ARGS: options, split on spaces
+    taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n 1000 -c "$CONC" -x "$proxy" $OHA_ARGS \
         "http://127.0.0.1:$ORIGIN_PORT/1k" >/dev/null
     settle
     snapshot "$pid" "$NGINX_WORKER" >"$WORK/before"
@@ -91,7 +95,8 @@ measure() {
         sched_pid=$!
         sleep 1 # perf has opened its events before the run starts
     fi
-    taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$REQUESTS" -c "$CONC" -x "$proxy" \
+    # shellcheck disable=SC2086
+    taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$REQUESTS" -c "$CONC" -x "$proxy" $OHA_ARGS \
         --output-format json "http://127.0.0.1:$ORIGIN_PORT/1k" >"$WORK/results/$name.json"
     snapshot "$pid" "$NGINX_WORKER" >"$WORK/after"
     if [ -n "$strace_pid" ]; then

@@ -8,6 +8,8 @@
 #   CONC=256 REQUESTS=100000 bash benches/load/profile.sh OLD NEW
 #   TOP=60 ...                                       # rows per profile (default 40)
 #   RG_MODE=off ...                                  # policy.mode (default enforce)
+#   OHA_ARGS=--disable-keepalive ...                 # more oha options (there: a new client
+#                                                    # connection for every request)
 #
 # Set-up as benches/load/perreq.sh: nginx origin and the proxy pinned to SRV_CPU, oha (one
 # worker thread) on GEN_CPU, a warm-up of 1,000 requests outside the recording. Callgrind
@@ -19,6 +21,7 @@ BENCH_NAME=robotsgate-profile
 # shellcheck source=benches/load/common.sh
 . "$(dirname "$0")/common.sh"
 REQUESTS=${REQUESTS:-100000}
+OHA_ARGS=${OHA_ARGS:-}
 CONC=${CONC:-32}
 TOP=${TOP:-40}
 RG_PORT=13129
@@ -38,12 +41,13 @@ wait_http "http://127.0.0.1:$ORIGIN_PORT/1k" "http://127.0.0.1:$HAPROXY_PORT"
 # record NAME PROXY_URL PID: warm-up, then REQUESTS requests with perf recording PID.
 record() {
     local name=$1 proxy=$2 pid=$3 perf_pid
-    taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n 1000 -c "$CONC" -x "$proxy" \
+    # shellcheck disable=SC2086 # OHA_ARGS: options, split on spaces
+    taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n 1000 -c "$CONC" -x "$proxy" $OHA_ARGS \
         "http://127.0.0.1:$ORIGIN_PORT/1k" >/dev/null
     perf record -q -e cpu-clock -F 4000 -p "$pid" -o "$WORK/$name.perf" 2>"$WORK/logs/perf-$name.log" &
     perf_pid=$!
     sleep 1 # perf attaches to every thread before the run starts
-    taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$REQUESTS" -c "$CONC" -x "$proxy" \
+    taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$REQUESTS" -c "$CONC" -x "$proxy" $OHA_ARGS \
         --output-format json "http://127.0.0.1:$ORIGIN_PORT/1k" >"$WORK/results/$name.json"
     kill -INT "$perf_pid"
     wait "$perf_pid" || true
