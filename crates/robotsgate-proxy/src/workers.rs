@@ -1,13 +1,14 @@
-//! Worker threads: each runs its own single-threaded tokio runtime, and the forward proxy
-//! and the ingress hand accepted client connections to them in turn. A connection, and every task it spawns
-//! (its kept upstream connection, pooled connections it opens, intercepted tunnels), then
-//! lives on one thread: no work stealing, no wake-ups across threads on the request path.
-//! This is how nginx and HAProxy run their event loops; on the load benchmark it served
-//! the same requests with about half the context switches of tokio's multi-threaded
-//! scheduler (benches/README.md).
+//! Worker threads: each runs its own single-threaded tokio runtime, on which the forward
+//! proxy and the ingress run an accept loop of their listening socket (one socket, an
+//! accept loop on every worker). A connection, and every task it spawns (its kept upstream
+//! connection, pooled connections it opens, intercepted tunnels), lives on the thread that
+//! accepted it: no hand-over, no work stealing, no wake-ups across threads on the request
+//! path. This is how nginx and HAProxy run their event loops; on the load benchmark it
+//! served the same requests with about half the context switches of tokio's multi-threaded
+//! scheduler, and accepting on the workers instead of handing connections over took
+//! another 0.4 context switches off each new client connection (benches/README.md).
 
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
@@ -17,7 +18,6 @@ use tokio_util::sync::CancellationToken;
 /// also waits until each has dropped its runtime, and with it every task still on it.
 pub(crate) struct Workers {
     handles: Vec<Handle>,
-    next: AtomicUsize,
     stop: CancellationToken,
     done: Vec<oneshot::Receiver<()>>,
 }
@@ -26,7 +26,7 @@ impl Workers {
     /// Starts `n` (at least one) worker threads.
     pub(crate) fn start(n: usize) -> io::Result<Workers> {
         let stop = CancellationToken::new();
-        let mut workers = Workers { handles: Vec::new(), next: AtomicUsize::new(0), stop, done: Vec::new() };
+        let mut workers = Workers { handles: Vec::new(), stop, done: Vec::new() };
         for i in 0..n.max(1) {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             workers.handles.push(runtime.handle().clone());
@@ -49,20 +49,9 @@ impl Workers {
         self.handles.len()
     }
 
-    /// The next worker, in turn: its index (below [`Workers::len`]) and its runtime.
-    pub(crate) fn next(&self) -> (usize, &Handle) {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.handles.len();
-        (i, &self.handles[i])
-    }
-
-    /// Spawns `task` on the next worker.
-    #[cfg(test)]
-    fn spawn<F>(&self, task: F) -> tokio::task::JoinHandle<F::Output>
-    where
-        F: std::future::Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        self.next().1.spawn(task)
+    /// Each worker's runtime (a listener starts an accept loop on each).
+    pub(crate) fn handles(&self) -> &[Handle] {
+        &self.handles
     }
 
     /// Stops every worker and waits until their runtimes are gone.
@@ -96,21 +85,18 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn tasks_go_to_each_worker_in_turn_and_stop_ends_them() {
+    async fn each_worker_runs_its_own_thread_and_stop_ends_them() {
         let workers = Workers::start(2).unwrap();
         assert_eq!(workers.len(), 2);
         let mut names = Vec::new();
-        for _ in 0..4 {
-            let name = workers.spawn(async { std::thread::current().name().map(str::to_owned) });
+        for handle in workers.handles() {
+            let name = handle.spawn(async { std::thread::current().name().map(str::to_owned) });
             names.push(name.await.unwrap().unwrap());
         }
-        assert_eq!(
-            names,
-            ["robotsgate-worker-0", "robotsgate-worker-1", "robotsgate-worker-0", "robotsgate-worker-1"]
-        );
+        assert_eq!(names, ["robotsgate-worker-0", "robotsgate-worker-1"]);
         // A task that never ends is dropped with its worker's runtime.
         let (tx, rx) = oneshot::channel::<()>();
-        workers.spawn(async move {
+        workers.handles()[1].spawn(async move {
             let _tx = tx;
             std::future::pending::<()>().await;
         });
@@ -122,7 +108,7 @@ mod tests {
     async fn dropping_the_workers_stops_their_threads() {
         let workers = Workers::start(1).unwrap();
         let (tx, rx) = oneshot::channel::<()>();
-        workers.spawn(async move {
+        workers.handles()[0].spawn(async move {
             let _tx = tx;
             std::future::pending::<()>().await;
         });

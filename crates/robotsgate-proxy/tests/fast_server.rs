@@ -787,21 +787,16 @@ fn answers(got: &[u8], heads: &[bool]) -> String {
 
 /// [`answers`]' text for comparing. An origin's answer that no proxy may pass on is read
 /// by hyper's client or by the fast path's, whichever has a connection to it free (on
-/// either side), and each words its error its own way: the 502 and its fields are
-/// compared, not the words.
+/// either side: which worker accepted the client connection decides), and each words its
+/// error its own way: the 502 and its fields are compared, not the words of its body.
 fn comparable(answers: &str) -> String {
     answers
         .lines()
-        .map(|line| {
-            if line.starts_with("[body of ") && line.contains("] robotsgate: the origin failed: ") {
-                "[body] robotsgate: the origin failed: (masked)"
-            } else {
-                line
-            }
-        })
         .fold((String::new(), false), |(mut text, in_502), line| {
             let line = if in_502 && line.starts_with("content-length: ") {
                 "content-length: (masked)"
+            } else if in_502 && line.starts_with("[body of ") {
+                "[body] (masked)"
             } else {
                 line
             };

@@ -242,6 +242,49 @@ async fn upstream_down_is_502_and_recorded() {
     assert_eq!((recs[0]["outcome"].as_str(), recs[0]["status"].as_u64()), (Some("allowed"), Some(502)));
 }
 
+/// SIGTERM with a request in flight: the listening socket closes at once (every worker,
+/// one per CPU here, stops accepting on it), the request in flight is still answered, and
+/// the process exits 0.
+#[tokio::test]
+async fn sigterm_closes_the_listener_and_drains_the_request_in_flight() {
+    let release = Gate::new();
+    let site = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/slow", Reply::ok("finished after SIGTERM").wait_gate(&release)),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let cfg = config_file(dir.path(), NO_VERIFY);
+    let mut ingress =
+        Ingress::start(&["--upstream", &site.base(), "--config", &cfg, "--audit-log", log.to_str().unwrap()])
+            .await;
+    let (url, addr) = (ingress.url("/slow"), ingress.addr);
+    let in_flight = tokio::spawn(async move { curl(&url, BROWSER, &[]).await });
+    site.wait_hits("/slow", 1).await;
+
+    ingress.process.signal("-TERM");
+    let refused = async {
+        loop {
+            match tokio::net::TcpStream::connect(addr).await {
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return,
+                _ => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), refused)
+        .await
+        .expect("the listener was still open 10 s into the drain");
+    assert!(!in_flight.is_finished(), "the request in flight was answered before it was released");
+    release.open();
+
+    let (status, head, body) = bounded("the request in flight", in_flight).await.unwrap();
+    assert_eq!(status, 200, "{head}");
+    assert_eq!(body, b"finished after SIGTERM");
+    let status = ingress.process.wait_exit().await;
+    assert!(status.success(), "{status:?}: {}", ingress.process.seen.join("\n"));
+}
+
 /// A request head over `ingress.max_header_bytes` (small here) is refused by robotsgate
 /// itself, whichever way it was read, named so and recorded; the site never sees it.
 #[tokio::test]

@@ -101,6 +101,21 @@ async fn sigterm_drains_the_request_in_flight_then_exits_0() {
 
     proxy.signal("-TERM");
     proxy.wait_line("the shutdown line", |l| l.contains("shutting down")).await;
+    // While the request in flight holds the drain open, the listening socket is closed:
+    // every worker has stopped accepting on it (one per CPU here), and a new client is
+    // refused instead of waiting in a backlog nobody reads.
+    let refused = async {
+        loop {
+            match tokio::net::TcpStream::connect(addr).await {
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return,
+                _ => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), refused)
+        .await
+        .expect("the listener was still open 10 s into the drain");
+    assert!(!in_flight.is_finished(), "the request in flight was answered before it was released");
     release.open();
 
     let got = bounded("the request in flight", in_flight).await.unwrap();

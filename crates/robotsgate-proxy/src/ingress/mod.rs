@@ -754,8 +754,8 @@ impl Ingress {
             websockets,
             ..
         } = self;
-        // Connections are served on worker threads, each with its own event loop and its
-        // own connections to the upstream; this thread accepts and runs the rest.
+        // Connections are accepted and served on worker threads, each with its own event
+        // loop and its own connections to the upstream; this thread runs the rest.
         let workers =
             Workers::start(if config.workers == 0 { workers::default_count() } else { config.workers })?;
         let upstreams: Vec<Upstream> = (0..workers.len()).map(|_| upstream.own_pool(workers.len())).collect();
@@ -765,7 +765,6 @@ impl Ingress {
         let stop_admin = CancellationToken::new();
         let admin = admin.map(|a| tokio::spawn(a.run(stop_admin.clone())));
         ready.set(true);
-        let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
         let stop = CancellationToken::new();
         let tracker = TaskTracker::new();
         let max_header = usize::try_from(config.max_header_bytes.0).unwrap_or(usize::MAX);
@@ -787,116 +786,44 @@ impl Ingress {
             // A client that stops answering pings is gone.
             .keep_alive_interval(Some(config.header_read_timeout.0))
             .keep_alive_timeout(config.header_read_timeout.0);
-        let builder = Arc::new(builder);
-        let handshake_timeout = config.tls_handshake_timeout.0;
-        let mut shutdown = std::pin::pin!(shutdown);
-        loop {
-            let (stream, peer) = tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        continue;
-                    }
-                },
-                () = &mut shutdown => break,
-            };
-            let Ok(permit) = limit.clone().try_acquire_owned() else {
-                tracing::warn!(%peer, "ingress.max_connections reached: connection closed");
-                continue;
-            };
-            let (worker, runtime) = workers.next();
-            let open = metrics.connection();
-            let svc = services[worker].clone();
-            let https = tls.is_some();
-            let counted = metrics.clone();
-            let kept = upstreams[worker].kept();
-            // One request, whichever way it was read: the fast path's or hyper's.
-            let front = move |mut req: Request<UpstreamRequestBody>| {
-                req.extensions_mut().insert(peer);
-                req.extensions_mut().insert(kept.clone());
-                if https {
-                    req.extensions_mut().insert(Https);
-                }
-                let http2 = req.version() == http::Version::HTTP_2;
-                let started = std::time::Instant::now();
-                let answer = svc.clone().oneshot(req);
-                let counted = counted.clone();
-                async move {
-                    let res = answer.await;
-                    counted.request(http2, started.elapsed());
-                    res
-                }
-            };
-            let fast = front.clone();
-            let fast = move |req: Request<PoolRequestBody>| {
-                fast(req.map(Some)).map(|res| match res {
-                    Ok(res) => res,
-                    Err(never) => match never {},
-                })
-            };
-            let hyper_svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                front(req.map(|b| Some(Either::Left(b))))
-            });
-            let fast_limits = config.http1_fast_path.then_some(h1_server::Limits {
+        let doors = Arc::new(Doors {
+            limit: Arc::new(Semaphore::new(config.max_connections.max(1))),
+            tracker: tracker.clone(),
+            metrics: metrics.clone(),
+            builder,
+            stop: stop.clone(),
+            tls,
+            fast_limits: config.http1_fast_path.then_some(h1_server::Limits {
                 header_read_timeout: config.header_read_timeout.0,
                 max_header_bytes: max_header,
-            });
-            let conn_metrics = metrics.clone();
-            let builder = builder.clone();
-            let stop = stop.clone();
-            let tls = tls.clone();
-            // Out of this thread's reactor, into the worker's.
-            let stream = match stream.into_std() {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(%peer, error = %e, "cannot hand a connection to a worker");
-                    continue;
+            }),
+            handshake_timeout: config.tls_handshake_timeout.0,
+        });
+        // Every worker accepts on the one listening socket in its own event loop, and serves
+        // what it accepts with its own service and upstream connections: no hand-over
+        // between threads.
+        let accepting = CancellationToken::new();
+        let listener = listener.into_std()?;
+        let mut loops = Vec::with_capacity(workers.len());
+        for ((worker, svc), upstream) in workers.handles().iter().zip(&services).zip(&upstreams) {
+            let (listener, doors, accepting) = (listener.try_clone()?, doors.clone(), accepting.clone());
+            let (svc, upstream) = (svc.clone(), upstream.clone());
+            loops.push(worker.spawn(async move {
+                match TcpListener::from_std(listener) {
+                    Ok(listener) => doors.accept(listener, svc, upstream, accepting).await,
+                    Err(e) => tracing::error!(error = %e, "a worker cannot accept connections"),
                 }
-            };
-            tracker.spawn_on(
-                async move {
-                    let stream = match tokio::net::TcpStream::from_std(stream) {
-                        Ok(s) => s,
-                        Err(e) => {
-                            tracing::warn!(%peer, error = %e, "a worker cannot take a connection");
-                            return;
-                        }
-                    };
-                    match tls {
-                        None => serve_fast_first(&builder, stream, fast_limits, fast, hyper_svc, &stop).await,
-                        Some(acceptor) => {
-                            let handshake = tokio::select! {
-                                h = tokio::time::timeout(handshake_timeout, acceptor.accept(stream)) => h,
-                                () = stop.cancelled() => return,
-                            };
-                            match handshake {
-                                // HTTP/1.1 over TLS takes the fast path too; h2 is hyper's.
-                                Ok(Ok(stream)) => {
-                                    let h2 = stream.get_ref().1.alpn_protocol() == Some(&b"h2"[..]);
-                                    let limits = fast_limits.filter(|_| !h2);
-                                    serve_fast_first(&builder, stream, limits, fast, hyper_svc, &stop).await
-                                }
-                                Ok(Err(e)) => {
-                                    conn_metrics.handshake_failed(HandshakeFailure::Error);
-                                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                                }
-                                Err(_) => {
-                                    conn_metrics.handshake_failed(HandshakeFailure::Timeout);
-                                    tracing::debug!(%peer, "TLS handshake not finished in time: closed");
-                                }
-                            }
-                        }
-                    }
-                    drop(open);
-                    drop(permit);
-                },
-                runtime,
-            );
+            }));
+        }
+        drop(listener);
+        shutdown.await;
+        accepting.cancel();
+        // The listening socket closes once every worker has left its loop.
+        for accept_loop in loops {
+            let _ = accept_loop.await;
         }
         // Draining: load balancers stop sending new clients.
         ready.set(false);
-        drop(listener);
         stop.cancel();
         tracker.close();
         let (tunnels, cut) = websockets;
@@ -921,6 +848,123 @@ impl Ingress {
             let _ = task.await;
         }
         Ok(())
+    }
+}
+
+/// What each worker's accept loop needs besides its own service and upstream.
+struct Doors {
+    /// One permit per client connection served at once (`ingress.max_connections`).
+    limit: Arc<Semaphore>,
+    tracker: TaskTracker,
+    metrics: Arc<IngressMetrics>,
+    builder: hyper_util::server::conn::auto::Builder<TokioExecutor>,
+    /// Connections shut down gracefully once it is cancelled (draining).
+    stop: CancellationToken,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    /// The fast path's limits (`None`: every request through hyper).
+    fast_limits: Option<h1_server::Limits>,
+    handshake_timeout: Duration,
+}
+
+impl Doors {
+    /// Accepts connections from `listener` and serves each in a task on this worker, with
+    /// `svc` in front of `upstream`, until `stop`.
+    async fn accept(
+        self: Arc<Self>,
+        listener: TcpListener,
+        svc: IngressService<Upstream>,
+        upstream: Upstream,
+        stop: CancellationToken,
+    ) {
+        loop {
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        continue;
+                    }
+                },
+                () = stop.cancelled() => return,
+            };
+            let Ok(permit) = self.limit.clone().try_acquire_owned() else {
+                tracing::warn!(%peer, "ingress.max_connections reached: connection closed");
+                continue;
+            };
+            let open = self.metrics.connection();
+            let serve = self.clone().serve(stream, peer, svc.clone(), upstream.kept());
+            self.tracker.spawn(async move {
+                serve.await;
+                drop(open);
+                drop(permit);
+            });
+        }
+    }
+
+    /// Serves one client connection: the TLS handshake if the listener is HTTPS, then its
+    /// requests, on the fast path while they allow.
+    async fn serve(
+        self: Arc<Self>,
+        stream: tokio::net::TcpStream,
+        peer: SocketAddr,
+        svc: IngressService<Upstream>,
+        kept: kept::Kept,
+    ) {
+        let https = self.tls.is_some();
+        let counted = self.metrics.clone();
+        // One request, whichever way it was read: the fast path's or hyper's.
+        let front = move |mut req: Request<UpstreamRequestBody>| {
+            req.extensions_mut().insert(peer);
+            req.extensions_mut().insert(kept.clone());
+            if https {
+                req.extensions_mut().insert(Https);
+            }
+            let http2 = req.version() == http::Version::HTTP_2;
+            let started = std::time::Instant::now();
+            let answer = svc.clone().oneshot(req);
+            let counted = counted.clone();
+            async move {
+                let res = answer.await;
+                counted.request(http2, started.elapsed());
+                res
+            }
+        };
+        let fast = front.clone();
+        let fast = move |req: Request<PoolRequestBody>| {
+            fast(req.map(Some)).map(|res| match res {
+                Ok(res) => res,
+                Err(never) => match never {},
+            })
+        };
+        let hyper_svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+            front(req.map(|b| Some(Either::Left(b))))
+        });
+        let (builder, stop, limits) = (&self.builder, &self.stop, self.fast_limits);
+        match &self.tls {
+            None => serve_fast_first(builder, stream, limits, fast, hyper_svc, stop).await,
+            Some(acceptor) => {
+                let handshake = tokio::select! {
+                    h = tokio::time::timeout(self.handshake_timeout, acceptor.accept(stream)) => h,
+                    () = stop.cancelled() => return,
+                };
+                match handshake {
+                    // HTTP/1.1 over TLS takes the fast path too; h2 is hyper's.
+                    Ok(Ok(stream)) => {
+                        let h2 = stream.get_ref().1.alpn_protocol() == Some(&b"h2"[..]);
+                        let limits = limits.filter(|_| !h2);
+                        serve_fast_first(builder, stream, limits, fast, hyper_svc, stop).await
+                    }
+                    Ok(Err(e)) => {
+                        self.metrics.handshake_failed(HandshakeFailure::Error);
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    }
+                    Err(_) => {
+                        self.metrics.handshake_failed(HandshakeFailure::Timeout);
+                        tracing::debug!(%peer, "TLS handshake not finished in time: closed");
+                    }
+                }
+            }
+        }
     }
 }
 

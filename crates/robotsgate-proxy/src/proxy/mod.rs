@@ -4,9 +4,10 @@
 //!
 //! - Clients from networks that are not allowed are answered `403` and closed; proxy
 //!   users authenticate with `Proxy-Authorization` when users are configured.
-//! - Connections are served on the caller's runtime, or with [`Proxy::with_workers`] on
-//!   worker threads, each with a single-threaded runtime of its own (one per CPU is what
-//!   `robotsgate run` does): a connection stays on one thread.
+//! - Connections are accepted and served on the caller's runtime, or with
+//!   [`Proxy::with_workers`] on worker threads, each with a single-threaded runtime of its
+//!   own (one per CPU is what `robotsgate run` does) that accepts on the listening socket
+//!   itself: a connection stays on the thread that accepted it.
 //! - Shutdown: stop accepting, let connections finish for a grace period, then close.
 //!
 //! [`RobotsLayer`]: robotsgate::layer::RobotsLayer
@@ -148,9 +149,10 @@ impl Proxy {
 
     /// Serves connections on `n` worker threads (0: one per CPU this process may use),
     /// each running a single-threaded tokio runtime, instead of on the runtime that calls
-    /// [`Proxy::run`], which keeps accepting. Connections are handed out in turn, and a
-    /// connection with everything it starts stays on its worker: no work stealing and no
-    /// wake-ups across threads while a request is forwarded.
+    /// [`Proxy::run`]. Every worker accepts on the listening socket in its own event loop
+    /// (a busy one takes fewer), and a connection with everything it starts stays on the
+    /// worker that accepted it: no hand-over, no work stealing and no wake-ups across
+    /// threads from accept to the last response.
     pub fn with_workers(mut self, n: usize) -> Proxy {
         self.workers = Some(if n == 0 { workers::default_count() } else { n });
         self
@@ -214,74 +216,48 @@ impl Proxy {
             via: self.forwarder.via().clone(),
             config: self.config.clone(),
         });
-        let slots = Arc::new(tokio::sync::Semaphore::new(self.config.max_connections.max(1)));
+        let accept = Arc::new(Accept {
+            shared,
+            clients: self.clients.clone(),
+            slots: Arc::new(tokio::sync::Semaphore::new(self.config.max_connections.max(1))),
+            connections: connections.clone(),
+        });
+        let accepting = CancellationToken::new();
         self.ready.set(true);
-        tokio::pin!(shutdown);
-        loop {
-            let permit = tokio::select! {
-                _ = &mut shutdown => break,
-                p = slots.clone().acquire_owned() => match p {
-                    Ok(p) => p,
-                    Err(_) => break,
-                },
-            };
-            let (stream, client) = tokio::select! {
-                _ = &mut shutdown => break,
-                accepted = self.listener.accept() => match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        // Out of file descriptors and the like: back off briefly, keep serving.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-            };
-            if !self.clients.allows(client.ip()) {
-                if let Some(m) = &self.metrics {
-                    m.refused(RefusalKind::ClientDenied);
+        match &workers {
+            None => {
+                tokio::select! {
+                    _ = shutdown => {}
+                    _ = accept.run(self.listener, accepting.clone()) => {}
                 }
-                tracing::info!(%client, "connection from a client network that is not allowed");
-                connections.spawn(refuse_client(stream, client, shared.clone()));
-                continue;
             }
-            let _ = stream.set_nodelay(true);
-            let shared = shared.clone();
-            let _open = shared.metrics.as_ref().map(|m| m.connection());
-            match &workers {
-                None => {
-                    connections.spawn(async move {
-                        let (_permit, _open) = (permit, _open);
-                        serve_connection(stream, client, shared).await;
-                    });
-                }
-                Some(workers) => {
-                    // Out of this runtime's reactor, into the worker's.
-                    let stream = match stream.into_std() {
-                        Ok(s) => s,
-                        Err(e) => {
-                            tracing::warn!(%client, error = %e, "cannot hand a connection to a worker");
-                            continue;
+            Some(workers) => {
+                // Every worker accepts on the one listening socket, in its own event loop:
+                // a new connection is served where it was accepted, with no hand-over
+                // between threads (and no wake-up of a thread that only accepts).
+                let listener = self.listener.into_std()?;
+                let mut loops = Vec::with_capacity(workers.len());
+                for worker in workers.handles() {
+                    let (listener, accept, accepting) =
+                        (listener.try_clone()?, accept.clone(), accepting.clone());
+                    loops.push(worker.spawn(async move {
+                        match TcpListener::from_std(listener) {
+                            Ok(listener) => accept.run(listener, accepting).await,
+                            Err(e) => tracing::error!(error = %e, "a worker cannot accept connections"),
                         }
-                    };
-                    connections.spawn_on(
-                        async move {
-                            let (_permit, _open) = (permit, _open);
-                            match tokio::net::TcpStream::from_std(stream) {
-                                Ok(stream) => serve_connection(stream, client, shared).await,
-                                Err(e) => {
-                                    tracing::warn!(%client, error = %e, "worker cannot take a connection")
-                                }
-                            }
-                        },
-                        workers.next().1,
-                    );
+                    }));
+                }
+                drop(listener);
+                shutdown.await;
+                accepting.cancel();
+                // The listening socket closes once every worker has left its loop.
+                for accept_loop in loops {
+                    let _ = accept_loop.await;
                 }
             }
         }
         // Drain.
         self.ready.set(false);
-        drop(self.listener);
         stop.cancel();
         connections.close();
         self.forwarder.tunnels().close();
@@ -301,6 +277,59 @@ impl Proxy {
             workers.stop().await;
         }
         Ok(())
+    }
+}
+
+/// What each accept loop needs: the listener's connections are accepted on the caller's
+/// runtime, or on every worker's ([`Proxy::with_workers`]).
+struct Accept {
+    shared: Arc<Shared>,
+    clients: ClientNetworks,
+    /// One permit per connection served at once ([`ProxyConfig::max_connections`]).
+    slots: Arc<tokio::sync::Semaphore>,
+    connections: TaskTracker,
+}
+
+impl Accept {
+    /// Accepts connections from `listener` and serves each in a task on this runtime,
+    /// until `stop`.
+    async fn run(&self, listener: TcpListener, stop: CancellationToken) {
+        loop {
+            let permit = tokio::select! {
+                _ = stop.cancelled() => return,
+                p = self.slots.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => return,
+                },
+            };
+            let (stream, client) = tokio::select! {
+                _ = stop.cancelled() => return,
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off briefly, keep serving.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let shared = self.shared.clone();
+            if !self.clients.allows(client.ip()) {
+                if let Some(m) = &shared.metrics {
+                    m.refused(RefusalKind::ClientDenied);
+                }
+                tracing::info!(%client, "connection from a client network that is not allowed");
+                self.connections.spawn(refuse_client(stream, client, shared));
+                continue;
+            }
+            let _ = stream.set_nodelay(true);
+            let open = shared.metrics.as_ref().map(|m| m.connection());
+            self.connections.spawn(async move {
+                let (_permit, _open) = (permit, open);
+                serve_connection(stream, client, shared).await;
+            });
+        }
     }
 }
 
