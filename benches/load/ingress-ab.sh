@@ -9,6 +9,7 @@
 #
 #   bash benches/load/ingress-ab.sh OLD_BIN NEW_BIN           # any number of binaries
 #   REQUESTS=60000 ROUNDS=4 bash benches/load/ingress-ab.sh A B
+#   OHA_ARGS=--disable-keepalive ...    # more oha options (there: a new connection a request)
 set -euo pipefail
 
 BENCH_NAME=robotsgate-ingress-ab
@@ -16,6 +17,7 @@ BENCH_NAME=robotsgate-ingress-ab
 . "$(dirname "$0")/common.sh"
 REQUESTS=${REQUESTS:-60000}
 ROUNDS=${ROUNDS:-3}
+OHA_ARGS=${OHA_ARGS:-}
 NGINX_PROXY_PORT=13160
 FIRST_PORT=13161
 UA="Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)"
@@ -44,7 +46,8 @@ for bin in "$@"; do
 done
 
 load() { # PORT N: oha's JSON on stdout
-    taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$2" -c 32 -H "User-Agent: $UA" \
+    # shellcheck disable=SC2086 # OHA_ARGS: options, split on spaces
+    taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$2" -c 32 -H "User-Agent: $UA" $OHA_ARGS \
         --output-format json "http://127.0.0.1:$1/1k"
 }
 hz=$(getconf CLK_TCK)
