@@ -15,6 +15,7 @@ use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Either, Empty};
 use robotsgate::fetch::{FetchResult, Fetcher};
 use robotsgate::net::{Connector, DnsConfig, Pool, PoolConfig, PoolRequestBody, Resolver, TlsConfig};
+use robotsgate::origin::Origin;
 use support::{
     Reply, TestCa, TestOrigin, bounded, connector, fetch_config, loopback_guard, read_head, until,
 };
@@ -345,4 +346,82 @@ async fn a_get_that_a_new_connection_closed_on_is_not_sent_again() {
     let e = bounded("GET", pool.send(get(&origin.url("/a")))).await.expect_err("closed");
     assert!(matches!(e, robotsgate::net::PoolError::Http(_)), "{e:?}");
     assert_eq!(origin.requests(), ["1 GET /a HTTP/1.1"]);
+}
+
+/// A stream opened elsewhere and given to the pool (`adopt`) is kept as it is: a sender of
+/// its own takes it back out (`take_idle_stream`) and writes HTTP/1.1 on it, or the pool
+/// sends on it (hyper starts on it then, and it is hyper's from there on). Either way the
+/// origin sees no new connection.
+#[tokio::test]
+async fn an_adopted_stream_is_taken_back_as_it_is_or_sent_on_by_the_pool() {
+    use tokio::io::AsyncWriteExt;
+    let origin = TestOrigin::start([("/a", Reply::ok("A"))]).await;
+    let pool = pool(PoolConfig::default());
+    let at = Origin::from_uri(&origin.url("/a").parse().unwrap()).unwrap();
+    let stream = bounded("connect", pool.connector().connect(&at)).await.unwrap();
+    pool.adopt(&at, stream);
+    assert_eq!(pool.idle(), 1);
+    assert!(pool.has_connection(&at));
+
+    let mut stream = pool.take_idle_stream(&at).expect("the adopted stream, as it is");
+    assert_eq!(pool.idle(), 0);
+    assert!(pool.take_idle_stream(&at).is_none(), "taken once");
+    let host = at.authority();
+    stream.write_all(format!("GET /a HTTP/1.1\r\nhost: {host}\r\n\r\n").as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    let head = bounded("the response head", read_head(&mut stream, &mut buf)).await.expect("a head");
+    assert!(head.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&head));
+    while buf.is_empty() {
+        let n = bounded("the body", tokio::io::AsyncReadExt::read_buf(&mut stream, &mut buf)).await.unwrap();
+        assert!(n > 0, "the origin closed before the body");
+    }
+    assert_eq!(buf, b"A");
+
+    // Idle again (its response read to the end), given back, and sent on by the pool.
+    pool.adopt(&at, stream);
+    let (status, body) = fetch(&pool, &origin.url("/a")).await;
+    assert_eq!((status, &body[..]), (StatusCode::OK, &b"A"[..]));
+    assert_eq!(origin.connections(), 1, "both requests went on the adopted connection");
+    assert_eq!(origin.hits("/a"), 2);
+    until("the connection is back in the pool", || pool.idle() == 1).await;
+    assert!(pool.take_idle_stream(&at).is_none(), "hyper's now: not given out as a stream");
+}
+
+/// An adopted stream the origin has closed while it sat in the pool is handed out neither
+/// as a stream nor to the pool's own requests, which open a new connection.
+#[tokio::test]
+async fn an_adopted_stream_the_origin_closed_is_not_handed_out() {
+    let origin = TestOrigin::start([("/a", Reply::ok("A"))]).await;
+    let pool = pool(PoolConfig::default());
+    let at = Origin::from_uri(&origin.url("/a").parse().unwrap()).unwrap();
+    // A connection to a listener that accepts it and closes it at once.
+    let closer = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let closing =
+        Origin::from_uri(&format!("http://{}/", closer.local_addr().unwrap()).parse().unwrap()).unwrap();
+    let stream = bounded("connect", pool.connector().connect(&closing)).await.unwrap();
+    drop(bounded("accept", closer.accept()).await.unwrap());
+    let robotsgate::net::Stream::Plain(tcp) = &stream else { panic!("a plain connection") };
+    // The event loop has seen the close (the stream reads as ended, nothing is read here).
+    bounded("the close", tcp.readable()).await.unwrap();
+    pool.adopt(&closing, stream);
+    assert_eq!(pool.idle(), 1);
+    assert!(pool.take_idle_stream(&closing).is_none(), "a closed stream is not handed out");
+    assert_eq!(pool.idle(), 0, "and it is gone from the pool");
+
+    // The same to the pool's own requests: a connection the origin closed after a request
+    // written by hand (`Connection: close`) is dropped, and a new one opened.
+    let mut stream = bounded("connect", pool.connector().connect(&at)).await.unwrap();
+    let host = at.authority();
+    let request = format!("GET /a HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n");
+    tokio::io::AsyncWriteExt::write_all(&mut stream, request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    bounded("the answer and the close", tokio::io::AsyncReadExt::read_to_end(&mut stream, &mut answer))
+        .await
+        .unwrap();
+    assert!(answer.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&answer));
+    pool.adopt(&at, stream);
+    let (status, body) = fetch(&pool, &origin.url("/a")).await;
+    assert_eq!((status, &body[..]), (StatusCode::OK, &b"A"[..]));
+    assert_eq!(origin.connections(), 2, "a new connection for the pool's request");
+    assert_eq!(origin.hits("/a"), 2);
 }

@@ -44,7 +44,7 @@ pub struct PoolConfig {
 }
 
 impl Default for PoolConfig {
-    /// 512 idle connections in all (about 13 MB of buffers and TLS state at most), 32 per
+    /// 256 idle connections in all (about 8 MB of buffers and TLS state at most), 32 per
     /// origin, for 15 s.
     fn default() -> Self {
         PoolConfig { max_idle: 256, max_idle_per_origin: 32, idle_timeout: Duration::from_secs(15) }
@@ -82,7 +82,10 @@ pub enum PoolError {
 /// share one budget ([`PoolConfig::max_idle`]), the least recently used going first, and
 /// each origin keeps at most [`PoolConfig::max_idle_per_origin`]. A connection that carried
 /// a robots.txt fetch goes back to the same pool, so the request that the fetch was made for
-/// reuses it instead of opening another.
+/// reuses it instead of opening another. A connection opened elsewhere can be given to it
+/// ([`Pool::adopt`]) and taken back out as it is ([`Pool::take_idle_stream`]): a sender of
+/// its own (robotsgate's HTTP/1.1 fast path) and the pool share one set of idle
+/// connections, within one bound.
 ///
 /// HTTP/1.1 connections carry one request at a time and are checked out for it; they come
 /// back when the response body is dropped (read to its end: an unread body closes the
@@ -156,9 +159,38 @@ struct Conns {
 }
 
 struct Idle1 {
-    sender: http1::SendRequest<PoolRequestBody>,
+    conn: Idle1Conn,
     seq: u64,
     since: Instant,
+}
+
+/// An idle HTTP/1.1 connection: hyper's (it carried a request through the pool), or a
+/// plain stream that was opened elsewhere and given to the pool ([`Pool::adopt`]), on
+/// which hyper starts only if the pool sends on it: a fast path of its own
+/// ([`Pool::take_idle_stream`]) can take it back as it is.
+enum Idle1Conn {
+    Hyper(http1::SendRequest<PoolRequestBody>),
+    Stream(Stream),
+}
+
+impl Idle1Conn {
+    /// Whether it can carry a request: not closed by the origin, nothing unread on it.
+    fn usable(&mut self) -> bool {
+        match self {
+            Idle1Conn::Hyper(sender) => sender.is_ready(),
+            Idle1Conn::Stream(stream) => stream_usable(stream),
+        }
+    }
+}
+
+/// Whether an idle `stream` is still open with nothing to read: the origin has neither
+/// closed it nor sent anything. Costs no system call unless the event loop has seen the
+/// stream readable since it was last read.
+fn stream_usable(stream: &mut Stream) -> bool {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut byte = [0u8; 1];
+    let mut buf = tokio::io::ReadBuf::new(&mut byte);
+    tokio::io::AsyncRead::poll_read(Pin::new(stream), &mut cx, &mut buf).is_pending()
 }
 
 struct Shared2 {
@@ -172,6 +204,8 @@ struct Shared2 {
 /// A connection checked out for one request.
 enum Checked {
     H1(http1::SendRequest<PoolRequestBody>),
+    /// An adopted stream, on which hyper is yet to start.
+    Stream(Stream),
     H2(http2::SendRequest<PoolRequestBody>, H2Open),
 }
 
@@ -204,29 +238,41 @@ impl Pool {
 
     /// Takes `stream`, an HTTP/1.1 connection to `origin` opened elsewhere and idle (every
     /// request sent on it answered to the end, nothing unread), to serve the next requests
-    /// to `origin` as if the pool had opened it, within the pool's bounds. A connection
-    /// that the origin closes meanwhile is dropped; so is every one when there is no tokio
-    /// runtime to drive it.
+    /// to `origin` as if the pool had opened it, within the pool's bounds. It is kept as
+    /// it is: hyper starts on it only when the pool sends a request on it, and
+    /// [`Pool::take_idle_stream`] can take it back before. One that the origin has closed
+    /// meanwhile is dropped when found.
     pub fn adopt(&self, origin: &Origin, stream: Stream) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        let pool = Arc::downgrade(&self.inner);
-        let origin = Arc::new(origin.clone());
-        runtime.spawn(async move {
-            let Ok((mut sender, conn)) = http1::Builder::new().handshake(TokioIo::new(stream)).await else {
-                return;
-            };
-            tokio::spawn(async move {
-                if let Err(e) = conn.await {
-                    tracing::debug!(error = %e, "upstream connection ended with an error");
+        self.inner.put_h1(Arc::new(origin.clone()), Idle1Conn::Stream(stream));
+    }
+
+    /// An idle stream to `origin` that the pool adopted ([`Pool::adopt`]), the most
+    /// recently used first, taken out of the pool as it is, for a sender of its own (one
+    /// that writes HTTP/1.1 itself): no new connection, and no hyper on it. `None` when
+    /// there is none (connections the pool opened or sent on are hyper's and stay).
+    pub fn take_idle_stream(&self, origin: &Origin) -> Option<Stream> {
+        let timeout = self.inner.config.idle_timeout;
+        let mut dead = Vec::new();
+        let mut state = self.inner.state.lock().ok()?;
+        let state = &mut *state;
+        let conns = state.origins.get_mut(origin)?;
+        let mut found = None;
+        while let Some(at) = conns.h1.iter().rposition(|i| matches!(i.conn, Idle1Conn::Stream(_))) {
+            let Some(mut idle) = conns.h1.remove(at) else { break };
+            state.lru.remove(&idle.seq);
+            if idle.since.elapsed() < timeout && idle.conn.usable() {
+                if let Idle1Conn::Stream(stream) = idle.conn {
+                    found = Some(stream);
                 }
-            });
-            // Ready once its connection task has run: then it can be checked out.
-            if sender.ready().await.is_ok()
-                && let Some(pool) = pool.upgrade()
-            {
-                pool.put_h1(origin, sender);
+                break;
             }
-        });
+            dead.push(idle.conn);
+        }
+        if conns.h1.is_empty() && conns.h2.is_none() {
+            state.origins.remove(origin);
+        }
+        drop(dead);
+        found
     }
 
     /// Sends `req` (absolute URI: `http://host/path`) to its origin on an idle connection,
@@ -240,7 +286,8 @@ impl Pool {
         let req = match self.checkout(&origin) {
             Some(conn) => {
                 // An idle connection may be closed by the origin as the request arrives.
-                let again = matches!(conn, Checked::H1(_)).then(|| resendable(&req)).flatten();
+                let again =
+                    matches!(conn, Checked::H1(_) | Checked::Stream(_)).then(|| resendable(&req)).flatten();
                 match self.send_on(conn, &origin, req).await {
                     Ok(res) => return Ok(res),
                     Err(Unsent::Back(req)) => req,
@@ -293,13 +340,16 @@ impl Pool {
         }
         if found.is_none() {
             // The most recently used first: the likeliest to be open still.
-            while let Some(idle) = conns.h1.pop_back() {
+            while let Some(mut idle) = conns.h1.pop_back() {
                 state.lru.remove(&idle.seq);
-                if idle.sender.is_ready() && idle.since.elapsed() < timeout {
-                    found = Some(Checked::H1(idle.sender));
+                if idle.since.elapsed() < timeout && idle.conn.usable() {
+                    found = Some(match idle.conn {
+                        Idle1Conn::Hyper(sender) => Checked::H1(sender),
+                        Idle1Conn::Stream(stream) => Checked::Stream(stream),
+                    });
                     break;
                 }
-                dead.push(idle.sender);
+                dead.push(idle.conn);
             }
         }
         if conns.h1.is_empty() && conns.h2.is_none() {
@@ -342,13 +392,7 @@ impl Pool {
             }
             Ok(Checked::H2(sender, open))
         } else {
-            let (sender, conn) = http1::Builder::new().handshake(io).await.map_err(PoolError::Http)?;
-            tokio::spawn(async move {
-                if let Err(e) = conn.await {
-                    tracing::debug!(error = %e, "upstream connection ended with an error");
-                }
-            });
-            Ok(Checked::H1(sender))
+            Ok(Checked::H1(start_h1(io).await.map_err(PoolError::Http)?))
         }
     }
 
@@ -360,56 +404,72 @@ impl Pool {
         origin: &Arc<Origin>,
         mut req: Request<PoolRequestBody>,
     ) -> Result<Response<PoolBody>, Unsent> {
-        match conn {
-            Checked::H1(mut sender) => {
-                // RFC 9112 §3.2.1: to an origin, the request target is in origin form; the
-                // absolute form comes back with the request if it must go elsewhere. To a
-                // forward proxy it stays in absolute form (§3.2.2), with the proxy's
-                // credentials.
-                let absolute = match self.inner.connector.forward_proxy(origin) {
-                    Some(proxy) => {
-                        if let Some(auth) = proxy.authorization() {
-                            req.headers_mut().insert(header::PROXY_AUTHORIZATION, auth.clone());
-                        }
-                        req.uri().clone()
-                    }
-                    None => {
-                        let target = origin_form(req.uri());
-                        std::mem::replace(req.uri_mut(), target)
-                    }
-                };
-                if !req.headers().contains_key(header::HOST)
-                    && let Ok(host) = HeaderValue::from_str(&origin.authority())
-                {
-                    req.headers_mut().insert(header::HOST, host);
-                }
-                match sender.try_send_request(req).await {
-                    Ok(res) => {
-                        let back = Back::H1(Some(Back1 {
-                            pool: Arc::downgrade(&self.inner),
-                            origin: origin.clone(),
-                            sender,
-                        }));
-                        Ok(res.map(|body| PoolBody { body, _back: Some(back) }))
-                    }
+        let mut sender = match conn {
+            Checked::H1(sender) => sender,
+            Checked::Stream(stream) => match start_h1(TokioIo::new(stream)).await {
+                Ok(sender) => sender,
+                Err(_) => return Err(Unsent::Back(req)),
+            },
+            Checked::H2(mut sender, open) => {
+                return match sender.try_send_request(req).await {
+                    Ok(res) => Ok(res.map(|body| PoolBody { body, _back: Some(Back::H2(open)) })),
                     Err(mut e) => match e.take_message() {
-                        Some(mut req) => {
-                            *req.uri_mut() = absolute;
-                            Err(Unsent::Back(req))
-                        }
+                        Some(req) => Err(Unsent::Back(req)),
                         None => Err(Unsent::Failed(e.into_error())),
                     },
-                }
+                };
             }
-            Checked::H2(mut sender, open) => match sender.try_send_request(req).await {
-                Ok(res) => Ok(res.map(|body| PoolBody { body, _back: Some(Back::H2(open)) })),
-                Err(mut e) => match e.take_message() {
-                    Some(req) => Err(Unsent::Back(req)),
-                    None => Err(Unsent::Failed(e.into_error())),
-                },
+        };
+        // RFC 9112 §3.2.1: to an origin, the request target is in origin form; the
+        // absolute form comes back with the request if it must go elsewhere. To a
+        // forward proxy it stays in absolute form (§3.2.2), with the proxy's
+        // credentials.
+        let absolute = match self.inner.connector.forward_proxy(origin) {
+            Some(proxy) => {
+                if let Some(auth) = proxy.authorization() {
+                    req.headers_mut().insert(header::PROXY_AUTHORIZATION, auth.clone());
+                }
+                req.uri().clone()
+            }
+            None => {
+                let target = origin_form(req.uri());
+                std::mem::replace(req.uri_mut(), target)
+            }
+        };
+        if !req.headers().contains_key(header::HOST)
+            && let Ok(host) = HeaderValue::from_str(&origin.authority())
+        {
+            req.headers_mut().insert(header::HOST, host);
+        }
+        match sender.try_send_request(req).await {
+            Ok(res) => {
+                let back = Back::H1(Some(Back1 {
+                    pool: Arc::downgrade(&self.inner),
+                    origin: origin.clone(),
+                    sender,
+                }));
+                Ok(res.map(|body| PoolBody { body, _back: Some(back) }))
+            }
+            Err(mut e) => match e.take_message() {
+                Some(mut req) => {
+                    *req.uri_mut() = absolute;
+                    Err(Unsent::Back(req))
+                }
+                None => Err(Unsent::Failed(e.into_error())),
             },
         }
     }
+}
+
+/// Starts hyper's HTTP/1.1 client on `io`: its connection runs in a task of its own.
+async fn start_h1(io: TokioIo<Stream>) -> Result<http1::SendRequest<PoolRequestBody>, hyper::Error> {
+    let (sender, conn) = http1::Builder::new().handshake(io).await?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "upstream connection ended with an error");
+        }
+    });
+    Ok(sender)
 }
 
 /// A copy of `req` to send again if the idle HTTP/1.1 connection it goes out on fails
@@ -462,7 +522,7 @@ enum Unsent {
 
 impl Inner {
     /// Takes back an HTTP/1.1 connection that is ready for its next request.
-    fn put_h1(self: &Arc<Self>, origin: Arc<Origin>, sender: http1::SendRequest<PoolRequestBody>) {
+    fn put_h1(self: &Arc<Self>, origin: Arc<Origin>, conn: Idle1Conn) {
         let config = self.config;
         if config.max_idle == 0 || config.max_idle_per_origin == 0 {
             return;
@@ -473,12 +533,12 @@ impl Inner {
         let seq = state.next_seq;
         state.next_seq += 1;
         let conns = state.origins.entry(origin.clone()).or_default();
-        conns.h1.push_back(Idle1 { sender, seq, since: Instant::now() });
+        conns.h1.push_back(Idle1 { conn, seq, since: Instant::now() });
         if conns.h1.len() > config.max_idle_per_origin
             && let Some(oldest) = conns.h1.pop_front()
         {
             state.lru.remove(&oldest.seq);
-            closed.push(Closed::H1(oldest.sender));
+            closed.push(Closed::H1(oldest.conn));
         }
         state.lru.insert(seq, (origin, Version::H1));
         evict(state, config.max_idle, &mut closed);
@@ -563,7 +623,7 @@ impl Inner {
 
 /// A connection taken out of the pool, closed when dropped (outside the lock).
 enum Closed {
-    H1(#[allow(dead_code)] http1::SendRequest<PoolRequestBody>),
+    H1(#[allow(dead_code)] Idle1Conn),
     H2(#[allow(dead_code)] http2::SendRequest<PoolRequestBody>),
 }
 
@@ -611,7 +671,7 @@ fn remove_idle(
             if let Some(at) = conns.h1.iter().position(|i| i.seq == seq)
                 && let Some(idle) = conns.h1.remove(at)
             {
-                closed.push(Closed::H1(idle.sender));
+                closed.push(Closed::H1(idle.conn));
             }
         }
         Version::H2 => {
@@ -662,7 +722,7 @@ impl Drop for Back {
         let Some(Back1 { pool, origin, mut sender }) = slot.take() else { return };
         let Some(pool) = pool.upgrade() else { return };
         if sender.is_ready() {
-            pool.put_h1(origin, sender);
+            pool.put_h1(origin, Idle1Conn::Hyper(sender));
         } else if !sender.is_closed()
             && let Ok(handle) = tokio::runtime::Handle::try_current()
         {
@@ -670,7 +730,7 @@ impl Drop for Back {
             // bookkeeping not yet done): it comes back once ready, or closes.
             handle.spawn(async move {
                 if sender.ready().await.is_ok() {
-                    pool.put_h1(origin, sender);
+                    pool.put_h1(origin, Idle1Conn::Hyper(sender));
                 }
             });
         }

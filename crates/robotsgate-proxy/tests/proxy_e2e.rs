@@ -1118,7 +1118,7 @@ async fn a_keep_alive_client_gets_its_own_upstream_connection_after_the_second_r
 /// robots.txt fetch opened one) each open one upstream connection, which they then keep:
 /// no pool connections first and kept ones after (at c256 that churn was the whole of the
 /// forward proxy's p99 above HAProxy's). When the clients leave, their connections go to
-/// the pool, and one-shot clients after them open none.
+/// the pool, and the clients after them, one-shot or keep-alive, open none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_clients_open_one_upstream_connection_each_and_leave_it_to_the_pool() {
     const CLIENTS: usize = 8;
@@ -1159,6 +1159,25 @@ async fn new_clients_open_one_upstream_connection_each_and_leave_it_to_the_pool(
     }
     assert_eq!(origin.connections(), CLIENTS, "the one-shot clients used the pool's connections");
     assert_eq!(origin.open_connections(), CLIENTS);
+
+    // New keep-alive clients each take one of them as their own: they open none, not even
+    // after many requests in a row (past which one that kept none would open its own).
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        clients.push(proxy_conn(proxy.addr).await);
+    }
+    for round in 0..40 {
+        for (c, client) in clients.iter_mut().enumerate() {
+            let got = exchange(client, get_request(&origin.url("/a"))).await;
+            assert_eq!(
+                (got.status, got.text().as_str()),
+                (StatusCode::OK, "A"),
+                "new client {c}, round {round}"
+            );
+        }
+    }
+    assert_eq!(origin.connections(), CLIENTS, "the new clients kept the connections the first ones left");
+    assert_eq!(proxy.metric("robotsgate_upstream_idle_connections"), 0.0, "each is kept by a client");
     proxy.stop().await;
 }
 

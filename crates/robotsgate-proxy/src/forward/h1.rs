@@ -72,6 +72,14 @@ impl H1Conn {
     }
 }
 
+/// An idle connection to the origin of `uri` that `pool` holds as it is (a client
+/// connection kept it and left, [`Pool::adopt`]), taken out for a client connection to keep
+/// in turn: no new connection to the origin, and the fast path from the first request on.
+pub(crate) fn take_idle(pool: &Pool, uri: &http::Uri) -> Option<H1Conn> {
+    let origin = Origin::from_uri(uri).ok()?;
+    H1Conn::new(pool.take_idle_stream(&origin)?)
+}
+
 /// The origin of `uri` when a request to it would make `pool` open a new connection that
 /// can be a fast-path one instead: plain http, reached directly (a forward proxy takes
 /// requests in absolute form, see [`H1Conn::new`]), and `pool` has no connection to it.

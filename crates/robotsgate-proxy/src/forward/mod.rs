@@ -48,7 +48,9 @@ use headers::{append_via, set_host};
 use sticky::KEPT_OPENING;
 
 pub(crate) use errors::{connect_refusal, not_a_proxy_request};
-pub(crate) use h1::{H1Body, H1Conn, H1Sent, PutBack, fits as fits_h1, opens_new, send as send_h1};
+pub(crate) use h1::{
+    H1Body, H1Conn, H1Sent, PutBack, fits as fits_h1, opens_new, send as send_h1, take_idle,
+};
 pub use headers::strip_hop_by_hop;
 pub(crate) use headers::{HeadLimit, own_via};
 pub(crate) use pay::Pay;

@@ -12,7 +12,7 @@ use robotsgate::net::Pool;
 use robotsgate::origin::{Origin, Scheme};
 
 use super::Upstream;
-use crate::forward::{H1Body, H1Conn, PutBack, opens_new};
+use crate::forward::{H1Body, H1Conn, PutBack, opens_new, take_idle};
 
 /// Requests a client connection sends before its own upstream connection is opened in the
 /// background, when the pool had a connection for its first ones: a client that sends one
@@ -26,6 +26,8 @@ pub(super) const KEPT_OPENING: usize = 4;
 /// extensions by the listener; [`Upstream`] takes it out. Its GET and HEAD requests go over
 /// it on the HTTP/1.1 fast path (`forward/h1.rs`).
 ///
+/// - A client connection takes, at its first request, an idle connection that an earlier
+///   one kept and left to the pool, if there is one: new clients after old ones open none.
 /// - A request that would make the pool open a new connection (it has none idle) opens it
 ///   as this one instead (plain-http upstreams): new clients arriving together open one
 ///   connection each, not a pool's worth that churns and then one each again.
@@ -131,8 +133,8 @@ impl Drop for Opening {
 
 impl Upstream {
     /// Where the request to `uri` goes: the connection `kept` holds, taken out of it (it
-    /// goes back once its response has been read), a connection opened for it now (see
-    /// [`Kept`]), or the pool. Once the client has sent [`KEEP_AFTER`] requests through
+    /// goes back once its response has been read), an idle one a client connection left
+    /// to the pool, a connection opened for it now (see [`Kept`]), or the pool. Once the client has sent [`KEEP_AFTER`] requests through
     /// the pool, its connection is opened in the background.
     pub(super) fn take_kept(&self, kept: &Kept, uri: &http::Uri) -> Route {
         let Ok(mut slot) = kept.0.lock() else { return Route::Pool };
@@ -142,6 +144,11 @@ impl Upstream {
         }
         if slot.opening {
             return Route::Pool;
+        }
+        if slot.home.is_some()
+            && let Some(conn) = take_idle(&self.pool, uri)
+        {
+            return Route::Kept(conn);
         }
         if let Some(origin) = self.opens_anyway(&slot, uri) {
             slot.opening = true;
