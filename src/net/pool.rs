@@ -252,6 +252,7 @@ impl Pool {
     /// there is none (connections the pool opened or sent on are hyper's and stay).
     pub fn take_idle_stream(&self, origin: &Origin) -> Option<Stream> {
         let timeout = self.inner.config.idle_timeout;
+        // Declared before the lock's guard: closed after it is released.
         let mut dead = Vec::new();
         let mut state = self.inner.state.lock().ok()?;
         let state = &mut *state;
@@ -271,7 +272,6 @@ impl Pool {
         if conns.h1.is_empty() && conns.h2.is_none() {
             state.origins.remove(origin);
         }
-        drop(dead);
         found
     }
 
@@ -316,6 +316,7 @@ impl Pool {
     /// An idle (HTTP/1.1) or shared (HTTP/2) connection to `origin`, if one is open.
     fn checkout(&self, origin: &Arc<Origin>) -> Option<Checked> {
         let timeout = self.inner.config.idle_timeout;
+        // Declared before the lock's guard: closed after it is released.
         let mut dead = Vec::new();
         let mut state = self.inner.state.lock().ok()?;
         let state = &mut *state;
@@ -355,7 +356,6 @@ impl Pool {
         if conns.h1.is_empty() && conns.h2.is_none() {
             state.origins.remove(Borrow::<Origin>::borrow(origin));
         }
-        drop(dead);
         found
     }
 

@@ -134,8 +134,9 @@ impl Drop for Opening {
 impl Upstream {
     /// Where the request to `uri` goes: the connection `kept` holds, taken out of it (it
     /// goes back once its response has been read), an idle one a client connection left
-    /// to the pool, a connection opened for it now (see [`Kept`]), or the pool. Once the client has sent [`KEEP_AFTER`] requests through
-    /// the pool, its connection is opened in the background.
+    /// to the pool, a connection opened for it now (see [`Kept`]), or the pool. Once the
+    /// client has sent [`KEEP_AFTER`] requests through the pool, its connection is opened
+    /// in the background.
     pub(super) fn take_kept(&self, kept: &Kept, uri: &http::Uri) -> Route {
         let Ok(mut slot) = kept.0.lock() else { return Route::Pool };
         slot.requests = slot.requests.saturating_add(1).min(KEEP_AFTER);
