@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2086 # OHA_ARGS: options, split on spaces
 # Instructions per proxied request, counted by callgrind: repeatable where timings are not.
 #
 #   bash benches/load/callgrind.sh                    # builds, measures target/release/robotsgate
 #   bash benches/load/callgrind.sh OLD_BIN NEW_BIN    # one row per binary and case
 #   CASES="enforce off" bash benches/load/callgrind.sh BIN
+#   OHA_ARGS=--disable-keepalive ...                  # a new client connection for every request
 #
 # For each binary and case, robotsgate runs under `valgrind --tool=callgrind` (pinned to
 # SRV_CPU, so with one worker thread, as in run.sh) and oha (one worker thread, on GEN_CPU)
@@ -47,6 +49,8 @@ BENCH_NAME=robotsgate-callgrind
 CASES=${CASES:-enforce off intercept ingress ingress-verify}
 REQUESTS=${REQUESTS:-3000}
 CONCURRENCY=${CONC:-8}
+# More oha options, e.g. --disable-keepalive (a new client connection for every request).
+OHA_ARGS=${OHA_ARGS:-}
 STARTUP_REQUESTS=$CONCURRENCY
 RG_PORT=13129
 ADMIN_PORT=19090
@@ -126,7 +130,7 @@ measure_anchor() {
             haproxy -f "$WORK/haproxy.cfg" -db >"$access" 2>"$WORK/logs/$name.log" &
         RG_PID=$!
         wait_ready_proxy "http://127.0.0.1:$ORIGIN_PORT/1k" "http://127.0.0.1:$RG_PORT"
-        taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$n" -c "$CONCURRENCY" \
+        taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$n" -c "$CONCURRENCY" $OHA_ARGS \
             --output-format json -x "http://127.0.0.1:$RG_PORT" "http://127.0.0.1:$ORIGIN_PORT/1k" >"$json"
         SIGNAL=USR1 stop_rg # soft stop: it ends when its connections have closed
     else
@@ -138,7 +142,7 @@ measure_anchor() {
             2>"$WORK/logs/$name.log" &
         RG_PID=$!
         wait_ready_proxy "http://127.0.0.1:$RG_PORT/1k"
-        taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$n" -c "$CONCURRENCY" \
+        taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$n" -c "$CONCURRENCY" $OHA_ARGS \
             --output-format json -H "User-Agent: $INGRESS_UA" "http://127.0.0.1:$RG_PORT/1k" >"$json"
         SIGNAL=QUIT stop_rg # graceful shutdown
     fi
@@ -189,7 +193,7 @@ measure() {
             --audit-log "$WORK/audit.jsonl" 2>"$WORK/logs/$name.log" &
         RG_PID=$!
         wait_ready "http://127.0.0.1:$ADMIN_PORT/readyz" "$RG_PID" "$READY_SECONDS"
-        taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$n" -c "$CONCURRENCY" \
+        taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$n" -c "$CONCURRENCY" $OHA_ARGS \
             --output-format json -H "User-Agent: $INGRESS_UA" "http://127.0.0.1:$RG_PORT/1k" >"$json"
     else
         write_rg_config "$mode" "$RG_PORT" "$ADMIN_PORT" "$WORK/robotsgate.toml" "${RG_EXTRA:-}" "${RG_AUDIT:-}"
@@ -197,7 +201,7 @@ measure() {
             "$bin" run --config "$WORK/robotsgate.toml" 2>"$WORK/logs/$name.log" &
         RG_PID=$!
         wait_ready "http://127.0.0.1:$ADMIN_PORT/readyz" "$RG_PID" "$READY_SECONDS"
-        taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$n" -c "$CONCURRENCY" \
+        taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$n" -c "$CONCURRENCY" $OHA_ARGS \
             --output-format json -x "http://127.0.0.1:$RG_PORT" "${tls_args[@]}" "$url" >"$json"
     fi
     python3 "$HERE/report.py" check "$json" || die "$name: answers other than 200"
