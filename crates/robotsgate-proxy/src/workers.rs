@@ -8,8 +8,10 @@
 //! scheduler, and accepting on the workers instead of handing connections over took
 //! another 0.4 context switches off each new client connection (benches/README.md).
 
+use std::future::Future;
 use std::io;
 
+use tokio::net::TcpListener;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -49,9 +51,47 @@ impl Workers {
         self.handles.len()
     }
 
-    /// Each worker's runtime (a listener starts an accept loop on each).
-    pub(crate) fn handles(&self) -> &[Handle] {
+    /// Each worker's runtime.
+    #[cfg(test)]
+    fn handles(&self) -> &[Handle] {
         &self.handles
+    }
+
+    /// Runs an accept loop of `listener` on every worker until `shutdown`, then stops them
+    /// and waits until each has left its loop (and dropped its copy of the listening
+    /// socket, which is closed with the last). `make(i)` gives worker `i`'s loop, which is
+    /// handed a copy of `listener` in that worker's event loop and a token cancelled at
+    /// shutdown; what it accepts it serves on its worker.
+    pub(crate) async fn accept_on_each<M, A, Fut>(
+        &self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()>,
+        mut make: M,
+    ) -> io::Result<()>
+    where
+        M: FnMut(usize) -> A,
+        A: FnOnce(TcpListener, CancellationToken) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let listener = listener.into_std()?;
+        let accepting = CancellationToken::new();
+        let mut loops = Vec::with_capacity(self.handles.len());
+        for (i, worker) in self.handles.iter().enumerate() {
+            let (copy, stop, accept) = (listener.try_clone()?, accepting.clone(), make(i));
+            loops.push(worker.spawn(async move {
+                match TcpListener::from_std(copy) {
+                    Ok(copy) => accept(copy, stop).await,
+                    Err(e) => tracing::error!(error = %e, "a worker cannot accept connections"),
+                }
+            }));
+        }
+        drop(listener);
+        shutdown.await;
+        accepting.cancel();
+        for accept_loop in loops {
+            let _ = accept_loop.await;
+        }
+        Ok(())
     }
 
     /// Stops every worker and waits until their runtimes are gone.
@@ -102,6 +142,54 @@ mod tests {
         });
         workers.stop().await;
         assert!(rx.await.is_err(), "the pending task was dropped when its worker stopped");
+    }
+
+    #[tokio::test]
+    async fn accepted_connections_are_served_where_accepted_and_shutdown_closes_the_socket() {
+        let workers = Workers::start(2).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (served_tx, mut served) = tokio::sync::mpsc::unbounded_channel();
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let serving = workers.accept_on_each(
+            listener,
+            async {
+                let _ = stop_rx.await;
+            },
+            |i| {
+                let served = served_tx.clone();
+                move |listener: TcpListener, stop: CancellationToken| async move {
+                    loop {
+                        tokio::select! {
+                            accepted = listener.accept() => {
+                                let thread = std::thread::current().name().map(str::to_owned);
+                                let _ = served.send((i, thread, accepted.is_ok()));
+                            }
+                            () = stop.cancelled() => return,
+                        }
+                    }
+                }
+            },
+        );
+        let client = async {
+            for _ in 0..4 {
+                let _conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+                let (i, thread, ok) = served.recv().await.unwrap();
+                assert!(ok);
+                assert_eq!(
+                    thread,
+                    Some(format!("robotsgate-worker-{i}")),
+                    "served on the worker that accepted"
+                );
+            }
+            stop_tx.send(()).unwrap();
+        };
+        let (served, ()) = tokio::join!(serving, client);
+        served.unwrap();
+        // Every loop has ended: the listening socket is closed.
+        let refused = tokio::net::TcpStream::connect(addr).await.unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::ConnectionRefused);
+        workers.stop().await;
     }
 
     #[tokio::test]

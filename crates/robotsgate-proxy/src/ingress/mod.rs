@@ -802,26 +802,12 @@ impl Ingress {
         // Every worker accepts on the one listening socket in its own event loop, and serves
         // what it accepts with its own service and upstream connections: no hand-over
         // between threads.
-        let accepting = CancellationToken::new();
-        let listener = listener.into_std()?;
-        let mut loops = Vec::with_capacity(workers.len());
-        for ((worker, svc), upstream) in workers.handles().iter().zip(&services).zip(&upstreams) {
-            let (listener, doors, accepting) = (listener.try_clone()?, doors.clone(), accepting.clone());
-            let (svc, upstream) = (svc.clone(), upstream.clone());
-            loops.push(worker.spawn(async move {
-                match TcpListener::from_std(listener) {
-                    Ok(listener) => doors.accept(listener, svc, upstream, accepting).await,
-                    Err(e) => tracing::error!(error = %e, "a worker cannot accept connections"),
-                }
-            }));
-        }
-        drop(listener);
-        shutdown.await;
-        accepting.cancel();
-        // The listening socket closes once every worker has left its loop.
-        for accept_loop in loops {
-            let _ = accept_loop.await;
-        }
+        workers
+            .accept_on_each(listener, shutdown, |i| {
+                let (doors, svc, upstream) = (doors.clone(), services[i].clone(), upstreams[i].clone());
+                move |listener, stop| doors.accept(listener, svc, upstream, stop)
+            })
+            .await?;
         // Draining: load balancers stop sending new clients.
         ready.set(false);
         stop.cancel();

@@ -222,38 +222,24 @@ impl Proxy {
             slots: Arc::new(tokio::sync::Semaphore::new(self.config.max_connections.max(1))),
             connections: connections.clone(),
         });
-        let accepting = CancellationToken::new();
         self.ready.set(true);
         match &workers {
             None => {
                 tokio::select! {
                     _ = shutdown => {}
-                    _ = accept.run(self.listener, accepting.clone()) => {}
+                    _ = accept.run(self.listener, CancellationToken::new()) => {}
                 }
             }
             Some(workers) => {
                 // Every worker accepts on the one listening socket, in its own event loop:
                 // a new connection is served where it was accepted, with no hand-over
                 // between threads (and no wake-up of a thread that only accepts).
-                let listener = self.listener.into_std()?;
-                let mut loops = Vec::with_capacity(workers.len());
-                for worker in workers.handles() {
-                    let (listener, accept, accepting) =
-                        (listener.try_clone()?, accept.clone(), accepting.clone());
-                    loops.push(worker.spawn(async move {
-                        match TcpListener::from_std(listener) {
-                            Ok(listener) => accept.run(listener, accepting).await,
-                            Err(e) => tracing::error!(error = %e, "a worker cannot accept connections"),
-                        }
-                    }));
-                }
-                drop(listener);
-                shutdown.await;
-                accepting.cancel();
-                // The listening socket closes once every worker has left its loop.
-                for accept_loop in loops {
-                    let _ = accept_loop.await;
-                }
+                workers
+                    .accept_on_each(self.listener, shutdown, |_| {
+                        let accept = accept.clone();
+                        move |listener, stop| async move { accept.run(listener, stop).await }
+                    })
+                    .await?;
             }
         }
         // Drain.
