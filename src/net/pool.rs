@@ -158,6 +158,29 @@ struct Conns {
     h2: Option<Shared2>,
 }
 
+impl Conns {
+    /// Takes out the most recently used idle HTTP/1.1 connection (the likeliest to be open
+    /// still) of those `wanted` accepts that can carry a request. The closed or expired ones
+    /// found on the way go to `dead`; each one taken out leaves `lru`.
+    fn take_h1(
+        &mut self,
+        lru: &mut BTreeMap<u64, (Arc<Origin>, Version)>,
+        timeout: Duration,
+        dead: &mut Vec<Idle1Conn>,
+        wanted: impl Fn(&Idle1Conn) -> bool,
+    ) -> Option<Idle1Conn> {
+        while let Some(at) = self.h1.iter().rposition(|i| wanted(&i.conn)) {
+            let mut idle = self.h1.remove(at)?;
+            lru.remove(&idle.seq);
+            if idle.since.elapsed() < timeout && idle.conn.usable() {
+                return Some(idle.conn);
+            }
+            dead.push(idle.conn);
+        }
+        None
+    }
+}
+
 struct Idle1 {
     conn: Idle1Conn,
     seq: u64,
@@ -257,18 +280,11 @@ impl Pool {
         let mut state = self.inner.state.lock().ok()?;
         let state = &mut *state;
         let conns = state.origins.get_mut(origin)?;
-        let mut found = None;
-        while let Some(at) = conns.h1.iter().rposition(|i| matches!(i.conn, Idle1Conn::Stream(_))) {
-            let Some(mut idle) = conns.h1.remove(at) else { break };
-            state.lru.remove(&idle.seq);
-            if idle.since.elapsed() < timeout && idle.conn.usable() {
-                if let Idle1Conn::Stream(stream) = idle.conn {
-                    found = Some(stream);
-                }
-                break;
-            }
-            dead.push(idle.conn);
-        }
+        let found =
+            match conns.take_h1(&mut state.lru, timeout, &mut dead, |c| matches!(c, Idle1Conn::Stream(_))) {
+                Some(Idle1Conn::Stream(stream)) => Some(stream),
+                _ => None,
+            };
         if conns.h1.is_empty() && conns.h2.is_none() {
             state.origins.remove(origin);
         }
@@ -340,18 +356,10 @@ impl Pool {
             }
         }
         if found.is_none() {
-            // The most recently used first: the likeliest to be open still.
-            while let Some(mut idle) = conns.h1.pop_back() {
-                state.lru.remove(&idle.seq);
-                if idle.since.elapsed() < timeout && idle.conn.usable() {
-                    found = Some(match idle.conn {
-                        Idle1Conn::Hyper(sender) => Checked::H1(sender),
-                        Idle1Conn::Stream(stream) => Checked::Stream(stream),
-                    });
-                    break;
-                }
-                dead.push(idle.conn);
-            }
+            found = conns.take_h1(&mut state.lru, timeout, &mut dead, |_| true).map(|conn| match conn {
+                Idle1Conn::Hyper(sender) => Checked::H1(sender),
+                Idle1Conn::Stream(stream) => Checked::Stream(stream),
+            });
         }
         if conns.h1.is_empty() && conns.h2.is_none() {
             state.origins.remove(Borrow::<Origin>::borrow(origin));
