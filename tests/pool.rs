@@ -77,20 +77,69 @@ async fn a_burst_to_one_origin_leaves_at_most_the_per_origin_bound() {
     const BURST: usize = 12;
     let barrier = Arc::new(Barrier::new(BURST));
     let origin = TestOrigin::start([("/together", Reply::ok("all at once").wait_together(&barrier))]).await;
-    let pool = pool(PoolConfig { max_idle_per_origin: 3, ..PoolConfig::default() });
+    let pool =
+        pool(PoolConfig { max_idle_per_origin: 3, burst_grace: Duration::ZERO, ..PoolConfig::default() });
     let url = origin.url("/together");
-    let burst: Vec<_> = (0..BURST)
-        .map(|_| {
-            let (pool, url) = (pool.clone(), url.clone());
-            tokio::spawn(async move { fetch(&pool, &url).await })
-        })
-        .collect();
-    for task in burst {
-        assert_eq!(bounded("burst", task).await.unwrap().0, StatusCode::OK);
-    }
+    burst(&pool, &url, BURST).await;
     assert_eq!(origin.connections(), BURST, "the burst needed a connection per request");
     until("all but the per-origin bound close", || origin.open_connections() <= 3).await;
     until("three come back to the pool", || pool.idle() == 3).await;
+}
+
+/// Sends `n` GETs to `url` through `pool` at once and checks each is answered.
+async fn burst(pool: &Pool, url: &str, n: usize) {
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let (pool, url) = (pool.clone(), url.to_string());
+            tokio::spawn(async move { fetch(&pool, &url).await })
+        })
+        .collect();
+    for task in tasks {
+        assert_eq!(bounded("burst", task).await.unwrap().0, StatusCode::OK);
+    }
+}
+
+#[tokio::test]
+async fn a_burst_that_follows_within_the_grace_reuses_the_last_ones_connections() {
+    const BURST: usize = 12;
+    let barrier = Arc::new(Barrier::new(BURST));
+    let origin = TestOrigin::start([("/together", Reply::ok("all at once").wait_together(&barrier))]).await;
+    let pool = pool(PoolConfig {
+        max_idle_per_origin: 3,
+        burst_grace: Duration::from_secs(60),
+        ..PoolConfig::default()
+    });
+    let url = origin.url("/together");
+    burst(&pool, &url, BURST).await;
+    until("the whole burst's connections come back to the pool", || pool.idle() == BURST).await;
+    burst(&pool, &url, BURST).await;
+    assert_eq!(origin.connections(), BURST, "the second burst opened no connection");
+}
+
+#[tokio::test]
+async fn connections_beyond_the_per_origin_bound_close_after_the_grace() {
+    const BURST: usize = 12;
+    let barrier = Arc::new(Barrier::new(BURST));
+    let origin = TestOrigin::start([
+        ("/together", Reply::ok("all at once").wait_together(&barrier)),
+        ("/one", Reply::ok("alone")),
+    ])
+    .await;
+    let pool = pool(PoolConfig {
+        max_idle_per_origin: 3,
+        burst_grace: Duration::from_millis(300),
+        ..PoolConfig::default()
+    });
+    let url = origin.url("/together");
+    let start = std::time::Instant::now();
+    burst(&pool, &url, BURST).await;
+    until("the burst's connections come back to the pool", || pool.idle() == BURST).await;
+    let back = start.elapsed();
+    until("all but the per-origin bound close", || origin.open_connections() <= 3).await;
+    assert!(start.elapsed() >= Duration::from_millis(300), "closed before the grace ({back:?} to come back)");
+    assert_eq!(pool.idle(), 3, "the three most recently used stay");
+    fetch(&pool, &origin.url("/one")).await;
+    assert_eq!(origin.connections(), BURST, "a request after it takes one of the three");
 }
 
 #[tokio::test]

@@ -36,18 +36,31 @@ pub struct PoolConfig {
     /// closed. `0` keeps none.
     pub max_idle: usize,
     /// Idle connections kept per origin: a burst of concurrent requests opens as many
-    /// connections as it needs, and once it is over all but these are closed.
+    /// connections as it needs, and once it is over all but these are closed (after
+    /// [`PoolConfig::burst_grace`]).
     pub max_idle_per_origin: usize,
     /// How long an idle connection is kept (closed between one and one and a half of
     /// these after its last use).
     pub idle_timeout: Duration,
+    /// How long the idle connections of an origin beyond
+    /// [`PoolConfig::max_idle_per_origin`] are kept (closed between one and one and a half
+    /// of these after their last use): the connections of a burst whose clients have left
+    /// wait that long for the next burst (scrapers reconnecting, a crawl run starting
+    /// again), which then opens none. `max_idle` bounds them at every moment. Zero closes
+    /// them as they come back.
+    pub burst_grace: Duration,
 }
 
 impl Default for PoolConfig {
     /// 256 idle connections in all (about 8 MB of buffers and TLS state at most), 32 per
-    /// origin, for 15 s.
+    /// origin, for 15 s; more of one origin for 2 s.
     fn default() -> Self {
-        PoolConfig { max_idle: 256, max_idle_per_origin: 32, idle_timeout: Duration::from_secs(15) }
+        PoolConfig {
+            max_idle: 256,
+            max_idle_per_origin: 32,
+            idle_timeout: Duration::from_secs(15),
+            burst_grace: Duration::from_secs(2),
+        }
     }
 }
 
@@ -80,7 +93,8 @@ pub enum PoolError {
 /// buffers for every origin touched in its idle timeout: 20,000 requests to 12,600 origins
 /// left 19,913 upstream connections and 401 MB. Here the idle connections of every origin
 /// share one budget ([`PoolConfig::max_idle`]), the least recently used going first, and
-/// each origin keeps at most [`PoolConfig::max_idle_per_origin`]. A connection that carried
+/// each origin keeps at most [`PoolConfig::max_idle_per_origin`] (more only for the short
+/// [`PoolConfig::burst_grace`] after a burst). A connection that carried
 /// a robots.txt fetch goes back to the same pool, so the request that the fetch was made for
 /// reuses it instead of opening another. A connection opened elsewhere can be given to it
 /// ([`Pool::adopt`]) and taken back out as it is ([`Pool::take_idle_stream`]): a sender of
@@ -178,6 +192,26 @@ impl Conns {
             dead.push(idle.conn);
         }
         None
+    }
+}
+
+impl Conns {
+    /// Closes the oldest idle HTTP/1.1 connections beyond the per-origin bound that have
+    /// been idle for the burst grace (all of them beyond it when that is zero).
+    fn trim(
+        &mut self,
+        lru: &mut BTreeMap<u64, (Arc<Origin>, Version)>,
+        config: PoolConfig,
+        now: Instant,
+        closed: &mut Vec<Closed>,
+    ) {
+        while self.h1.len() > config.max_idle_per_origin
+            && self.h1.front().is_some_and(|i| now.duration_since(i.since) >= config.burst_grace)
+            && let Some(oldest) = self.h1.pop_front()
+        {
+            lru.remove(&oldest.seq);
+            closed.push(Closed::H1(oldest.conn));
+        }
     }
 }
 
@@ -541,13 +575,9 @@ impl Inner {
         let seq = state.next_seq;
         state.next_seq += 1;
         let conns = state.origins.entry(origin.clone()).or_default();
-        conns.h1.push_back(Idle1 { conn, seq, since: Instant::now() });
-        if conns.h1.len() > config.max_idle_per_origin
-            && let Some(oldest) = conns.h1.pop_front()
-        {
-            state.lru.remove(&oldest.seq);
-            closed.push(Closed::H1(oldest.conn));
-        }
+        let now = Instant::now();
+        conns.h1.push_back(Idle1 { conn, seq, since: now });
+        conns.trim(&mut state.lru, config, now, &mut closed);
         state.lru.insert(seq, (origin, Version::H1));
         evict(state, config.max_idle, &mut closed);
         let start_reaper = !state.reaping;
@@ -605,7 +635,15 @@ impl Inner {
             return;
         };
         let pool = Arc::downgrade(self);
-        let every = (self.config.idle_timeout / 2).max(Duration::from_millis(100));
+        // Half the shortest time a connection may stay idle: the idle timeout, or the burst
+        // grace when there is one.
+        let config = self.config;
+        let shortest = if config.burst_grace.is_zero() {
+            config.idle_timeout
+        } else {
+            config.idle_timeout.min(config.burst_grace)
+        };
+        let every = (shortest / 2).max(Duration::from_millis(100));
         handle.spawn(async move {
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -616,7 +654,7 @@ impl Inner {
                 let mut closed = Vec::new();
                 {
                     let Ok(mut guard) = pool.state.lock() else { return };
-                    expire(&mut guard, pool.config.idle_timeout, &mut closed);
+                    expire(&mut guard, pool.config, &mut closed);
                     if guard.lru.is_empty() {
                         // Started again by the next connection that comes back.
                         guard.reaping = false;
@@ -643,9 +681,18 @@ fn evict(state: &mut State, max: usize, closed: &mut Vec<Closed>) {
     }
 }
 
-/// Closes the connections idle for `timeout` or more.
-fn expire(state: &mut State, timeout: Duration, closed: &mut Vec<Closed>) {
-    let now = Instant::now();
+/// Closes the connections idle for the idle timeout or more, and the connections of an
+/// origin beyond its bound idle for the burst grace or more.
+fn expire(state: &mut State, config: PoolConfig, closed: &mut Vec<Closed>) {
+    let (timeout, now) = (config.idle_timeout, Instant::now());
+    let over = config.max_idle_per_origin;
+    if state.origins.values().any(|c| c.h1.len() > over) {
+        let lru = &mut state.lru;
+        state.origins.retain(|_, conns| {
+            conns.trim(lru, config, now, closed);
+            !(conns.h1.is_empty() && conns.h2.is_none())
+        });
+    }
     while let Some((&seq, (origin, version))) = state.lru.first_key_value() {
         let (origin, version) = (origin.clone(), *version);
         let since = state.origins.get(Borrow::<Origin>::borrow(&origin)).and_then(|c| match version {

@@ -183,9 +183,14 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
     );
     check("proxy.workers", o.workers != n.workers);
     check(
-        "proxy.upstream_idle_max/upstream_idle_per_origin/upstream_idle_timeout",
-        (o.upstream_idle_max, o.upstream_idle_per_origin, o.upstream_idle_timeout)
-            != (n.upstream_idle_max, n.upstream_idle_per_origin, n.upstream_idle_timeout),
+        "proxy.upstream_idle_max/upstream_idle_per_origin/upstream_idle_timeout/upstream_burst_grace",
+        (o.upstream_idle_max, o.upstream_idle_per_origin, o.upstream_idle_timeout, o.upstream_burst_grace)
+            != (
+                n.upstream_idle_max,
+                n.upstream_idle_per_origin,
+                n.upstream_idle_timeout,
+                n.upstream_burst_grace,
+            ),
     );
     check("agent.user_agent (robots.txt fetches)", old.user_agent() != new.user_agent());
     check(
@@ -300,6 +305,7 @@ impl App {
                 max_idle: config.proxy.upstream_idle_max,
                 max_idle_per_origin: config.proxy.upstream_idle_per_origin,
                 idle_timeout: config.proxy.upstream_idle_timeout.0,
+                burst_grace: config.proxy.upstream_burst_grace.0,
             })
             .policy_config(policy_config(config))
             .pacing_config(config.pacing_config())

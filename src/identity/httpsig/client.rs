@@ -94,7 +94,12 @@ impl DirectoryClient {
     pub fn new(connector: Connector, config: Arc<VerifyConfig>) -> DirectoryClient {
         let pool = Pool::new(
             connector.http1_only(),
-            PoolConfig { max_idle: 16, max_idle_per_origin: 1, idle_timeout: Duration::from_secs(30) },
+            PoolConfig {
+                max_idle: 16,
+                max_idle_per_origin: 1,
+                idle_timeout: Duration::from_secs(30),
+                burst_grace: Duration::ZERO,
+            },
         );
         DirectoryClient { pool, config }
     }

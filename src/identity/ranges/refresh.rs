@@ -203,7 +203,12 @@ pub fn spawn(ranges: Ranges, connector: Connector, config: RefreshConfig) -> Ref
         ranges,
         pool: Pool::new(
             connector,
-            PoolConfig { max_idle: 8, max_idle_per_origin: 1, idle_timeout: Duration::from_secs(30) },
+            PoolConfig {
+                max_idle: 8,
+                max_idle_per_origin: 1,
+                idle_timeout: Duration::from_secs(30),
+                burst_grace: Duration::ZERO,
+            },
         ),
         config,
         states,

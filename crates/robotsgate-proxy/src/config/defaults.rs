@@ -39,6 +39,7 @@ impl Default for ProxySection {
             upstream_idle_max: 256,
             upstream_idle_per_origin: 32,
             upstream_idle_timeout: Dur::secs(15),
+            upstream_burst_grace: Dur::secs(2),
             http1_fast_path: true,
         }
     }

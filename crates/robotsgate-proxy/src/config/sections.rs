@@ -55,6 +55,9 @@ pub struct ProxySection {
     pub upstream_idle_max: usize,
     pub upstream_idle_per_origin: usize,
     pub upstream_idle_timeout: Dur,
+    /// How long an origin's idle connections beyond `upstream_idle_per_origin` are kept
+    /// for the next burst of requests (0: closed as they come back).
+    pub upstream_burst_grace: Dur,
     /// HTTP/1.1 `GET` and `HEAD` requests read and answered by robotsgate's own HTTP/1.1
     /// code (false: every request through hyper).
     pub http1_fast_path: bool,

@@ -653,6 +653,7 @@ impl Ingress {
                 max_idle: config.proxy.upstream_idle_max,
                 max_idle_per_origin: config.proxy.upstream_idle_per_origin.max(64),
                 idle_timeout: config.proxy.upstream_idle_timeout.0,
+                burst_grace: config.proxy.upstream_burst_grace.0,
             },
         );
         let audit = audit_log(config).await?;
