@@ -17,6 +17,12 @@
 #   SCHED=1 REQUESTS=30000 bash benches/load/perreq.sh BIN   # who wakes whom (perf sched events)
 #   OHA_ARGS=--disable-keepalive ...               # more oha options (there: a new client
 #                                                  # connection for every request)
+#   TAIL=1 ...                                     # where the tail is: oha's per-request
+#                                                  # output (CSV) kept, and per run the
+#                                                  # first request of each connection, the
+#                                                  # p99 without the run's first 0.3 s, and
+#                                                  # the share of the requests over the p99
+#                                                  # that started in those 0.3 s
 #
 # Set-up as benches/load/run.sh: nginx origin and the proxies pinned to SRV_CPU, oha (one
 # worker thread) on GEN_CPU. Counters are read from /proc/PID/task/*/{stat,status} before
@@ -26,7 +32,9 @@
 # for the whole process and for each thread name that used CPU; and nginx's worker alike.
 # A last row counts the proxy's CPU in the AFTER seconds (default 2) after the run, per
 # request of the run: work left for after the load (a thread behind) shows there, not in
-# the run's rows.
+# the run's rows. Each run also prints the TCP connections the machine opened during it
+# (`ActiveOpens` of /proc/net/snmp, less oha's own CONC with keep-alive): the proxy's new
+# connections to the origin.
 #
 # SCHED=1 records the scheduler's wake-up and switch events on every CPU during the run
 # (`perf record -a -e sched:sched_wakeup,sched:sched_switch`) and adds, per request: who
@@ -42,6 +50,7 @@ REQUESTS=${REQUESTS:-100000}
 CONC=${CONC:-32}
 ROUNDS=${ROUNDS:-1}
 STRACE=${STRACE:-}
+TAIL=${TAIL:-}
 SCHED=${SCHED:-}
 OHA_ARGS=${OHA_ARGS:-}
 AFTER=${AFTER:-2} # seconds after the run in which the proxy's CPU is counted apart
@@ -74,6 +83,44 @@ snapshot() {
     done
 }
 
+# TCP connections this machine has opened (connect) since it started.
+active_opens() { awk '/^Tcp:/ { if (++n == 2) print $6 }' /proc/net/snmp; }
+
+# tail_of CSV JSON: oha's per-request CSV summed up as the JSON the rest reads (requests a
+# second, p99, status codes), and where its slow requests are, printed.
+tail_of() {
+    python3 - "$1" "$2" <<'PY'
+import csv, json, sys
+src, dst = sys.argv[1:3]
+rows = []
+with open(src) as f:
+    r = csv.reader(f)
+    next(r)
+    for x in r:  # start, DNS, DNS+dialup, response delay, duration, bytes, status
+        rows.append((float(x[0]), float(x[2]), float(x[4]), x[6]))
+rows.sort()
+def pct(v, q):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(q * len(v)))]
+t0, end = rows[0][0], max(s + d for s, _, d, _ in rows)
+lat = [d for _, _, d, _ in rows]
+p99 = pct(lat, 0.99)
+late = [d for s, _, d, _ in rows if s - t0 > 0.3]
+first = [d for _, dial, d, _ in rows if dial > 0.0005]
+over = [s for s, _, d, _ in rows if d >= p99]
+codes = {}
+for *_, c in rows:
+    codes[c] = codes.get(c, 0) + 1
+json.dump({"summary": {"requestsPerSec": len(rows) / (end - t0)},
+           "latencyPercentiles": {"p50": pct(lat, 0.5), "p99": p99},
+           "statusCodeDistribution": codes}, open(dst, "w"))
+print(f"  tail: a connection's first request {sum(first) / max(1, len(first)) * 1000:.1f} ms "
+      f"(mean of {len(first)}), p99 {p99 * 1000:.2f} ms, without the first 0.3 s "
+      f"{pct(late, 0.99) * 1000:.2f} ms; of the requests over the p99, "
+      f"{sum(1 for s in over if s - t0 <= 0.3) / len(over):.0%} started in the first 0.3 s")
+PY
+}
+
 # measure NAME PROXY_URL PID: warm-up, then REQUESTS requests, counters around them.
 measure() {
     local name=$1 proxy=$2 pid=$3
@@ -95,10 +142,24 @@ measure() {
         sched_pid=$!
         sleep 1 # perf has opened its events before the run starts
     fi
+    local opens
+    opens=$(active_opens)
     # shellcheck disable=SC2086
-    taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$REQUESTS" -c "$CONC" -x "$proxy" $OHA_ARGS \
-        --output-format json "http://127.0.0.1:$ORIGIN_PORT/1k" >"$WORK/results/$name.json"
+    if [ -n "$TAIL" ]; then
+        taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$REQUESTS" -c "$CONC" -x "$proxy" $OHA_ARGS \
+            --output-format csv "http://127.0.0.1:$ORIGIN_PORT/1k" >"$WORK/results/$name.csv"
+    else
+        taskset -c "$GEN_CPU" oha --no-tui --worker-threads 1 -n "$REQUESTS" -c "$CONC" -x "$proxy" $OHA_ARGS \
+            --output-format json "http://127.0.0.1:$ORIGIN_PORT/1k" >"$WORK/results/$name.json"
+    fi
+    opens=$(($(active_opens) - opens))
+    case " $OHA_ARGS " in
+        *" --disable-keepalive "*) opens=$((opens - REQUESTS)) ;;
+        *) opens=$((opens - CONC)) ;;
+    esac
     snapshot "$pid" "$NGINX_WORKER" >"$WORK/after"
+    : >"$WORK/tail-$name.txt"
+    [ -z "$TAIL" ] || tail_of "$WORK/results/$name.csv" "$WORK/results/$name.json" >"$WORK/tail-$name.txt"
     if [ -n "$strace_pid" ]; then
         kill -INT "$strace_pid"
         wait "$strace_pid" || true
@@ -111,9 +172,10 @@ measure() {
     sleep "$AFTER"
     snapshot "$pid" "$NGINX_WORKER" >"$WORK/later"
     python3 - "$name" "$pid" "$WORK/before" "$WORK/after" "$WORK/results/$name.json" "$REQUESTS" \
-        "$(getconf CLK_TCK)" "${strace_pid:+$WORK/strace-$name.txt}" "$WORK/later" "$AFTER" <<'PY'
+        "$(getconf CLK_TCK)" "${strace_pid:+$WORK/strace-$name.txt}" "$WORK/later" "$AFTER" "$opens" \
+        "$WORK/tail-$name.txt" <<'PY'
 import json, sys
-name, pid, before, after, res, n, tck, strace, later, after_s = sys.argv[1:11]
+name, pid, before, after, res, n, tck, strace, later, after_s, opens, tail = sys.argv[1:13]
 n, tck = int(n), int(tck)
 def read(f):
     d = {}
@@ -134,7 +196,9 @@ p99 = r["latencyPercentiles"]["p99"] * 1000
 def fmt(label, d):
     us = 1e6 / tck / n
     return f"  {label:<28} user {d[0]*us:6.2f} µs  sys {d[1]*us:6.2f} µs  cs {d[2]/n:5.2f} vol {d[3]/n:5.2f} invol"
-print(f"{name}: {rps:,.0f} req/s, p99 {p99:.2f} ms")
+conns = "connection" if opens == "1" else "connections"
+print(f"{name}: {rps:,.0f} req/s, p99 {p99:.2f} ms, {opens} {conns} opened to the origin")
+print(open(tail).read(), end="")
 tot = {"proxy": [0, 0, 0, 0], "nginx": [0, 0, 0, 0]}
 rows = []
 for key in sorted(a):
