@@ -193,9 +193,7 @@ impl Conns {
         }
         None
     }
-}
 
-impl Conns {
     /// Closes the oldest idle HTTP/1.1 connections beyond the per-origin bound that have
     /// been idle for the burst grace (all of them beyond it when that is zero).
     fn trim(
@@ -685,14 +683,11 @@ fn evict(state: &mut State, max: usize, closed: &mut Vec<Closed>) {
 /// origin beyond its bound idle for the burst grace or more.
 fn expire(state: &mut State, config: PoolConfig, closed: &mut Vec<Closed>) {
     let (timeout, now) = (config.idle_timeout, Instant::now());
-    let over = config.max_idle_per_origin;
-    if state.origins.values().any(|c| c.h1.len() > over) {
-        let lru = &mut state.lru;
-        state.origins.retain(|_, conns| {
-            conns.trim(lru, config, now, closed);
-            !(conns.h1.is_empty() && conns.h2.is_none())
-        });
-    }
+    let lru = &mut state.lru;
+    state.origins.retain(|_, conns| {
+        conns.trim(lru, config, now, closed);
+        !(conns.h1.is_empty() && conns.h2.is_none())
+    });
     while let Some((&seq, (origin, version))) = state.lru.first_key_value() {
         let (origin, version) = (origin.clone(), *version);
         let since = state.origins.get(Borrow::<Origin>::borrow(&origin)).and_then(|c| match version {
