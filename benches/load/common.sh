@@ -253,12 +253,13 @@ CONF
 
 # --- robotsgate --------------------------------------------------------------------------
 # start_rg BIN INDEX [audit lines]: the forward proxy BIN on RG_PORT (admin ADMIN_PORT), mode
-# RG_MODE (default enforce), with a fresh audit log, pinned to SRV_CPU, its log
+# RG_MODE (default enforce), with a fresh audit log, pinned to RG_CPUS (default SRV_CPU; one
+# worker per CPU in it, e.g. RG_CPUS=0,1 for two workers on both CPUs), its log
 # $WORK/logs/rg-INDEX.log; waits until it is ready and sets RG_PID. end_rg stops it (SIGINT).
 start_rg() {
     rm -rf "$WORK/audit.jsonl"* "$WORK/snapshots"
     write_rg_config "${RG_MODE:-enforce}" "$RG_PORT" "$ADMIN_PORT" "$WORK/rg.toml" "" "${3:-}"
-    taskset -c "$SRV_CPU" "$1" run --config "$WORK/rg.toml" 2>>"$WORK/logs/rg-$2.log" &
+    taskset -c "${RG_CPUS:-$SRV_CPU}" "$1" run --config "$WORK/rg.toml" 2>>"$WORK/logs/rg-$2.log" &
     RG_PID=$!
     wait_http "http://127.0.0.1:$ADMIN_PORT/readyz"
 }

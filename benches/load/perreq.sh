@@ -14,6 +14,8 @@
 #                                                  # in short runs paired with HAProxy's
 #   RG_AUDIT='durability = "buffered"' ...         # more [audit] lines for every binary
 #   RG_MODE=off ...                                # policy.mode for every binary (default enforce)
+#   RG_CPUS=0,1 ...                                # the CPUs robotsgate may run on, one worker
+#                                                  # each (default SRV_CPU: one worker)
 #   SCHED=1 REQUESTS=30000 bash benches/load/perreq.sh BIN   # who wakes whom (perf sched events)
 #   OHA_ARGS=--disable-keepalive ...               # more oha options (there: a new client
 #                                                  # connection for every request)
