@@ -398,13 +398,31 @@ async fn a_get_that_a_new_connection_closed_on_is_not_sent_again() {
     assert_eq!(origin.requests(), ["1 GET /a HTTP/1.1"]);
 }
 
+/// Sends `GET path` on `stream` as HTTP/1.1 written by hand and returns the body of the
+/// 200 answer (a short one: the first bytes after the head).
+async fn get_by_hand(stream: &mut robotsgate::net::Stream, at: &Origin, path: &str) -> Vec<u8> {
+    use tokio::io::AsyncWriteExt;
+    let host = at.authority();
+    let request = format!("GET {path} HTTP/1.1\r\nhost: {host}\r\n\r\n");
+    bounded("the request", stream.write_all(request.as_bytes())).await.unwrap();
+    // Over TLS the request may wait in the session's buffer until flushed.
+    bounded("the request", stream.flush()).await.unwrap();
+    let mut buf = Vec::new();
+    let head = bounded("the response head", read_head(stream, &mut buf)).await.expect("a head");
+    assert!(head.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&head));
+    while buf.is_empty() {
+        let n = bounded("the body", tokio::io::AsyncReadExt::read_buf(stream, &mut buf)).await.unwrap();
+        assert!(n > 0, "the origin closed before the body");
+    }
+    buf
+}
+
 /// A stream opened elsewhere and given to the pool (`adopt`) is kept as it is: a sender of
 /// its own takes it back out (`take_idle_stream`) and writes HTTP/1.1 on it, or the pool
 /// sends on it (hyper starts on it then, and it is hyper's from there on). Either way the
 /// origin sees no new connection.
 #[tokio::test]
 async fn an_adopted_stream_is_taken_back_as_it_is_or_sent_on_by_the_pool() {
-    use tokio::io::AsyncWriteExt;
     let origin = TestOrigin::start([("/a", Reply::ok("A"))]).await;
     let pool = pool(PoolConfig::default());
     let at = Origin::from_uri(&origin.url("/a").parse().unwrap()).unwrap();
@@ -416,16 +434,7 @@ async fn an_adopted_stream_is_taken_back_as_it_is_or_sent_on_by_the_pool() {
     let mut stream = pool.take_idle_stream(&at).expect("the adopted stream, as it is");
     assert_eq!(pool.idle(), 0);
     assert!(pool.take_idle_stream(&at).is_none(), "taken once");
-    let host = at.authority();
-    stream.write_all(format!("GET /a HTTP/1.1\r\nhost: {host}\r\n\r\n").as_bytes()).await.unwrap();
-    let mut buf = Vec::new();
-    let head = bounded("the response head", read_head(&mut stream, &mut buf)).await.expect("a head");
-    assert!(head.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&head));
-    while buf.is_empty() {
-        let n = bounded("the body", tokio::io::AsyncReadExt::read_buf(&mut stream, &mut buf)).await.unwrap();
-        assert!(n > 0, "the origin closed before the body");
-    }
-    assert_eq!(buf, b"A");
+    assert_eq!(get_by_hand(&mut stream, &at, "/a").await, b"A");
 
     // Idle again (its response read to the end), given back, and sent on by the pool.
     pool.adopt(&at, stream);
@@ -474,4 +483,153 @@ async fn an_adopted_stream_the_origin_closed_is_not_handed_out() {
     assert_eq!((status, &body[..]), (StatusCode::OK, &b"A"[..]));
     assert_eq!(origin.connections(), 2, "a new connection for the pool's request");
     assert_eq!(origin.hits("/a"), 2);
+}
+
+/// Two single-threaded runtimes, as the proxy's workers run, sharing one pool; the origin
+/// runs on a runtime of its own.
+struct TwoRuntimes {
+    origin: TestOrigin,
+    at: Origin,
+    pool: Pool,
+    a: tokio::runtime::Runtime,
+    b: tokio::runtime::Runtime,
+    _origin_runtime: tokio::runtime::Runtime,
+}
+
+impl TwoRuntimes {
+    fn start() -> TwoRuntimes {
+        TwoRuntimes::started(false)
+    }
+
+    /// The origin over TLS (HTTP/1.1), as `localhost`.
+    fn start_tls() -> TwoRuntimes {
+        TwoRuntimes::started(true)
+    }
+
+    fn started(tls: bool) -> TwoRuntimes {
+        let origin_runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let (origin, at, pool) = origin_runtime.block_on(async {
+            let together = Arc::new(Barrier::new(2));
+            let routes = [("/a", Reply::ok("A")), ("/together", Reply::ok("both").wait_together(&together))];
+            if !tls {
+                let origin = TestOrigin::start(routes).await;
+                let at = Origin::from_uri(&origin.url("/a").parse().unwrap()).unwrap();
+                return (origin, at, pool(PoolConfig::default()));
+            }
+            let ca = TestCa::localhost();
+            let origin = TestOrigin::start_tls(routes, ca.server_config(&[b"http/1.1"])).await;
+            let tls = TlsConfig { webpki_roots: false, extra_roots: vec![ca.der.clone()] };
+            let tls = robotsgate::net::client_config(&tls, &[b"http/1.1"]).unwrap();
+            let overrides =
+                [("localhost".to_owned(), vec![IpAddr::V4(Ipv4Addr::LOCALHOST)])].into_iter().collect();
+            let resolver = Resolver::new(&DnsConfig { overrides, ..DnsConfig::default() });
+            let connector = Connector::new(resolver, Arc::new(loopback_guard()), tls, Duration::from_secs(5));
+            let at = origin.origin("localhost");
+            (origin, at, Pool::new(connector, PoolConfig::default()))
+        });
+        let single = || tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        TwoRuntimes { origin, at, pool, a: single(), b: single(), _origin_runtime: origin_runtime }
+    }
+
+    /// Opens a stream on `runtime` and gives it to the pool there; its local port.
+    fn adopt_new(&self, runtime: &tokio::runtime::Runtime) -> u16 {
+        runtime.block_on(async {
+            let stream = bounded("connect", self.pool.connector().connect(&self.at)).await.unwrap();
+            let port = local_port(&stream);
+            self.pool.adopt(&self.at, stream);
+            port
+        })
+    }
+
+    /// Takes an idle stream out on `runtime`.
+    fn take(&self, runtime: &tokio::runtime::Runtime) -> robotsgate::net::Stream {
+        runtime.block_on(async { self.pool.take_idle_stream(&self.at) }).expect("an idle stream")
+    }
+}
+
+fn local_port(stream: &robotsgate::net::Stream) -> u16 {
+    use robotsgate::net::Stream;
+    let tcp = match stream {
+        Stream::Plain(tcp) => tcp,
+        Stream::Tls(tls) => tls.get_ref().0,
+        Stream::Proxied(_) => panic!("a direct connection"),
+    };
+    tcp.local_addr().unwrap().port()
+}
+
+/// With a runtime per thread (the proxy's workers), an idle stream is taken on the runtime
+/// it was given back on before one of another runtime, even a more recent one; and one
+/// taken on another runtime is moved to that runtime's event loop: it goes on serving there
+/// after the runtime it came from has stopped.
+#[test]
+fn idle_streams_are_taken_at_home_first_and_moved_when_taken_elsewhere() {
+    let t = TwoRuntimes::start();
+    let from_a = t.adopt_new(&t.a);
+    let from_b = t.adopt_new(&t.b);
+    // B's is the most recently used; A takes its own.
+    let taken = t.take(&t.a);
+    assert_eq!(local_port(&taken), from_a, "A's own stream, not B's more recent one");
+    t.a.block_on(async { t.pool.adopt(&t.at, taken) });
+    // Now A's is the most recent; B takes its own.
+    let taken = t.take(&t.b);
+    assert_eq!(local_port(&taken), from_b, "B's own stream, not A's more recent one");
+    t.b.block_on(async { t.pool.adopt(&t.at, taken) });
+
+    // B takes both: its own, then A's, moved to B's event loop.
+    let own = t.take(&t.b);
+    let mut moved = t.take(&t.b);
+    assert_eq!((local_port(&own), local_port(&moved)), (from_b, from_a));
+    assert_eq!(t.pool.idle(), 0);
+    let TwoRuntimes { origin, at, b, a, .. } = t;
+    drop(a);
+    // A's event loop is gone: B's serves the stream.
+    let body = b.block_on(get_by_hand(&mut moved, &at, "/a"));
+    assert_eq!(body, b"A");
+    assert_eq!(origin.connections(), 2, "no connection opened besides the two");
+}
+
+/// A TLS stream taken on another runtime than its own is moved as well, its TLS session
+/// with it.
+#[test]
+fn a_tls_stream_taken_on_another_runtime_is_moved_with_its_session() {
+    let t = TwoRuntimes::start_tls();
+    let from_a = t.adopt_new(&t.a);
+    let mut moved = t.take(&t.b);
+    assert!(matches!(moved, robotsgate::net::Stream::Tls(_)));
+    assert_eq!(local_port(&moved), from_a);
+    let TwoRuntimes { origin, at, a, b, .. } = t;
+    drop(a);
+    assert_eq!(b.block_on(get_by_hand(&mut moved, &at, "/a")), b"A");
+    assert_eq!(origin.connections(), 1);
+}
+
+/// A connection that hyper runs (the pool sent on it) has its task on the runtime it was
+/// opened on: a request on a runtime with a connection of its own idle sends on that one,
+/// not on another runtime's more recent one. (Here sending on the other's would wait for a
+/// runtime that nothing runs meanwhile.)
+#[test]
+fn a_request_takes_a_connection_whose_task_runs_on_its_own_runtime_first() {
+    let t = TwoRuntimes::start();
+    // One connection opened on each runtime: two requests that the origin answers together.
+    let both = |runtime: &tokio::runtime::Runtime| {
+        runtime.block_on(async {
+            let (status, body) = fetch(&t.pool, &t.origin.url("/together")).await;
+            assert_eq!((status, &body[..]), (StatusCode::OK, &b"both"[..]));
+            // Both back (each runtime runs its own connection's return).
+            until("both connections are back", || t.pool.idle() == 2).await;
+        })
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| both(&t.b));
+        both(&t.a);
+    });
+    assert_eq!(t.origin.connections(), 2);
+    // Whichever is the more recent, each runtime sends on its own.
+    for runtime in [&t.b, &t.a, &t.b, &t.a] {
+        let (status, body) = runtime.block_on(fetch(&t.pool, &t.origin.url("/a")));
+        assert_eq!((status, &body[..]), (StatusCode::OK, &b"A"[..]));
+    }
+    assert_eq!(t.origin.connections(), 2, "no connection opened");
+    assert_eq!(t.origin.hits("/a"), 4);
 }

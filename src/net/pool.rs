@@ -174,24 +174,27 @@ struct Conns {
 
 impl Conns {
     /// Takes out the most recently used idle HTTP/1.1 connection (the likeliest to be open
-    /// still) of those `wanted` accepts that can carry a request. The closed or expired ones
-    /// found on the way go to `dead`; each one taken out leaves `lru`.
+    /// still) of those `wanted` accepts that can carry a request, one at home `here` first
+    /// (see [`Home`]). The closed or expired ones found on the way go to `dead`; each one
+    /// taken out leaves `lru`.
     fn take_h1(
         &mut self,
         lru: &mut BTreeMap<u64, (Arc<Origin>, Version)>,
         timeout: Duration,
+        here: Home,
         dead: &mut Vec<Idle1Conn>,
         wanted: impl Fn(&Idle1Conn) -> bool,
-    ) -> Option<Idle1Conn> {
-        while let Some(at) = self.h1.iter().rposition(|i| wanted(&i.conn)) {
+    ) -> Option<(Idle1Conn, Home)> {
+        loop {
+            let at = self.h1.iter().rposition(|i| i.home == here && wanted(&i.conn));
+            let at = at.or_else(|| self.h1.iter().rposition(|i| wanted(&i.conn)))?;
             let mut idle = self.h1.remove(at)?;
             lru.remove(&idle.seq);
             if idle.since.elapsed() < timeout && idle.conn.usable() {
-                return Some(idle.conn);
+                return Some((idle.conn, idle.home));
             }
             dead.push(idle.conn);
         }
-        None
     }
 
     /// Closes the oldest idle HTTP/1.1 connections beyond the per-origin bound that have
@@ -215,8 +218,27 @@ impl Conns {
 
 struct Idle1 {
     conn: Idle1Conn,
+    home: Home,
     seq: u64,
     since: Instant,
+}
+
+/// The runtime whose event loop a connection's socket is registered with, and on which its
+/// connection task (hyper's) runs: the one it was opened (or last moved) on. `None` outside
+/// a runtime.
+///
+/// One pool serves every runtime of a process; robotsgate's proxy runs a single-threaded
+/// runtime on each worker thread. A connection used from another runtime than its home
+/// still works, but each of its readiness events is seen by its home's event loop and
+/// passed on across threads, and nothing is seen while that loop is not running (its
+/// runtime blocked, or stopped). So a request takes a connection at home first; a plain
+/// stream taken from another home is moved to this one ([`Stream::rehome`]); a connection
+/// hyper runs (its task at home) is used from where it is.
+type Home = Option<tokio::runtime::Id>;
+
+/// The current runtime, as a [`Home`].
+fn here() -> Home {
+    tokio::runtime::Handle::try_current().ok().map(|runtime| runtime.id())
 }
 
 /// An idle HTTP/1.1 connection: hyper's (it carried a request through the pool), or a
@@ -258,8 +280,8 @@ struct Shared2 {
 
 /// A connection checked out for one request.
 enum Checked {
-    H1(http1::SendRequest<PoolRequestBody>),
-    /// An adopted stream, on which hyper is yet to start.
+    H1(http1::SendRequest<PoolRequestBody>, Home),
+    /// An adopted stream (at home here), on which hyper is yet to start.
     Stream(Stream),
     H2(http2::SendRequest<PoolRequestBody>, H2Open),
 }
@@ -296,31 +318,41 @@ impl Pool {
     /// to `origin` as if the pool had opened it, within the pool's bounds. It is kept as
     /// it is: hyper starts on it only when the pool sends a request on it, and
     /// [`Pool::take_idle_stream`] can take it back before. One that the origin has closed
-    /// meanwhile is dropped when found.
+    /// meanwhile is dropped when found. Called within the runtime that `stream` is
+    /// registered with (the one it was opened on, or taken out on): a request on that
+    /// runtime takes it before one on another does.
     pub fn adopt(&self, origin: &Origin, stream: Stream) {
-        self.inner.put_h1(Arc::new(origin.clone()), Idle1Conn::Stream(stream));
+        self.inner.put_h1(Arc::new(origin.clone()), Idle1Conn::Stream(stream), here());
     }
 
     /// An idle stream to `origin` that the pool adopted ([`Pool::adopt`]), the most
     /// recently used first, taken out of the pool as it is, for a sender of its own (one
     /// that writes HTTP/1.1 itself): no new connection, and no hyper on it. `None` when
     /// there is none (connections the pool opened or sent on are hyper's and stay).
+    ///
+    /// Within a runtime, one adopted on it comes first; one adopted on another is moved to
+    /// this runtime's event loop as it is taken out. Must be called within a runtime with
+    /// I/O enabled when streams were adopted on another.
     pub fn take_idle_stream(&self, origin: &Origin) -> Option<Stream> {
-        let timeout = self.inner.config.idle_timeout;
+        let (timeout, here) = (self.inner.config.idle_timeout, here());
         // Declared before the lock's guard: closed after it is released.
         let mut dead = Vec::new();
-        let mut state = self.inner.state.lock().ok()?;
-        let state = &mut *state;
-        let conns = state.origins.get_mut(origin)?;
-        let found =
-            match conns.take_h1(&mut state.lru, timeout, &mut dead, |c| matches!(c, Idle1Conn::Stream(_))) {
-                Some(Idle1Conn::Stream(stream)) => Some(stream),
+        let found = {
+            let mut state = self.inner.state.lock().ok()?;
+            let state = &mut *state;
+            let conns = state.origins.get_mut(origin)?;
+            let wanted = |c: &Idle1Conn| matches!(c, Idle1Conn::Stream(_));
+            let found = match conns.take_h1(&mut state.lru, timeout, here, &mut dead, wanted) {
+                Some((Idle1Conn::Stream(stream), home)) => Some((stream, home)),
                 _ => None,
             };
-        if conns.h1.is_empty() && conns.h2.is_none() {
-            state.origins.remove(origin);
-        }
-        found
+            if conns.h1.is_empty() && conns.h2.is_none() {
+                state.origins.remove(origin);
+            }
+            found
+        };
+        let (mut stream, home) = found?;
+        moved_here(&mut stream, home, here).then_some(stream)
     }
 
     /// Sends `req` (absolute URI: `http://host/path`) to its origin on an idle connection,
@@ -335,7 +367,7 @@ impl Pool {
             Some(conn) => {
                 // An idle connection may be closed by the origin as the request arrives.
                 let again =
-                    matches!(conn, Checked::H1(_) | Checked::Stream(_)).then(|| resendable(&req)).flatten();
+                    matches!(conn, Checked::H1(..) | Checked::Stream(_)).then(|| resendable(&req)).flatten();
                 match self.send_on(conn, &origin, req).await {
                     Ok(res) => return Ok(res),
                     Err(Unsent::Back(req)) => req,
@@ -363,11 +395,11 @@ impl Pool {
 
     /// An idle (HTTP/1.1) or shared (HTTP/2) connection to `origin`, if one is open.
     fn checkout(&self, origin: &Arc<Origin>) -> Option<Checked> {
-        let timeout = self.inner.config.idle_timeout;
+        let (timeout, here) = (self.inner.config.idle_timeout, here());
         // Declared before the lock's guard: closed after it is released.
         let mut dead = Vec::new();
-        let mut state = self.inner.state.lock().ok()?;
-        let state = &mut *state;
+        let mut guard = self.inner.state.lock().ok()?;
+        let state = &mut *guard;
         let conns = state.origins.get_mut(Borrow::<Origin>::borrow(origin))?;
         let mut found = None;
         if let Some(shared) = &mut conns.h2 {
@@ -387,16 +419,24 @@ impl Pool {
                 ));
             }
         }
-        if found.is_none() {
-            found = conns.take_h1(&mut state.lru, timeout, &mut dead, |_| true).map(|conn| match conn {
-                Idle1Conn::Hyper(sender) => Checked::H1(sender),
-                Idle1Conn::Stream(stream) => Checked::Stream(stream),
-            });
-        }
+        let taken = match found {
+            None => conns.take_h1(&mut state.lru, timeout, here, &mut dead, |_| true),
+            Some(_) => None,
+        };
         if conns.h1.is_empty() && conns.h2.is_none() {
             state.origins.remove(Borrow::<Origin>::borrow(origin));
         }
-        found
+        drop(guard);
+        if found.is_some() {
+            return found;
+        }
+        match taken? {
+            (Idle1Conn::Hyper(sender), home) => Some(Checked::H1(sender, home)),
+            // Moved out of the lock (a few system calls).
+            (Idle1Conn::Stream(mut stream), home) => {
+                moved_here(&mut stream, home, here).then_some(Checked::Stream(stream))
+            }
+        }
     }
 
     /// A new connection to `origin`: HTTP/2 when the origin chose it in ALPN (then shared
@@ -432,7 +472,7 @@ impl Pool {
             }
             Ok(Checked::H2(sender, open))
         } else {
-            Ok(Checked::H1(start_h1(io).await.map_err(PoolError::Http)?))
+            Ok(Checked::H1(start_h1(io).await.map_err(PoolError::Http)?, here()))
         }
     }
 
@@ -444,10 +484,10 @@ impl Pool {
         origin: &Arc<Origin>,
         mut req: Request<PoolRequestBody>,
     ) -> Result<Response<PoolBody>, Unsent> {
-        let mut sender = match conn {
-            Checked::H1(sender) => sender,
+        let (mut sender, home) = match conn {
+            Checked::H1(sender, home) => (sender, home),
             Checked::Stream(stream) => match start_h1(TokioIo::new(stream)).await {
-                Ok(sender) => sender,
+                Ok(sender) => (sender, here()),
                 Err(_) => return Err(Unsent::Back(req)),
             },
             Checked::H2(mut sender, open) => {
@@ -487,6 +527,7 @@ impl Pool {
                     pool: Arc::downgrade(&self.inner),
                     origin: origin.clone(),
                     sender,
+                    home,
                 }));
                 Ok(res.map(|body| PoolBody { body, _back: Some(back) }))
             }
@@ -497,6 +538,21 @@ impl Pool {
                 }
                 None => Err(Unsent::Failed(e.into_error())),
             },
+        }
+    }
+}
+
+/// Whether `stream`, at home `home`, can be used `here`: moved to this runtime's event loop
+/// when its home is another ([`Stream::rehome`]). One that cannot be moved is closed.
+fn moved_here(stream: &mut Stream, home: Home, here: Home) -> bool {
+    if home == here || here.is_none() {
+        return true;
+    }
+    match stream.rehome() {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(error = %e, "an idle connection could not be moved to this runtime: closed");
+            false
         }
     }
 }
@@ -562,7 +618,7 @@ enum Unsent {
 
 impl Inner {
     /// Takes back an HTTP/1.1 connection that is ready for its next request.
-    fn put_h1(self: &Arc<Self>, origin: Arc<Origin>, conn: Idle1Conn) {
+    fn put_h1(self: &Arc<Self>, origin: Arc<Origin>, conn: Idle1Conn, home: Home) {
         let config = self.config;
         if config.max_idle == 0 || config.max_idle_per_origin == 0 {
             return;
@@ -574,7 +630,7 @@ impl Inner {
         state.next_seq += 1;
         let conns = state.origins.entry(origin.clone()).or_default();
         let now = Instant::now();
-        conns.h1.push_back(Idle1 { conn, seq, since: now });
+        conns.h1.push_back(Idle1 { conn, home, seq, since: now });
         conns.trim(&mut state.lru, config, now, &mut closed);
         state.lru.insert(seq, (origin, Version::H1));
         evict(state, config.max_idle, &mut closed);
@@ -764,15 +820,16 @@ struct Back1 {
     pool: Weak<Inner>,
     origin: Arc<Origin>,
     sender: http1::SendRequest<PoolRequestBody>,
+    home: Home,
 }
 
 impl Drop for Back {
     fn drop(&mut self) {
         let Back::H1(slot) = self else { return };
-        let Some(Back1 { pool, origin, mut sender }) = slot.take() else { return };
+        let Some(Back1 { pool, origin, mut sender, home }) = slot.take() else { return };
         let Some(pool) = pool.upgrade() else { return };
         if sender.is_ready() {
-            pool.put_h1(origin, Idle1Conn::Hyper(sender));
+            pool.put_h1(origin, Idle1Conn::Hyper(sender), home);
         } else if !sender.is_closed()
             && let Ok(handle) = tokio::runtime::Handle::try_current()
         {
@@ -780,7 +837,7 @@ impl Drop for Back {
             // bookkeeping not yet done): it comes back once ready, or closes.
             handle.spawn(async move {
                 if sender.ready().await.is_ok() {
-                    pool.put_h1(origin, Idle1Conn::Hyper(sender));
+                    pool.put_h1(origin, Idle1Conn::Hyper(sender), home);
                 }
             });
         }

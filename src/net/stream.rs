@@ -27,6 +27,26 @@ impl Stream {
             Stream::Tls(s) => s.get_ref().0,
         }
     }
+
+    /// Registers the connection with the current runtime's event loop instead of the one it
+    /// was registered with (where it was opened): a copy of its socket (`dup`) goes to this
+    /// loop, and the old one leaves the other loop and is closed; the connection, its TLS
+    /// state and its socket options stay. Nothing must be waiting on the stream.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime with I/O enabled, as [`TcpStream::from_std`].
+    pub(crate) fn rehome(&mut self) -> io::Result<()> {
+        use std::os::fd::AsFd;
+        let tcp = match self {
+            Stream::Plain(s) | Stream::Proxied(s) => s,
+            Stream::Tls(s) => s.get_mut().0,
+        };
+        // The copy shares the open socket, its non-blocking mode included.
+        let copy = std::net::TcpStream::from(tcp.as_fd().try_clone_to_owned()?);
+        drop(std::mem::replace(tcp, TcpStream::from_std(copy)?));
+        Ok(())
+    }
 }
 
 impl Connection for Stream {
