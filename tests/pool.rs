@@ -589,6 +589,23 @@ fn idle_streams_are_taken_at_home_first_and_moved_when_taken_elsewhere() {
     assert_eq!(origin.connections(), 2, "no connection opened besides the two");
 }
 
+/// A stream whose runtime has been dropped while it sat in the pool is not handed out (its
+/// event loop is gone); the request that wanted it opens a new connection.
+#[test]
+fn a_stream_whose_runtime_is_gone_is_not_handed_out() {
+    let t = TwoRuntimes::start();
+    t.adopt_new(&t.a);
+    let TwoRuntimes { origin, at, pool, a, b, .. } = t;
+    drop(a);
+    b.block_on(async {
+        assert!(pool.take_idle_stream(&at).is_none());
+        assert_eq!(pool.idle(), 0, "and it is gone from the pool");
+        let (status, body) = fetch(&pool, &origin.url("/a")).await;
+        assert_eq!((status, &body[..]), (StatusCode::OK, &b"A"[..]));
+    });
+    assert_eq!(origin.connections(), 2, "a new connection for the request");
+}
+
 /// A TLS stream taken on another runtime than its own is moved as well, its TLS session
 /// with it.
 #[test]
