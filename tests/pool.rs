@@ -1,8 +1,10 @@
 //! The connection pool (`robotsgate::net::Pool`) against real origins on loopback: the one
 //! bound on idle connections across origins (least recently used closed first), the bound
 //! per origin, the idle timeout, a robots.txt fetch's connection serving the request that
-//! follows, and HTTP/2 connections shared by concurrent requests. Connections are counted
-//! at the origins (what a broad crawl leaves open is what the origins see open).
+//! follows, HTTP/2 connections shared by concurrent requests, and, with a runtime per
+//! thread as the proxy's workers run, idle connections taken on their own runtime first and
+//! moved to the taking one's event loop. Connections are counted at the origins (what a
+//! broad crawl leaves open is what the origins see open).
 
 mod support;
 
