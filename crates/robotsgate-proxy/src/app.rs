@@ -21,7 +21,7 @@ use crate::proxy::{ClientNetworks, Proxy, ProxyConfig, listen};
 use robotsgate::audit::{AuditConfig, AuditLog, AuditSetupError, Durability, OnError, Target};
 use robotsgate::fetch::FetchConfig;
 use robotsgate::layer::{Mode, RobotsLayer, Settings, TokenSelector, Transport};
-use robotsgate::net::{self, DnsConfig, Guard, Pool, PoolConfig, TlsConfig, TlsSetupError};
+use robotsgate::net::{self, DnsConfig, Guard, Pool, TlsConfig, TlsSetupError};
 use robotsgate::pacing::{PaceObserver, Pacer};
 use robotsgate::policy::{FetchObserver, PolicyConfig, RobotsPolicy};
 use robotsgate::{BuildError, Robots};
@@ -301,12 +301,7 @@ impl App {
                 max_redirects: config.fetch.max_redirects,
                 ..FetchConfig::default()
             })
-            .pool(PoolConfig {
-                max_idle: config.proxy.upstream_idle_max,
-                max_idle_per_origin: config.proxy.upstream_idle_per_origin,
-                idle_timeout: config.proxy.upstream_idle_timeout.0,
-                burst_grace: config.proxy.upstream_burst_grace.0,
-            })
+            .pool(config.pool_config())
             .policy_config(policy_config(config))
             .pacing_config(config.pacing_config())
             .audit(audit.clone())

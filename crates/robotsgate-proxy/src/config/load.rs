@@ -4,6 +4,7 @@
 use super::error::{ConfigError, find_key, find_table, toml_error};
 use super::sections::{ActionName, Config, Select};
 use super::verify::VerifyProblem;
+use robotsgate::net::PoolConfig;
 use robotsgate::pacing::{HostRule, PacingConfig};
 use robotsgate::policy::{Override, OverrideAction};
 
@@ -313,6 +314,17 @@ impl Config {
             format!("{} robotsgate/{}", self.agent.token.0, env!("CARGO_PKG_VERSION"))
         } else {
             self.agent.user_agent.clone()
+        }
+    }
+
+    /// The upstream connection pool's bounds (`proxy.upstream_*`) as the pool takes them.
+    pub fn pool_config(&self) -> PoolConfig {
+        let p = &self.proxy;
+        PoolConfig {
+            max_idle: p.upstream_idle_max,
+            max_idle_per_origin: p.upstream_idle_per_origin,
+            idle_timeout: p.upstream_idle_timeout.0,
+            burst_grace: p.upstream_burst_grace.0,
         }
     }
 

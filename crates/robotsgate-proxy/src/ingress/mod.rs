@@ -650,10 +650,8 @@ impl Ingress {
         let pool = Pool::new(
             connector,
             PoolConfig {
-                max_idle: config.proxy.upstream_idle_max,
                 max_idle_per_origin: config.proxy.upstream_idle_per_origin.max(64),
-                idle_timeout: config.proxy.upstream_idle_timeout.0,
-                burst_grace: config.proxy.upstream_burst_grace.0,
+                ..config.pool_config()
             },
         );
         let audit = audit_log(config).await?;
