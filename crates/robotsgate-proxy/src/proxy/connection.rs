@@ -155,7 +155,8 @@ async fn handle(
         let inside = shared.inside(client, user);
         shared.tunnels.spawn(async move {
             match hyper::upgrade::on(req).await {
-                Ok(upgraded) => intercept::serve(upgraded, origin, interception, inside).await,
+                // Boxed: the task holds a pointer, not the intercepted connection's future.
+                Ok(upgraded) => Box::pin(intercept::serve(upgraded, origin, interception, inside)).await,
                 Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
             }
         });

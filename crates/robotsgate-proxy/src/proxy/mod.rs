@@ -311,9 +311,13 @@ impl Accept {
             }
             let _ = stream.set_nodelay(true);
             let open = shared.metrics.as_ref().map(|m| m.connection());
+            // The connection's future (the fast path's and hyper's states) is kilobytes:
+            // boxed once here, the task tokio allocates and moves (into its cell, and each
+            // time it sets the task's stage) holds a pointer instead of the whole of it.
+            let serve = Box::pin(serve_connection(stream, client, shared));
             self.connections.spawn(async move {
                 let (_permit, _open) = (permit, open);
-                serve_connection(stream, client, shared).await;
+                serve.await;
             });
         }
     }
