@@ -57,11 +57,12 @@ pub(crate) enum Served<IO> {
 }
 
 /// Serves `io`'s requests with `call` while they have the fast path's shape (see the
-/// module).
+/// module), with `kit`'s buffers.
 pub(crate) async fn serve<IO, C, F, B>(
     mut io: IO,
     limits: Limits,
     stop: &CancellationToken,
+    kit: &mut Kit,
     mut call: C,
 ) -> Served<IO>
 where
@@ -71,9 +72,7 @@ where
     B: Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
 {
-    let mut read = BytesMut::with_capacity(READ_SPACE);
-    let mut write = Vec::with_capacity(4096);
-    let mut headers = HeaderMap::new();
+    let Buffers { read, write, headers } = &mut kit.0;
     let deadline = tokio::time::sleep(limits.header_read_timeout);
     tokio::pin!(deadline);
     loop {
@@ -82,22 +81,22 @@ where
         // byte at a time is searched once, not once a byte.
         let mut searched = 0;
         let head = loop {
-            match read_request_head(&mut read, searched, limits.max_header_bytes, &mut headers) {
+            match read_request_head(read, searched, limits.max_header_bytes, headers) {
                 RequestRead::Fast(head) => break head,
                 RequestRead::Other => {
                     tracing::debug!(
                         "a request the fast path does not take: the connection goes on with hyper"
                     );
-                    return Served::HandOver(Prefixed { prefix: read.freeze(), inner: io });
+                    return Served::HandOver(Prefixed { prefix: std::mem::take(read).freeze(), inner: io });
                 }
                 RequestRead::Partial => {}
             }
             searched = read.len();
-            make_room(&mut read);
+            make_room(read);
             let idle = read.is_empty();
             tokio::select! {
                 biased;
-                r = io.read_buf(&mut read) => match r {
+                r = io.read_buf(read) => match r {
                     Ok(0) | Err(_) => return Served::Done,
                     Ok(_) => {}
                 },
@@ -113,15 +112,15 @@ where
         *req.method_mut() = head.method;
         *req.uri_mut() = head.uri;
         *req.version_mut() = Version::HTTP_11;
-        *req.headers_mut() = std::mem::take(&mut headers);
+        *req.headers_mut() = std::mem::take(headers);
         // Pinned here, where it is made: not moved again into the wait's own state.
         let answer = call(req);
         tokio::pin!(answer);
-        let Some(res) = unless_gone(&mut io, &mut read, answer).await else {
+        let Some(res) = unless_gone(&mut io, read, answer).await else {
             return Served::Done;
         };
         let keep_alive = !head.close && !stop.is_cancelled();
-        match respond(&mut io, &mut read, &mut write, &mut headers, head_request, keep_alive, res).await {
+        match respond(&mut io, read, write, headers, head_request, keep_alive, res).await {
             Ok(true) => {}
             Ok(false) => {
                 let _ = io.shutdown().await;
@@ -143,6 +142,74 @@ fn keep_map(spare: &mut HeaderMap, mut map: HeaderMap) {
         // Emptied at once: its values hold parts of the upstream's read buffer.
         map.clear();
         *spare = map;
+    }
+}
+
+/// What the fast path allocates for a client connection: its read and write buffers and
+/// the map its requests' fields are read into.
+pub(crate) struct Buffers {
+    read: BytesMut,
+    write: Vec<u8>,
+    headers: HeaderMap,
+}
+
+/// The most [`Buffers`] a thread keeps for its next client connections (some 15 KiB
+/// each, 70 at most).
+const KEPT_BUFFERS: usize = 16;
+
+thread_local! {
+    /// Buffers of client connections that ended on this thread, for the next ones.
+    static SPARE_BUFFERS: std::cell::RefCell<Vec<Buffers>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A client connection's [`Buffers`], taken from its thread's spares or made, and given
+/// back when the kit is dropped: a client that opens a connection for every request (a
+/// `curl` in a loop) costs no new buffers. Buffers still shared (bytes of a request held
+/// elsewhere), or grown past what a connection usually needs, are let go instead. The
+/// caller takes the kit before whatever holds parts of its requests (the connection's
+/// service, whose kept connection is keyed by a request's authority): dropped after it,
+/// the read buffer is the kit's alone again.
+pub(crate) struct Kit(Buffers);
+
+impl Kit {
+    /// Spare buffers of this thread's, or new ones.
+    pub(crate) fn take() -> Kit {
+        let spare = SPARE_BUFFERS.try_with(|s| s.try_borrow_mut().ok()?.pop()).ok().flatten();
+        Kit(spare.unwrap_or_else(|| Buffers {
+            read: BytesMut::with_capacity(READ_SPACE),
+            write: Vec::with_capacity(4096),
+            headers: HeaderMap::new(),
+        }))
+    }
+}
+
+impl Drop for Kit {
+    fn drop(&mut self) {
+        let Buffers { read, write, headers } = &mut self.0;
+        read.clear();
+        // `try_reclaim`: the whole allocation again, if nothing else holds a part of it.
+        if !read.try_reclaim(READ_SPACE) || read.capacity() > 4 * READ_SPACE {
+            return;
+        }
+        if write.capacity() > 2 * GATHER || headers.capacity() > MAX_KEPT_FIELDS {
+            return;
+        }
+        write.clear();
+        // Emptied at once: its values hold parts of read buffers.
+        headers.clear();
+        let buffers = Buffers {
+            read: std::mem::take(read),
+            write: std::mem::take(write),
+            headers: std::mem::take(headers),
+        };
+        // Not when the thread is ending (its spares are gone) or the spares are full.
+        let _ = SPARE_BUFFERS.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut()
+                && s.len() < KEPT_BUFFERS
+            {
+                s.push(buffers);
+            }
+        });
     }
 }
 
@@ -350,6 +417,60 @@ mod tests {
             map.insert(http::HeaderName::try_from(format!("x-{i}")).unwrap(), HeaderValue::from_static("v"));
         }
         map
+    }
+
+    fn spares() -> usize {
+        SPARE_BUFFERS.with(|s| s.borrow().len())
+    }
+
+    /// A connection's buffers serve the next connection on the same thread: the same
+    /// allocations, emptied.
+    #[test]
+    fn a_kits_buffers_serve_the_next_connection_emptied() {
+        let mut kit = Kit::take();
+        let Buffers { read, write, headers } = &mut kit.0;
+        read.extend_from_slice(b"GET / HTTP/1.1\r\n\r\nGET /half");
+        let _head = read.split_to(18);
+        drop(_head);
+        write.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+        headers.insert(http::header::HOST, HeaderValue::from_static("example.com"));
+        let (r, w) = (read.as_ptr(), write.as_ptr());
+        drop(kit);
+        assert_eq!(spares(), 1);
+
+        let kit = Kit::take();
+        assert_eq!(spares(), 0);
+        let Buffers { read, write, headers } = &kit.0;
+        assert!(read.is_empty() && write.is_empty() && headers.is_empty());
+        assert_eq!(write.as_ptr(), w, "the same write buffer");
+        assert_eq!(read.as_ptr(), r.wrapping_sub(18), "the read buffer from its start");
+        assert!(read.capacity() >= READ_SPACE && headers.capacity() > 0);
+    }
+
+    /// A read buffer a part of which is held elsewhere (a request's bytes) is let go, and
+    /// so are buffers grown past the bounds; a thread keeps at most KEPT_BUFFERS.
+    #[test]
+    fn shared_or_grown_buffers_are_let_go_and_the_spares_are_bounded() {
+        let mut kit = Kit::take();
+        kit.0.read.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
+        let held = kit.0.read.split_to(4).freeze();
+        drop(kit);
+        assert_eq!(spares(), 0, "a part of its read buffer is still held");
+        drop(held);
+
+        let mut kit = Kit::take();
+        kit.0.write.reserve(4 * GATHER);
+        drop(kit);
+        assert_eq!(spares(), 0, "a write buffer grown past 2 * GATHER");
+
+        let mut kit = Kit::take();
+        kit.0.headers = map_of(MAX_KEPT_FIELDS + 1);
+        drop(kit);
+        assert_eq!(spares(), 0, "a map grown past MAX_KEPT_FIELDS");
+
+        let kits: Vec<Kit> = (0..KEPT_BUFFERS + 5).map(|_| Kit::take()).collect();
+        drop(kits);
+        assert_eq!(spares(), KEPT_BUFFERS);
     }
 
     /// A response's map is kept for the next request empty and with its room; one grown

@@ -895,6 +895,8 @@ impl Doors {
         svc: IngressService<Upstream>,
         kept: kept::Kept,
     ) {
+        // First: dropped last, after what holds parts of its requests.
+        let mut kit = h1_server::Kit::take();
         let https = self.tls.is_some();
         let counted = self.metrics.clone();
         // One request, whichever way it was read: the fast path's or hyper's.
@@ -926,7 +928,7 @@ impl Doors {
         });
         let (builder, stop, limits) = (&self.builder, &self.stop, self.fast_limits);
         match &self.tls {
-            None => serve_fast_first(builder, stream, limits, fast, hyper_svc, stop).await,
+            None => serve_fast_first(builder, stream, limits, &mut kit, fast, hyper_svc, stop).await,
             Some(acceptor) => {
                 let handshake = tokio::select! {
                     h = tokio::time::timeout(self.handshake_timeout, acceptor.accept(stream)) => h,
@@ -937,7 +939,7 @@ impl Doors {
                     Ok(Ok(stream)) => {
                         let h2 = stream.get_ref().1.alpn_protocol() == Some(&b"h2"[..]);
                         let limits = limits.filter(|_| !h2);
-                        serve_fast_first(builder, stream, limits, fast, hyper_svc, stop).await
+                        serve_fast_first(builder, stream, limits, &mut kit, fast, hyper_svc, stop).await
                     }
                     Ok(Err(e)) => {
                         self.metrics.handshake_failed(HandshakeFailure::Error);
@@ -959,6 +961,7 @@ async fn serve_fast_first<I, C, F, FB, S, B>(
     builder: &hyper_util::server::conn::auto::Builder<TokioExecutor>,
     io: I,
     limits: Option<h1_server::Limits>,
+    kit: &mut h1_server::Kit,
     fast: C,
     svc: S,
     stop: &CancellationToken,
@@ -977,7 +980,7 @@ async fn serve_fast_first<I, C, F, FB, S, B>(
 {
     match limits {
         Some(limits) => {
-            if let Served::HandOver(rest) = h1_server::serve(io, limits, stop, fast).await {
+            if let Served::HandOver(rest) = h1_server::serve(io, limits, stop, kit, fast).await {
                 serve(builder, TokioIo::new(rest), svc, stop).await;
             }
         }

@@ -30,6 +30,8 @@ use robotsgate::{Refusal, RefusalKind};
 
 /// Serves one client connection.
 pub(super) async fn serve_connection(stream: tokio::net::TcpStream, client: SocketAddr, shared: Arc<Shared>) {
+    // First: dropped last, after the service that holds parts of its requests.
+    let mut kit = shared.config.http1_fast_path.then(h1_server::Kit::take);
     let stop = shared.stop.clone();
     let config = shared.config.clone();
     // The robots layer over the forwarder, for this connection's requests.
@@ -50,12 +52,12 @@ pub(super) async fn serve_connection(stream: tokio::net::TcpStream, client: Sock
             res
         }
     };
-    let io = if config.http1_fast_path {
+    let io = if let Some(kit) = &mut kit {
         let limits = h1_server::Limits {
             header_read_timeout: config.header_read_timeout,
             max_header_bytes: config.max_header_bytes,
         };
-        match h1_server::serve(stream, limits, &stop, &one).await {
+        match h1_server::serve(stream, limits, &stop, kit, &one).await {
             Served::Done => return,
             Served::HandOver(rest) => rest,
         }
