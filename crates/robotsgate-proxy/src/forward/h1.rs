@@ -51,7 +51,8 @@ impl H1Conn {
         if matches!(io, Stream::Proxied(_)) {
             return None;
         }
-        let (read, write) = (BytesMut::with_capacity(READ_SIZE), Vec::with_capacity(1024));
+        let (read, write) =
+            spare::take().unwrap_or_else(|| (BytesMut::with_capacity(READ_SIZE), Vec::with_capacity(1024)));
         Some(H1Conn(Box::new(Conn { io, read, write })))
     }
 
@@ -68,7 +69,94 @@ impl H1Conn {
     /// The connection, for another HTTP/1.1 client to send on: `None` if the origin has
     /// closed it or sent something while it was idle.
     pub(crate) fn into_idle(mut self) -> Option<Stream> {
-        (!self.stale() && self.0.read.is_empty()).then_some(self.0.io)
+        if self.stale() || !self.0.read.is_empty() {
+            return None;
+        }
+        let Conn { io, read, write } = *self.0;
+        spare::give(read, write);
+        Some(io)
+    }
+}
+
+/// The buffers of connections that went idle on this thread, for the next [`H1Conn`]s
+/// made on it: a client that opens a connection for every request takes an idle upstream
+/// connection each time (`take_idle`), and costs no new buffers for it.
+mod spare {
+    use std::cell::RefCell;
+
+    use bytes::BytesMut;
+
+    use super::READ_SIZE;
+
+    /// The most buffer pairs a thread keeps (some 9 KiB each, 40 at most).
+    pub(super) const KEPT: usize = 16;
+
+    thread_local! {
+        static SPARE: RefCell<Vec<(BytesMut, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// A pair of this thread's, empty, if it has one.
+    pub(super) fn take() -> Option<(BytesMut, Vec<u8>)> {
+        SPARE.try_with(|s| s.try_borrow_mut().ok()?.pop()).ok().flatten()
+    }
+
+    /// Keeps `read` and `write` for the next connection, unless the read buffer is still
+    /// shared (a response's bytes held elsewhere) or either has grown past the usual.
+    pub(super) fn give(mut read: BytesMut, mut write: Vec<u8>) {
+        read.clear();
+        if !read.try_reclaim(READ_SIZE) || read.capacity() > 4 * READ_SIZE || write.capacity() > READ_SIZE {
+            return;
+        }
+        write.clear();
+        // Not when the thread is ending (its spares are gone) or the spares are full.
+        let _ = SPARE.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut()
+                && s.len() < KEPT
+            {
+                s.push((read, write));
+            }
+        });
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn spares() -> usize {
+            SPARE.with(|s| s.borrow().len())
+        }
+
+        /// An idle connection's buffers, emptied, are the next connection's; a read buffer
+        /// still shared, or buffers grown past the bounds, are let go; at most KEPT.
+        #[test]
+        fn idle_connections_buffers_serve_the_next_ones_within_bounds() {
+            let mut read = BytesMut::with_capacity(READ_SIZE);
+            read.extend_from_slice(b"HTTP/1.1 200 OK\r\n\r\nbody");
+            drop(read.split_to(19));
+            let mut write = Vec::with_capacity(1024);
+            write.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
+            let (r, w) = (read.as_ptr(), write.as_ptr());
+            give(read, write);
+            let (read, write) = take().expect("kept");
+            assert!(read.is_empty() && write.is_empty());
+            assert_eq!((read.as_ptr(), write.as_ptr()), (r.wrapping_sub(19), w));
+            assert!(read.capacity() >= READ_SIZE);
+
+            let mut read = BytesMut::with_capacity(READ_SIZE);
+            read.extend_from_slice(b"body");
+            let held = read.split_to(2).freeze();
+            give(read, Vec::new());
+            assert_eq!(spares(), 0, "a part of the read buffer is held");
+            drop(held);
+            give(BytesMut::with_capacity(8 * READ_SIZE), Vec::new());
+            give(BytesMut::with_capacity(READ_SIZE), Vec::with_capacity(2 * READ_SIZE));
+            assert_eq!(spares(), 0, "grown past the bounds");
+
+            for _ in 0..KEPT + 3 {
+                give(BytesMut::with_capacity(READ_SIZE), Vec::new());
+            }
+            assert_eq!(spares(), KEPT);
+        }
     }
 }
 
