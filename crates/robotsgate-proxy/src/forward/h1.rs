@@ -88,8 +88,9 @@ mod spare {
 
     use super::READ_SIZE;
 
-    /// The most buffer pairs a thread keeps (some 9 KiB each, 40 at most).
-    pub(super) const KEPT: usize = 16;
+    /// The most buffer pairs a thread keeps (some 9 KiB each, 40 at most), as many as
+    /// `h1_server`'s.
+    pub(super) const KEPT: usize = 32;
 
     thread_local! {
         static SPARE: RefCell<Vec<(BytesMut, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
