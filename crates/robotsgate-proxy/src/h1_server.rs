@@ -187,6 +187,9 @@ impl Kit {
 impl Drop for Kit {
     fn drop(&mut self) {
         let Buffers { read, write, headers } = &mut self.0;
+        // The map first: its values may hold parts of the read buffer.
+        headers.clear();
+        write.clear();
         read.clear();
         // `try_reclaim`: the whole allocation again, if nothing else holds a part of it.
         if !read.try_reclaim(READ_SPACE) || read.capacity() > 4 * READ_SPACE {
@@ -195,9 +198,6 @@ impl Drop for Kit {
         if write.capacity() > 2 * GATHER || headers.capacity() > MAX_KEPT_FIELDS {
             return;
         }
-        write.clear();
-        // Emptied at once: its values hold parts of read buffers.
-        headers.clear();
         let buffers = Buffers {
             read: std::mem::take(read),
             write: std::mem::take(write),
@@ -431,10 +431,11 @@ mod tests {
         let mut kit = Kit::take();
         let Buffers { read, write, headers } = &mut kit.0;
         read.extend_from_slice(b"GET / HTTP/1.1\r\n\r\nGET /half");
-        let _head = read.split_to(18);
-        drop(_head);
+        let head = read.split_to(18).freeze();
         write.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
-        headers.insert(http::header::HOST, HeaderValue::from_static("example.com"));
+        // A value that holds a part of the read buffer, as a request's fields do.
+        headers.insert(http::header::HOST, HeaderValue::from_maybe_shared(head.slice(4..5)).unwrap());
+        drop(head);
         let (r, w) = (read.as_ptr(), write.as_ptr());
         drop(kit);
         assert_eq!(spares(), 1);
