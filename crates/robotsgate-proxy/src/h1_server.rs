@@ -30,6 +30,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::prefixed::Prefixed;
+use crate::spares::Spares;
 
 /// Bytes of response gathered before they are written (a head and a small body go out in
 /// one write); a larger piece of body is written as it is. It bounds the write buffer each
@@ -160,7 +161,7 @@ const KEPT_BUFFERS: usize = 32;
 
 thread_local! {
     /// Buffers of client connections that ended on this thread, for the next ones.
-    static SPARE_BUFFERS: std::cell::RefCell<Vec<Buffers>> = const { std::cell::RefCell::new(Vec::new()) };
+    static SPARE_BUFFERS: Spares<Buffers> = const { Spares::new(KEPT_BUFFERS) };
 }
 
 /// A client connection's [`Buffers`], taken from its thread's spares or made, and given
@@ -175,8 +176,7 @@ pub(crate) struct Kit(Buffers);
 impl Kit {
     /// Spare buffers of this thread's, or new ones.
     pub(crate) fn take() -> Kit {
-        let spare = SPARE_BUFFERS.try_with(|s| s.try_borrow_mut().ok()?.pop()).ok().flatten();
-        Kit(spare.unwrap_or_else(|| Buffers {
+        Kit(Spares::take(&SPARE_BUFFERS).unwrap_or_else(|| Buffers {
             read: BytesMut::with_capacity(READ_SPACE),
             write: Vec::with_capacity(4096),
             headers: HeaderMap::new(),
@@ -203,14 +203,7 @@ impl Drop for Kit {
             write: std::mem::take(write),
             headers: std::mem::take(headers),
         };
-        // Not when the thread is ending (its spares are gone) or the spares are full.
-        let _ = SPARE_BUFFERS.try_with(|s| {
-            if let Ok(mut s) = s.try_borrow_mut()
-                && s.len() < KEPT_BUFFERS
-            {
-                s.push(buffers);
-            }
-        });
+        Spares::give(&SPARE_BUFFERS, buffers);
     }
 }
 
@@ -421,7 +414,7 @@ mod tests {
     }
 
     fn spares() -> usize {
-        SPARE_BUFFERS.with(|s| s.borrow().len())
+        Spares::count(&SPARE_BUFFERS)
     }
 
     /// A connection's buffers serve the next connection on the same thread: the same

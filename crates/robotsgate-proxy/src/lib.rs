@@ -21,4 +21,5 @@ mod memory;
 pub mod metrics;
 mod prefixed;
 pub mod proxy;
+mod spares;
 mod workers;

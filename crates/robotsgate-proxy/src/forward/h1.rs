@@ -82,23 +82,22 @@ impl H1Conn {
 /// made on it: a client that opens a connection for every request takes an idle upstream
 /// connection each time (`take_idle`), and costs no new buffers for it.
 mod spare {
-    use std::cell::RefCell;
-
     use bytes::BytesMut;
 
     use super::READ_SIZE;
+    use crate::spares::Spares;
 
     /// The most buffer pairs a thread keeps (some 9 KiB each, 40 at most), as many as
     /// `h1_server`'s.
     pub(super) const KEPT: usize = 32;
 
     thread_local! {
-        static SPARE: RefCell<Vec<(BytesMut, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
+        static SPARE: Spares<(BytesMut, Vec<u8>)> = const { Spares::new(KEPT) };
     }
 
     /// A pair of this thread's, empty, if it has one.
     pub(super) fn take() -> Option<(BytesMut, Vec<u8>)> {
-        SPARE.try_with(|s| s.try_borrow_mut().ok()?.pop()).ok().flatten()
+        Spares::take(&SPARE)
     }
 
     /// Keeps `read` and `write` for the next connection, unless the read buffer is still
@@ -109,14 +108,7 @@ mod spare {
             return;
         }
         write.clear();
-        // Not when the thread is ending (its spares are gone) or the spares are full.
-        let _ = SPARE.try_with(|s| {
-            if let Ok(mut s) = s.try_borrow_mut()
-                && s.len() < KEPT
-            {
-                s.push((read, write));
-            }
-        });
+        Spares::give(&SPARE, (read, write));
     }
 
     #[cfg(test)]
@@ -124,7 +116,7 @@ mod spare {
         use super::*;
 
         fn spares() -> usize {
-            SPARE.with(|s| s.borrow().len())
+            Spares::count(&SPARE)
         }
 
         /// An idle connection's buffers, emptied, are the next connection's; a read buffer
