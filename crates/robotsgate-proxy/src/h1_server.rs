@@ -174,6 +174,18 @@ thread_local! {
 pub(crate) struct Kit(Buffers);
 
 impl Kit {
+    /// Drops this thread's spare buffers if no connection took or gave any since the last
+    /// call (`memory::shed_spares_when_quiet`); how many.
+    pub(crate) fn shed_unused() -> usize {
+        Spares::shed_unused(&SPARE_BUFFERS)
+    }
+
+    /// How many this thread keeps.
+    #[cfg(test)]
+    pub(crate) fn spares() -> usize {
+        Spares::count(&SPARE_BUFFERS)
+    }
+
     /// Spare buffers of this thread's, or new ones.
     pub(crate) fn take() -> Kit {
         Kit(Spares::take(&SPARE_BUFFERS).unwrap_or_else(|| Buffers {
@@ -414,7 +426,7 @@ mod tests {
     }
 
     fn spares() -> usize {
-        Spares::count(&SPARE_BUFFERS)
+        Kit::spares()
     }
 
     /// A connection's buffers serve the next connection on the same thread: the same

@@ -13,6 +13,12 @@
 //! burst (about 2,500 page faults for 256 client connections at once, against 400 when the
 //! memory was kept), so a proxy whose traffic pauses for a few seconds now and then should
 //! keep its memory over the pause.
+//!
+//! Each worker thread also keeps spare buffers of connections that ended, for its next
+//! ones (`h1_server::Kit`, `forward::h1`'s upstream buffers; up to some 3.5 MB a thread
+//! after a burst). [`shed_spares_when_quiet`], on every worker, drops them once a whole
+//! tick passed without a connection taking or giving any: before the proxy is quiet long
+//! enough for the allocator's pages to go back.
 
 use std::time::Duration;
 
@@ -41,6 +47,20 @@ where
             }
         }
     })
+}
+
+/// Every `tick`, on the worker thread it runs on, drops that thread's spare buffers if no
+/// connection took or gave any during the tick. Runs until its runtime is dropped.
+pub(crate) async fn shed_spares_when_quiet(tick: Duration) {
+    let mut every = tokio::time::interval(tick);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let shed = crate::h1_server::Kit::shed_unused() + crate::forward::shed_unused_spares();
+        if shed > 0 {
+            tracing::trace!(shed, "quiet: a worker's spare buffers dropped");
+        }
+    }
 }
 
 /// Counts the ticks since the activity number last changed, and says when a quiet spell
@@ -94,7 +114,27 @@ fn trim() {}
 
 #[cfg(test)]
 mod tests {
-    use super::QuietSpell;
+    use std::time::Duration;
+
+    use super::{QuietSpell, shed_spares_when_quiet};
+    use crate::h1_server::Kit;
+
+    /// A worker's spare buffers outlive a tick in which a connection ended, and are
+    /// dropped after the next, in which none took or gave any. (The clock is tokio's
+    /// paused one: it moves to the next timer whenever every task waits.)
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_workers_spares_are_dropped_after_a_tick_without_connections() {
+        let tick = Duration::from_secs(5);
+        let shedding = tokio::spawn(shed_spares_when_quiet(tick));
+        tokio::time::sleep(tick / 2).await;
+        drop((Kit::take(), Kit::take()));
+        assert_eq!(Kit::spares(), 2);
+        tokio::time::sleep(tick).await;
+        assert_eq!(Kit::spares(), 2, "a connection ended during the tick: kept");
+        tokio::time::sleep(tick).await;
+        assert_eq!(Kit::spares(), 0, "a tick without connections: dropped");
+        shedding.abort();
+    }
 
     /// The ticks (activity numbers, one a tick) on which a spell gives memory back.
     fn given_back_on(quiet_ticks: u32, ticks: &[u64]) -> Vec<usize> {

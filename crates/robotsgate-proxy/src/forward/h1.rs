@@ -78,6 +78,8 @@ impl H1Conn {
     }
 }
 
+pub(crate) use spare::shed_unused as shed_unused_spares;
+
 /// The buffers of connections that went idle on this thread, for the next [`H1Conn`]s
 /// made on it: a client that opens a connection for every request takes an idle upstream
 /// connection each time (`take_idle`), and costs no new buffers for it.
@@ -93,6 +95,11 @@ mod spare {
 
     thread_local! {
         static SPARE: Spares<(BytesMut, Vec<u8>)> = const { Spares::new(KEPT) };
+    }
+
+    /// Drops this thread's pairs if no connection took or gave any since the last call.
+    pub(crate) fn shed_unused() -> usize {
+        Spares::shed_unused(&SPARE)
     }
 
     /// A pair of this thread's, empty, if it has one.

@@ -49,7 +49,8 @@ use sticky::KEPT_OPENING;
 
 pub(crate) use errors::{connect_refusal, not_a_proxy_request};
 pub(crate) use h1::{
-    H1Body, H1Conn, H1Sent, PutBack, fits as fits_h1, opens_new, send as send_h1, take_idle,
+    H1Body, H1Conn, H1Sent, PutBack, fits as fits_h1, opens_new, send as send_h1, shed_unused_spares,
+    take_idle,
 };
 pub use headers::strip_hop_by_hop;
 pub(crate) use headers::{HeadLimit, own_via};
