@@ -378,8 +378,8 @@ impl App {
             // and origins leaving the cache (`policy.cache_max_idle`: the cache evicts in
             // its maintenance, run here when no request runs it).
             tokio_util::task::AbortOnDropHandle::new(crate::memory::give_back_when_quiet(
-                QUIET_TICK,
-                QUIET_TICKS,
+                crate::memory::QUIET_TICK,
+                crate::memory::QUIET_TICKS,
                 move || {
                     let (metrics, pool, policy) = (metrics.clone(), pool.clone(), policy.clone());
                     async move {
@@ -515,12 +515,6 @@ impl App {
         result
     }
 }
-
-/// How often the proxy looks whether it went quiet, to give freed memory back (see
-/// [`crate::memory`]), and how many ticks without work make it quiet: a burst's memory
-/// returns 30 to 35 s after its end, and pauses shorter than that keep it.
-const QUIET_TICK: std::time::Duration = std::time::Duration::from_secs(5);
-const QUIET_TICKS: u32 = 6;
 
 /// `None` for zero ("not by time").
 fn nonzero(d: std::time::Duration) -> Option<std::time::Duration> {

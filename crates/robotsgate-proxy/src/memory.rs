@@ -1,4 +1,4 @@
-//! Memory a burst freed, given back to the system once the proxy is quiet.
+//! Memory a burst freed, given back to the system once the proxy (or the ingress) is quiet.
 //!
 //! A broad crawl touches thousands of origins: pooled upstream connections (about 31 KB of
 //! hyper's buffers and state each), fetch buffers, parsed files evicted from the cache. All
@@ -7,7 +7,9 @@
 //! pages in its arenas: the process's RSS stays at its peak. Once nothing has changed for a
 //! while (no request, no connection opened or closed), [`give_back_when_quiet`] asks glibc
 //! to return its free pages (`malloc_trim(0)`, which releases free pages anywhere in every
-//! arena), once per quiet spell. Elsewhere (musl, other systems) it does nothing.
+//! arena), once per quiet spell. Elsewhere (musl, other systems) it does nothing. The
+//! ingress does the same after a burst of clients (its connections' buffers, its upstream
+//! connections).
 //!
 //! "A while" is several ticks, not one: pages given back are faulted in again by the next
 //! burst (about 2,500 page faults for 256 client connections at once, against 400 when the
@@ -21,6 +23,13 @@
 //! enough for the allocator's pages to go back.
 
 use std::time::Duration;
+
+/// How often the forward proxy and the ingress look whether they went quiet, to give
+/// freed memory back, and how many ticks without work make them quiet: a burst's memory
+/// returns 30 to 35 s after its end, and pauses shorter than that keep it.
+pub(crate) const QUIET_TICK: Duration = Duration::from_secs(5);
+/// See [`QUIET_TICK`].
+pub(crate) const QUIET_TICKS: u32 = 6;
 
 /// Every `tick`, runs `activity` (housekeeping that frees what has expired, then any number
 /// that changes when the proxy does work: its request and connection counters, its idle

@@ -16,11 +16,6 @@ use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-/// How long a worker's spare buffers stay unused before they are dropped (between one
-/// and two of these): well before the forward proxy gives its free pages back (after 30
-/// quiet seconds, `app.rs`).
-const SHED_TICK: std::time::Duration = std::time::Duration::from_secs(5);
-
 /// Running worker threads. Dropping this stops them (without waiting); [`Workers::stop`]
 /// also waits until each has dropped its runtime, and with it every task still on it.
 pub(crate) struct Workers {
@@ -36,7 +31,9 @@ impl Workers {
         let mut workers = Workers { handles: Vec::new(), stop, done: Vec::new() };
         for i in 0..n.max(1) {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            runtime.spawn(crate::memory::shed_spares_when_quiet(SHED_TICK));
+            // Unused for a whole tick, a worker's spare buffers are dropped: well before the
+            // process, quiet for QUIET_TICKS, gives its free pages back.
+            runtime.spawn(crate::memory::shed_spares_when_quiet(crate::memory::QUIET_TICK));
             workers.handles.push(runtime.handle().clone());
             let (done_tx, done_rx) = oneshot::channel();
             let stop = workers.stop.clone();

@@ -353,6 +353,18 @@ impl IngressMetrics {
         OpenGuard(self.connections_open.clone())
     }
 
+    /// A number that changes whenever a request is counted or a client connection or
+    /// WebSocket opens or closes (for noticing that the ingress went quiet).
+    pub(crate) fn activity(&self) -> u64 {
+        let requests: u64 = self.requests.iter().map(Counter::get).sum();
+        let open =
+            u64::try_from(self.connections_open.get().wrapping_add(self.websockets_open.get())).unwrap_or(0);
+        requests
+            .wrapping_add(self.connections.get())
+            .wrapping_add(self.websockets.get())
+            .wrapping_add(open << 32)
+    }
+
     /// A WebSocket spliced to the upstream, open until the guard is dropped.
     pub fn websocket(&self) -> OpenGuard {
         self.websockets.inc();

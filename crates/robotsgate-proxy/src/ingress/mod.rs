@@ -758,6 +758,21 @@ impl Ingress {
         let workers =
             Workers::start(if config.workers == 0 { workers::default_count() } else { config.workers })?;
         let upstreams: Vec<Upstream> = (0..workers.len()).map(|_| upstream.own_pool(workers.len())).collect();
+        // A burst's freed memory goes back to the system once the ingress is quiet, as the
+        // forward proxy's (`crate::memory`): no request, no client connection opened or
+        // closed, and the upstream connections it left idle closed.
+        let _quiet = {
+            let (metrics, pools) =
+                (metrics.clone(), upstreams.iter().map(|u| u.pool.clone()).collect::<Vec<_>>());
+            tokio_util::task::AbortOnDropHandle::new(crate::memory::give_back_when_quiet(
+                crate::memory::QUIET_TICK,
+                crate::memory::QUIET_TICKS,
+                move || {
+                    let idle: usize = pools.iter().map(Pool::idle).sum();
+                    std::future::ready(metrics.activity().wrapping_add((idle as u64) << 48))
+                },
+            ))
+        };
         let services: Vec<IngressService<Upstream>> =
             upstreams.iter().map(|u| layer.layer(u.clone())).collect();
         drop(upstream);
