@@ -20,7 +20,8 @@
 //! ones (`h1_server::Kit`, `forward::h1`'s upstream buffers; up to some 3.5 MB a thread
 //! after a burst). [`shed_spares_when_quiet`], on every worker, drops them once a whole
 //! tick passed without a connection taking or giving any: before the proxy is quiet long
-//! enough for the allocator's pages to go back.
+//! enough for the allocator's pages to go back. (A `Proxy` run without worker threads,
+//! as tests run it, keeps its bounded spares on the threads that serve it.)
 
 use std::time::Duration;
 
