@@ -402,3 +402,37 @@ impl Drop for OpenGuard {
         self.0.dec();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::IngressMetrics;
+    use std::time::Duration;
+
+    /// The quiet-spell number moves with every request, connection and WebSocket opened or
+    /// closed, and stays put without them.
+    #[test]
+    fn activity_moves_with_requests_and_connections() {
+        let m = IngressMetrics::new(None);
+        let mut seen = vec![m.activity()];
+        let mut moved = |m: &IngressMetrics, what: &str| {
+            let now = m.activity();
+            assert!(!seen.contains(&now), "{what}: {now} seen before");
+            seen.push(now);
+        };
+        m.request(false, Duration::from_millis(1));
+        moved(&m, "an HTTP/1.1 request");
+        m.request(true, Duration::from_millis(1));
+        moved(&m, "an HTTP/2 request");
+        let open = m.connection();
+        moved(&m, "a connection opened");
+        drop(open);
+        moved(&m, "a connection closed");
+        let ws = m.websocket();
+        moved(&m, "a WebSocket opened");
+        drop(ws);
+        moved(&m, "a WebSocket closed");
+        let last = m.activity();
+        let _ = m.render();
+        assert_eq!(m.activity(), last, "nothing happened");
+    }
+}
