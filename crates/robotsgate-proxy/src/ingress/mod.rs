@@ -891,6 +891,10 @@ impl Doors {
                 tracing::warn!(%peer, "ingress.max_connections reached: connection closed");
                 continue;
             };
+            // No Nagle: a response written in pieces (its head, then the body as the
+            // upstream sends it) would wait for the client's delayed acknowledgement of
+            // the first, some 40 ms on a keep-alive connection (tests/nodelay.rs).
+            let _ = stream.set_nodelay(true);
             let open = self.metrics.connection();
             let serve = self.clone().serve(stream, peer, svc.clone(), upstream.kept());
             self.tracker.spawn(async move {
