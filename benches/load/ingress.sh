@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Load benchmark of the ingress side: `robotsgate ingress` (enforcing, audit log on) in front
 # of an nginx site, against nginx as a reverse proxy (one worker, access log on) and
-# against the site directly. 1 KiB bodies, concurrency 32, keep-alive; the client is a bot
+# against the site directly. 1 KiB bodies (BODY), concurrency 32 (CONC), keep-alive; the client is a bot
 # (GPTBot's User-Agent) that the site's robots.txt allows, so every request is decided,
 # recorded and forwarded. A fourth target, robotsgate_ingress_verify, is the same with the
 # identity check on: the bot's operator (OpenAI, GPTBot) publishes a range list (a file
@@ -14,6 +14,11 @@
 #   bash benches/load/ingress.sh
 #   DURATION=5 RUNS=1 bash benches/load/ingress.sh              # a quick look
 #   RG=/path/to/robotsgate bash benches/load/ingress.sh         # a binary built elsewhere
+#   BODY=100k bash benches/load/ingress.sh                      # 100 KiB bodies (a response
+#                                                               # written in pieces: where a
+#                                                               # client socket with Nagle's
+#                                                               # algorithm on waits ~40 ms)
+#   CONC=1 ...                                                  # one keep-alive client
 #
 # Needs oha, nginx, taskset, curl (common.sh installs them when missing, and builds
 # robotsgate in release mode unless RG is given). The generator (oha, one worker thread)
@@ -33,6 +38,8 @@ BENCH_NAME=robotsgate-ingress
 DURATION=${DURATION:-10}
 RUNS=${RUNS:-3}
 CONC=${CONC:-32}
+BODY=${BODY:-1k}
+case "$BODY" in 1k | 100k) ;; *) die "BODY is 1k or 100k, not $BODY" ;; esac
 NGINX_PROXY_PORT=13140
 RG_INGRESS_PORT=13141
 RG_VERIFY_PORT=13142
@@ -113,11 +120,11 @@ run_one() { # NAME I URL [PROXY_PID]: the run, then "proxy_ticks site_ticks" in 
 }
 # NAME URL [PID] of each target, in the order of the first round.
 targets=(
-    "direct http://127.0.0.1:$ORIGIN_PORT/1k"
-    "nginx_proxy http://127.0.0.1:$NGINX_PROXY_PORT/1k $NGINX_PROXY_PID"
-    "nginx_proxy_fwd http://127.0.0.1:$NGINX_PROXY_FWD_PORT/1k $NGINX_FWD_PID"
-    "robotsgate_ingress http://127.0.0.1:$RG_INGRESS_PORT/1k $RG_PID"
-    "robotsgate_ingress_verify http://127.0.0.1:$RG_VERIFY_PORT/1k $VERIFY_PID"
+    "direct http://127.0.0.1:$ORIGIN_PORT/$BODY"
+    "nginx_proxy http://127.0.0.1:$NGINX_PROXY_PORT/$BODY $NGINX_PROXY_PID"
+    "nginx_proxy_fwd http://127.0.0.1:$NGINX_PROXY_FWD_PORT/$BODY $NGINX_FWD_PID"
+    "robotsgate_ingress http://127.0.0.1:$RG_INGRESS_PORT/$BODY $RG_PID"
+    "robotsgate_ingress_verify http://127.0.0.1:$RG_VERIFY_PORT/$BODY $VERIFY_PID"
 )
 for i in $(seq "$RUNS"); do
     log "round $i of $RUNS"
