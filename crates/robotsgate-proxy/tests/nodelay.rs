@@ -7,36 +7,16 @@
 //! (benches/README.md, thirtieth session).
 //!
 //! The proxies run in this process, so the test reads the option on their end of the
-//! connection it opened: the socket among this process's descriptors whose address is the
-//! listener's and whose peer is the test's client.
+//! connection it opened (`support::nodelay_of`): the socket among this process's
+//! descriptors whose address is the listener's and whose peer is the test's client.
 
 mod support;
-
-use std::mem::ManuallyDrop;
-use std::net::SocketAddr;
-use std::os::fd::FromRawFd as _;
 
 use robotsgate_proxy::config::Config;
 use robotsgate_proxy::ingress::Ingress;
 use support::*;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
-
-/// Whether `TCP_NODELAY` is set on this process's end of the connection from `client` to
-/// `server`; `None` when no such socket is open here.
-fn server_end_nodelay(server: SocketAddr, client: SocketAddr) -> Option<bool> {
-    for entry in std::fs::read_dir("/proc/self/fd").ok()?.flatten() {
-        let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        // SAFETY: the descriptor is only looked at (its addresses and one option) and never
-        // closed (`ManuallyDrop`); one that is not a socket, or was closed meanwhile, gives
-        // errors, not a match.
-        let socket = ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) });
-        if socket.local_addr().ok() == Some(server) && socket.peer_addr().ok() == Some(client) {
-            return socket.nodelay().ok();
-        }
-    }
-    None
-}
 
 /// Sends `request` on `client` and reads until the response's body ends with `body`.
 async fn exchange(client: &mut TcpStream, request: &str, body: &str) {
@@ -76,7 +56,8 @@ async fn the_ingress_serves_its_clients_without_nagle() {
     let request =
         "GET /page HTTP/1.1\r\nHost: site.test\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64)\r\n\r\n";
     exchange(&mut client, request, "the page").await;
-    assert_eq!(server_end_nodelay(addr, client.local_addr().unwrap()), Some(true));
+    let client_addr = client.local_addr().unwrap();
+    assert_eq!(nodelay_of(|local, peer| local == addr && peer == client_addr), [true]);
 
     drop(client);
     let _ = stop.send(());
@@ -96,7 +77,8 @@ async fn the_forward_proxy_serves_its_clients_without_nagle() {
     let mut client = TcpStream::connect(proxy.addr).await.unwrap();
     let request = format!("GET {}/page HTTP/1.1\r\nHost: {}\r\n\r\n", origin.base(), origin.addr());
     exchange(&mut client, &request, "the page").await;
-    assert_eq!(server_end_nodelay(proxy.addr, client.local_addr().unwrap()), Some(true));
+    let client_addr = client.local_addr().unwrap();
+    assert_eq!(nodelay_of(|local, peer| local == proxy.addr && peer == client_addr), [true]);
 
     drop(client);
     proxy.stop().await;

@@ -4,6 +4,7 @@
 
 pub mod proxy;
 pub mod raw_origin;
+pub mod sockets;
 
 #[allow(unused_imports)]
 pub use proxy::*;
@@ -11,3 +12,5 @@ pub use proxy::*;
 pub use raw_origin::*;
 #[allow(unused_imports)]
 pub use robotsgate_testkit::*;
+#[allow(unused_imports)]
+pub use sockets::*;
