@@ -1642,3 +1642,43 @@ async fn ingress_replicas_share_the_signature_replay_check_through_redis() {
         "{text}"
     );
 }
+
+/// Every connection of this process to one of `ports` on loopback, and whether it sends
+/// without Nagle's algorithm.
+fn redis_nodelay(ports: &[u16]) -> Vec<bool> {
+    nodelay_of(|_, peer| peer.ip().is_loopback() && ports.contains(&peer.port()))
+}
+
+/// The port of a `redis://127.0.0.1:PORT/0` URL.
+fn port_of(redis_url: &str) -> u16 {
+    url::Url::parse(redis_url).ok().and_then(|u| u.port()).unwrap_or_else(|| panic!("no port: {redis_url}"))
+}
+
+/// A replica's connections to Redis send each command at once (`TCP_NODELAY`): pacing's
+/// commands are on the requests' path, and with Nagle's algorithm one written while the
+/// one before is unanswered waits for that answer's acknowledgement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
+async fn connections_to_redis_are_without_nagle() {
+    let dir = temp_dir();
+    let redis = RedisServer::start().await;
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: *\nCrawl-delay: 0.1\n")),
+        ("/a", Reply::ok("a")),
+    ])
+    .await;
+    let proxy = RunningProxy::start(&replica(dir.path(), &redis, "a")).await;
+    assert_eq!(get(proxy.addr, &origin.url("/a")).await.status, StatusCode::OK);
+    assert_eq!(proxy.metric("robotsgate_cluster_up"), 1.0, "the request was paced through Redis");
+    let nodelay = redis_nodelay(&[port_of(&redis.url())]);
+    assert!(!nodelay.is_empty() && nodelay.iter().all(|n| *n), "{nodelay:?}");
+    proxy.stop().await;
+
+    let cluster = RedisCluster::start(3, 0).await;
+    let proxy = RunningProxy::start(&cluster_replica(dir.path(), &cluster, "b")).await;
+    assert_eq!(get(proxy.addr, &origin.url("/a")).await.status, StatusCode::OK);
+    assert_eq!(proxy.metric("robotsgate_cluster_up"), 1.0);
+    let nodelay = redis_nodelay(&cluster.ports());
+    assert!(!nodelay.is_empty() && nodelay.iter().all(|n| *n), "Redis Cluster: {nodelay:?}");
+    proxy.stop().await;
+}
