@@ -31,13 +31,18 @@ async fn exchange(client: &mut TcpStream, request: &str, body: &str) {
     assert!(got.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&got));
 }
 
-#[tokio::test]
-async fn the_ingress_serves_its_clients_without_nagle() {
-    let site = TestOrigin::start([
+/// A site that allows `/page` ("the page").
+async fn site() -> TestOrigin {
+    TestOrigin::start([
         ("/robots.txt", Reply::ok("User-agent: *\nDisallow: /private\n")),
         ("/page", Reply::ok("the page")),
     ])
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn the_ingress_serves_its_clients_without_nagle() {
+    let site = site().await;
     let dir = temp_dir();
     let text = format!(
         "[ingress]\nlisten = \"127.0.0.1:0\"\nupstream = \"{}\"\nworkers = 1\n[verify]\nenabled = false\n",
@@ -66,11 +71,7 @@ async fn the_ingress_serves_its_clients_without_nagle() {
 
 #[tokio::test]
 async fn the_forward_proxy_serves_its_clients_without_nagle() {
-    let origin = TestOrigin::start([
-        ("/robots.txt", Reply::ok("User-agent: *\nDisallow: /private\n")),
-        ("/page", Reply::ok("the page")),
-    ])
-    .await;
+    let origin = site().await;
     let dir = temp_dir();
     let proxy = RunningProxy::start(&test_config(dir.path())).await;
 
