@@ -60,6 +60,8 @@ impl<'a> RequestView<'a> {
 
     /// RFC 9421 §2.2.3: the target URI's authority, host lowercased, without userinfo and
     /// without the scheme's default port; from the URI (absolute form, HTTP/2) or `Host`.
+    /// `None` when there is none, or its port is not a port (`site.example:99999`, `:x`):
+    /// such a request has no target that a signature could be over.
     pub fn authority(&self) -> Option<String> {
         let authority = match self.uri.authority() {
             Some(a) => a.clone(),
@@ -72,6 +74,9 @@ impl<'a> RequestView<'a> {
                 http::uri::Authority::try_from(host.as_bytes()).ok()?
             }
         };
+        if authority.port().is_none() && !port_text(authority.as_str()).is_empty() {
+            return None;
+        }
         let host = authority.host().to_ascii_lowercase();
         let default = match self.scheme().as_str() {
             "http" => Some(80),
@@ -83,6 +88,14 @@ impl<'a> RequestView<'a> {
             _ => host,
         })
     }
+}
+
+/// The text after an authority's port colon (`""` without one): what follows the host,
+/// which for an IPv6 literal ends at its `]`, and any userinfo (up to the last `@`) left out.
+fn port_text(authority: &str) -> &str {
+    let host_and_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let after_host = host_and_port.rsplit_once(']').map_or(host_and_port, |(_, p)| p);
+    after_host.split_once(':').map_or("", |(_, port)| port)
 }
 
 /// What a signature covers components of: a request, or a response and its request.

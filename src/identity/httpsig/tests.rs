@@ -124,6 +124,32 @@ fn draft_vector_dictionary_agent() {
     moved.headers.insert("host", "example.org".parse().unwrap());
     let exam = examine(RequestView::of(&moved), T0 + 1, &vector_config());
     assert_eq!(exam.candidates[0].verify(rfc9421_test_key().public()), Err(Failure::BadSignature));
+    // Nor at the same host with a port that is none (found by fuzz/web_bot_auth): before,
+    // the port was dropped as if it were the default one, and the signature verified.
+    for host in ["example.com:99999", "example.com:x", "example.com:443x", "user@example.com:-1"] {
+        let mut moved = parts.clone();
+        moved.headers.insert("host", host.parse().unwrap());
+        let exam = examine(RequestView::of(&moved), T0 + 1, &vector_config());
+        assert!(exam.candidates.is_empty(), "{host}: {:?}", exam.candidates);
+        assert!(
+            matches!(&exam.others[..], [Verdict::Failed(Failure::Malformed(_) | Failure::Base(_))]),
+            "{host}: {:?}",
+            exam.others
+        );
+    }
+    // An empty port, the default one, and IPv6 literals are authorities.
+    for (host, want) in [
+        ("example.com:", Some("example.com")),
+        ("example.com:443", Some("example.com")),
+        ("Example.COM:8443", Some("example.com:8443")),
+        ("[::1]", Some("[::1]")),
+        ("[::1]:8443", Some("[::1]:8443")),
+        ("[::1]:x", None),
+    ] {
+        let mut moved = parts.clone();
+        moved.headers.insert("host", host.parse().unwrap());
+        assert_eq!(RequestView::of(&moved).authority().as_deref(), want, "{host}");
+    }
     // With the default configuration the test key is refused before anything else.
     let exam = examine(RequestView::of(&parts), T0 + 1, &VerifyConfig::default());
     assert!(matches!(&exam.others[..], [Verdict::Failed(Failure::TestKey(_))]), "{:?}", exam.others);
