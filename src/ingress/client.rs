@@ -13,17 +13,22 @@ const MAX_HEADER_BYTES: usize = 4096;
 
 /// The client's address. `peer` is the connection's; when it is in `trusted`, the
 /// forwarding headers are read from the nearest hop back, and the first address not in
-/// `trusted` is the client (all trusted: the farthest). `Forwarded` (RFC 7239) is read
-/// when present, else `X-Forwarded-For`; an untrusted peer's headers are ignored.
+/// `trusted` is the client (all trusted: the farthest one read). `Forwarded` (RFC 7239) is
+/// read when present, else `X-Forwarded-For`; an untrusted peer's headers are ignored.
+///
+/// Only the trusted proxies' part of a header can be believed, and it is the end (each
+/// proxy appends its peer, to the last line or as a line of its own, as HAProxy does):
+/// whatever stops the walk (a hop that is not an address, bytes that are not text, the
+/// bounds of [`MAX_HOPS`] hops and [`MAX_HEADER_BYTES`] bytes) is counted from that end,
+/// so what the client wrote before can never be read in place of what the proxies added.
 pub fn client_ip(peer: Option<IpAddr>, headers: &HeaderMap, trusted: &[IpNet]) -> Option<IpAddr> {
     let peer = peer?;
     let is_trusted = |ip: &IpAddr| trusted.iter().any(|n| n.contains(ip));
     if !is_trusted(&peer) {
         return Some(peer);
     }
-    let hops = forwarded_hops(headers);
     let mut client = peer;
-    for hop in hops.into_iter().rev() {
+    for hop in forwarded_hops(headers) {
         let Some(ip) = hop else { break };
         client = ip;
         if !is_trusted(&ip) {
@@ -33,42 +38,56 @@ pub fn client_ip(peer: Option<IpAddr>, headers: &HeaderMap, trusted: &[IpNet]) -
     Some(client)
 }
 
-/// The addresses the forwarding headers list, farthest first (`None`: a hop that is not
-/// an address, which ends the walk).
+/// The addresses the forwarding headers list, **nearest first**: at most [`MAX_HOPS`],
+/// from the last [`MAX_HEADER_BYTES`] bytes of the lines. `None` ends the list where the
+/// walk must stop: a hop that is not an address, a line that is not text, or an element
+/// cut by the byte bound.
 fn forwarded_hops(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
+    let forwarded = headers.contains_key(http::header::FORWARDED);
+    let name = if forwarded {
+        http::header::FORWARDED
+    } else {
+        http::header::HeaderName::from_static("x-forwarded-for")
+    };
     let mut hops = Vec::new();
-    let forwarded: Vec<_> = headers.get_all(http::header::FORWARDED).iter().collect();
-    if !forwarded.is_empty() {
-        let mut bytes = 0;
-        for value in forwarded {
-            bytes += value.len();
-            if bytes > MAX_HEADER_BYTES {
-                break;
+    let mut budget = MAX_HEADER_BYTES;
+    for value in headers.get_all(name).iter().rev() {
+        let line = value.as_bytes();
+        let cut = line.len() > budget;
+        let line = &line[line.len() - line.len().min(budget)..];
+        budget -= line.len();
+        let Some(text) = std::str::from_utf8(line).ok().filter(|t| t.is_ascii()) else {
+            hops.push(None);
+            return hops;
+        };
+        let mut elements = text.rsplit(',').peekable();
+        while let Some(element) = elements.next() {
+            if cut && elements.peek().is_none() {
+                // The first element of a line cut short: only part of it was read.
+                hops.push(None);
+                return hops;
             }
-            let Ok(text) = value.to_str() else { break };
-            for element in text.split(',') {
+            let hop = if forwarded {
                 let for_ = element.split(';').find_map(|pair| {
                     let (k, v) = pair.split_once('=')?;
                     k.trim().eq_ignore_ascii_case("for").then(|| v.trim().trim_matches('"'))
                 });
-                if let Some(v) = for_ {
-                    hops.push(parse_node(v));
+                match for_ {
+                    Some(v) => parse_node(v),
+                    None => continue,
                 }
+            } else {
+                parse_node(element.trim())
+            };
+            hops.push(hop);
+            if hop.is_none() || hops.len() >= MAX_HOPS {
+                return hops;
             }
         }
-    } else {
-        let mut bytes = 0;
-        for value in headers.get_all("x-forwarded-for") {
-            bytes += value.len();
-            if bytes > MAX_HEADER_BYTES {
-                break;
-            }
-            let Ok(text) = value.to_str() else { break };
-            hops.extend(text.split(',').map(|v| parse_node(v.trim())));
+        if budget == 0 {
+            break;
         }
     }
-    let skip = hops.len().saturating_sub(MAX_HOPS);
-    hops.drain(..skip);
     hops
 }
 
@@ -86,6 +105,8 @@ fn parse_node(v: &str) -> Option<IpAddr> {
 
 #[cfg(test)]
 mod tests {
+    use http::HeaderValue;
+
     use super::*;
 
     #[test]
@@ -119,5 +140,68 @@ mod tests {
         assert_eq!(client_ip(peer, &h, &trusted), Some("10.1.1.1".parse().unwrap()));
         assert_eq!(client_ip(peer, &HeaderMap::new(), &trusted), peer);
         assert_eq!(client_ip(None, &h, &trusted), None);
+    }
+
+    /// A client that writes a bot's address into the header before a trusted proxy adds its
+    /// own line (HAProxy's `option forwardfor` adds one) must not be taken for the bot: the
+    /// walk starts at the proxy's end and stops there, whatever the client's lines hold.
+    /// Before, the lines were read from the first, and a line that was not text, or the
+    /// byte bound reached, ended the reading there: the client's address was never read.
+    #[test]
+    fn what_the_client_wrote_never_replaces_what_the_proxy_added() {
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let peer = Some("10.0.0.1".parse().unwrap());
+        let client = Some("203.0.113.9".parse().unwrap());
+        let line = |v: &[u8]| HeaderValue::from_bytes(v).unwrap();
+        // A line that is not text between the bot's address and the proxy's line.
+        for name in ["x-forwarded-for", "forwarded"] {
+            let (bot, real, junk) = if name == "forwarded" {
+                (&b"for=66.249.66.1"[..], &b"for=203.0.113.9"[..], &b"for=\x80\x81"[..])
+            } else {
+                (&b"66.249.66.1"[..], &b"203.0.113.9"[..], &b"\x80\x81"[..])
+            };
+            let mut h = HeaderMap::new();
+            h.append(name, line(bot));
+            h.append(name, line(junk));
+            h.append(name, line(real));
+            assert_eq!(client_ip(peer, &h, &trusted), client, "{name}");
+            // A first line long enough to reach the byte bound with the proxy's.
+            let mut long = Vec::new();
+            while long.len() + 20 < MAX_HEADER_BYTES {
+                long.extend_from_slice(bot);
+                long.extend_from_slice(b", ");
+            }
+            long.extend_from_slice(bot);
+            let mut h = HeaderMap::new();
+            h.append(name, line(&long));
+            h.append(name, line(real));
+            assert_eq!(client_ip(peer, &h, &trusted), client, "{name}: long first line");
+            // One line longer than the bound, the proxy's hop at its end: still read.
+            let mut one = long.clone();
+            one.extend_from_slice(b", ");
+            one.extend_from_slice(real);
+            let mut h = HeaderMap::new();
+            h.append(name, line(&one));
+            assert_eq!(client_ip(peer, &h, &trusted), client, "{name}: one long line");
+        }
+    }
+
+    #[test]
+    fn the_walk_ends_at_what_cannot_be_read() {
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let peer = Some("10.0.0.1".parse().unwrap());
+        // Nothing readable past a trusted hop: the last trusted address read.
+        let h = headers(&[("x-forwarded-for", "66.249.66.1, garbage, 10.9.9.9")]);
+        assert_eq!(client_ip(peer, &h, &trusted), Some("10.9.9.9".parse().unwrap()));
+        // More trusted hops than are read: the farthest one read, not one beyond.
+        let hops: Vec<String> = (0..40).map(|i| format!("10.0.0.{i}")).collect();
+        let mut h = HeaderMap::new();
+        h.append("x-forwarded-for", HeaderValue::from_str("66.249.66.1").unwrap());
+        h.append("x-forwarded-for", HeaderValue::from_str(&hops.join(", ")).unwrap());
+        let farthest_read = format!("10.0.0.{}", 40 - MAX_HOPS);
+        assert_eq!(client_ip(peer, &h, &trusted), Some(farthest_read.parse().unwrap()));
+        // A Forwarded element without `for` is passed over.
+        let h = headers(&[("forwarded", "for=203.0.113.9, proto=https;by=10.0.0.3, for=10.0.0.2")]);
+        assert_eq!(client_ip(peer, &h, &trusted), Some("203.0.113.9".parse().unwrap()));
     }
 }

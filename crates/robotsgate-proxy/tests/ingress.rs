@@ -388,6 +388,14 @@ async fn a_googlebot_from_outside_googles_ranges_is_an_impersonator() {
     let xff = format!("X-Forwarded-For: {GOOGLE_IP}");
     let (status, head, body) = curl(&ingress.url("/page"), GOOGLEBOT, &["-H", &xff]).await;
     assert_eq!((status, body.as_slice()), (200, &b"page"[..]), "{head}");
+    // A client that writes Google's address, then a line that is not ASCII, before the
+    // trusted proxy adds its own line (as HAProxy does) is the address the proxy added, not
+    // Google: refused. (Before, the line that was not text ended the reading, and the
+    // client passed as Google.)
+    let added = ["-H", &xff, "-H", "X-Forwarded-For: é", "-H", "X-Forwarded-For: 192.0.2.1"];
+    let (status, head, _) = curl(&ingress.url("/page"), GOOGLEBOT, &added).await;
+    assert_eq!(status, 403, "{head}");
+    assert!(head.contains("x-robotsgate: identity-failed"), "{head}");
     // A browser is not checked.
     let (status, _, body) = curl(&ingress.url("/page"), BROWSER, &[]).await;
     assert_eq!((status, body.as_slice()), (200, &b"page"[..]));
@@ -400,7 +408,11 @@ async fn a_googlebot_from_outside_googles_ranges_is_an_impersonator() {
         .collect();
     assert_eq!(
         seen,
-        [("identity-failed", Some("failed"), "127.0.0.1"), ("allowed", Some("verified"), GOOGLE_IP)],
+        [
+            ("identity-failed", Some("failed"), "127.0.0.1"),
+            ("allowed", Some("verified"), GOOGLE_IP),
+            ("identity-failed", Some("failed"), "192.0.2.1")
+        ],
         "{recs:?}"
     );
     assert_eq!(recs[0]["status"], 403);
