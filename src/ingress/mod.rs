@@ -37,7 +37,8 @@
 //!
 //! The client's address is the `SocketAddr` in the request's extensions (hyper servers and
 //! axum's `into_make_service_with_connect_info` can put it there), or what a trusted
-//! proxy's `Forwarded`/`X-Forwarded-For` says (see [`IngressBuilder::trusted_proxies`]).
+//! proxy's `X-Forwarded-For` (or `Forwarded`: [`ForwardedHeader`]) says (see
+//! [`IngressBuilder::trusted_proxies`]).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -140,6 +141,19 @@ pub enum Impersonators {
     Allow,
 }
 
+/// Which header the trusted proxies put the client's address in (see
+/// [`IngressBuilder::trusted_proxies`]). Only that one is read: a client can send either,
+/// and a proxy that adds to one leaves the other as the client wrote it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For` (the default: nginx, HAProxy, Envoy, cloud load balancers and CDNs
+    /// add it).
+    #[default]
+    XForwardedFor,
+    /// `Forwarded` (RFC 7239), its `for=` parameters.
+    Forwarded,
+}
+
 /// The settings of the ingress layer (see [`IngressBuilder`] for each).
 #[derive(Debug, Clone)]
 pub struct IngressConfig {
@@ -153,8 +167,10 @@ pub struct IngressConfig {
     pub impersonators: Impersonators,
     /// How the robots.txt is read.
     pub profile: Profile,
-    /// Proxies whose `Forwarded`/`X-Forwarded-For` is believed.
+    /// Proxies whose `forwarded_header` is believed.
     pub trusted_proxies: Vec<IpNet>,
+    /// The header the trusted proxies add the client's address to.
+    pub forwarded_header: ForwardedHeader,
     /// How long a fetched robots.txt is used before it is fetched again.
     pub ttl: Duration,
     /// How long an unreachable robots.txt's outcome (last good copy or disallow all) is
@@ -177,6 +193,7 @@ impl Default for IngressConfig {
             impersonators: Impersonators::Refuse,
             profile: Profile::Conservative,
             trusted_proxies: Vec::new(),
+            forwarded_header: ForwardedHeader::XForwardedFor,
             ttl: Duration::from_secs(86_400),
             error_ttl: Duration::from_secs(300),
             fetch_timeout: Duration::from_secs(10),
@@ -251,9 +268,19 @@ impl IngressBuilder {
         self
     }
 
-    /// Proxies whose `Forwarded`/`X-Forwarded-For` is believed.
+    /// Proxies whose [`forwarded_header`](Self::forwarded_header) is believed (default:
+    /// none). When a request's peer is one of them, the header is read from its end (what
+    /// the proxies appended) hop by hop, and the first address not among them is the
+    /// client's; a peer that is not one of them is the client, whatever its headers say.
     pub fn trusted_proxies(mut self, nets: impl IntoIterator<Item = IpNet>) -> Self {
         self.config.trusted_proxies = nets.into_iter().collect();
+        self
+    }
+
+    /// The header the trusted proxies add the client's address to (default
+    /// `X-Forwarded-For`); the other one is never read.
+    pub fn forwarded_header(mut self, header: ForwardedHeader) -> Self {
+        self.config.forwarded_header = header;
         self
     }
 

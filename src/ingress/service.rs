@@ -330,7 +330,7 @@ where
         let fetch_timeout = config.fetch_timeout;
         let head = req.method() == Method::HEAD;
         let peer = req.extensions().get::<SocketAddr>().map(|a| a.ip());
-        let client = client_ip(peer, req.headers(), &config.trusted_proxies);
+        let client = client_ip(peer, req.headers(), &config.trusted_proxies, config.forwarded_header);
         let host = req.headers().get(http::header::HOST).cloned();
         // Nearly every request finds a copy in time; the fetch's future is made only when one
         // is due.

@@ -396,6 +396,12 @@ async fn a_googlebot_from_outside_googles_ranges_is_an_impersonator() {
     let (status, head, _) = curl(&ingress.url("/page"), GOOGLEBOT, &added).await;
     assert_eq!(status, 403, "{head}");
     assert!(head.contains("x-robotsgate: identity-failed"), "{head}");
+    // Nor is one that writes Google's address into the header the proxy does not add to
+    // (`Forwarded`, while it adds to `X-Forwarded-For`, the default `forwarded_header`).
+    let fwd = format!("Forwarded: for={GOOGLE_IP}");
+    let other = ["-H", &fwd, "-H", "X-Forwarded-For: 192.0.2.1"];
+    let (status, head, _) = curl(&ingress.url("/page"), GOOGLEBOT, &other).await;
+    assert_eq!(status, 403, "{head}");
     // A browser is not checked.
     let (status, _, body) = curl(&ingress.url("/page"), BROWSER, &[]).await;
     assert_eq!((status, body.as_slice()), (200, &b"page"[..]));
@@ -411,6 +417,7 @@ async fn a_googlebot_from_outside_googles_ranges_is_an_impersonator() {
         [
             ("identity-failed", Some("failed"), "127.0.0.1"),
             ("allowed", Some("verified"), GOOGLE_IP),
+            ("identity-failed", Some("failed"), "192.0.2.1"),
             ("identity-failed", Some("failed"), "192.0.2.1")
         ],
         "{recs:?}"
@@ -484,6 +491,23 @@ async fn a_googlebot_from_outside_googles_ranges_is_an_impersonator() {
     );
     assert!(t.contains("outcome: disallowed (enforce mode)"), "{t}");
     assert!(t.contains(": disallow: /admin"), "{t}");
+
+    // Proxies that add to `Forwarded` (`--forwarded-header forwarded`): its `for=` is read,
+    // `X-Forwarded-For` is not.
+    let log = dir.path().join("forwarded.jsonl");
+    let cfg = config_file(dir.path(), &ranges_only("refuse"));
+    let args = ["--upstream", &site.base(), "--config", &cfg, "--audit-log", log.to_str().unwrap()];
+    let ingress = Ingress::start(&[&args[..], &["--forwarded-header", "forwarded"]].concat()).await;
+    let fwd = format!("Forwarded: for={GOOGLE_IP};proto=https");
+    let (status, head, body) = curl(&ingress.url("/page"), GOOGLEBOT, &["-H", &fwd]).await;
+    assert_eq!((status, body.as_slice()), (200, &b"page"[..]), "{head}");
+    let xff = format!("X-Forwarded-For: {GOOGLE_IP}");
+    let (status, head, _) = curl(&ingress.url("/page"), GOOGLEBOT, &["-H", &xff]).await;
+    assert_eq!(status, 403, "{head}");
+    ingress.stop().await;
+    let clients: Vec<_> =
+        ingress_records(&log).iter().map(|r| r["client"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(clients, [GOOGLE_IP, "127.0.0.1"]);
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 
-use crate::config::{Cidr, Config, IngressModeName};
+use crate::config::{Cidr, Config, ForwardedHeaderName, IngressModeName};
 use crate::ingress::{Ingress, IngressReloader};
 
 #[derive(Debug, Args)]
@@ -49,10 +49,15 @@ pub struct IngressArgs {
     #[arg(long)]
     report_only: bool,
 
-    /// Believe Forwarded / X-Forwarded-For from peers in this CIDR (repeatable; adds to
-    /// ingress.trusted_proxies).
+    /// Believe X-Forwarded-For (or Forwarded: --forwarded-header) from peers in this CIDR
+    /// (repeatable; adds to ingress.trusted_proxies).
     #[arg(long, value_name = "CIDR")]
     trusted_proxy: Vec<String>,
+
+    /// The header the trusted proxies add the client's address to (overrides
+    /// ingress.forwarded_header); the other one is never read.
+    #[arg(long, value_name = "HEADER", value_parser = ["x-forwarded-for", "forwarded"])]
+    forwarded_header: Option<String>,
 }
 
 fn configuration(args: &IngressArgs) -> anyhow::Result<Config> {
@@ -81,6 +86,11 @@ fn configuration(args: &IngressArgs) -> anyhow::Result<Config> {
     }
     for cidr in &args.trusted_proxy {
         ic.trusted_proxies.push(cidr.parse::<Cidr>().map_err(anyhow::Error::msg).context("--trusted-proxy")?);
+    }
+    match args.forwarded_header.as_deref() {
+        Some("forwarded") => ic.forwarded_header = ForwardedHeaderName::Forwarded,
+        Some(_) => ic.forwarded_header = ForwardedHeaderName::XForwardedFor,
+        None => {}
     }
     if let Some(addr) = args.admin_listen {
         config.admin.listen = Some(addr);

@@ -10,8 +10,8 @@ use super::sections::{
     PolicySection, ProxySection, Select, TlsSection,
 };
 use super::sections::{
-    ImpersonatorsName, IngressModeName, IngressSection, ReplayName, UnknownAgentsName, VerifyOperator,
-    VerifySection,
+    ForwardedHeaderName, ImpersonatorsName, IngressModeName, IngressSection, ReplayName, UnknownAgentsName,
+    VerifyOperator, VerifySection,
 };
 use super::values::{Dur, HeaderNameValue, ProfileName, Size, Token};
 use robotsgate::identity::Operator;
@@ -194,6 +194,7 @@ impl Default for IngressSection {
             mode: IngressModeName::Enforce,
             unknown_agents: UnknownAgentsName::Ignore,
             trusted_proxies: Vec::new(),
+            forwarded_header: ForwardedHeaderName::XForwardedFor,
             robots_ttl: Dur::secs(86_400),
             upstream_timeout: Dur::secs(60),
             header_read_timeout: Dur::secs(15),

@@ -24,10 +24,10 @@ pub use defaults::DEFAULT_TOML;
 pub use error::ConfigError;
 pub use sections::{
     ActionName, AdminSection, AgentSection, AuditSection, AuthSection, ClusterOnErrorName, ClusterSection,
-    Config, DnsSection, DurabilityName, FetchSection, GuardSection, IdentitySection, IdentityUser,
-    ImpersonatorsName, IngressModeName, IngressSection, LogFormat, LogLevel, LogSection, ModeName,
-    OnErrorName, OverrideEntry, PacingHostEntry, PacingSection, PolicySection, ProxySection, ReplayName,
-    Select, TlsSection, UnknownAgentsName, UserAgentRule, VerifyOperator, VerifySection,
+    Config, DnsSection, DurabilityName, FetchSection, ForwardedHeaderName, GuardSection, IdentitySection,
+    IdentityUser, ImpersonatorsName, IngressModeName, IngressSection, LogFormat, LogLevel, LogSection,
+    ModeName, OnErrorName, OverrideEntry, PacingHostEntry, PacingSection, PolicySection, ProxySection,
+    ReplayName, Select, TlsSection, UnknownAgentsName, UserAgentRule, VerifyOperator, VerifySection,
 };
 pub use values::{
     Cidr, Dur, Expiry, HeaderNameValue, HostPatternValue, PasswordHashValue, ProfileName, Size, Token,

@@ -423,8 +423,10 @@ pub struct IngressSection {
     pub status: u16,
     pub mode: IngressModeName,
     pub unknown_agents: UnknownAgentsName,
-    /// Peers whose `Forwarded`/`X-Forwarded-For` is believed.
+    /// Peers whose `forwarded_header` is believed.
     pub trusted_proxies: Vec<Cidr>,
+    /// The header those peers add the client's address to.
+    pub forwarded_header: ForwardedHeaderName,
     /// How long a robots.txt fetched from the upstream is used.
     pub robots_ttl: Dur,
     pub upstream_timeout: Dur,
@@ -447,6 +449,16 @@ pub struct IngressSection {
     /// HTTP/1.1 `GET` and `HEAD` requests (plain or over TLS) read and answered by
     /// robotsgate's own HTTP/1.1 code (false: every request through hyper).
     pub http1_fast_path: bool,
+}
+
+/// `x-forwarded-for` or `forwarded`: the header the trusted proxies add the client's
+/// address to (the other one is never read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum ForwardedHeaderName {
+    XForwardedFor,
+    Forwarded,
 }
 
 /// `refuse`, `star` or `allow`: what a bot whose identity check failed gets.

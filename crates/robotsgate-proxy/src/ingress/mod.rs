@@ -40,7 +40,9 @@ use robotsgate::identity::httpsig::{Verifier as SignatureVerifier, VerifyConfig 
 use robotsgate::identity::ranges::refresh::{self, RefreshConfig, RefreshHandle};
 use robotsgate::identity::ranges::{ListLimits, Location, Ranges};
 use robotsgate::identity::rdns::{RdnsConfig, ReverseDns};
-use robotsgate::ingress::{Impersonators, IngressConfig, IngressLayer, IngressService, Mode, UnknownAgents};
+use robotsgate::ingress::{
+    ForwardedHeader, Impersonators, IngressConfig, IngressLayer, IngressService, Mode, UnknownAgents,
+};
 use robotsgate::net::{
     Connector, DnsConfig, Guard, Pool, PoolBody, PoolConfig, PoolError, PoolRequestBody, Resolver, TlsConfig,
     push_ip,
@@ -53,7 +55,9 @@ use tower::{Layer as _, Service, ServiceExt as _};
 
 use crate::admin::{Admin, Readiness};
 use crate::app::{StartError, audit_log};
-use crate::config::{Config, ImpersonatorsName, IngressModeName, ReplayName, UnknownAgentsName};
+use crate::config::{
+    Config, ForwardedHeaderName, ImpersonatorsName, IngressModeName, ReplayName, UnknownAgentsName,
+};
 use crate::forward::{H1Conn, H1Sent, HeadLimit, fits_h1, send_h1, strip_hop_by_hop};
 use crate::h1_server::{self, Served};
 use crate::workers::{self, Workers};
@@ -560,6 +564,10 @@ fn settings(ic: &crate::config::IngressSection) -> Result<IngressConfig, Ingress
             ImpersonatorsName::Allow => Impersonators::Allow,
         },
         trusted_proxies: ic.trusted_proxies.iter().map(|c| c.0).collect(),
+        forwarded_header: match ic.forwarded_header {
+            ForwardedHeaderName::XForwardedFor => ForwardedHeader::XForwardedFor,
+            ForwardedHeaderName::Forwarded => ForwardedHeader::Forwarded,
+        },
         ttl: ic.robots_ttl.0,
         ..IngressConfig::default()
     })
