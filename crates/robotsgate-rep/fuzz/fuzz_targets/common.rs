@@ -174,7 +174,8 @@ pub fn verdict_sane(v: &Verdict<'_>, profile: Profile, agent: &str, lines: &Line
             assert!(!a.bytes().any(|b| b.is_ascii_uppercase()), "group agent {a:?} not lower-cased");
         }
         if g.specific {
-            let want = agent.to_ascii_lowercase();
+            // The agent is checked for its product token (`ExampleBot/1.0` as `examplebot`).
+            let want = robotsgate_rep::product_token(agent).to_ascii_lowercase();
             assert!(agents.iter().any(|a| *a == want), "specific group at line {} does not name {agent:?}: {agents:?}", g.line);
         }
     }
