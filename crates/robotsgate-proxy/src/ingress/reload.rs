@@ -1,5 +1,6 @@
 //! Reloading `robotsgate ingress` while it runs (SIGHUP): the `[ingress]` settings the
-//! layer reads per request (mode, status, unknown agents, impersonators, trusted proxies)
+//! layer reads per request (mode, status, unknown agents, impersonators, trusted proxies
+//! and their forwarding header)
 //! and the robots.txt file (re-read, or dropped for the upstream's), and the HTTPS
 //! certificate and key (re-read; a pair that does not load keeps the one in force, logged
 //! and counted in `robotsgate_ingress_tls_reload_failures`). Connections, pacing
