@@ -25,16 +25,42 @@ fn member_text(m: &Member<'_>) -> String {
     out
 }
 
+/// The canonical form of `bytes` parsed as each kind, if it parses as that kind.
+fn canonical_dictionary(bytes: &[u8]) -> Option<String> {
+    let d = Dictionary::parse(bytes).ok()?;
+    let mut out = String::new();
+    sf::write_dictionary(&mut out, &d);
+    Some(out)
+}
+
+fn canonical_list(bytes: &[u8]) -> Option<String> {
+    let l = List::parse(bytes).ok()?;
+    let mut out = String::new();
+    sf::write_list(&mut out, &l);
+    Some(out)
+}
+
+fn canonical_item(bytes: &[u8]) -> Option<String> {
+    let i = sf::parse_item(bytes).ok()?;
+    let mut out = String::new();
+    sf::write_item(&mut out, &i);
+    Some(out)
+}
+
+/// `once` (a canonical form) can be sent, parses again as the same kind, and is its own
+/// canonical form.
+fn stable(once: &str, canonical: fn(&[u8]) -> Option<String>) {
+    sendable(once);
+    let twice =
+        canonical(once.as_bytes()).unwrap_or_else(|| panic!("canonical form {once:?} does not parse"));
+    assert_eq!(once, twice, "canonical form not idempotent");
+}
+
 fn dictionary(data: &[u8]) {
     let Ok(d) = Dictionary::parse(data) else { return };
-    let mut once = String::new();
-    sf::write_dictionary(&mut once, &d);
-    sendable(&once);
-    let again = Dictionary::parse(once.as_bytes())
-        .unwrap_or_else(|e| panic!("canonical form {once:?} does not parse: {e}"));
-    let mut twice = String::new();
-    sf::write_dictionary(&mut twice, &again);
-    assert_eq!(once, twice, "canonical form not idempotent");
+    let Some(once) = canonical_dictionary(data) else { return };
+    stable(&once, canonical_dictionary);
+    let Ok(again) = Dictionary::parse(once.as_bytes()) else { return };
     let mut keys: Vec<&str> = d.iter().map(|(k, _)| k).collect();
     keys.sort_unstable();
     keys.dedup();
@@ -47,37 +73,24 @@ fn dictionary(data: &[u8]) {
     // Each member alone (as a list of one) is its canonical text.
     for (_, m) in d.iter() {
         let text = member_text(&m);
-        let l =
-            List::parse(text.as_bytes()).unwrap_or_else(|e| panic!("member {text:?} does not parse: {e}"));
-        let mut back = String::new();
-        sf::write_list(&mut back, &l);
+        let back =
+            canonical_list(text.as_bytes()).unwrap_or_else(|| panic!("member {text:?} does not parse"));
         assert_eq!(back, text);
     }
 }
 
 fn list(data: &[u8]) {
     let Ok(l) = List::parse(data) else { return };
-    let mut once = String::new();
-    sf::write_list(&mut once, &l);
-    sendable(&once);
-    let again = List::parse(once.as_bytes())
-        .unwrap_or_else(|e| panic!("canonical form {once:?} does not parse: {e}"));
-    let mut twice = String::new();
-    sf::write_list(&mut twice, &again);
-    assert_eq!(once, twice, "canonical form not idempotent");
+    let Some(once) = canonical_list(data) else { return };
+    stable(&once, canonical_list);
+    let Ok(again) = List::parse(once.as_bytes()) else { return };
     assert_eq!(l.iter().count(), again.iter().count(), "{once:?}: members lost");
 }
 
 fn item(data: &[u8]) {
     let Ok(i) = sf::parse_item(data) else { return };
-    let mut once = String::new();
-    sf::write_item(&mut once, &i);
-    sendable(&once);
-    let again = sf::parse_item(once.as_bytes())
-        .unwrap_or_else(|e| panic!("canonical form {once:?} does not parse: {e}"));
-    let mut twice = String::new();
-    sf::write_item(&mut twice, &again);
-    assert_eq!(once, twice, "canonical form not idempotent");
+    let Some(once) = canonical_item(data) else { return };
+    stable(&once, canonical_item);
     // The typed views do not panic on what parsed.
     if let Some(b) = i.bare.as_byte_sequence() {
         let _ = b.decode();
