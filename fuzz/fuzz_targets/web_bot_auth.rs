@@ -105,26 +105,11 @@ fn agent_member(field: &[u8]) -> Option<String> {
     Some(out)
 }
 
-/// The signature bytes of `LABEL=:BASE64:` (the form the signer writes).
+/// The signature bytes of the `Signature` member the signer wrote (keyed by its label).
 fn field_value(signature: &[u8]) -> Option<Vec<u8>> {
-    let s = std::str::from_utf8(signature).ok()?;
-    let b64 = s.strip_prefix(LABEL)?.strip_prefix("=:")?.strip_suffix(':')?;
-    decode_base64(b64)
-}
-
-fn decode_base64(s: &str) -> Option<Vec<u8>> {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = Vec::new();
-    let (mut acc, mut bits) = (0u32, 0);
-    for c in s.bytes().take_while(|&c| c != b'=') {
-        acc = (acc << 6) | A.iter().position(|&a| a == c)? as u32;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    Some(out)
+    let dictionary = sf::Dictionary::parse(signature).ok()?;
+    let item = dictionary.get(LABEL)?.as_item()?;
+    Some(item.bare.as_byte_sequence()?.decode())
 }
 
 fn edited(signed: &Signed, mut script: &[u8]) -> [Vec<u8>; 5] {
