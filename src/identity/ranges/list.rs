@@ -45,7 +45,7 @@ pub enum ListError {
         /// The limit.
         max: usize,
     },
-    /// Not JSON, or not an object with a `prefixes` array.
+    /// Not JSON (UTF-8), or not an object with a `prefixes` array.
     #[error("not a prefix list: {0}")]
     Syntax(String),
     /// More prefixes than [`ListLimits::max_prefixes`].
@@ -104,7 +104,15 @@ impl RangeList {
         if json.len() > limits.max_bytes {
             return Err(ListError::TooLarge { len: json.len(), max: limits.max_bytes });
         }
-        let doc: Document = serde_json::from_slice(json).map_err(|e| ListError::Syntax(e.to_string()))?;
+        // JSON is UTF-8 (RFC 8259): serde_json checks only the strings it keeps, not those
+        // of members it skips.
+        let json = std::str::from_utf8(json).map_err(|e| ListError::Syntax(format!("not UTF-8: {e}")))?;
+        // The document is an object: serde's derived `Document` would take an array too
+        // (`[creationTime, prefixes]`, its fields in order), which no list is.
+        if json.trim_start_matches([' ', '\t', '\n', '\r']).as_bytes().first() != Some(&b'{') {
+            return Err(ListError::Syntax("not a JSON object".into()));
+        }
+        let doc: Document = serde_json::from_str(json).map_err(|e| syntax(&e))?;
         if doc.prefixes.len() > limits.max_prefixes {
             return Err(ListError::TooManyPrefixes { count: doc.prefixes.len(), max: limits.max_prefixes });
         }
@@ -203,15 +211,37 @@ fn shorten(entry: &serde_json::Value) -> String {
         }
         other => other.to_string(),
     };
-    if text.len() > 80 {
-        let mut cut = 77;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
+    cut(&mut text, 80);
+    text
+}
+
+/// serde_json's reason, at most 120 characters of it and then its place: a value of the
+/// wrong type is quoted whole in it (`invalid type: string "…"`), and the reason goes to
+/// the log and to [`ListStatus`](super::ListStatus).
+fn syntax(e: &serde_json::Error) -> ListError {
+    let mut text = e.to_string();
+    let at = format!(" at line {} column {}", e.line(), e.column());
+    if let Some(reason) = text.strip_suffix(&at) {
+        let mut reason = reason.to_owned();
+        cut(&mut reason, 120);
+        reason.push_str(&at);
+        text = reason;
+    } else {
+        cut(&mut text, 120);
+    }
+    ListError::Syntax(text)
+}
+
+/// `text` cut to at most `max` bytes, `...` ending it when something was cut.
+fn cut(text: &mut String, max: usize) {
+    if text.len() > max {
+        let mut end = max - 3;
+        while !text.is_char_boundary(end) {
+            end -= 1;
         }
-        text.truncate(cut);
+        text.truncate(end);
         text.push_str("...");
     }
-    text
 }
 
 #[cfg(test)]
@@ -303,6 +333,25 @@ mod tests {
         assert!(matches!(parse(r#"{"creationTime": "x"}"#), Err(ListError::Syntax(_))));
         assert!(matches!(parse(r#"{"prefixes": {}}"#), Err(ListError::Syntax(_))));
         assert!(matches!(parse("{\"prefixes\": ["), Err(ListError::Syntax(_))));
+        // serde's derived struct takes an array of its fields in order; a list is an object.
+        let array = r#" [null, [{"ipv4Prefix": "192.0.2.0/24"}]]"#;
+        assert_eq!(parse(array), Err(ListError::Syntax("not a JSON object".into())));
+        // Bytes that are not UTF-8 in a member serde skips (found by fuzz/range_lists).
+        let skipped = b"{\"note\": \"\xb7\", \"prefixes\": [{\"ipv4Prefix\": \"192.0.2.0/24\"}]}";
+        match RangeList::parse(skipped, &ListLimits::default()) {
+            Err(ListError::Syntax(text)) => assert!(text.starts_with("not UTF-8"), "{text}"),
+            other => panic!("{other:?}"),
+        }
+        // A value of the wrong type is quoted by serde_json; the reason is cut, its place kept.
+        let quoted = format!(r#"{{"prefixes": "{}é"}}"#, "x".repeat(5000));
+        match parse(&quoted) {
+            Err(ListError::Syntax(text)) => {
+                assert!(text.starts_with("invalid type: string \"xxx"), "{text}");
+                assert!(text.ends_with("... at line 1 column 5017"), "{text}");
+                assert!(text.len() <= 150, "{} bytes", text.len());
+            }
+            other => panic!("{other:?}"),
+        }
         assert_eq!(parse(r#"{"prefixes": []}"#), Err(ListError::Empty));
         let limits = ListLimits { max_bytes: 64, max_prefixes: 2, ..ListLimits::default() };
         let big = format!(r#"{{"prefixes": [], "pad": "{}"}}"#, "x".repeat(64));
