@@ -215,7 +215,7 @@ fn shorten(entry: &serde_json::Value) -> String {
     text
 }
 
-/// serde_json's reason, at most 120 characters of it and then its place: a value of the
+/// serde_json's reason, at most 120 bytes of it and then its place: a value of the
 /// wrong type is quoted whole in it (`invalid type: string "…"`), and the reason goes to
 /// the log and to [`ListStatus`](super::ListStatus).
 fn syntax(e: &serde_json::Error) -> ListError {
