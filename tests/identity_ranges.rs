@@ -266,6 +266,41 @@ async fn a_file_list_overrides_and_is_reread_when_it_changes() {
     assert_eq!(listed(&ranges, "198.51.100.7").as_deref(), Some("OpenAI"));
 }
 
+/// A file list that is a device or a FIFO is refused, at start and by the refresher:
+/// reading `/dev/zero` never ends (it was read whole by the refresher, with no bound), and
+/// opening a FIFO waits for a writer (it blocked start-up).
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_file_list_that_is_no_regular_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let zero = dir.path().join("zero.json");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let fifo = dir.path().join("fifo.json");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let limits = ListLimits { max_bytes: 4096, ..ListLimits::default() };
+    let sources =
+        vec![ListSource::new(zero.to_str().unwrap(), "A"), ListSource::new(fifo.to_str().unwrap(), "B")];
+    // On a thread of its own: a start-up that blocks fails the test instead of hanging it.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || tx.send(Ranges::new(sources, limits)));
+    let ranges = bounded("start-up", rx).await.unwrap();
+    for status in ranges.status() {
+        let error = status.last_error.unwrap_or_default();
+        assert!(error.ends_with(": not a regular file"), "{error}");
+        assert_eq!(status.prefixes, 0);
+    }
+    let handle =
+        refresh::spawn(ranges.clone(), connector(loopback_guard(), Duration::from_secs(5)), on_demand());
+    for done in refresh_now(&handle).await {
+        match done.outcome {
+            Outcome::Failed(RefreshError::File(e)) => assert!(e.ends_with(": not a regular file"), "{e}"),
+            other => panic!("{}: {other:?}", done.name),
+        }
+    }
+    bounded("shutdown", handle.shutdown()).await;
+}
+
 #[tokio::test]
 async fn shutdown_stops_a_fetch_under_way() {
     let server = TestOrigin::start([("/list.json", json(V1).wait_forever())]).await;

@@ -48,7 +48,8 @@ pub enum Location {
     /// An `http`/`https` URL: the bundled copy (if any) at first, then what the refresher
     /// fetches.
     Url(String),
-    /// A file on this machine: read at start and re-read by the refresher.
+    /// A regular file on this machine (not a FIFO or a device): read at start and re-read
+    /// by the refresher.
     File(PathBuf),
 }
 
@@ -275,15 +276,24 @@ fn build(sources: &[ListSource], copies: &[Copy]) -> RangeTable {
 
 /// Reads and parses a list file, at most `limits.max_bytes` of it.
 fn read_file(path: &std::path::Path, limits: &ListLimits) -> Result<RangeList, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut bytes = Vec::new();
-    file.take(limits.max_bytes as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if bytes.len() > limits.max_bytes {
-        return Err(format!("{}: more than {} bytes", path.display(), limits.max_bytes));
-    }
+    let bytes = read_list_file(path, limits.max_bytes)?;
     RangeList::parse(&bytes, limits).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The bytes of a list file, at most `max_bytes` of them, read only from a regular file:
+/// opening a FIFO waits for a writer, and a device (`/dev/zero`) may never end.
+pub(crate) fn read_list_file(path: &std::path::Path, max_bytes: usize) -> Result<Vec<u8>, String> {
+    let at = |e: std::io::Error| format!("{}: {e}", path.display());
+    if !std::fs::metadata(path).map_err(at)?.is_file() {
+        return Err(format!("{}: not a regular file", path.display()));
+    }
+    let file = std::fs::File::open(path).map_err(at)?;
+    let mut bytes = Vec::new();
+    file.take(max_bytes as u64 + 1).read_to_end(&mut bytes).map_err(at)?;
+    if bytes.len() > max_bytes {
+        return Err(format!("{}: more than {max_bytes} bytes", path.display()));
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]

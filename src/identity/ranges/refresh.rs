@@ -29,7 +29,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{ListError, Location, Provenance, RangeList, Ranges};
+use super::{ListError, Location, Provenance, RangeList, Ranges, read_list_file};
 use crate::fetch::redirect_target;
 use crate::net::error_chain;
 use crate::net::http::{self as client, BodyError};
@@ -418,8 +418,12 @@ impl Refresher {
             };
             return Outcome::Failed(RefreshError::List(e));
         }
-        let bytes = match tokio::fs::read(path).await {
-            Ok(b) => b,
+        // Bounded, as at start: the file may have grown since its length was read.
+        let owned = path.to_owned();
+        let bytes = match tokio::task::spawn_blocking(move || read_list_file(&owned, limits.max_bytes)).await
+        {
+            Ok(Ok(b)) => b,
+            Ok(Err(e)) => return Outcome::Failed(RefreshError::File(e)),
             Err(e) => return Outcome::Failed(RefreshError::File(format!("{}: {e}", path.display()))),
         };
         match RangeList::parse(&bytes, &limits) {
