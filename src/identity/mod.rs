@@ -40,3 +40,16 @@ mod verifier;
 pub use operator::Operator;
 pub use verdict::{Method, Verdict, Why};
 pub use verifier::{Identity, Verifier};
+
+/// `text` cut to at most `max` bytes (`max` >= 3), `...` ending it when something was cut:
+/// for a value a document or a request sent, quoted in a reason that goes to the log.
+pub(crate) fn cut(text: &mut String, max: usize) {
+    if text.len() > max {
+        let mut end = max.saturating_sub(3);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str("...");
+    }
+}

@@ -210,7 +210,11 @@ impl Directory {
             {
                 Some(Arc::from(t.as_str()))
             }
-            Some(other) => return Err(DocumentError::Malformed(format!("product token {other}"))),
+            Some(other) => {
+                let mut text = format!("product token {other}");
+                crate::identity::cut(&mut text, 120);
+                return Err(DocumentError::Malformed(text));
+            }
         };
         let mut dir = Directory { product_token, ..Directory::default() };
         for (index, jwk) in keys.iter().enumerate() {

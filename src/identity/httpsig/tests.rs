@@ -657,6 +657,15 @@ fn signature_agent_cards_give_keys_inline_and_a_product_token() {
         let doc = json!({"keys": [], "web_bot_auth": {"rfc9309-product-token": bad}});
         assert!(malformed(doc.clone()), "{doc}");
     }
+    // The token is quoted in the reason, cut: the reason goes to the log.
+    let long = json!({"keys": [], "web_bot_auth": {"rfc9309-product-token": "é".repeat(20_000)}});
+    match Directory::parse(long.to_string().as_bytes(), 65536, 32, false) {
+        Err(DocumentError::Malformed(text)) => {
+            assert!(text.starts_with("product token \"éé") && text.ends_with("..."), "{text}");
+            assert!(text.len() <= 120, "{} bytes", text.len());
+        }
+        other => panic!("{other:?}"),
+    }
     // The card's other members do not matter; its keys obey the same bounds.
     let many = json!({"jwks": {"keys": [a.public().to_jwk(), a.public().to_jwk()]}});
     assert_eq!(

@@ -3,6 +3,8 @@
 use ipnet::{Ipv4Net, Ipv6Net};
 use serde::Deserialize;
 
+use crate::identity::cut;
+
 /// Bounds on a list document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListLimits {
@@ -230,18 +232,6 @@ fn syntax(e: &serde_json::Error) -> ListError {
         cut(&mut text, 120);
     }
     ListError::Syntax(text)
-}
-
-/// `text` cut to at most `max` bytes, `...` ending it when something was cut.
-fn cut(text: &mut String, max: usize) {
-    if text.len() > max {
-        let mut end = max - 3;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push_str("...");
-    }
 }
 
 #[cfg(test)]
