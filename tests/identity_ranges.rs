@@ -285,6 +285,7 @@ async fn a_file_list_that_is_no_regular_file_is_refused() {
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || tx.send(Ranges::new(sources, limits)));
     let ranges = bounded("start-up", rx).await.unwrap();
+    assert_eq!(ranges.status().len(), 2);
     for status in ranges.status() {
         let error = status.last_error.unwrap_or_default();
         assert!(error.ends_with(": not a regular file"), "{error}");
@@ -292,7 +293,9 @@ async fn a_file_list_that_is_no_regular_file_is_refused() {
     }
     let handle =
         refresh::spawn(ranges.clone(), connector(loopback_guard(), Duration::from_secs(5)), on_demand());
-    for done in refresh_now(&handle).await {
+    let done = refresh_now(&handle).await;
+    assert_eq!(done.len(), 2, "{done:?}");
+    for done in done {
         match done.outcome {
             Outcome::Failed(RefreshError::File(e)) => assert!(e.ends_with(": not a regular file"), "{e}"),
             other => panic!("{}: {other:?}", done.name),
