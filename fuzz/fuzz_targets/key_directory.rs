@@ -2,10 +2,11 @@
 //! the JSON the ingress fetches from a URL a request names, so from anyone. Input: a first
 //! byte (its low bit: test keys allowed), then the document.
 //!
-//! Invariants: no panic; a document over the byte limit is refused; a parsed directory has
-//! at most the key limit, one key per thumbprint, each key written back as a JWK reads as
-//! the same key, and its product token (from a Signature Agent Card) is an RFC 9309 product
-//! token (letters, `_` and `-`).
+//! Invariants: no panic; a document over the byte limit is refused; a refused document's
+//! reason is at most 200 bytes (it goes to the log); a parsed directory has at most the
+//! key limit, one key per thumbprint, each key written back as a JWK reads as the same key,
+//! and its product token (from a Signature Agent Card) is an RFC 9309 product token
+//! (letters, `_` and `-`).
 
 #![no_main]
 
@@ -17,7 +18,14 @@ const MAX_KEYS: usize = 32;
 
 fuzz_target!(|data: &[u8]| {
     let Some((flags, body)) = data.split_first() else { return };
-    let Ok(directory) = Directory::parse(body, MAX_BYTES, MAX_KEYS, flags & 1 == 1) else { return };
+    let directory = match Directory::parse(body, MAX_BYTES, MAX_KEYS, flags & 1 == 1) {
+        Ok(directory) => directory,
+        Err(e) => {
+            let reason = e.to_string();
+            assert!(reason.len() <= 200, "a reason of {} bytes: {reason:.300}", reason.len());
+            return;
+        }
+    };
     assert!(body.len() <= MAX_BYTES);
     assert!(directory.keys.len() <= MAX_KEYS);
     let mut thumbprints: Vec<&str> = directory.keys.iter().map(|k| k.key.thumbprint()).collect();
