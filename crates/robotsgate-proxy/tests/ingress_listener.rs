@@ -200,6 +200,23 @@ async fn a_client_that_does_not_finish_its_tls_handshake_is_closed() {
     ingress.stop().await;
 }
 
+/// A robots.txt file that is a FIFO or a device stops the start, naming it: opening a FIFO
+/// waited for a writer (the start hung), and `/dev/zero` would have been read without end.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_robots_file_that_is_no_regular_file_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("robots.txt");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for robots in [fifo.to_str().unwrap(), "/dev/zero"] {
+        let said = fails(&["--upstream", "http://127.0.0.1:9", "--robots", robots]).await;
+        assert!(
+            said.contains(&format!("ingress.robots: cannot read {robots}: not a regular file")),
+            "{said}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn bad_tls_settings_stop_the_start_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();

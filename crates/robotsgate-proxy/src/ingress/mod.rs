@@ -573,14 +573,17 @@ fn settings(ic: &crate::config::IngressSection) -> Result<IngressConfig, Ingress
     })
 }
 
-/// The robots.txt file of `ingress.robots` (`None` for ""), served byte for byte.
+/// The robots.txt file of `ingress.robots` (`None` for ""), served byte for byte: a regular
+/// file (opening a FIFO waits for a writer, a device such as `/dev/zero` never ends).
 async fn read_robots(path: &str) -> Result<Option<Vec<u8>>, IngressError> {
     if path.is_empty() {
         return Ok(None);
     }
-    let body = tokio::fs::read(path)
-        .await
-        .map_err(|source| IngressError::Robots { path: path.to_owned(), source })?;
+    let error = |source| IngressError::Robots { path: path.to_owned(), source };
+    if !tokio::fs::metadata(path).await.map_err(error)?.is_file() {
+        return Err(error(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")));
+    }
+    let body = tokio::fs::read(path).await.map_err(error)?;
     Ok(Some(body))
 }
 
