@@ -193,7 +193,7 @@ impl Default for IngressConfig {
             impersonators: Impersonators::Refuse,
             profile: Profile::Conservative,
             trusted_proxies: Vec::new(),
-            forwarded_header: ForwardedHeader::XForwardedFor,
+            forwarded_header: ForwardedHeader::default(),
             ttl: Duration::from_secs(86_400),
             error_ttl: Duration::from_secs(300),
             fetch_timeout: Duration::from_secs(10),

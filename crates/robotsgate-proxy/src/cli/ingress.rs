@@ -56,8 +56,8 @@ pub struct IngressArgs {
 
     /// The header the trusted proxies add the client's address to (overrides
     /// ingress.forwarded_header); the other one is never read.
-    #[arg(long, value_name = "HEADER", value_parser = ["x-forwarded-for", "forwarded"])]
-    forwarded_header: Option<String>,
+    #[arg(long, value_name = "HEADER")]
+    forwarded_header: Option<ForwardedHeaderName>,
 }
 
 fn configuration(args: &IngressArgs) -> anyhow::Result<Config> {
@@ -87,10 +87,8 @@ fn configuration(args: &IngressArgs) -> anyhow::Result<Config> {
     for cidr in &args.trusted_proxy {
         ic.trusted_proxies.push(cidr.parse::<Cidr>().map_err(anyhow::Error::msg).context("--trusted-proxy")?);
     }
-    match args.forwarded_header.as_deref() {
-        Some("forwarded") => ic.forwarded_header = ForwardedHeaderName::Forwarded,
-        Some(_) => ic.forwarded_header = ForwardedHeaderName::XForwardedFor,
-        None => {}
+    if let Some(header) = args.forwarded_header {
+        ic.forwarded_header = header;
     }
     if let Some(addr) = args.admin_listen {
         config.admin.listen = Some(addr);

@@ -453,7 +453,7 @@ pub struct IngressSection {
 
 /// `x-forwarded-for` or `forwarded`: the header the trusted proxies add the client's
 /// address to (the other one is never read).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 #[allow(missing_docs)]
 pub enum ForwardedHeaderName {
