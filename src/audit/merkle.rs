@@ -72,6 +72,12 @@ pub fn empty_root() -> Hash {
     to_hash(digest(&SHA256, &[]).as_ref())
 }
 
+/// The largest tree a frontier is taken at from a file ([`Frontier::from_hashes`]: a
+/// log file's `file-start` record, a checkpoint): 2^63 leaves. The leaves a file adds
+/// (fewer than its bytes, and a file has fewer than 2^63) then cannot take the count
+/// past `u64::MAX`. A file, edited, may claim any size; no log reaches this one.
+pub const MAX_START: u64 = 1 << 63;
+
 /// A tree being built leaf by leaf: the roots of the perfect subtrees that make up its
 /// leaves `[start, start + size)`, largest (leftmost) first. Started at 0 it is the tree
 /// itself; started at another aligned position it hashes one subtree (proofs).
@@ -96,9 +102,9 @@ impl Frontier {
 
     /// The tree of `size` leaves whose perfect subtrees have these roots, largest first
     /// (as [`Frontier::hashes`] gives them); `None` when their number does not match
-    /// `size` (one per bit set).
+    /// `size` (one per bit set), or when `size` is above [`MAX_START`].
     pub fn from_hashes(size: u64, hashes: &[Hash]) -> Option<Frontier> {
-        if hashes.len() != size.count_ones() as usize {
+        if size > MAX_START || hashes.len() != size.count_ones() as usize {
             return None;
         }
         let heights = (0..64u32).rev().filter(|h| size >> h & 1 == 1);
@@ -334,6 +340,12 @@ mod tests {
             assert_eq!(back, f);
         }
         assert!(Frontier::from_hashes(3, &[all[0]]).is_none(), "3 needs two subtrees");
+        // A file may claim any size: the largest taken still has room for its leaves.
+        let mut f = Frontier::from_hashes(MAX_START, &[all[0]]).expect("2^63 leaves");
+        f.push(all[1]);
+        assert_eq!(f.size(), MAX_START + 1);
+        assert!(Frontier::from_hashes(MAX_START + 1, &all[..2]).is_none(), "above MAX_START");
+        assert!(Frontier::from_hashes(u64::MAX, &leaves(64)).is_none(), "above MAX_START");
     }
 
     /// Every proof of every leaf of trees up to 40 leaves verifies, and fails for

@@ -373,6 +373,50 @@ async fn rotation_under_concurrent_writers(durability: Durability) {
     assert_eq!(v.covered, v.leaves);
 }
 
+/// A `file-start` record that claims more records before its file than any log holds
+/// (2^64 − 1, with 64 subtrees that do give its root): `verify` names it instead of
+/// counting past `u64::MAX` (which panicked in a debug build and wrapped to nonsense
+/// figures in a release one), `prove` refuses the file, and a process reopening it says
+/// so and starts its tree at 0.
+#[tokio::test]
+async fn a_file_start_past_any_log_is_refused() {
+    use super::merkle::{leaf_hash, node_hash};
+    let subtrees: Vec<merkle::Hash> = (0..64u8).map(|i| leaf_hash(&[i])).collect();
+    let root = subtrees[..63].iter().rev().fold(subtrees[63], |right, left| node_hash(left, &right));
+    // In the writer's order: a log record says so at its start.
+    let start = format!(
+        r#"{{"schema_version":{SCHEMA_VERSION},"type":"log","time":"2026-12-07T05:00:00.000Z","event":"file-start","tree_size":{},"root":"{}","frontier":{},"previous_file":"audit.1.jsonl"}}"#,
+        u64::MAX,
+        hex::encode(root),
+        serde_json::json!(subtrees.iter().map(hex::encode).collect::<Vec<_>>()),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let record = r#"{"type":"decision","request_id":"r1"}"#;
+    std::fs::write(&path, format!("{start}\n{record}\n")).unwrap();
+    std::fs::write(checkpoints_path(&path), "").unwrap();
+
+    let partial = verify::Options { partial: true, ..verify::Options::default() };
+    let v = verify::verify(log_files(&path), &partial, &mut verify::NoWatch);
+    let problem = v.problem.expect("the file-start record is refused");
+    assert_eq!(problem.line, Some(1), "{problem}");
+    assert!(problem.what.contains("file-start record is not consistent"), "{problem}");
+
+    let open = || -> std::io::Result<Box<dyn std::io::BufRead>> {
+        Ok(Box::new(std::io::BufReader::new(std::fs::File::open(&path)?)))
+    };
+    let proved = proof::prove("audit.jsonl", &open, &[], &|line| line == record.as_bytes());
+    assert!(matches!(proved, Err(proof::ProveError::Other(_))), "{proved:?}");
+
+    // Reopened: the tree starts at 0 (said in the log), the next checkpoint counts the
+    // file's three lines.
+    let (log, _) = tree_log(dir.path(), 0, 1).await;
+    log.shutdown().await;
+    let last = std::fs::read_to_string(checkpoints_path(&path)).unwrap();
+    let last: CheckpointLine = serde_json::from_str(last.lines().last().expect("a checkpoint")).unwrap();
+    assert!(last.tree_size < 10, "{last:?}");
+}
+
 /// A log reopened by the next process (and one whose last line was torn): the tree goes
 /// on over what is in the file, and the whole file verifies, all of it covered.
 #[tokio::test]

@@ -149,8 +149,14 @@ impl TreeWriter {
             let content = &line[..line.len() - 1];
             if first {
                 first = false;
-                if let Some(f) = LogFields::of(content).and_then(|f| f.start_frontier()) {
-                    tree.frontier = f;
+                if let Some(fields) = LogFields::of(content).filter(|f| f.event == "file-start") {
+                    match fields.start_frontier() {
+                        Some(f) => tree.frontier = f,
+                        None => warnings.push(format!(
+                            "the file-start record of {} is not consistent (its subtrees do not give its root, or its tree size is past any log's): its tree is taken to start at 0; run robotsgate audit verify",
+                            log.display()
+                        )),
+                    }
                 }
                 tree.leaves_from = tree.frontier.size();
                 tree.last_size = tree.frontier.size();

@@ -266,7 +266,7 @@ pub fn verify(files: Vec<LogFile>, options: &Options<'_>, watch: &mut dyn Watch)
                     walker.fail(
                         &name,
                         Some(1),
-                        "the file-start record is not consistent (its subtrees do not give its root)".into(),
+                        "the file-start record is not consistent (its subtrees do not give its root, or its tree size is past any log's)".into(),
                     );
                     break;
                 }
