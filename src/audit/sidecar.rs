@@ -14,6 +14,16 @@ pub const SUFFIX: &str = ".checkpoints";
 /// How many bytes of each leaf hash the index keeps (16 hex digits).
 pub const INDEX_BYTES: usize = 8;
 
+/// The most leaves between two checkpoints: the writer makes one after this many, whatever
+/// `checkpoint_every` and `checkpoint_interval` say, so that its index of them (8 bytes a
+/// leaf in memory, 16 hex digits in the checkpoint's line) stays bounded.
+pub const MAX_CHECKPOINT_LEAVES: u64 = 1 << 20;
+
+/// The longest line of a checkpoint file read back (with its newline), by `verify` and by
+/// a process reopening its log. A checkpoint lists the leaves since the one before, 16 hex
+/// digits each, at most [`MAX_CHECKPOINT_LEAVES`] of them (16 MiB).
+pub const MAX_CHECKPOINT_LINE: usize = 64 << 20;
+
 /// One checkpoint, as a line of the checkpoint file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckpointLine {

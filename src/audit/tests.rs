@@ -417,6 +417,35 @@ async fn a_file_start_past_any_log_is_refused() {
     assert!(last.tree_size < 10, "{last:?}");
 }
 
+/// A checkpoint file whose line goes on for 256 MiB: `verify` reads no more of it than a
+/// checkpoint can be and names the line (before, the whole line was read into memory,
+/// however long).
+#[test]
+fn a_checkpoint_line_past_its_bound_is_not_read_whole() {
+    /// 256 MiB of `x`, counting what is read.
+    struct Long(Arc<std::sync::atomic::AtomicU64>);
+    impl std::io::Read for Long {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min((256 << 20) - self.0.load(Ordering::Relaxed) as usize);
+            buf[..n].fill(b'x');
+            self.0.fetch_add(n as u64, Ordering::Relaxed);
+            Ok(n)
+        }
+    }
+    let read = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let files = vec![verify::LogFile {
+        name: "audit.jsonl".into(),
+        log: Box::new(&b"{\"type\":\"decision\"}\n"[..]),
+        checkpoints: Some(Box::new(std::io::BufReader::new(Long(read.clone())))),
+    }];
+    let v = verify::verify(files, &verify::Options::default(), &mut verify::NoWatch);
+    let problem = v.problem.expect("the line is refused");
+    assert_eq!((problem.file.as_str(), problem.line), ("audit.jsonl.checkpoints", Some(1)), "{problem}");
+    assert!(problem.what.contains("a line of more than 64 MiB"), "{problem}");
+    let read = read.load(Ordering::Relaxed);
+    assert!(read <= (64 << 20) + (64 << 10), "{read} bytes read");
+}
+
 /// A log reopened by the next process (and one whose last line was torn): the tree goes
 /// on over what is in the file, and the whole file verifies, all of it covered.
 #[tokio::test]

@@ -15,7 +15,7 @@ use super::lines::LogFields;
 use super::merkle::{Frontier, Hash, LeafHasher};
 use super::note::{Checkpoint, Signer};
 use super::record::{LogEvent, LogRecord};
-use super::sidecar::{CheckpointLine, index_entry};
+use super::sidecar::{CheckpointLine, MAX_CHECKPOINT_LEAVES, MAX_CHECKPOINT_LINE, index_entry};
 use super::timestamp::rfc3339;
 
 /// When checkpoints are made, and how they are signed.
@@ -28,6 +28,17 @@ pub(super) struct TreeConfig {
     pub(super) signer: Option<Arc<Signer>>,
     /// Sync the checkpoint file after each checkpoint (`Durability::Synced`).
     pub(super) sync: bool,
+}
+
+impl TreeConfig {
+    /// Leaves after which a checkpoint is made: `every`, and never more than
+    /// [`MAX_CHECKPOINT_LEAVES`] (`every` 0, by time only, included).
+    fn every(&self) -> u64 {
+        match self.every {
+            0 => MAX_CHECKPOINT_LEAVES,
+            n => n.min(MAX_CHECKPOINT_LEAVES),
+        }
+    }
 }
 
 /// The tree as the writer builds it, and the active file's place in it.
@@ -77,7 +88,7 @@ impl Continuation {
     /// rotation), for an active file started anew (the process stopped between closing a
     /// file and starting the next, or the active file was removed). `None` without one.
     pub(super) fn after(rotated: &Path) -> Option<Continuation> {
-        let line = last_line(&checkpoints_path(rotated), 16 << 20).ok()??;
+        let line = last_line(&checkpoints_path(rotated), MAX_CHECKPOINT_LINE as u64).ok()??;
         let cp: CheckpointLine = serde_json::from_slice(&line).ok()?;
         let frontier = Frontier::from_hashes(cp.tree_size, &cp.frontier_hashes()?)?;
         (hex::encode(frontier.root()) == cp.root && cp.reason == "rotation").then(|| Continuation {
@@ -99,7 +110,7 @@ impl TreeWriter {
     pub(super) fn resume(log: &Path, len: u64, config: TreeConfig) -> io::Result<(TreeWriter, Warnings)> {
         let mut warnings = Vec::new();
         let sidecar_path = checkpoints_path(log);
-        let last: Option<CheckpointLine> = match last_line(&sidecar_path, 64 << 20)? {
+        let last: Option<CheckpointLine> = match last_line(&sidecar_path, MAX_CHECKPOINT_LINE as u64)? {
             Some(line) => match serde_json::from_slice(&line) {
                 Ok(cp) => Some(cp),
                 Err(e) => {
@@ -219,7 +230,7 @@ impl TreeWriter {
                     self.file_bytes -= bytes - (i as u64 + 1);
                     self.leaf(&h, bytes);
                     rest = after;
-                    if self.config.every > 0 && self.frontier.size() - self.last_size >= self.config.every {
+                    if self.frontier.size() - self.last_size >= self.config.every() {
                         self.checkpoint("records")?;
                     }
                 }
@@ -328,12 +339,39 @@ fn hex_lower(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::audit::sidecar::INDEX_BYTES;
+
+    /// Checkpoints by time only (`every` 0): one is made after `MAX_CHECKPOINT_LEAVES`
+    /// leaves all the same, so the index held for the next one stays bounded.
+    #[test]
+    fn a_checkpoint_at_least_every_max_leaves() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("audit.jsonl");
+        std::fs::write(&log, "").unwrap();
+        let config =
+            TreeConfig { every: 0, interval: Some(Duration::from_secs(3600)), signer: None, sync: false };
+        let (mut tree, warnings) = TreeWriter::resume(&log, 0, config).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let leaves = MAX_CHECKPOINT_LEAVES as usize;
+        tree.feed(&b"x\n".repeat(leaves - 1)).unwrap();
+        assert_eq!(std::fs::read(checkpoints_path(&log)).unwrap().len(), 0, "none before");
+        tree.feed(b"x\ny\n").unwrap();
+        let text = std::fs::read_to_string(checkpoints_path(&log)).unwrap();
+        let lines: Vec<CheckpointLine> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 1, "one checkpoint");
+        assert_eq!((lines[0].tree_size, lines[0].reason.as_str()), (MAX_CHECKPOINT_LEAVES, "records"));
+        assert_eq!(lines[0].leaves.len(), leaves * 16);
+        assert!(text.len() <= MAX_CHECKPOINT_LINE, "read back whole");
+        assert_eq!(tree.index.len(), INDEX_BYTES, "the index starts again: one leaf since");
+    }
+
     /// The checkpoint's leaf index reads as before: `hex::encode`'s lowercase digits.
     #[test]
     fn hex_lower_is_hex_encode() {
         let all: Vec<u8> = (0..=255).collect();
         for bytes in [&[][..], &[0x00], &[0xab, 0x0f], &all] {
-            assert_eq!(super::hex_lower(bytes), hex::encode(bytes));
+            assert_eq!(hex_lower(bytes), hex::encode(bytes));
         }
     }
 }

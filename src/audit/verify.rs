@@ -7,12 +7,12 @@
 //! Pure: it reads what it is given (any `BufRead`), in one pass and bounded memory.
 
 use std::collections::VecDeque;
-use std::io::{self, BufRead};
+use std::io::{self, BufRead, Read};
 
 use super::lines::{Lines, LogFields};
 use super::merkle::{Frontier, Hash};
 use super::note::{Checkpoint, Note, Verifier};
-use super::sidecar::{CheckpointLine, INDEX_BYTES, index_entry};
+use super::sidecar::{CheckpointLine, INDEX_BYTES, MAX_CHECKPOINT_LINE, index_entry};
 
 /// One log file to check.
 pub struct LogFile {
@@ -330,7 +330,8 @@ impl Walker<'_> {
         let mut buf = Vec::new();
         loop {
             buf.clear();
-            match r.read_until(b'\n', &mut buf) {
+            // Bounded: a line past the bound is not read whole.
+            match r.by_ref().take(MAX_CHECKPOINT_LINE as u64 + 1).read_until(b'\n', &mut buf) {
                 Ok(0) => return Ok(None),
                 Ok(_) => {}
                 Err(e) => {
@@ -339,11 +340,19 @@ impl Walker<'_> {
                 }
             }
             *at += 1;
+            let sidecar = format!("{file}.checkpoints");
+            if buf.len() > MAX_CHECKPOINT_LINE {
+                self.fail(
+                    &sidecar,
+                    Some(*at),
+                    format!("not a checkpoint (a line of more than {} MiB)", MAX_CHECKPOINT_LINE >> 20),
+                );
+                return Err(());
+            }
             let text = buf.strip_suffix(b"\n").unwrap_or(&buf);
             if text.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let sidecar = format!("{file}.checkpoints");
             let line: CheckpointLine = match serde_json::from_slice(text) {
                 Ok(l) => l,
                 Err(e) => {
