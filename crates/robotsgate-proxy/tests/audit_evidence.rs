@@ -508,6 +508,48 @@ async fn explain_marks_the_deciding_line_or_says_why_none_applied() {
     assert!(stdout(&out).contains("the checkpoints are NOT signed"), "{}", stdout(&out));
 }
 
+/// A log may come from anywhere: `explain` reads a snapshot only from a file named by its
+/// hash. A fetch record pointing at another file, or a decision whose hash is a path, does
+/// not make it print that file (before: it printed it, under a "does not match its hash"
+/// warning).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_reads_no_file_a_log_points_to_but_its_snapshot() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("fine"))]).await;
+    let proxy = RunningProxy::start(&test_config(dir.path())).await;
+    get(proxy.addr, &origin.url("/page")).await;
+    let records = proxy.records().await;
+    let log = proxy.audit_path.clone();
+    proxy.stop().await;
+    let decision = decision_on(&records, &origin.url("/page"));
+    let id = decision["request_id"].as_str().unwrap().to_owned();
+    let sha = decision["robots"]["sha256"].as_str().unwrap().to_owned();
+    let t = explain(&log, &[&id]);
+    assert!(t.contains("(SHA-256 checked)"), "the log as written: {t}");
+
+    // Files of the reviewer's that the log names.
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, "SECRET of the reviewer\n").unwrap();
+    let original = std::fs::read_to_string(&log).unwrap();
+    let snapshot = robotsgate::audit::snapshot_path(&dir.path().join("snapshots"), &sha);
+    let kept = snapshot.display().to_string();
+    assert!(original.contains(&format!("\"snapshot\":\"{kept}\"")), "the fetch record names it: {original}");
+
+    // The fetch record's snapshot pointing at another file: not read; the snapshot is
+    // missing from where else it may be (the log's folder's robotsgate-snapshots).
+    std::fs::write(&log, original.replace(&kept, arg(&secret))).unwrap();
+    let t = explain(&log, &[&id]);
+    assert!(!t.contains("SECRET"), "{t}");
+    assert!(t.contains(&format!("WARNING: the robots.txt snapshot {sha}.txt is missing")), "{t}");
+
+    // The decision's hash a path (`<log dir>/robotsgate-snapshots/../secret.txt`): refused.
+    std::fs::write(&log, original.replace(&format!("\"sha256\":\"{sha}\""), "\"sha256\":\"../secret\""))
+        .unwrap();
+    let t = explain(&log, &[&id]);
+    assert!(!t.contains("SECRET"), "{t}");
+    assert!(t.contains("WARNING: the decision's robots.txt hash \"../secret\" is not a SHA-256"), "{t}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_report_holds_the_numbers_of_the_log_and_whether_it_verified() {
     let dir = temp_dir();

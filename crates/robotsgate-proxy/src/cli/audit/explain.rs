@@ -100,6 +100,13 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     decision_text(&mut out, &d);
     match &sha {
         None => no_body(&mut out, &d),
+        // The hash names the snapshot's file: anything else would name another file.
+        Some(sha) if !is_sha256_hex(sha) => out.push_str(&format!(
+            "\nWARNING: the decision's robots.txt hash {} is not a SHA-256 (64 hex digits), so no snapshot is \
+             looked up by it: the decision cannot be checked against the file it rested on (the log was altered \
+             or damaged; `robotsgate audit verify` says where)\n",
+            shown(sha)
+        )),
         Some(sha) => {
             let candidates = snapshot_candidates(&args, &paths[0], sha, fetch.as_ref());
             let looked = candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
@@ -235,6 +242,19 @@ fn no_body(out: &mut String, d: &Value) {
     out.push_str(&format!("\nNo rule applied: {why}.\n"));
 }
 
+/// Whether `sha` is a SHA-256 as the log writes it: 64 lowercase hex digits.
+fn is_sha256_hex(sha: &str) -> bool {
+    sha.len() == 64 && sha.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// A value from the log, quoted, cut to 80 characters.
+fn shown(v: &str) -> String {
+    match v.char_indices().nth(80) {
+        Some((at, _)) => format!("{:?}...", &v[..at]),
+        None => format!("{v:?}"),
+    }
+}
+
 /// Where the snapshot with this hash may be.
 fn snapshot_candidates(args: &ExplainArgs, log: &Path, sha: &str, fetch: Option<&Value>) -> Vec<PathBuf> {
     let mut c = Vec::new();
@@ -243,7 +263,11 @@ fn snapshot_candidates(args: &ExplainArgs, log: &Path, sha: &str, fetch: Option<
         return c;
     }
     let log_dir = log.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    if let Some(p) = fetch.and_then(|f| f["snapshot"].as_str()) {
+    // Where the fetch record says, if it names this snapshot's file (`<sha>.txt`): a log
+    // may come from anywhere, and its path is not followed to other files.
+    let name = format!("{sha}.txt");
+    let named = |p: &&str| Path::new(p).file_name().is_some_and(|n| n == name.as_str());
+    if let Some(p) = fetch.and_then(|f| f["snapshot"].as_str()).filter(named) {
         let p = PathBuf::from(p);
         if p.is_relative() {
             c.push(log_dir.join(&p));
