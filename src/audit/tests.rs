@@ -408,8 +408,8 @@ async fn a_file_start_past_any_log_is_refused() {
     let proved = proof::prove("audit.jsonl", &open, &[], &|line| line == record.as_bytes());
     assert!(matches!(proved, Err(proof::ProveError::Other(_))), "{proved:?}");
 
-    // Reopened: the tree starts at 0 (said in the log), the next checkpoint counts the
-    // file's three lines.
+    // Reopened: the tree starts at 0 (a warning in the process's log), so the next
+    // checkpoint counts the file's few lines, not 2^64 and more.
     let (log, _) = tree_log(dir.path(), 0, 1).await;
     log.shutdown().await;
     let last = std::fs::read_to_string(checkpoints_path(&path)).unwrap();
@@ -417,9 +417,9 @@ async fn a_file_start_past_any_log_is_refused() {
     assert!(last.tree_size < 10, "{last:?}");
 }
 
-/// A checkpoint file whose line goes on for 256 MiB: `verify` reads no more of it than a
-/// checkpoint can be and names the line (before, the whole line was read into memory,
-/// however long).
+/// A checkpoint file whose line goes on for 256 MiB: `verify` (and `read_checkpoints`, for
+/// `prove`) reads no more of it than a checkpoint can be and names the line (before, the
+/// whole line was read into memory, however long).
 #[test]
 fn a_checkpoint_line_past_its_bound_is_not_read_whole() {
     /// 256 MiB of `x`, counting what is read.
@@ -442,6 +442,13 @@ fn a_checkpoint_line_past_its_bound_is_not_read_whole() {
     let problem = v.problem.expect("the line is refused");
     assert_eq!((problem.file.as_str(), problem.line), ("audit.jsonl.checkpoints", Some(1)), "{problem}");
     assert!(problem.what.contains("a line of more than 64 MiB"), "{problem}");
+    let read = read.load(Ordering::Relaxed);
+    assert!(read <= (64 << 20) + (64 << 10), "{read} bytes read");
+
+    // `prove`'s reading of the whole checkpoint file too.
+    let read = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let e = verify::read_checkpoints(std::io::BufReader::new(Long(read.clone()))).unwrap_err();
+    assert!(e.to_string().contains("line 1: not a checkpoint (a line of more than 64 MiB)"), "{e}");
     let read = read.load(Ordering::Relaxed);
     assert!(read <= (64 << 20) + (64 << 10), "{read} bytes read");
 }

@@ -637,15 +637,26 @@ fn expected_entry(pending: &VecDeque<Cp>, leaf: u64) -> Option<[u8; INDEX_BYTES]
     })
 }
 
-/// Reads a whole checkpoint file into its lines (for tools that want them all).
-pub fn read_checkpoints(reader: impl BufRead) -> io::Result<Vec<CheckpointLine>> {
+/// Reads a whole checkpoint file into its lines (for tools that want them all); a line
+/// longer than a checkpoint can be is an error, read no further.
+pub fn read_checkpoints(mut reader: impl BufRead) -> io::Result<Vec<CheckpointLine>> {
     let mut out = Vec::new();
-    for line in reader.lines() {
-        let line = line?;
-        if line.trim().is_empty() {
+    let mut line = Vec::new();
+    for at in 1u64.. {
+        line.clear();
+        if reader.by_ref().take(MAX_CHECKPOINT_LINE as u64 + 1).read_until(b'\n', &mut line)? == 0 {
+            break;
+        }
+        if line.len() > MAX_CHECKPOINT_LINE {
+            return Err(io::Error::other(format!(
+                "line {at}: not a checkpoint (a line of more than {} MiB)",
+                MAX_CHECKPOINT_LINE >> 20
+            )));
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        out.push(serde_json::from_str(&line).map_err(io::Error::other)?);
+        out.push(serde_json::from_slice(&line).map_err(|e| io::Error::other(format!("line {at}: {e}")))?);
     }
     Ok(out)
 }
