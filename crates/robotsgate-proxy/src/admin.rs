@@ -17,6 +17,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 
+/// Connections the admin listener serves at once (more wait in its queue): health
+/// checks and a metrics scraper need a few.
+pub const MAX_CONNECTIONS: usize = 64;
+
 /// Whether the proxy is accepting connections (for `/readyz`).
 #[derive(Debug, Clone, Default)]
 pub struct Readiness(Arc<AtomicBool>);
@@ -74,18 +78,24 @@ impl<M: MetricsText> Admin<M> {
         self.listener.local_addr()
     }
 
-    /// Serves until `stop` is cancelled.
+    /// Serves until `stop` is cancelled, at most [`MAX_CONNECTIONS`] connections at once.
     pub async fn run(self, stop: CancellationToken) {
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
         loop {
+            let Ok(permit) = slots.clone().acquire_owned().await else { return };
             let (stream, _) = tokio::select! {
                 _ = stop.cancelled() => return,
                 a = self.listener.accept() => match a {
                     Ok(a) => a,
-                    Err(_) => continue,
+                    Err(e) => {
+                        crate::accept::failed("admin", &e).await;
+                        continue;
+                    }
                 },
             };
             let (metrics, ready) = (self.metrics.clone(), self.ready.clone());
             tokio::spawn(async move {
+                let _permit = permit;
                 let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                     let res = route(&req, &*metrics, &ready);
                     async move { Ok::<_, Infallible>(res) }

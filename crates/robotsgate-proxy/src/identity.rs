@@ -394,9 +394,8 @@ impl DirectoryServer {
                 _ = stop.cancelled() => return,
                 a = self.listener.accept() => match a {
                     Ok((stream, _)) => stream,
-                    // Out of descriptors, say: try again shortly rather than spin.
-                    Err(_) => {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    Err(e) => {
+                        crate::accept::failed("identity directory", &e).await;
                         continue;
                     }
                 },

@@ -6,6 +6,7 @@
 //! pacing, audit), this crate listens, forwards and wires. Its modules are public for the
 //! binary (`src/main.rs`) and this crate's integration tests; embedders use the library.
 
+mod accept;
 pub mod admin;
 pub mod app;
 pub mod auth;

@@ -892,7 +892,7 @@ impl Doors {
                 accepted = listener.accept() => match accepted {
                     Ok(a) => a,
                     Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
+                        crate::accept::failed("ingress", &e).await;
                         continue;
                     }
                 },

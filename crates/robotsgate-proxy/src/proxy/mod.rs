@@ -293,9 +293,7 @@ impl Accept {
                 accepted = listener.accept() => match accepted {
                     Ok(a) => a,
                     Err(e) => {
-                        // Out of file descriptors and the like: back off briefly, keep serving.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        crate::accept::failed("proxy", &e).await;
                         continue;
                     }
                 },
