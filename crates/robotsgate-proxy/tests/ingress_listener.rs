@@ -217,6 +217,46 @@ async fn a_robots_file_that_is_no_regular_file_stops_the_start() {
     }
 }
 
+/// A robots.txt file past RFC 9309's 500 KiB: served whole, its rules enforced as far as
+/// the engine reads (as crawlers may read it), and said at the start: a rule after the
+/// limit is not enforced (before, without a word).
+#[tokio::test]
+async fn a_robots_file_past_the_limit_is_served_whole_and_its_unread_part_said() {
+    let site = TestOrigin::start([("/early", Reply::ok("early")), ("/late", Reply::ok("late"))]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = String::from("User-agent: *\nDisallow: /early\n");
+    while file.len() <= robotsgate::rep::MAX_ROBOTS_TXT_BYTES {
+        file.push_str("# a comment that pads the file\n");
+    }
+    file.push_str("Disallow: /late\n");
+    let robots = dir.path().join("robots.txt");
+    std::fs::write(&robots, &file).unwrap();
+    let cfg = config_file(dir.path(), NO_VERIFY);
+    let args = ["--upstream", &site.base(), "--config", &cfg, "--robots", robots.to_str().unwrap()];
+    let ingress = Ingress::start("http", &args).await;
+    // Said before the "running" line.
+    let said =
+        ingress.process.seen.iter().find(|l| l.contains("ingress.robots:")).cloned().unwrap_or_default();
+    let max = robotsgate::rep::MAX_ROBOTS_TXT_BYTES;
+    // The limit falls inside a padding line (a line break on neither side of it).
+    assert!(file.as_bytes()[max - 1] != b'\n' && file.as_bytes()[max] != b'\n');
+    let cut = file[..max].matches('\n').count() + 1;
+    assert!(said.contains(&format!("is {} bytes, and only its first {max} are read", file.len())), "{said}");
+    assert!(
+        said.contains(&format!(
+            "the {} bytes after them, and line {cut}, which the limit cuts, are served but not enforced",
+            file.len() - max
+        )),
+        "{said}"
+    );
+
+    let (code, _, body, _) = curl(&ingress.url("/robots.txt"), GPTBOT, &[]).await;
+    assert_eq!((code, body.len()), (200, file.len()), "served whole");
+    assert_eq!(curl(&ingress.url("/early"), GPTBOT, &[]).await.0, 403);
+    assert_eq!(curl(&ingress.url("/late"), GPTBOT, &[]).await.0, 200, "past the limit: not enforced");
+    ingress.stop().await;
+}
+
 #[tokio::test]
 async fn bad_tls_settings_stop_the_start_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();

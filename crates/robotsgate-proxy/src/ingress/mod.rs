@@ -584,6 +584,20 @@ async fn read_robots(path: &str) -> Result<Option<Vec<u8>>, IngressError> {
         return Err(error(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")));
     }
     let body = tokio::fs::read(path).await.map_err(error)?;
+    let max = robotsgate::rep::MAX_ROBOTS_TXT_BYTES;
+    if body.len() > max {
+        // The engine reads the first 500 KiB, as RFC 9309 lets crawlers do; the bots get
+        // the whole file. Said, not left to be found.
+        let read = robotsgate::rep::RobotsTxt::parse(&body);
+        let cut =
+            read.cut_line().map(|l| format!(", and line {l}, which the limit cuts,")).unwrap_or_default();
+        tracing::warn!(
+            "ingress.robots: {path} is {} bytes, and only its first {max} are read for rules (RFC 9309's limit, \
+             which crawlers may keep to too): the {} bytes after them{cut} are served but not enforced",
+            body.len(),
+            read.ignored_bytes(),
+        );
+    }
     Ok(Some(body))
 }
 
