@@ -174,7 +174,34 @@ impl RobotsTxt {
 
     /// [`RobotsTxt::parse`] with options.
     pub fn parse_with(body: &[u8], options: ParseOptions) -> RobotsTxt {
-        RobotsTxt { parsed: Parsed::parse(body, options.automaton_min_rules) }
+        RobotsTxt { parsed: Parsed::parse(body, false, options.automaton_min_rules) }
+    }
+
+    /// [`RobotsTxt::parse`] of the beginning of a longer file: `body` is what was kept of
+    /// it (a fetcher keeps the first [`MAX_ROBOTS_TXT_BYTES`] and drops the rest). Its last
+    /// line may have been cut there, and is dropped as a line the limit cuts is
+    /// ([`RobotsTxt::cut_line`]) unless `body` ends with a line break: its first part
+    /// could read as a rule nobody wrote (`Disallow: /private` kept as `Disallow: /p`).
+    ///
+    /// Without the byte after `body`, one case reads differently from the whole file: a
+    /// line whose line break was that byte is dropped too.
+    ///
+    /// ```
+    /// use robotsgate_rep::{MAX_ROBOTS_TXT_BYTES, RobotsTxt};
+    ///
+    /// let mut file = b"User-agent: *\nDisallow: /nothing\n".to_vec();
+    /// file.resize(MAX_ROBOTS_TXT_BYTES - 12, b'\n');
+    /// file.extend_from_slice(b"Disallow: /private\n"); // the limit falls after "/p"
+    /// let kept = &file[..MAX_ROBOTS_TXT_BYTES];
+    /// // Read as a whole file, what was kept ends in a rule nobody wrote.
+    /// assert!(!RobotsTxt::parse(kept).check("ExampleBot", "/public").allowed());
+    /// // Read as the beginning of a longer file, as the whole file reads.
+    /// let robots = RobotsTxt::parse_truncated(kept);
+    /// assert!(robots.check("ExampleBot", "/public").allowed());
+    /// assert_eq!(robots.cut_line(), RobotsTxt::parse(&file).cut_line());
+    /// ```
+    pub fn parse_truncated(body: &[u8]) -> RobotsTxt {
+        RobotsTxt { parsed: Parsed::parse(body, true, ParseOptions::default().automaton_min_rules) }
     }
 
     /// Checks `path` (path and query of the URL, e.g. `/a/b?c`) for the crawler whose

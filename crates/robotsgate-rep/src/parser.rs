@@ -148,15 +148,24 @@ pub struct BodyFacts {
 /// The part of `body` that is read: the first [`MAX_ROBOTS_TXT_BYTES`] bytes, without a
 /// line the limit cuts; and that line's part before the limit, if there is one. A line
 /// whose line break comes right after the limit is whole.
-pub(crate) fn split_at_limit(body: &[u8]) -> (&[u8], Option<&[u8]>) {
-    if body.len() <= MAX_ROBOTS_TXT_BYTES {
-        return (body, None);
-    }
+///
+/// `truncated`: `body` is the beginning of a longer file, whose next byte was not kept (a
+/// fetcher keeps the first [`MAX_ROBOTS_TXT_BYTES`]). Its last line is then cut unless
+/// `body` ends with a line break: without the next byte, a line whose break is that byte
+/// cannot be told from a cut one, and is taken as cut.
+pub(crate) fn split_at_limit(body: &[u8], truncated: bool) -> (&[u8], Option<&[u8]>) {
     let is_break = |b: u8| b == b'\n' || b == b'\r';
-    let cut = MAX_ROBOTS_TXT_BYTES;
-    if is_break(body[cut]) || is_break(body[cut - 1]) {
-        return (&body[..cut], None);
-    }
+    let cut = match body.len() {
+        n if n > MAX_ROBOTS_TXT_BYTES => {
+            let cut = MAX_ROBOTS_TXT_BYTES;
+            if is_break(body[cut]) || is_break(body[cut - 1]) {
+                return (&body[..cut], None);
+            }
+            cut
+        }
+        n if truncated && body.last().is_some_and(|&b| !is_break(b)) => n,
+        _ => return (body, None),
+    };
     let start = memrchr2(b'\n', b'\r', &body[..cut]).map_or(0, |i| i + 1);
     (&body[..start], Some(&body[start..cut]))
 }
@@ -177,7 +186,7 @@ pub(crate) fn split_at_limit(body: &[u8]) -> (&[u8], Option<&[u8]>) {
 /// assert_eq!(c.0, 2); // Google accepts the typo
 /// ```
 pub fn parse<H: Handler>(body: &[u8], reading: Reading, handler: &mut H) -> BodyFacts {
-    let (facts, kept) = read_limited(body, |number, line| parse_line(number, line, reading, handler));
+    let (facts, kept) = read_limited(body, false, |number, line| parse_line(number, line, reading, handler));
     if let (Some(number), Some(kept)) = (facts.cut_line, kept) {
         handler.cut_by_limit(number, kept);
     }
@@ -186,12 +195,16 @@ pub fn parse<H: Handler>(body: &[u8], reading: Reading, handler: &mut H) -> Body
 
 /// Calls `f` for every line of the part of `body` that is read (see [`split_at_limit`];
 /// a leading BOM skipped); returns the facts and the cut line's part before the limit.
-fn read_limited<'a>(body: &'a [u8], f: impl FnMut(u32, &'a [u8])) -> (BodyFacts, Option<&'a [u8]>) {
+fn read_limited<'a>(
+    body: &'a [u8],
+    truncated: bool,
+    f: impl FnMut(u32, &'a [u8]),
+) -> (BodyFacts, Option<&'a [u8]>) {
     let mut facts = BodyFacts::default();
     let cut = body.len().min(MAX_ROBOTS_TXT_BYTES);
     facts.parsed_bytes = cut;
     facts.ignored_bytes = body.len() - cut;
-    let (read, mut kept) = split_at_limit(body);
+    let (read, mut kept) = split_at_limit(body, truncated);
     let (read, mut bom) = strip_bom(read);
     if read.is_empty()
         && let Some(k) = kept
@@ -365,13 +378,14 @@ pub(crate) type LineView<'a> = Option<(Key<'a>, &'a [u8])>;
 /// [`Handler::cut_by_limit`]).
 pub(crate) fn parse_dual<'a>(
     body: &'a [u8],
+    truncated: bool,
     mut f: impl FnMut(u32, LineView<'a>, LineView<'a>),
 ) -> (BodyFacts, Option<&'a [u8]>) {
     struct Quiet;
     impl Handler for Quiet {
         fn line(&mut self, _: u32, _: Key<'_>, _: &[u8]) {}
     }
-    read_limited(body, |number, line| {
+    read_limited(body, truncated, |number, line| {
         let rfc = split_key_value(line, Reading::Rfc);
         let gline = google_cut(number, line, &mut Quiet);
         let google = if gline.len() == line.len() {

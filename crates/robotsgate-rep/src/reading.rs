@@ -154,11 +154,11 @@ pub(crate) struct Parsed {
 }
 
 impl Parsed {
-    pub fn parse(body: &[u8], automaton_min_rules: usize) -> Parsed {
+    pub fn parse(body: &[u8], truncated: bool, automaton_min_rules: usize) -> Parsed {
         // When the whole body is UTF-8, so is every value cut from it at ASCII delimiters.
         let body_utf8 = std::str::from_utf8(&body[..body.len().min(parser::MAX_ROBOTS_TXT_BYTES)]).is_ok();
         let mut b = DualBuilder { body_utf8, ..DualBuilder::default() };
-        let (facts, kept) = parser::parse_dual(body, |n, g, r| b.line(n, g, r));
+        let (facts, kept) = parser::parse_dual(body, truncated, |n, g, r| b.line(n, g, r));
         let mut parsed = b.finish(automaton_min_rules);
         parsed.facts = facts;
         if let (Some(line), Some(kept)) = (facts.cut_line, kept) {

@@ -83,6 +83,51 @@ fn cut_body(head: &str, tail: &str, before: usize) -> Vec<u8> {
     body
 }
 
+/// The beginning of a longer file (`parse_truncated`, what a fetcher keeps: the first
+/// 500 KiB) reads as the whole file does, wherever the limit falls around a line: before
+/// it, inside it, on its line break. The one case it cannot tell (the line break is the
+/// first byte not kept) drops the line. Before, the kept part read as a whole file: a
+/// cut `Disallow: /private` was the rule `Disallow: /p`.
+#[test]
+fn the_beginning_of_a_longer_file_reads_as_the_whole_file() {
+    for tail in ["Disallow: /private\n", "Allow: /public\r\n", "Disallow: /p\rAllow: /\n"] {
+        for before in 0..tail.len() {
+            let file = cut_body("User-agent: *\nDisallow: /nothing\n", tail, before);
+            let whole = RobotsTxt::parse(&file);
+            let kept = RobotsTxt::parse_truncated(&file[..MAX_ROBOTS_TXT_BYTES]);
+            let break_is_next = matches!(file[MAX_ROBOTS_TXT_BYTES], b'\n' | b'\r')
+                && !matches!(file[MAX_ROBOTS_TXT_BYTES - 1], b'\n' | b'\r');
+            let what = format!("{tail:?}, {before} bytes before the limit");
+            if break_is_next {
+                assert_eq!(whole.cut_line(), None, "{what}");
+                assert!(kept.cut_line().is_some(), "{what}: taken as cut");
+                continue;
+            }
+            assert_eq!(kept.cut_line(), whole.cut_line(), "{what}");
+            for path in ["/public", "/private", "/p", "/x"] {
+                for profile in Profile::ALL {
+                    let (w, k) =
+                        (whole.check_with(profile, "Bot", path), kept.check_with(profile, "Bot", path));
+                    assert_eq!(
+                        (k.allowed(), k.cut_line()),
+                        (w.allowed(), w.cut_line()),
+                        "{what}, {path} [{profile}]"
+                    );
+                }
+            }
+            // Read as a whole file instead, the kept part of a cut rule is a rule.
+            if tail == "Disallow: /private\n" && before == "Disallow: /p".len() {
+                assert!(!RobotsTxt::parse(&file[..MAX_ROBOTS_TXT_BYTES]).check("Bot", "/public").allowed());
+            }
+        }
+    }
+    // Ending with a line break: nothing cut. A short beginning (a fetcher's smaller limit).
+    assert_eq!(RobotsTxt::parse_truncated(b"User-agent: *\nDisallow: /a\n").cut_line(), None);
+    let short = RobotsTxt::parse_truncated(b"User-agent: *\nDisallow: /a\nDisallow: /b");
+    assert_eq!(short.cut_line(), Some(3));
+    assert!(short.check("Bot", "/b").allowed() && !short.check("Bot", "/a").allowed());
+}
+
 /// Issue 22.3: a dropped line is noted only where it may have turned the verdict around:
 /// in a group that applies to the agent, of the right kind, able to match the path.
 #[test]
