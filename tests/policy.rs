@@ -408,6 +408,27 @@ async fn rules_past_500_kib_are_ignored() {
     assert_eq!(late.reason, Reason::NoRuleMatched);
 }
 
+/// A file whose 500 KiB limit falls inside `Disallow: /private`, after `Disallow: /p`: the
+/// line is dropped, not read as the rule `Disallow: /p` nobody wrote (before: /public was
+/// refused by it), and the decisions it may have changed say so.
+#[tokio::test]
+async fn a_line_the_limit_cuts_is_no_rule() {
+    let mut body = b"User-agent: *\nDisallow: /nothing\n".to_vec();
+    body.resize(LIMIT - "Disallow: /p".len(), b'\n');
+    body.extend_from_slice(b"Disallow: /private\nDisallow: /late\n");
+    let server = TestOrigin::start([(ROBOTS, Reply::ok(body))]).await;
+    let origin = server.origin("a.test");
+    let p = policy(PolicyConfig::default());
+    let public = decide(&p, &origin, "/public").await;
+    assert!(public.allowed, "{public}");
+    assert!(public.fetch_facts().unwrap().truncated);
+    let private = decide(&p, &origin, "/private/x").await;
+    assert!(private.allowed, "the cut line is dropped whole: {private}");
+    let cut = private.notes.as_ref().and_then(|n| n.cut_line).expect("the cut line may have mattered");
+    assert!(private.to_string().contains(&format!("line {cut}, cut by the limit and dropped")), "{private}");
+    assert!(decide(&p, &origin, "/x").await.notes.is_none(), "/x: no rule starting \"/p\" matches it");
+}
+
 #[tokio::test]
 async fn encoded_files_are_obeyed() {
     let robots = "User-agent: *\nDisallow: /private\nAllow: /private/press\n";

@@ -47,9 +47,10 @@ pub struct SiteRobots {
 }
 
 impl SiteRobots {
-    /// A copy of `body`, looked up with the site's group names and `known`.
-    pub fn parsed(body: Bytes, known: &KnownAgents) -> SiteRobots {
-        let robots = RobotsTxt::parse(&body);
+    /// A copy of `body`, looked up with the site's group names and `known`; `truncated`:
+    /// `body` is the beginning of a longer file ([`RobotsTxt::parse_truncated`]).
+    pub fn parsed(body: Bytes, truncated: bool, known: &KnownAgents) -> SiteRobots {
+        let robots = if truncated { RobotsTxt::parse_truncated(&body) } else { RobotsTxt::parse(&body) };
         let names = site_group_names(&body);
         let tokens = TokenSet::new(names.iter().map(String::as_str), known);
         let sha256 = Some(hex::encode(ring::digest::digest(&ring::digest::SHA256, &body)).into());
@@ -249,7 +250,7 @@ mod tests {
 User-agent: ExampleBot\nCrawl-delay: 5\n\nUser-agent: *\nDisallow: /admin\n";
 
     fn site() -> SiteRobots {
-        SiteRobots::parsed(Bytes::from_static(FILE), &KnownAgents::bundled())
+        SiteRobots::parsed(Bytes::from_static(FILE), false, &KnownAgents::bundled())
     }
 
     #[test]

@@ -143,10 +143,10 @@ where
         };
         let status = res.status().as_u16();
         if !(200..300).contains(&status) {
-            return Fetched::Answer { status, body: Bytes::new() };
+            return Fetched::Answer { status, body: Bytes::new(), truncated: false };
         }
         match read_bounded(res.into_body(), READ_LIMIT).await {
-            Ok(body) => Fetched::Answer { status, body },
+            Ok((body, truncated)) => Fetched::Answer { status, body, truncated },
             Err(e) => Fetched::Failed(format!("reading the body: {e}")),
         }
     };

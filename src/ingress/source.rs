@@ -18,14 +18,16 @@ use crate::rep::MAX_ROBOTS_TXT_BYTES;
 /// What a fetch of robots.txt through the inner service gave.
 #[derive(Debug)]
 pub(crate) enum Fetched {
-    /// A status and (for 2xx) the body, at most [`MAX_ROBOTS_TXT_BYTES`] read.
-    Answer { status: u16, body: Bytes },
+    /// A status and (for 2xx) the body, at most [`MAX_ROBOTS_TXT_BYTES`] read, and
+    /// whether it went on past them (`truncated`: the rest was not read).
+    Answer { status: u16, body: Bytes, truncated: bool },
     /// No answer: why.
     Failed(String),
 }
 
-/// Reads at most `limit` bytes of `body` (the rest is not read).
-pub(crate) async fn read_bounded<B>(body: B, limit: usize) -> Result<Bytes, String>
+/// Reads at most `limit` bytes of `body`, and whether it went on past them (the rest is
+/// not read).
+pub(crate) async fn read_bounded<B>(body: B, limit: usize) -> Result<(Bytes, bool), String>
 where
     B: Body<Data = Bytes>,
     B::Error: std::fmt::Display,
@@ -33,19 +35,22 @@ where
     use http_body_util::BodyExt as _;
     let mut body = std::pin::pin!(body);
     let mut out = Vec::new();
-    while out.len() < limit {
+    // One byte past the limit says whether there is more.
+    while out.len() <= limit {
         match body.frame().await {
             None => break,
             Some(Err(e)) => return Err(e.to_string()),
             Some(Ok(frame)) => {
                 if let Ok(data) = frame.into_data() {
-                    let take = data.len().min(limit - out.len());
+                    let take = data.len().min(limit + 1 - out.len());
                     out.extend_from_slice(&data[..take]);
                 }
             }
         }
     }
-    Ok(out.into())
+    let truncated = out.len() > limit;
+    out.truncate(limit);
+    Ok((out.into(), truncated))
 }
 
 /// The copy in use, and when it was fetched.
@@ -80,7 +85,7 @@ impl RobotsCache {
         error_ttl: Duration,
     ) -> RobotsCache {
         RobotsCache {
-            fixed: ArcSwapOption::from(body.map(|b| Arc::new(SiteRobots::parsed(b, known)))),
+            fixed: ArcSwapOption::from(body.map(|b| Arc::new(SiteRobots::parsed(b, false, known)))),
             held: ArcSwapOption::empty(),
             fetching: tokio::sync::Mutex::new(()),
             ttl,
@@ -94,7 +99,7 @@ impl RobotsCache {
         if body.is_none() {
             self.held.store(None);
         }
-        self.fixed.store(body.map(|b| Arc::new(SiteRobots::parsed(b, known))));
+        self.fixed.store(body.map(|b| Arc::new(SiteRobots::parsed(b, false, known))));
     }
 
     /// The file given, if the source is one.
@@ -143,8 +148,8 @@ impl RobotsCache {
             return h.site.clone();
         }
         let (site, ttl) = match fetch().await {
-            Fetched::Answer { status, body } if (200..300).contains(&status) => {
-                (Arc::new(SiteRobots::parsed(body, known)), self.ttl)
+            Fetched::Answer { status, body, truncated } if (200..300).contains(&status) => {
+                (Arc::new(SiteRobots::parsed(body, truncated, known)), self.ttl)
             }
             Fetched::Answer { status, .. } if (400..500).contains(&status) && status != 429 => {
                 (Arc::new(SiteRobots::allow_all(status, known)), self.ttl)

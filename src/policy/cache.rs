@@ -457,7 +457,12 @@ impl RobotsPolicy {
         let facts = FetchFacts::of(&outcome);
         let content = match &outcome.result {
             FetchResult::Success { .. } => {
-                let robots = RobotsTxt::parse(&outcome.body);
+                // Kept to its first 500 KiB: its last line may have been cut there.
+                let robots = if outcome.truncated {
+                    RobotsTxt::parse_truncated(&outcome.body)
+                } else {
+                    RobotsTxt::parse(&outcome.body)
+                };
                 for ignored in robots.ignored_pace_values() {
                     tracing::info!(
                         origin = %cell.origin, line = ignored.line, directive = ignored.directive,

@@ -550,6 +550,30 @@ async fn explain_reads_no_file_a_log_points_to_but_its_snapshot() {
     assert!(t.contains("WARNING: the decision's robots.txt hash \"../secret\" is not a SHA-256"), "{t}");
 }
 
+/// A robots.txt past 500 KiB is kept to its first 500 KiB: `explain`, reading that snapshot,
+/// reads it as the decision did (its fetch record says it was cut), not as a whole file
+/// whose last line is a rule nobody wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_reads_a_cut_snapshot_as_the_decision_did() {
+    let dir = temp_dir();
+    let max = robotsgate::rep::MAX_ROBOTS_TXT_BYTES;
+    let mut file = b"User-agent: *\nDisallow: /nothing\n".to_vec();
+    file.resize(max - "Disallow: /p".len(), b'\n');
+    file.extend_from_slice(b"Disallow: /private\n");
+    let origin =
+        TestOrigin::start([("/robots.txt", Reply::ok(file)), ("/public", Reply::ok("public"))]).await;
+    let proxy = RunningProxy::start(&test_config(dir.path())).await;
+    let got = get(proxy.addr, &origin.url("/public")).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    let records = proxy.records().await;
+    let log = proxy.audit_path.clone();
+    proxy.stop().await;
+    let id = decision_on(&records, &origin.url("/public"))["request_id"].as_str().unwrap().to_owned();
+    let t = explain(&log, &[&id]);
+    assert!(t.contains("outcome: allowed"), "{t}");
+    assert!(t.contains("the same verdict"), "{t}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_report_holds_the_numbers_of_the_log_and_whether_it_verified() {
     let dir = temp_dir();

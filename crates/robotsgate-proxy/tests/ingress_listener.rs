@@ -257,6 +257,26 @@ async fn a_robots_file_past_the_limit_is_served_whole_and_its_unread_part_said()
     ingress.stop().await;
 }
 
+/// The site's own robots.txt, fetched from it, past 500 KiB with the limit inside
+/// `Disallow: /private` after `Disallow: /p`: the ingress keeps the first 500 KiB and
+/// drops that line, as the whole file reads; before, it read the rule `Disallow: /p`
+/// nobody wrote and refused /public.
+#[tokio::test]
+async fn a_fetched_robots_file_cut_by_the_limit_makes_no_rule_of_the_cut_line() {
+    let max = robotsgate::rep::MAX_ROBOTS_TXT_BYTES;
+    let mut file = b"User-agent: *\nDisallow: /nothing\n".to_vec();
+    file.resize(max - "Disallow: /p".len(), b'\n');
+    file.extend_from_slice(b"Disallow: /private\n");
+    let site = TestOrigin::start([("/robots.txt", Reply::ok(file)), ("/public", Reply::ok("public"))]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_file(dir.path(), NO_VERIFY);
+    let ingress = Ingress::start("http", &["--upstream", &site.base(), "--config", &cfg]).await;
+    let (code, _, body, _) = curl(&ingress.url("/public"), GPTBOT, &[]).await;
+    assert_eq!((code, body.as_slice()), (200, &b"public"[..]));
+    assert_eq!(curl(&ingress.url("/nothing"), GPTBOT, &[]).await.0, 403, "the file is read");
+    ingress.stop().await;
+}
+
 #[tokio::test]
 async fn bad_tls_settings_stop_the_start_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();

@@ -96,6 +96,8 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
             false
         })?;
     }
+    // Kept to its first 500 KiB when it went on past them: read as the decision read it.
+    let truncated = fetch.as_ref().and_then(|f| f["truncated"].as_bool()).unwrap_or(false);
     let mut out = String::new();
     decision_text(&mut out, &d);
     match &sha {
@@ -113,12 +115,12 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
             match candidates.iter().find(|p| p.is_file()) {
                 Some(path) => {
                     let body = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-                    snapshot_text(&mut out, &d, &body, sha, &path.display().to_string())?;
+                    snapshot_text(&mut out, &d, (&body, truncated), sha, &path.display().to_string())?;
                 }
                 None => match config.as_ref().map(|c| from_fleet(c, sha)) {
                     Some(Ok((body, source))) => {
                         let source = format!("{source} (not in: {looked})");
-                        snapshot_text(&mut out, &d, &body, sha, &source)?;
+                        snapshot_text(&mut out, &d, (&body, truncated), sha, &source)?;
                     }
                     not_there => out.push_str(&format!(
                         "\nWARNING: the robots.txt snapshot {sha}.txt is missing (looked in: {looked}{}): the decision \
@@ -316,7 +318,14 @@ fn from_fleet(_: &crate::config::Config, _: &str) -> Result<(Vec<u8>, String), S
 /// The snapshot's text (`body`, read from `source`) around the deciding rule, with that
 /// line marked, checked against its hash; and the decision checked again with this
 /// robotsgate.
-fn snapshot_text(out: &mut String, d: &Value, body: &[u8], sha: &str, source: &str) -> anyhow::Result<()> {
+/// `truncated`: the body is the beginning of a longer file, as its fetch record says.
+fn snapshot_text(
+    out: &mut String,
+    d: &Value,
+    (body, truncated): (&[u8], bool),
+    sha: &str,
+    source: &str,
+) -> anyhow::Result<()> {
     use sha2::Digest;
     let actual = hex::encode(sha2::Sha256::digest(body));
     if actual != sha {
@@ -331,7 +340,7 @@ fn snapshot_text(out: &mut String, d: &Value, body: &[u8], sha: &str, source: &s
     let lines: Vec<&str> = text.lines().collect();
     let rule_line = d["rule"]["line"].as_u64().map(|l| l as u32);
     // The decision again, with this version of robotsgate, for the groups that applied.
-    let robots = RobotsTxt::parse(body);
+    let robots = if truncated { RobotsTxt::parse_truncated(body) } else { RobotsTxt::parse(body) };
     let profile = s(&d["profile"]).parse::<Profile>().unwrap_or(Profile::Conservative);
     let url = s(&d["url"]);
     let path_checked =
