@@ -57,6 +57,24 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
+    // The same body as the beginning of a longer file (`parse_truncated`): unless it ends
+    // with a line break, its last line is the cut line, dropped. Every verdict is then the
+    // one of the body without that line, and names no other cut line.
+    let truncated = RobotsTxt::parse_truncated(body);
+    let whole_lines = body.last().is_none_or(|b| matches!(b, b'\n' | b'\r'));
+    let start = if whole_lines { body.len() } else { memchr::memrchr2(b'\n', b'\r', body).map_or(0, |i| i + 1) };
+    let without = RobotsTxt::parse(&body[..start]);
+    assert_eq!(truncated.cut_line().is_some(), !whole_lines, "cut line {:?}", truncated.cut_line());
+    for agent in &agents {
+        for path in &paths {
+            for profile in Profile::ALL {
+                let (t, w) = (truncated.check_with(profile, agent, path), without.check_with(profile, agent, path));
+                assert_eq!(t.allowed(), w.allowed(), "[{profile}] {agent} {path}: {t} / {w}");
+                assert_eq!(t.rule().map(|r| r.line), w.rule().map(|r| r.line), "[{profile}] {agent} {path}");
+                assert!(t.cut_line().is_none() || t.cut_line() == truncated.cut_line(), "{t}");
+            }
+        }
+    }
     let ignored = robots.ignored_pace_values();
     assert!(ignored.len() <= 64 && ignored.windows(2).all(|w| w[0].line < w[1].line));
     for s in robots.sitemaps() {
