@@ -115,12 +115,12 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
             match candidates.iter().find(|p| p.is_file()) {
                 Some(path) => {
                     let body = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-                    snapshot_text(&mut out, &d, (&body, truncated), sha, &path.display().to_string())?;
+                    snapshot_text(&mut out, &d, &body, truncated, sha, &path.display().to_string())?;
                 }
                 None => match config.as_ref().map(|c| from_fleet(c, sha)) {
                     Some(Ok((body, source))) => {
                         let source = format!("{source} (not in: {looked})");
-                        snapshot_text(&mut out, &d, (&body, truncated), sha, &source)?;
+                        snapshot_text(&mut out, &d, &body, truncated, sha, &source)?;
                     }
                     not_there => out.push_str(&format!(
                         "\nWARNING: the robots.txt snapshot {sha}.txt is missing (looked in: {looked}{}): the decision \
@@ -322,7 +322,8 @@ fn from_fleet(_: &crate::config::Config, _: &str) -> Result<(Vec<u8>, String), S
 fn snapshot_text(
     out: &mut String,
     d: &Value,
-    (body, truncated): (&[u8], bool),
+    body: &[u8],
+    truncated: bool,
     sha: &str,
     source: &str,
 ) -> anyhow::Result<()> {
