@@ -82,7 +82,10 @@ pub struct FetchOutcome {
     pub result: FetchResult,
     /// The decoded body (at most `max_body_bytes`); empty unless `Success`.
     pub body: Bytes,
-    /// The body went on past `max_body_bytes` (the rest was ignored).
+    /// The body went on past `max_body_bytes` (the rest was ignored): `body` is the
+    /// beginning of a longer file, to be read with
+    /// [`RobotsTxt::parse_truncated`](crate::rep::RobotsTxt::parse_truncated) (its last
+    /// line may have been cut).
     pub truncated: bool,
     /// SHA-256 of `body`, when a 2xx body was read.
     pub sha256: Option<[u8; 32]>,
