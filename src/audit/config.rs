@@ -77,7 +77,8 @@ pub struct AuditConfig {
     /// Replace query strings in logged URLs by `?<redacted>`.
     pub redact_query: bool,
     /// Tamper evidence (a file target): a signed checkpoint of the Merkle tree over every
-    /// line after this many records (0: not by count)...
+    /// line after this many records (0: not by count; either way, at least every
+    /// [`MAX_CHECKPOINT_LEAVES`](super::MAX_CHECKPOINT_LEAVES))...
     pub checkpoint_every: u64,
     /// ... and after this long, if records came (none: not by time). With neither, the
     /// log keeps no tree and writes no checkpoints.

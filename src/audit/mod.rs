@@ -54,6 +54,6 @@ pub(crate) use ingress::Text;
 pub use ingress::{IngressRecord, IngressRecordRef, IngressRule};
 pub use record::SCHEMA_VERSION;
 pub(crate) use record::{OutcomeFacts, PaymentRecord, RequestFacts, ResponseUsageRecord};
-pub use sidecar::CheckpointLine;
+pub use sidecar::{CheckpointLine, MAX_CHECKPOINT_LEAVES};
 pub use snapshot::snapshot_path;
 pub use timestamp::rfc3339;

@@ -88,6 +88,15 @@ impl Config {
         if a.queue == 0 {
             return Err(err("audit.queue", "must be at least 1".into()));
         }
+        if a.checkpoint_every > robotsgate::audit::MAX_CHECKPOINT_LEAVES {
+            return Err(err(
+                "audit.checkpoint_every",
+                format!(
+                    "must be at most {} (a checkpoint lists every record since the one before; 0: not by count)",
+                    robotsgate::audit::MAX_CHECKPOINT_LEAVES
+                ),
+            ));
+        }
         let interval = a.checkpoint_interval.0;
         if !interval.is_zero() && interval < std::time::Duration::from_millis(100) {
             return Err(err(
@@ -744,6 +753,10 @@ mod tests {
             (Some(2), Some("audit.checkpoint_interval")),
             "{e}"
         );
+        let e = Config::parse("a.toml", "[audit]\ncheckpoint_every = 1048577\n").unwrap_err();
+        assert_eq!((e.line.map(|l| l.0), e.key.as_deref()), (Some(2), Some("audit.checkpoint_every")), "{e}");
+        assert!(e.to_string().contains("must be at most 1048576"), "{e}");
+        assert!(Config::parse("a.toml", "[audit]\ncheckpoint_every = 1048576\n").is_ok());
         let e = Config::parse("a.toml", "[audit]\nrotate_size = \"1KiB\"\n").unwrap_err();
         assert_eq!(e.key.as_deref(), Some("audit.rotate_size"), "{e}");
         let e = Config::parse("a.toml", "[audit]\nrotate_interval = \"100ms\"\n").unwrap_err();
