@@ -572,6 +572,16 @@ async fn explain_reads_a_cut_snapshot_as_the_decision_did() {
     let t = explain(&log, &[&id]);
     assert!(t.contains("outcome: allowed"), "{t}");
     assert!(t.contains("the same verdict"), "{t}");
+    assert!(!t.contains("is unknown"), "{t}");
+
+    // Without the fetch record (in a file not given), it cannot know, and says so.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let without: String =
+        text.lines().filter(|l| !l.contains("\"type\":\"fetch\"")).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&log, without).unwrap();
+    let snapshots = dir.path().join("snapshots");
+    let t = explain(&log, &["--snapshots", arg(&snapshots), &id]);
+    assert!(t.contains("whether robots.txt went on past these 500 KiB is unknown"), "{t}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -96,8 +96,9 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
             false
         })?;
     }
-    // Kept to its first 500 KiB when it went on past them: read as the decision read it.
-    let truncated = fetch.as_ref().and_then(|f| f["truncated"].as_bool()).unwrap_or(false);
+    // Kept to its first 500 KiB when it went on past them: read as the decision read it
+    // (`None`: no fetch record to say).
+    let truncated = fetch.as_ref().map(|f| f["truncated"].as_bool().unwrap_or(false));
     let mut out = String::new();
     decision_text(&mut out, &d);
     match &sha {
@@ -318,12 +319,13 @@ fn from_fleet(_: &crate::config::Config, _: &str) -> Result<(Vec<u8>, String), S
 /// The snapshot's text (`body`, read from `source`) around the deciding rule, with that
 /// line marked, checked against its hash; and the decision checked again with this
 /// robotsgate.
-/// `truncated`: the body is the beginning of a longer file, as its fetch record says.
+/// `truncated`: the body is the beginning of a longer file, as its fetch record says
+/// (`None`: no fetch record found).
 fn snapshot_text(
     out: &mut String,
     d: &Value,
     body: &[u8],
-    truncated: bool,
+    truncated: Option<bool>,
     sha: &str,
     source: &str,
 ) -> anyhow::Result<()> {
@@ -341,7 +343,16 @@ fn snapshot_text(
     let lines: Vec<&str> = text.lines().collect();
     let rule_line = d["rule"]["line"].as_u64().map(|l| l as u32);
     // The decision again, with this version of robotsgate, for the groups that applied.
-    let robots = if truncated { RobotsTxt::parse_truncated(body) } else { RobotsTxt::parse(body) };
+    if truncated.is_none() && body.len() >= rep::MAX_ROBOTS_TXT_BYTES {
+        out.push_str(
+            "NOTE: no fetch record of this snapshot in the files given, so whether robots.txt went on past these \
+             500 KiB is unknown: read as a whole file (give the rotated files too, --with-rotated)\n",
+        );
+    }
+    let robots = match truncated {
+        Some(true) => RobotsTxt::parse_truncated(body),
+        _ => RobotsTxt::parse(body),
+    };
     let profile = s(&d["profile"]).parse::<Profile>().unwrap_or(Profile::Conservative);
     let url = s(&d["url"]);
     let path_checked =
