@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
+use http::header::{CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
 use http::uri::PathAndQuery;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Body;
@@ -144,6 +144,16 @@ where
         let status = res.status().as_u16();
         if !(200..300).contains(&status) {
             return Fetched::Answer { status, body: Bytes::new(), truncated: false };
+        }
+        // None was asked for (no Accept-Encoding): an encoded body would be read as text,
+        // as a file without rules.
+        if let Some(encoding) = res.headers().get(CONTENT_ENCODING)
+            && !encoding.as_bytes().trim_ascii().eq_ignore_ascii_case(b"identity")
+        {
+            return Fetched::Failed(format!(
+                "the site's robots.txt came with content-encoding {:?}, which was not asked for",
+                String::from_utf8_lossy(&encoding.as_bytes()[..encoding.len().min(40)])
+            ));
         }
         match read_bounded(res.into_body(), READ_LIMIT).await {
             Ok((body, truncated)) => Fetched::Answer { status, body, truncated },

@@ -277,6 +277,34 @@ async fn a_fetched_robots_file_cut_by_the_limit_makes_no_rule_of_the_cut_line() 
     ingress.stop().await;
 }
 
+/// The site's robots.txt comes gzip-encoded though the ingress asks for no encoding: it is
+/// a failed fetch (no copy yet: disallow all for the known bots), not a file without rules
+/// (before: the compressed bytes were read as text, and every path was allowed).
+#[tokio::test]
+async fn a_fetched_robots_file_in_an_encoding_not_asked_for_is_no_file() {
+    let gzipped = encode("gzip", b"User-agent: *\nDisallow: /private\n").await;
+    let site = TestOrigin::start([
+        ("/robots.txt", Reply::ok(gzipped).header("content-encoding", "gzip")),
+        ("/public", Reply::ok("public")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let cfg = config_file(dir.path(), NO_VERIFY);
+    let args = ["--upstream", &site.base(), "--config", &cfg, "--audit-log", audit.to_str().unwrap()];
+    let ingress = Ingress::start("http", &args).await;
+    assert_eq!(curl(&ingress.url("/public"), GPTBOT, &[]).await.0, 403);
+    ingress.stop().await;
+    // The record says why.
+    let records = read_jsonl(&audit);
+    assert!(
+        records
+            .iter()
+            .any(|r| r.to_string().contains("content-encoding \\\"gzip\\\", which was not asked for")),
+        "{records:?}"
+    );
+}
+
 #[tokio::test]
 async fn bad_tls_settings_stop_the_start_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
