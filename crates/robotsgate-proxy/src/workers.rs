@@ -77,10 +77,15 @@ impl Workers {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let listener = listener.into_std()?;
+        // Every worker's copy of the socket before the first accepts: accepting takes
+        // descriptors, and a copy made after could fail for want of one (under a low
+        // `ulimit -n` and a burst of clients at the start, the process stopped).
+        let copies = self.handles.iter().map(|_| listener.try_clone()).collect::<io::Result<Vec<_>>>()?;
+        drop(listener);
         let accepting = CancellationToken::new();
         let mut loops = Vec::with_capacity(self.handles.len());
-        for (i, worker) in self.handles.iter().enumerate() {
-            let (copy, stop, accept) = (listener.try_clone()?, accepting.clone(), make(i));
+        for (i, (worker, copy)) in self.handles.iter().zip(copies).enumerate() {
+            let (stop, accept) = (accepting.clone(), make(i));
             loops.push(worker.spawn(async move {
                 match TcpListener::from_std(copy) {
                     Ok(copy) => accept(copy, stop).await,
@@ -88,7 +93,6 @@ impl Workers {
                 }
             }));
         }
-        drop(listener);
         shutdown.await;
         accepting.cancel();
         for accept_loop in loops {
