@@ -550,6 +550,24 @@ async fn a_replayed_signature_fails() {
     verified(&lax.verify(&parts, now()).await);
 }
 
+/// A signature is accepted up to `clock_skew` past its `expires`: it is remembered as
+/// long, so a copy sent in that window is a replay too (it was forgotten at `expires`).
+#[tokio::test]
+async fn a_signature_replayed_within_the_clock_skew_past_its_expiry_fails() {
+    let s = Setup::new().await;
+    let k = key();
+    s.serve(&[&k], "a.test", now(), "max-age=600");
+    let verifier = s.verifier();
+    let skew = config().clock_skew;
+    assert!(skew >= Duration::from_secs(4), "{skew:?}");
+    let signed_at = now() - Duration::from_secs(60) - skew / 2;
+    let parts = signed(&k, &s.agent("a.test"), signed_at);
+    // 60 s of validity, so `expires` is `skew / 2` ago: still accepted, once.
+    verified(&verifier.verify(&parts, now()).await);
+    assert_eq!(verifier.verify(&parts, now()).await, Verdict::Failed(Failure::Replayed));
+    assert_eq!(verifier.verify(&parts, now()).await, Verdict::Failed(Failure::Replayed));
+}
+
 #[tokio::test]
 async fn concurrent_requests_share_one_fetch() {
     let s = Setup::new().await;

@@ -2,9 +2,10 @@
 //! signature one replica accepted is a replay at every other (issue 29).
 //!
 //! One key per signature seen, `{prefix}replay:{<hash>}` (the hash of its directory, key
-//! and nonce: [`ReplayKey`]), set with `SET … NX EXAT <expires>`: the first replica to set
-//! it accepted the signature, every later one finds it. Redis forgets it when the signature
-//! expires. One key per command, so any node of a Redis Cluster holds it.
+//! and nonce: [`ReplayKey`]), set with `SET … NX EXAT <second after>`: the first replica
+//! to set it accepted the signature, every later one finds it. Redis forgets it once the
+//! signature can no longer be accepted (its `expires` plus the clock skew). One key per
+//! command, so any node of a Redis Cluster holds it.
 
 use std::fmt::Write as _;
 
@@ -48,9 +49,11 @@ impl SharedReplays for RedisReplays {
         Box::pin(async move {
             let mut conn = self.cluster.connection();
             let mut cmd = redis::cmd("SET");
-            // At least a second ahead: a signature verified here has not expired.
+            // Kept through the second `expires` (Redis drops a key when its `EXAT` second
+            // begins), and at least a second ahead: a signature verified here has not expired.
             let now = crate::identity::httpsig::unix_seconds(std::time::SystemTime::now());
-            cmd.arg(self.redis_key(key)).arg(1u8).arg("NX").arg("EXAT").arg(expires.max(now + 1));
+            let at = expires.saturating_add(1).max(now + 1);
+            cmd.arg(self.redis_key(key)).arg(1u8).arg("NX").arg("EXAT").arg(at);
             let answer = tokio::time::timeout(
                 self.cluster.config().command_timeout,
                 cmd.query_async::<Option<String>>(&mut conn),

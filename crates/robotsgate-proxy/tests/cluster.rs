@@ -1225,6 +1225,27 @@ async fn replicas_share_the_signature_replay_check() {
     assert_eq!(replay(&b.verify(&other, SystemTime::now()).await), Some(ReplayStatus::Shared));
     assert_eq!(a.verify(&other, SystemTime::now()).await, Verdict::Failed(Failure::Replayed));
 
+    // Signed 65 s ago for 60 s: expired 5 s ago, inside the clock skew allowed (10 s), so
+    // accepted once. The fleet remembers it as long as it is accepted (through `expires`
+    // plus the skew), not only until `expires`: a copy sent in that window is a replay.
+    let skew = VerifyConfig::default().clock_skew.as_secs() as i64;
+    let signer =
+        httpsig::RequestSigner::new(Arc::new(SigningKey::from_seed(&seed).unwrap()), &agent).unwrap();
+    let mut late = http::Request::get("https://site.test/page").body(()).unwrap().into_parts().0;
+    let signed_at = SystemTime::now() - Duration::from_secs(65);
+    signer.sign(&mut late, signed_at).unwrap();
+    let expires = httpsig::unix_seconds(signed_at) + 60;
+    let keys = || -> std::collections::BTreeSet<String> {
+        redis.cli(&["--scan", "--pattern", "*replay:*"]).lines().map(str::to_owned).collect()
+    };
+    let before = keys();
+    assert_eq!(replay(&a.verify(&late, SystemTime::now()).await), Some(ReplayStatus::Shared));
+    assert_eq!(b.verify(&late, SystemTime::now()).await, Verdict::Failed(Failure::Replayed));
+    let new: Vec<String> = keys().difference(&before).cloned().collect();
+    assert_eq!(new.len(), 1, "{new:?}");
+    let gone_at: i64 = redis.cli(&["EXPIRETIME", &new[0]]).trim().parse().unwrap();
+    assert_eq!(gone_at, expires + skew + 1, "kept through the last second it is accepted");
+
     // Redis stopped: each replica checks alone (accepted at both, recorded here only), and
     // still refuses its own replays.
     redis.stop();

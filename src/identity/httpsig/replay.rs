@@ -57,7 +57,9 @@ pub trait SharedReplays: Send + Sync + 'static {
     /// replica's own check stands).
     fn is_up(&self) -> bool;
 
-    /// Atomically records `key` until `expires` (seconds since the epoch): `Some(true)`
+    /// Atomically records `key` through the second `expires` (seconds since the epoch:
+    /// the last second the signature is accepted, its own `expires` plus the clock skew
+    /// allowed): `Some(true)`
     /// when no replica had, `Some(false)` when one had (a replay), `None` when the store
     /// did not answer in time (the replica's own check stands).
     fn record<'a>(&'a self, key: &'a ReplayKey, expires: i64) -> ReplayFuture<'a>;
@@ -94,7 +96,8 @@ impl ReplayCache {
     }
 
     /// Atomically: whether `key` was seen and has not expired at `now`, and if not, records
-    /// it until `expires` (seconds since the epoch).
+    /// it through the second `expires` (seconds since the epoch; the verifier gives the
+    /// last second the signature is accepted, its `expires` plus the clock skew).
     pub fn check_and_record(&self, key: ReplayKey, expires: i64, now: i64) -> ReplayCheck {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let Inner { expires: map, by_expiry } = &mut *inner;

@@ -156,14 +156,17 @@ impl Verifier {
             None => ReplayStatus::Off,
             Some(cache) => {
                 let k = ReplayKey::new(directory, &c.keyid, c.nonce.as_deref(), c.signature());
-                let here = match cache.check_and_record(k, c.expires, now) {
+                // Remembered as long as it would be accepted: `expires` plus the skew
+                // allowed (`check`), not `expires`, or a copy in that window is new again.
+                let until = c.expires.saturating_add(self.config.clock_skew.as_secs() as i64);
+                let here = match cache.check_and_record(k, until, now) {
                     ReplayCheck::New => ReplayStatus::Recorded,
                     ReplayCheck::Full => ReplayStatus::Full,
                     ReplayCheck::Replayed => return Verdict::Failed(Failure::Replayed),
                 };
                 match &self.shared {
                     // Boxed where awaited: fleet mode only.
-                    Some(shared) if shared.is_up() => match Box::pin(shared.record(&k, c.expires)).await {
+                    Some(shared) if shared.is_up() => match Box::pin(shared.record(&k, until)).await {
                         Some(true) => ReplayStatus::Shared,
                         Some(false) => return Verdict::Failed(Failure::Replayed),
                         None => here,
