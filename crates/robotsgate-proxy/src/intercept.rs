@@ -173,6 +173,24 @@ where
             let started = tokio::time::Instant::now();
             let version = req.version();
             let mut res = match inside.head_limit.check(&req) {
+                // The tunnel goes to one origin: a tunnel opened inside it would be another
+                // (its bytes judged on `/` alone).
+                None if req.method() == http::Method::CONNECT => {
+                    let refusal = Refusal::new(
+                        RefusalKind::BadRequest,
+                        "CONNECT inside a tunnel: ask the proxy itself",
+                    );
+                    let target = req.uri().to_string();
+                    let facts = robotsgate::audit::RefusalFacts {
+                        client: Some(inside.client),
+                        method: Some("CONNECT"),
+                        target: Some(&target),
+                        transport: Some(transport.as_str()),
+                        ..Default::default()
+                    };
+                    inside.layer.log_refusal(&refusal, facts);
+                    boxed(refusal.into_response(false))
+                }
                 Some(refusal) => {
                     if let Some(m) = &inside.metrics {
                         m.refused(RefusalKind::HeaderTooLarge);

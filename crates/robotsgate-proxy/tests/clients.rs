@@ -7,9 +7,10 @@ mod support;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::{Method, Request};
-use robotsgate_proxy::config::{Config, PasswordHashValue, Size};
+use robotsgate_proxy::config::{Config, Dur, PasswordHashValue, Size};
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -433,6 +434,65 @@ async fn plain_http_inside_connect_is_checked_per_request_on_one_tunnel() {
     assert_eq!(origin.hits("/page"), 1);
     assert_eq!(origin.hits("/private/x"), 0);
     drop(conn);
+    proxy.stop().await;
+}
+
+/// Any request line is HTTP, not only the common methods': empty lines first, another
+/// method, a request line whose start stalls past `header_read_timeout`. Before, each was
+/// taken for another protocol: the tunnel judged on `/` alone and its bytes passed on
+/// (here refused, since `https://` robots.txt cannot be fetched from this origin; where
+/// `/` is allowed, the origin served `/private/x`). A `CONNECT` inside the tunnel, which
+/// opened such a tunnel, is refused and recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_line_inside_connect_is_checked_and_a_connect_inside_is_refused() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/page", Reply::ok("hello")),
+        ("/private/x", Reply::ok("secret")),
+    ])
+    .await;
+    let mut config = test_config(dir.path());
+    config.proxy.header_read_timeout = Dur(Duration::from_secs(1));
+    let proxy = RunningProxy::start(&config).await;
+    let host = origin.authority();
+    let tunnel_answer = |pieces: Vec<String>, pause: Duration| {
+        let (addr, host) = (proxy.addr, host.clone());
+        async move {
+            let (answer, mut tcp) = connect(addr, &host).await;
+            assert_eq!(answer.status, 200);
+            for (i, piece) in pieces.iter().enumerate() {
+                if i > 0 {
+                    tokio::time::sleep(pause).await;
+                }
+                bounded("write", tcp.write_all(piece.as_bytes())).await.unwrap();
+            }
+            read_head(&mut tcp).await
+        }
+    };
+    let rest = format!(" HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    for line in ["\r\nGET /private/x", "QUERY /private/x", "get /private/x"] {
+        let got = tunnel_answer(vec![format!("{line}{rest}")], Duration::ZERO).await;
+        assert_eq!(got.status, 403, "{line:?}: {got:?}");
+    }
+    // "G", then the rest after the sniffing gave up (hyper's own wait for the head is as
+    // long again, from then).
+    let got =
+        tunnel_answer(vec!["G".into(), format!("ET /private/x{rest}")], Duration::from_millis(1300)).await;
+    assert_eq!(got.status, 403, "{got:?}");
+    let got = tunnel_answer(vec![format!("CONNECT {host}{rest}")], Duration::ZERO).await;
+    assert_eq!((got.status, got.header("x-robotsgate")), (400, Some("bad-request")), "{got:?}");
+    assert_eq!(origin.hits("/private/x"), 0);
+
+    let records = proxy.records().await;
+    let refused = of_type(&records, "refusal");
+    assert_eq!(refused.len(), 1, "{records:#?}");
+    let r = &refused[0];
+    assert_eq!(
+        (r["method"].as_str(), r["refusal"].as_str(), r["transport"].as_str(), r["status"].as_u64()),
+        (Some("CONNECT"), Some("bad-request"), Some("connect-http"), Some(400)),
+        "{r}"
+    );
     proxy.stop().await;
 }
 

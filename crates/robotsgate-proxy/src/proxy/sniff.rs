@@ -10,10 +10,13 @@
 //!   unreachable, pacing, the audit log) the client gets the fatal TLS alert
 //!   `access_denied` instead of a handshake, since an HTTP answer is no longer possible
 //!   after the `200`; the audit record says why;
-//! - plain HTTP: the tunnel is served as an HTTP connection to `http://host:port`, each
-//!   request checked on its path like one sent to the listener (better than the host);
-//! - anything else, or nothing within `proxy.header_read_timeout`: the host is checked as
-//!   before (`/` on `https://host:port`, `http://` for port 80) and the bytes are tunnelled.
+//! - plain HTTP (any request line, whatever its method, after empty lines; also the start
+//!   of one that stalls): the tunnel is served as an HTTP connection to
+//!   `http://host:port`, each request checked on its path like one sent to the listener
+//!   (better than the host); a `CONNECT` inside is refused (`400`);
+//! - anything else, or nothing at all within `proxy.header_read_timeout` (a protocol whose
+//!   server speaks first): the host is checked as before (`/` on `https://host:port`,
+//!   `http://` for port 80) and the bytes are tunnelled.
 //!
 //! The audit record's `transport` says which (`connect-tls`, `connect-http`,
 //! `connect-opaque`). A destination the guard refuses, or that cannot be reached, is still
@@ -47,18 +50,53 @@ pub(super) enum Carries {
     Other,
 }
 
-/// The starts of what an HTTP client sends first.
-const HTTP_STARTS: &[&[u8]] =
-    &[b"GET ", b"HEAD ", b"POST ", b"PUT ", b"DELETE ", b"OPTIONS ", b"PATCH ", b"TRACE ", b"PRI * HTTP/2.0"];
+/// At most this many first bytes are read to tell what a tunnel carries: a request line
+/// still undecided past them (a long method or target) is served as HTTP, whose own limits
+/// then apply.
+const SNIFF_LIMIT: usize = 8 * 1024;
 
 /// What `first` (the bytes read so far) says; `None` while more bytes could change it.
+///
+/// HTTP is any request line (RFC 9112 §3), not a list of methods: empty lines first
+/// (§2.2: servers ignore them), then a method token (any: `QUERY`, `PROPFIND`, `get`),
+/// a space, and a target in origin form (`/`) or asterisk form (`*`); another target
+/// (absolute or authority form) once ` HTTP/` follows it. A tunnel of another protocol whose
+/// first line has that shape is served as HTTP and gets `400`: reading real HTTP as
+/// something else would judge its requests on `/` alone.
 pub(super) fn classify(first: &[u8]) -> Option<Carries> {
-    match first.first()? {
-        0x16 => return Some(Carries::Tls),
-        _ if HTTP_STARTS.iter().any(|s| first.starts_with(s)) => return Some(Carries::Http),
+    if first.first() == Some(&0x16) {
+        return Some(Carries::Tls);
+    }
+    let line = &first[first.iter().position(|&b| b != b'\r' && b != b'\n')?..];
+    let method = line.iter().take_while(|&&b| is_tchar(b)).count();
+    match line.get(method) {
+        None => return None,
+        Some(b' ') if method > 0 => {}
+        Some(_) => return Some(Carries::Other),
+    }
+    let target = &line[method + 1..];
+    match target.first()? {
+        b'/' | b'*' => return Some(Carries::Http),
         _ => {}
     }
-    if HTTP_STARTS.iter().any(|s| s.starts_with(first)) { None } else { Some(Carries::Other) }
+    let end = target.iter().position(|&b| b <= b' ' || b == 0x7f)?;
+    if target[end] != b' ' || end == 0 {
+        return Some(Carries::Other);
+    }
+    let version = &target[end + 1..];
+    let n = version.len().min(5);
+    if version[..n] != b"HTTP/"[..n] {
+        Some(Carries::Other)
+    } else if n == 5 {
+        Some(Carries::Http)
+    } else {
+        None
+    }
+}
+
+/// RFC 9110 §5.6.2's `tchar`: what a method token is made of.
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// Handles a `CONNECT` decided after its `200` (see the module): connects first, then
@@ -108,19 +146,29 @@ async fn serve_tunnel(
 ) {
     let mut first = Vec::with_capacity(64);
     let read = async {
-        let mut buf = [0u8; 64];
+        let mut buf = [0u8; 512];
         loop {
             if let Some(c) = classify(&first) {
                 return c;
             }
-            match client.read(&mut buf).await {
+            if first.len() >= SNIFF_LIMIT {
+                return Carries::Http;
+            }
+            let room = buf.len().min(SNIFF_LIMIT - first.len());
+            match client.read(&mut buf[..room]).await {
                 Ok(0) | Err(_) => return Carries::Other,
                 Ok(n) => first.extend_from_slice(&buf[..n]),
             }
         }
     };
-    let carries =
-        tokio::time::timeout(shared.config.header_read_timeout, read).await.unwrap_or(Carries::Other);
+    // Nothing within the timeout: a protocol whose server speaks first, tunnelled. The
+    // start of a request line that stalls is still HTTP (served as such, the rest of its
+    // head within hyper's own timeout), not a tunnel judged on `/`.
+    let carries = match tokio::time::timeout(shared.config.header_read_timeout, read).await {
+        Ok(c) => c,
+        Err(_) if first.is_empty() => Carries::Other,
+        Err(_) => Carries::Http,
+    };
     let record_version = hello_record_version(&first);
     let client = Prefixed { prefix: Bytes::from(first), inner: client };
     if carries == Carries::Http {
@@ -187,19 +235,29 @@ mod tests {
         assert_eq!(classify(&[0x16, 0x03, 0x01]), Some(Carries::Tls));
         assert_eq!(classify(b"GET / HTTP/1.1\r\n"), Some(Carries::Http));
         assert_eq!(classify(b"GE"), None, "could still be GET");
+        assert_eq!(classify(b"GETX"), None, "could still be a method");
         assert_eq!(classify(b"OPTIONS * HTTP/1.1"), Some(Carries::Http));
         assert_eq!(classify(b"PRI * HTTP/2.0\r\n"), Some(Carries::Http));
-        assert_eq!(classify(b"ping through"), Some(Carries::Other));
-        assert_eq!(classify(b"SSH-2.0-OpenSSH"), Some(Carries::Other));
-        assert_eq!(classify(b"get / HTTP/1.1"), Some(Carries::Other), "methods are case-sensitive");
-        assert_eq!(classify(b"GETX"), Some(Carries::Other));
-        // Every proper prefix of a start is undecided; a start and more is HTTP.
-        for s in HTTP_STARTS {
-            assert_eq!(classify(&[s, &b"/x"[..]].concat()), Some(Carries::Http));
-            for n in 1..s.len() {
-                assert_eq!(classify(&s[..n]), None, "{:?}", &s[..n]);
-            }
+        // Any method token; empty lines first are skipped.
+        for line in [&b"QUERY /private"[..], b"get /", b"PROPFIND /a", b"\r\nGET /", b"\r\n\n\r\nGET /"] {
+            assert_eq!(classify(line), Some(Carries::Http), "{:?}", String::from_utf8_lossy(line));
         }
+        assert_eq!(classify(b"\r\n"), None);
+        assert_eq!(classify(b"\r\nGET"), None);
+        // Absolute and authority form: HTTP once the version starts to show.
+        assert_eq!(classify(b"GET http://a.test/x"), None);
+        assert_eq!(classify(b"GET http://a.test/x HT"), None);
+        assert_eq!(classify(b"GET http://a.test/x HTTP/1.1"), Some(Carries::Http));
+        assert_eq!(classify(b"CONNECT a.test:80 HTTP/1.1\r\n"), Some(Carries::Http));
+        // Not a request line.
+        assert_eq!(classify(b"ping through the tunnel"), Some(Carries::Other));
+        assert_eq!(classify(b"SSH-2.0-OpenSSH\r\n"), Some(Carries::Other));
+        assert_eq!(classify(b"EHLO a.test\r\n"), Some(Carries::Other));
+        assert_eq!(classify(b"PING\r\n"), Some(Carries::Other));
+        assert_eq!(classify(b" GET /"), Some(Carries::Other));
+        assert_eq!(classify(b"GET  /"), Some(Carries::Other));
+        assert_eq!(classify(&[0, 1, 2]), Some(Carries::Other));
+        assert_eq!(classify(b"GET a\x01"), Some(Carries::Other));
     }
 
     #[test]
