@@ -247,3 +247,43 @@ async fn exchange_whole(
     let body = bounded("body", body.collect()).await.expect("the body").to_bytes().to_vec();
     (parts.status, reason, fields, body)
 }
+
+/// `http://host?q=1`, an absolute target without a path (hyper's client adds the `/`
+/// itself; a raw client need not), goes out as `/?q=1` over the kept connection, as
+/// through the pool. The fast path sent `?q=1`, which strict origins answer with `400`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_absolute_target_without_a_path_is_sent_with_one() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let origin = RawOrigin::start(ROBOTS, |_| (ok("w"), false)).await;
+    let dir = temp_dir();
+    let proxy = RunningProxy::start(&test_config(dir.path())).await;
+    let host = origin.addr.to_string();
+    let mut tcp = bounded("connect", tokio::net::TcpStream::connect(proxy.addr)).await.unwrap();
+    let mut buf = Vec::new();
+    let mut get = async |target: &str| -> String {
+        let request = format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        bounded("write", tcp.write_all(request.as_bytes())).await.unwrap();
+        let head = bounded("head", robotsgate_testkit::head::read_head(&mut tcp, &mut buf)).await.unwrap();
+        let head = String::from_utf8(head).unwrap();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length: ").map(str::to_owned))
+            .map_or(0, |v| v.trim().parse().unwrap());
+        while buf.len() < len {
+            let mut more = [0u8; 512];
+            let n = bounded("body", tcp.read(&mut more)).await.unwrap();
+            assert!(n > 0, "the body ends early");
+            buf.extend_from_slice(&more[..n]);
+        }
+        buf.drain(..len);
+        head
+    };
+    for _ in 0..WARM_UP {
+        assert!(get(&origin.url("/warm")).await.starts_with("HTTP/1.1 200"));
+    }
+    let kept = origin.connection_of("/warm");
+    assert!(get(&format!("http://{host}?q=1")).await.starts_with("HTTP/1.1 200"));
+    assert_eq!(origin.hits("/?q=1"), 1, "{:?}", origin.heads("?q=1"));
+    assert_eq!(origin.connection_of("/?q=1"), kept, "over the kept connection");
+    proxy.stop().await;
+}

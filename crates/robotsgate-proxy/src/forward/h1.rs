@@ -237,7 +237,15 @@ pub(crate) async fn send<B: Body, P: PutBack>(
     }
     let head_request = req.method() == Method::HEAD;
     conn.0.write.clear();
-    let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    // Origin form (RFC 9112 §3.2.1): `http://host?q` has no path, and goes as `/?q`.
+    let pq = req.uri().path_and_query().map_or("", |p| p.as_str());
+    let slashed;
+    let target = if pq.starts_with('/') {
+        pq
+    } else {
+        slashed = format!("/{pq}");
+        slashed.as_str()
+    };
     encode_request_head(req.method(), target, req.headers(), &mut conn.0.write);
     // A connection the origin has closed while it was idle fails here or answers nothing.
     if conn.0.io.write_all(&conn.0.write).await.is_err() || conn.0.io.flush().await.is_err() {
