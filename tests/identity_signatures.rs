@@ -92,7 +92,12 @@ fn nonce() -> String {
 
 /// Serves `key` as `origin`'s directory, signed for `host`.
 fn serve_directory(origin: &TestOrigin, key: &SigningKey, host: &str) {
-    let url = format!("{}{WELL_KNOWN_PATH}", origin.base_as(host));
+    serve_directory_with_query(origin, key, host, "");
+}
+
+/// [`serve_directory`] for the directory's URL with `query` (`?…`, or empty).
+fn serve_directory_with_query(origin: &TestOrigin, key: &SigningKey, host: &str, query: &str) {
+    let url = format!("{}{WELL_KNOWN_PATH}{query}", origin.base_as(host));
     let request = http::Request::get(url).body(()).unwrap().into_parts().0;
     let response =
         httpsig::directory_response(&[key], &request, SystemTime::now(), Duration::from_secs(3600)).unwrap();
@@ -102,7 +107,8 @@ fn serve_directory(origin: &TestOrigin, key: &SigningKey, host: &str) {
             reply = reply.header(name.as_str(), value.to_str().unwrap());
         }
     }
-    origin.route(WELL_KNOWN_PATH, reply.header("cache-control", "max-age=600").body(response.into_body()));
+    let route = format!("{WELL_KNOWN_PATH}{query}");
+    origin.route(&route, reply.header("cache-control", "max-age=600").body(response.into_body()));
 }
 
 /// A request to `https://site.test/page` carrying `fields` (if any).
@@ -145,6 +151,30 @@ async fn a_signature_speaks_for_the_operator_of_its_agent() {
     assert_eq!(id.verdict, Verdict::Unverified(Why::NoMethod));
     assert!(check(&v, None, None).await.is_none(), "nothing claimed, nothing checked");
     assert_eq!(s.origin.hits(WELL_KNOWN_PATH), 1, "the directory is cached");
+}
+
+/// The identity is the directory's URL as an operator names it, query and all. A host
+/// serving another key set for another query (a tenant's) does not lend those keys to the
+/// operator, and a directory no operator names is never fetched: before, the query was
+/// dropped from the identity, the URL fetched with it, and an attacker's key there verified
+/// as Example's.
+#[tokio::test]
+async fn a_query_added_to_an_operators_agent_is_another_directory() {
+    let s = Setup::new().await;
+    let seed = [9u8; 32];
+    let evil = SigningKey::from_seed(&seed).unwrap();
+    serve_directory_with_query(&s.origin, &evil, "a.test", "?tenant=evil");
+    let v = s.verifier(&s.operators(false));
+    let agent = format!("{}?tenant=evil", s.directory());
+    let fields = wba_sign(&seed, evil.public().thumbprint(), &agent, "site.test", &nonce());
+    let id = check(&v, Some(&fields), Some("ExampleBot")).await.unwrap();
+    // Not a signature of Example's: its bots are judged as unsigned ones are.
+    assert_eq!((id.verdict, id.operator.as_deref()), (Verdict::Unverified(Why::NoMethod), Some("Example")));
+    let fetched: Vec<String> = s.origin.seen().into_iter().map(|seen| seen.target).collect();
+    assert!(fetched.is_empty(), "{fetched:?}");
+    // Example's own signature still verifies.
+    let id = check(&v, Some(&s.sign(&SEED)), Some("ExampleBot")).await.unwrap();
+    assert!(matches!(id.verdict, Verdict::Verified(Method::Signature { .. })), "{id:?}");
 }
 
 #[tokio::test]

@@ -410,7 +410,8 @@ impl TestOrigin {
         Origin::parse(&self.base_as(host)).unwrap()
     }
 
-    /// Sets (or replaces) the answer for `path`.
+    /// Sets (or replaces) the answer for `path`, or for `path?query` (that one asked for
+    /// with that exact query; the path's own answer otherwise).
     pub fn route(&self, path: &str, reply: Reply) {
         self.state.routes.lock().unwrap().insert(path.to_owned(), reply);
     }
@@ -577,7 +578,11 @@ async fn answer(
     state.counter(&path).fetch_add(1, Ordering::SeqCst);
     state.total.fetch_add(1, Ordering::SeqCst);
     state.arrived.notify_waiters();
-    let reply = state.routes.lock().unwrap().get(&path).cloned();
+    let reply = {
+        let routes = state.routes.lock().unwrap();
+        let exact = req.uri().query().and_then(|_| routes.get(req.uri().path_and_query()?.as_str()));
+        exact.or_else(|| routes.get(&path)).cloned()
+    };
     let Some(reply) = reply else {
         return Ok(Response::builder().status(404).body(full("not found\n")).unwrap());
     };

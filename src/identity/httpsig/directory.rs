@@ -46,12 +46,13 @@ pub enum AgentError {
 ///   URL in full).
 /// - `type=jwks_uri`: the URL as it is.
 ///
-/// The URL is fetched without its fragment; the identity ([`DirectoryUrl::identifier`])
-/// also drops the query, so that one key set does not yield one identity per spelling.
+/// The URL is fetched without its fragment, and is the identity
+/// ([`DirectoryUrl::identifier`]) as fetched, query and all: a host may serve other keys
+/// for another query (a tenant's), so an operator's `https://bot.example/keys?tenant=a`
+/// is not `…?tenant=b`, nor is `https://bot.example/keys` followed by any query.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DirectoryUrl {
-    fetch: Arc<str>,
-    identifier: Arc<str>,
+    url: Arc<str>,
     authority: Arc<str>,
     well_known: bool,
 }
@@ -75,24 +76,22 @@ impl DirectoryUrl {
             url.set_path(WELL_KNOWN_PATH);
         }
         let well_known = url.path() == WELL_KNOWN_PATH;
-        let fetch: Arc<str> = url.as_str().into();
-        url.set_query(None);
         let host = url.host_str().unwrap_or_default();
         let authority = match url.port() {
             Some(p) => format!("{host}:{p}"),
             None => host.to_owned(),
         };
-        Ok(DirectoryUrl { fetch, identifier: url.as_str().into(), authority: authority.into(), well_known })
+        Ok(DirectoryUrl { url: url.as_str().into(), authority: authority.into(), well_known })
     }
 
     /// The URL fetched.
     pub fn as_str(&self) -> &str {
-        &self.fetch
+        &self.url
     }
 
-    /// The identity: the URL without query and fragment.
+    /// The identity: the URL fetched (without its fragment).
     pub fn identifier(&self) -> &Arc<str> {
-        &self.identifier
+        &self.url
     }
 
     /// `host[:port]` (port only when not 443): the `@authority` of the fetch.

@@ -530,7 +530,12 @@ fn directory_urls() {
     assert_eq!(origin.authority(), "bot.example");
     let full = d("https://bot.example:8443/keys/dir.json?v=2#frag", None).unwrap();
     assert_eq!(full.as_str(), "https://bot.example:8443/keys/dir.json?v=2");
-    assert_eq!(&**full.identifier(), "https://bot.example:8443/keys/dir.json");
+    assert_eq!(&**full.identifier(), "https://bot.example:8443/keys/dir.json?v=2");
+    // Another query is another directory (a host may serve a tenant's keys for it).
+    let other = d("https://bot.example:8443/keys/dir.json?v=3", None).unwrap();
+    assert_ne!(other.identifier(), full.identifier());
+    assert_ne!(d("https://bot.example:8443/keys/dir.json", None).unwrap().identifier(), full.identifier());
+    assert_ne!(d("https://bot.example/?x=1", None).unwrap(), origin, "not the well-known directory");
     assert_eq!(full.authority(), "bot.example:8443");
     assert!(!full.is_well_known());
     assert_eq!(d("https://bot.example:443/", Some("directory")).unwrap(), origin);
@@ -705,7 +710,7 @@ fn signature_agents_lists_the_usable_members() {
         agents(
             r#"sig1="https://a.example", sig2="http://b.example", sig3=?1, sig4="https://c.example/keys?x=1""#
         ),
-        [wk("https://a.example"), "https://c.example/keys".to_owned()]
+        [wk("https://a.example"), "https://c.example/keys?x=1".to_owned()]
     );
     assert_eq!(agents(r#""https://a.example""#), [wk("https://a.example")]);
     assert_eq!(agents(r#"sig1="https://a.example";type=cimd"#), Vec::<String>::new());

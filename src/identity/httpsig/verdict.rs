@@ -41,7 +41,7 @@ impl Verdict {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
     /// The directory URL the key was found at: the identity (the draft's "Signature-Agent
-    /// URL is the identifier"), query and fragment dropped.
+    /// URL is the identifier"), without its fragment.
     pub directory: Arc<str>,
     /// The key's thumbprint (the signature's `keyid`).
     pub keyid: Arc<str>,
