@@ -449,6 +449,32 @@ async fn identity_hook_refuses_impersonators_and_believes_verified_bots() {
     assert_eq!((r.identity, r.client.as_deref()), (Some("verified"), Some("20.171.206.10")));
 }
 
+/// The identity operators' tokens are bots' tokens whether or not the site's file or the
+/// known-agents list names them: `ExampleBot` (in neither) from an address outside its
+/// operator's ranges is an impersonator. Before, it was not looked for, so not checked,
+/// and let through as a browser would be.
+#[tokio::test]
+async fn an_operators_token_is_checked_when_neither_the_site_nor_the_list_names_it() {
+    use robotsgate::identity::ranges::{ListLimits, ListSource, Ranges, bundled};
+    use robotsgate::identity::{Operator, Verifier};
+    let ops = [Operator::new("Example").tokens(["ExampleBot"]).ip_lists([bundled::OPENAI_GPTBOT])];
+    let ranges = Ranges::new(vec![ListSource::new(bundled::OPENAI_GPTBOT, "Example")], ListLimits::default());
+    let verifier = Some(Arc::new(Verifier::new(&ops, Some(ranges), None)));
+    let site = Site::new(200, ROBOTS);
+    let (seen, b) = records();
+    let addr = serve(b.verifier(verifier).build(), site.clone()).await;
+    let (status, headers, _) = get(addr, "/articles/1", "Mozilla/5.0 (compatible; ExampleBot/2.1)").await;
+    assert_eq!(
+        (status, headers.get("x-robotsgate").map(|v| v.to_str().unwrap())),
+        (StatusCode::FORBIDDEN, Some("identity-failed"))
+    );
+    assert_eq!(site.hits(), 0);
+    let r = seen.lock().unwrap()[0].clone();
+    assert_eq!((r.identity, r.operator.as_deref()), (Some("failed"), Some("Example")));
+    // A browser is still no bot.
+    assert_eq!(get(addr, "/articles/1", BROWSER).await.0, StatusCode::OK);
+}
+
 /// A site's own `x-robotsgate` header never reaches the client, for bots and browsers
 /// alike: only robotsgate's refusals carry it.
 #[tokio::test]

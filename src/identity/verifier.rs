@@ -47,6 +47,9 @@ struct Inner {
     operators: Vec<Entry>,
     /// Lower-case token → index into `operators`.
     tokens: HashMap<Box<str>, usize, foldhash::quality::RandomState>,
+    /// The tokens as the operators write them, each once (the first operator's), with the
+    /// index of its operator.
+    written: Vec<(Arc<str>, usize)>,
     ranges: Option<Ranges>,
     rdns: Option<ReverseDns>,
     /// Web Bot Auth, when checked.
@@ -128,10 +131,15 @@ impl Verifier {
             }
         }
         let mut tokens = HashMap::with_hasher(foldhash::quality::RandomState::default());
+        let mut written = Vec::new();
         for (i, op) in operators.iter().enumerate() {
             for t in &op.tokens {
-                if t.len() <= MAX_TOKEN {
-                    tokens.entry(t.to_ascii_lowercase().into_boxed_str()).or_insert(i);
+                if t.len() <= MAX_TOKEN
+                    && let std::collections::hash_map::Entry::Vacant(e) =
+                        tokens.entry(t.to_ascii_lowercase().into_boxed_str())
+                {
+                    e.insert(i);
+                    written.push((Arc::from(t.as_str()), i));
                 }
             }
         }
@@ -144,7 +152,7 @@ impl Verifier {
                 require: op.require,
             })
             .collect();
-        Verifier { inner: Arc::new(Inner { operators, tokens, ranges, rdns, signatures, agents }) }
+        Verifier { inner: Arc::new(Inner { operators, tokens, written, ranges, rdns, signatures, agents }) }
     }
 
     /// A verifier of `operators` with their lists (bundled copies and files, see
@@ -169,6 +177,14 @@ impl Verifier {
     /// The Web Bot Auth verifier, when signatures are checked.
     pub fn signatures(&self) -> Option<&httpsig::Verifier> {
         self.inner.signatures.as_ref()
+    }
+
+    /// Every product token the operators' bots use, as written, with its operator's name
+    /// (a token two operators claim: the first's). The ingress looks for these in every
+    /// `User-Agent` ([`IngressBuilder::build`](crate::ingress::IngressBuilder::build)).
+    pub fn tokens(&self) -> impl Iterator<Item = (&str, &str)> {
+        let ops = &self.inner.operators;
+        self.inner.written.iter().filter_map(|(t, i)| Some((&**t, &*ops.get(*i)?.name)))
     }
 
     /// The name of the operator whose bots use `token`.

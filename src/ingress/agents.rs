@@ -106,6 +106,26 @@ impl KnownAgents {
         Ok(KnownAgents { by_lower })
     }
 
+    /// This list with `tokens` (a product token, its operator) added where it has no
+    /// entry of that token: the identity operators' tokens, so that a bot claiming one is
+    /// found (and checked) whether or not the site's file or the list names it. An added
+    /// agent declares no purpose.
+    pub fn with_tokens<'a>(mut self, tokens: impl IntoIterator<Item = (&'a str, &'a str)>) -> KnownAgents {
+        for (token, operator) in tokens {
+            let token = token.trim();
+            if token.is_empty() {
+                continue;
+            }
+            self.by_lower.entry(token.to_ascii_lowercase().into_boxed_str()).or_insert_with(|| AgentInfo {
+                token: token.into(),
+                operator: operator.into(),
+                function: "".into(),
+                purposes: Vec::new(),
+            });
+        }
+        self
+    }
+
     /// The agent whose token is `token` (case-insensitive).
     pub fn get(&self, token: &str) -> Option<&AgentInfo> {
         // Looked up on every bot request: a token of ordinary length is lowercased on the

@@ -5,8 +5,9 @@
 //!
 //! - **Who**: the product token its `User-Agent` carries, matched as crawlers are told to
 //!   match theirs (case-insensitive, a whole word: `GPTBot/1.2`, `compatible; GPTBot/1.2;`,
-//!   never `NotGPTBot`), among the site file's group names and the bundled list of known
-//!   agents (the ai.robots.txt project's list). A `User-Agent` with no known
+//!   never `NotGPTBot`), among the site file's group names, the bundled list of known
+//!   agents (the ai.robots.txt project's list) and the identity operators' tokens. A
+//!   `User-Agent` with no known
 //!   token (a person's browser) passes untouched, unless
 //!   [`UnknownAgents::Star`] holds it to `User-agent: *`.
 //! - **robots.txt itself** (`/robots.txt`) is always served, byte for byte, never refused
@@ -319,17 +320,22 @@ impl IngressBuilder {
         self
     }
 
-    /// The layer.
+    /// The layer. The known agents include the [`verifier`](IngressBuilder::verifier)'s
+    /// operators' tokens ([`Verifier::tokens`](crate::identity::Verifier::tokens)): a bot
+    /// claiming one is checked even where neither the site's file nor the list names it.
     pub fn build(self) -> IngressLayer {
-        let cache =
-            source::RobotsCache::new(self.robots, &self.known, self.config.ttl, self.config.error_ttl);
+        let known = match &self.verifier {
+            Some(v) => Arc::new((*self.known).clone().with_tokens(v.tokens())),
+            None => self.known,
+        };
+        let cache = source::RobotsCache::new(self.robots, &known, self.config.ttl, self.config.error_ttl);
         IngressLayer {
             shared: Arc::new(Shared {
                 limiter: state::Limiter::new(self.config.max_bots),
                 fetches: state::FetchMemory::new(self.config.max_bots as u64),
                 config: ArcSwap::from_pointee(self.config),
                 cache,
-                known: self.known,
+                known,
                 audit: self.audit,
                 observer: self.observer,
                 verifier: self.verifier,
