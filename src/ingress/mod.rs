@@ -86,7 +86,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use http::StatusCode;
+use http::{HeaderValue, StatusCode};
 use ipnet::IpNet;
 
 pub(crate) use agents::KnownAgents;
@@ -177,8 +177,14 @@ pub struct IngressConfig {
     /// How long an unreachable robots.txt's outcome (last good copy or disallow all) is
     /// used before trying again.
     pub error_ttl: Duration,
-    /// Time allowed for a fetch of robots.txt through the inner service.
+    /// Time allowed for a fetch of robots.txt through the inner service (its redirects
+    /// included).
     pub fetch_timeout: Duration,
+    /// The `Host` robots.txt is fetched with, for an inner service that tells sites apart
+    /// by it; `None` (the default): none, the inner service's own (the `robotsgate ingress`
+    /// proxy sends the upstream's). Never a client's: the copy serves every client, and one
+    /// that chose the host would choose the rules.
+    pub robots_host: Option<HeaderValue>,
     /// Most bots (token and network) whose pacing and robots.txt fetches are kept.
     pub max_bots: usize,
     /// Longest `Retry-After` sent (a `Crawl-delay: 86400` does not lock a bot out longer).
@@ -198,6 +204,7 @@ impl Default for IngressConfig {
             ttl: Duration::from_secs(86_400),
             error_ttl: Duration::from_secs(300),
             fetch_timeout: Duration::from_secs(10),
+            robots_host: None,
             max_bots: 100_000,
             max_retry_after: Duration::from_secs(3600),
         }
@@ -282,6 +289,13 @@ impl IngressBuilder {
     /// `X-Forwarded-For`); the other one is never read.
     pub fn forwarded_header(mut self, header: ForwardedHeader) -> Self {
         self.config.forwarded_header = header;
+        self
+    }
+
+    /// The `Host` robots.txt is fetched with (default: none, the inner service's own); see
+    /// [`IngressConfig::robots_host`].
+    pub fn robots_host(mut self, host: Option<HeaderValue>) -> Self {
+        self.config.robots_host = host;
         self
     }
 

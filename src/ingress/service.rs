@@ -122,24 +122,65 @@ fn user_agent(headers: &http::HeaderMap) -> String {
     out
 }
 
-/// Fetches `/robots.txt` through the inner service.
+/// Redirects followed when fetching robots.txt (RFC 9309 §2.3.1.2: at least five).
+const MAX_REDIRECTS: usize = 5;
+
+/// Fetches `/robots.txt` through the inner service, with `host` (see
+/// [`IngressConfig::robots_host`](super::IngressConfig::robots_host)), following up to
+/// [`MAX_REDIRECTS`] redirects that stay on the site: a relative or path-absolute
+/// `Location`, or an absolute one naming `host`. Another site's file cannot be fetched
+/// through the inner service: such a redirect (or one too many) is an answer without a
+/// file (allow all, RFC 9309's "unavailable"), and said.
 async fn fetch_robots<S, B, ResB>(inner: S, host: Option<HeaderValue>, timeout: Duration) -> Fetched
 where
-    S: Service<Request<B>, Response = Response<ResB>>,
+    S: Service<Request<B>, Response = Response<ResB>> + Clone,
     B: Default,
     ResB: Body<Data = Bytes>,
     ResB::Error: std::fmt::Display,
 {
-    let mut req = Request::new(B::default());
-    *req.uri_mut() = http::Uri::from_static("/robots.txt");
-    if let Some(host) = host {
-        req.headers_mut().insert(http::header::HOST, host);
-    }
-    req.headers_mut().insert(USER_AGENT, HeaderValue::from_static("robotsgate-ingress"));
-    let work = async {
-        let res = match inner.oneshot(req).await {
-            Ok(res) => res,
-            Err(_) => return Fetched::Failed("the site's service failed".into()),
+    // Owns the service: a borrow held across the awaits would need it `Sync`.
+    let work = async move {
+        let mut target = http::Uri::from_static("/robots.txt");
+        let mut hops = 0;
+        let res = loop {
+            let mut req = Request::new(B::default());
+            *req.uri_mut() = target.clone();
+            if let Some(host) = &host {
+                req.headers_mut().insert(http::header::HOST, host.clone());
+            }
+            req.headers_mut().insert(USER_AGENT, HeaderValue::from_static("robotsgate-ingress"));
+            let res = match inner.clone().oneshot(req).await {
+                Ok(res) => res,
+                Err(_) => return Fetched::Failed("the site's service failed".into()),
+            };
+            if !res.status().is_redirection() || res.status() == StatusCode::NOT_MODIFIED {
+                break res;
+            }
+            let location = res.headers().get(http::header::LOCATION);
+            let next = location.and_then(|l| same_site(l, &target, host.as_ref()));
+            let status = res.status().as_u16();
+            match next {
+                Some(next) if hops < MAX_REDIRECTS => {
+                    hops += 1;
+                    target = next;
+                }
+                next => {
+                    let location = location
+                        .map(|l| String::from_utf8_lossy(&l.as_bytes()[..l.len().min(200)]).into_owned());
+                    let why = if next.is_some() {
+                        "one redirect too many"
+                    } else {
+                        "not followed: not on this site"
+                    };
+                    tracing::warn!(
+                        status,
+                        location = location.as_deref().unwrap_or("(none)"),
+                        after = hops,
+                        "robots.txt redirects ({why}): no file, bots held to nothing; give the file with ingress.robots"
+                    );
+                    return Fetched::Answer { status, body: Bytes::new(), truncated: false };
+                }
+            }
         };
         let status = res.status().as_u16();
         if !(200..300).contains(&status) {
@@ -163,6 +204,27 @@ where
     tokio::time::timeout(timeout, work)
         .await
         .unwrap_or_else(|_| Fetched::Failed(format!("no answer in {} s", timeout.as_secs_f64())))
+}
+
+/// The path (and query) a redirect's `location` leads to from `from`, when it stays on the
+/// site: relative, path-absolute, or absolute naming `host` (any scheme and port: the
+/// inner service serves the site's every scheme).
+fn same_site(location: &HeaderValue, from: &http::Uri, host: Option<&HeaderValue>) -> Option<http::Uri> {
+    // A host no site has stands for this one when none is set: then only a relative or
+    // path-absolute location resolves to it.
+    const HERE: &str = "site.invalid";
+    let here = host.and_then(|h| h.to_str().ok()).unwrap_or(HERE);
+    let base = url::Url::parse(&format!("http://{here}{from}")).ok()?;
+    let next = base.join(location.to_str().ok()?).ok()?;
+    if !matches!(next.scheme(), "http" | "https") || next.host_str() != base.host_str() {
+        return None;
+    }
+    let mut target = next.path().to_owned();
+    if let Some(q) = next.query() {
+        target.push('?');
+        target.push_str(q);
+    }
+    target.parse().ok()
 }
 
 /// robotsgate's own answer (`kind`: the `x-robotsgate` header, the outcome's name).
@@ -341,13 +403,12 @@ where
         let head = req.method() == Method::HEAD;
         let peer = req.extensions().get::<SocketAddr>().map(|a| a.ip());
         let client = client_ip(peer, req.headers(), &config.trusted_proxies, config.forwarded_header);
-        let host = req.headers().get(http::header::HOST).cloned();
         // Nearly every request finds a copy in time; the fetch's future is made only when one
         // is due.
         let site = match shared.cache.fresh() {
             Some(site) => site,
             None => {
-                let fetcher = inner.clone();
+                let (fetcher, host) = (inner.clone(), config.robots_host.clone());
                 Box::pin(
                     shared.cache.current(&shared.known, move || fetch_robots(fetcher, host, fetch_timeout)),
                 )
@@ -679,5 +740,22 @@ mod tests {
             user_agent(&headers(&[cut.as_bytes()])),
             format!("{}\u{fffd}", "a".repeat(MAX_USER_AGENT_BYTES - 1))
         );
+    }
+
+    #[test]
+    fn redirects_on_the_site_are_followed_and_others_not() {
+        let from: http::Uri = "/a/robots.txt".parse().unwrap();
+        let go = |location: &str, host: Option<&str>| {
+            let host = host.map(|h| HeaderValue::from_str(h).unwrap());
+            same_site(&HeaderValue::from_str(location).unwrap(), &from, host.as_ref()).map(|u| u.to_string())
+        };
+        assert_eq!(go("/robots2.txt", None).as_deref(), Some("/robots2.txt"));
+        assert_eq!(go("b.txt?v=1", None).as_deref(), Some("/a/b.txt?v=1"));
+        assert_eq!(go("../c.txt#x", None).as_deref(), Some("/c.txt"));
+        assert_eq!(go("https://site.example:8443/r.txt", Some("site.example")).as_deref(), Some("/r.txt"));
+        assert_eq!(go("https://site.example/r.txt", None), None, "no host set: only relative ones");
+        assert_eq!(go("https://cdn.example/r.txt", Some("site.example")), None);
+        assert_eq!(go("//cdn.example/r.txt", Some("site.example")), None);
+        assert_eq!(go("ftp://site.example/r.txt", Some("site.example")), None);
     }
 }

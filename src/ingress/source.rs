@@ -155,7 +155,8 @@ impl RobotsCache {
                 (Arc::new(SiteRobots::allow_all(status, known)), self.ttl)
             }
             Fetched::Answer { status, .. } if (300..400).contains(&status) => {
-                // Redirects are not followed through the inner service: no file.
+                // Redirects off the site, or too many (`fetch_robots` follows the others,
+                // and says why it stopped): no file.
                 (Arc::new(SiteRobots::allow_all(status, known)), self.ttl)
             }
             other => {

@@ -306,6 +306,46 @@ async fn a_fetched_robots_file_in_an_encoding_not_asked_for_is_no_file() {
     );
 }
 
+/// The site's robots.txt redirects: up to five redirects on the site are followed, as a
+/// crawler follows them (RFC 9309 2.3.1.2), and their file enforced (before: no file, so
+/// every bot let through, without a word). One to another site cannot be fetched through
+/// the upstream: no file, and the warning says so. The fetch never carries a client's
+/// `Host` (before: the first client's became the fetch's `X-Forwarded-Host`, and a site
+/// that keeps its robots.txt for its own name gave that client's choice of file to all).
+#[tokio::test]
+async fn a_redirected_robots_file_is_followed_on_the_site_and_fetched_without_a_clients_host() {
+    let site = TestOrigin::start([
+        ("/robots.txt", Reply::redirect(301, "/a/robots.txt")),
+        ("/a/robots.txt", Reply::redirect(302, "b.txt?v=2")),
+        ("/a/b.txt?v=2", Reply::ok(ROBOTS)),
+        ("/private/x", Reply::ok("private")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_file(dir.path(), NO_VERIFY);
+    let args = ["--upstream", &site.base(), "--config", &cfg];
+    let ingress = Ingress::start("http", &args).await;
+    let got = curl(&ingress.url("/private/x"), GPTBOT, &["-H", "Host: nosuch.example"]).await;
+    assert_eq!(got.0, 403, "{got:?}");
+    assert_eq!(site.hits("/private/x"), 0);
+    assert_eq!(site.hits("/a/b.txt"), 1);
+    for seen in site.seen().iter().filter(|s| s.path.ends_with(".txt")) {
+        assert_eq!(seen.headers.get("x-forwarded-host"), None, "{}", seen.target);
+    }
+    ingress.stop().await;
+
+    let elsewhere = TestOrigin::start([
+        ("/robots.txt", Reply::redirect(301, "https://elsewhere.example/robots.txt")),
+        ("/private/x", Reply::ok("private")),
+    ])
+    .await;
+    let args = ["--upstream", &elsewhere.base(), "--config", &cfg];
+    let mut ingress = Ingress::start("http", &args).await;
+    assert_eq!(curl(&ingress.url("/private/x"), GPTBOT, &[]).await.0, 200);
+    ingress.process.wait_line("the warning", |l| l.contains("not followed: not on this site")).await;
+    ingress.stop().await;
+}
+
 #[tokio::test]
 async fn bad_tls_settings_stop_the_start_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
