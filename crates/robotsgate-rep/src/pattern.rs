@@ -294,7 +294,7 @@ pub(crate) fn canonical_path(path: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     canonical_path_and_forms(path).0
 }
 
-/// [`canonical_path`], and whether `path` has `//`, `%2F` or `%5C` before its query (a
+/// [`canonical_path`], and whether `path` has `//`, `%2F`, `%5C` or `\` before its query (a
 /// [server form](crate::server_path)), found in the same pass over the path.
 pub(crate) fn canonical_path_and_forms(path: &[u8]) -> (std::borrow::Cow<'_, [u8]>, bool) {
     match scan_canonical(path) {
@@ -455,6 +455,8 @@ mod tests {
             "/a%2fb",
             "/a%5Cb",
             "/a%5cb",
+            "/a\\b",
+            "/a?x=\\",
             "/a?x=%2F",
             "/a%252F",
             "/a/./b//c",

@@ -168,3 +168,22 @@ fn a_dropped_line_is_noted_where_it_may_have_mattered() {
         assert_eq!(robots.check("BarBot", "/private").cut_line(), None, "{tail:?}");
     }
 }
+
+/// A raw `\` in a request path (a request line may carry one; a URL's parser reads it as
+/// `/` already) is read as `/` by the conservative profile, as `%5C` is: servers that take
+/// `\` for `/` serve `/private/x` for `/private\x`. Google's and RFC 9309's readings match
+/// literally. (Before, only `%5C` was.)
+#[test]
+fn a_raw_backslash_in_a_path_is_a_slash_to_the_conservative_profile() {
+    let r = RobotsTxt::parse(b"User-agent: *\nDisallow: /private/\n");
+    for path in ["/private\\x", "/\\private/x", "/private%5Cx"] {
+        let v = r.check_with(Profile::Conservative, "FooBot", path);
+        assert!(!v.allowed(), "{path}: {v}");
+        assert!(v.to_string().contains("%5C or \\ is read as /"), "{path}: {v}");
+        for profile in [Profile::Google, Profile::Rfc] {
+            assert!(r.check_with(profile, "FooBot", path).allowed(), "{path} {profile}");
+        }
+    }
+    // In the query, it is not the path.
+    assert!(r.check_with(Profile::Conservative, "FooBot", "/a?x=\\private/").allowed());
+}

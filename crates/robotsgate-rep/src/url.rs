@@ -192,8 +192,8 @@ pub(crate) fn normalize_request_path(path: &str) -> Cow<'_, str> {
     }
 }
 
-/// A request path as many origin servers see it: in the path (not the query), `%2F` and
-/// `%5C` decoded to `/` and every run of `/` merged into one. Made by [`server_path`].
+/// A request path as many origin servers see it: in the path (not the query), `%2F`,
+/// `%5C` and `\` read as `/` and every run of `/` merged into one. Made by [`server_path`].
 ///
 /// RFC 9309 matches a path literally, so `/private%2Fx` and `//private/x` do not match
 /// `Disallow: /private/`; but servers that decode `%2F` (many do, some only when asked
@@ -206,7 +206,7 @@ pub struct ServerPath {
     pub path: String,
     /// A `%2F` (or `%2f`) was decoded.
     pub decoded_slash: bool,
-    /// A `%5C` (or `%5c`, an encoded `\`) was read as `/`.
+    /// A `\`, or `%5C` (or `%5c`, an encoded `\`), was read as `/`.
     pub decoded_backslash: bool,
     /// A run of `/` was merged.
     pub merged_slashes: bool,
@@ -217,7 +217,7 @@ impl fmt::Display for ServerPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let steps: Vec<&str> = [
             (self.decoded_slash, "%2F is decoded"),
-            (self.decoded_backslash, "%5C is read as /"),
+            (self.decoded_backslash, "%5C or \\ is read as /"),
             (self.merged_slashes, "slashes are merged"),
         ]
         .iter()
@@ -251,7 +251,7 @@ fn separator_escape(p: &[u8], i: usize) -> Option<bool> {
     }
 }
 
-/// Whether `path` has `//`, `%2F` or `%5C` (either case) before its query. A plain byte
+/// Whether `path` has `//`, `%2F`, `%5C` (either case) or a raw `\` before its query. A plain byte
 /// loop that stops at `?` (request paths are short). The conservative check gets this
 /// from the pass that brings the path to its RFC form
 /// ([`crate::pattern::canonical_path_and_forms`]) and only calls this for paths that were
@@ -263,6 +263,7 @@ pub(crate) fn has_server_forms(path: &[u8]) -> bool {
             b'?' => return false,
             b'/' if path.get(i + 1) == Some(&b'/') => return true,
             b'%' if separator_escape(path, i).is_some() => return true,
+            b'\\' => return true,
             _ => {}
         }
     }
@@ -270,9 +271,9 @@ pub(crate) fn has_server_forms(path: &[u8]) -> bool {
 }
 
 /// The form of the request `path` (as [`crate::RobotsTxt::check`] takes it) that servers
-/// which decode `%2F`, read `%5C` as `/` and merge slashes see, or `None` when the path
-/// has none of `//`, `%2F` and `%5C` before its query (the path is its own server form).
-/// Decoding is one level deep (`%252F` stays) and touches only these two escapes.
+/// which decode `%2F`, read `\` and `%5C` as `/` and merge slashes see, or `None` when the
+/// path has none of `//`, `%2F`, `%5C` and `\` before its query (the path is its own server
+/// form). Decoding is one level deep (`%252F` stays) and touches only these two escapes.
 ///
 /// ```
 /// use robotsgate_rep::server_path;
@@ -280,6 +281,7 @@ pub(crate) fn has_server_forms(path: &[u8]) -> bool {
 /// assert_eq!(s.path, "/private/secret.html?a=%2F");
 /// assert_eq!(server_path("//private///x").unwrap().path, "/private/x");
 /// assert_eq!(server_path("/a%5cb").unwrap().path, "/a/b");
+/// assert_eq!(server_path("/a\\b").unwrap().path, "/a/b");
 /// assert!(server_path("/private/x?u=http://a//b").is_none());
 /// ```
 #[inline]
@@ -311,6 +313,10 @@ fn rewrite(path: &str) -> ServerPath {
                 out.decoded_backslash = true;
             }
             i += 3;
+            b'/'
+        } else if p[i] == b'\\' {
+            out.decoded_backslash = true;
+            i += 1;
             b'/'
         } else {
             i += 1;
@@ -501,7 +507,11 @@ mod tests {
         let s = |p: &str| server_path(p).map(|s| s.to_string()).unwrap_or_default();
         assert_eq!(s("//x"), "/x, once slashes are merged");
         assert_eq!(s("/a%2Fb"), "/a/b, once %2F is decoded");
-        assert_eq!(s("//a%2F%5Cb"), "/a/b, once %2F is decoded, %5C is read as / and slashes are merged");
+        assert_eq!(
+            s("//a%2F%5Cb"),
+            "/a/b, once %2F is decoded, %5C or \\ is read as / and slashes are merged"
+        );
+        assert_eq!(s("/a\\b"), "/a/b, once %5C or \\ is read as /");
     }
 
     #[test]
