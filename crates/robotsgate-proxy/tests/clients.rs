@@ -496,6 +496,34 @@ async fn every_request_line_inside_connect_is_checked_and_a_connect_inside_is_re
     proxy.stop().await;
 }
 
+/// A request body the client malformed (a chunk size past any number, a bare LF) is the
+/// client's error: `400 bad-request`, recorded as such, not `502 upstream-error` blaming
+/// the origin and counted among its failures (as it was).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_request_body_is_the_clients_400_not_the_origins_502() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/upload", Reply::upload())]).await;
+    let proxy = RunningProxy::start(&test_config(dir.path())).await;
+    let host = origin.authority();
+    let url = origin.url("/upload");
+    for body in ["ffffffffffffffffffff\r\nx\r\n0\r\n\r\n", "3\nabc\n0\r\n\r\n"] {
+        let head = format!(
+            "POST {url} HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        );
+        let got = parse_response(&raw_exchange(proxy.addr, format!("{head}{body}").as_bytes()).await);
+        assert_eq!((got.status, got.header("x-robotsgate")), (400, Some("bad-request")), "{body:?}: {got:?}");
+    }
+    let records = proxy.records().await;
+    let outcomes = of_type(&records, "outcome");
+    assert_eq!(outcomes.len(), 2, "{records:#?}");
+    for o in outcomes {
+        assert_eq!((o["status"].as_u64(), o["refusal"].as_str()), (Some(400), Some("bad-request")), "{o}");
+    }
+    let text = proxy.metrics.render();
+    assert!(!text.contains("robotsgate_upstream_errors_total{"), "{text}");
+    proxy.stop().await;
+}
+
 // ---------------------------------------------------------------------------------------
 // Upstream connections end with their clients (issue 21: descriptors held after a load run)
 // ---------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ use pin_project_lite::pin_project;
 use robotsgate::net::PoolRequestBody as ClientBody;
 use robotsgate::{Refusal, RefusalKind};
 
-use super::errors::{UpstreamError, upstream_error, upstream_error_class};
+use super::errors::{UpstreamError, client_body_error, upstream_error, upstream_error_class};
 use super::h1::H1Conn;
 use super::h1::{self, H1Sent};
 use super::headers::{append_via, strip_hop_by_hop};
@@ -138,6 +138,9 @@ impl Forwarder {
     fn respond(&self, sent: Result<Response<ProxyBody>, UpstreamError>, head: bool) -> Response<ProxyBody> {
         match sent {
             Err(UpstreamError::Pool(e)) => {
+                if let Some(refusal) = client_body_error(&e) {
+                    return boxed(refusal.into_response(head));
+                }
                 self.upstream_failed(upstream_error_class(&e));
                 boxed(upstream_error(e).into_response(head))
             }

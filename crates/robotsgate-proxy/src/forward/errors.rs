@@ -21,6 +21,18 @@ pub(super) fn upstream_error_class(e: &PoolError) -> &'static str {
     }
 }
 
+/// `400` when the exchange failed on the client's side: its request body could not be
+/// read (a malformed chunk, a body cut short), which hyper's client reports as an error of
+/// the body it was given. Not the origin's failure, nor counted as one.
+pub(super) fn client_body_error(e: &PoolError) -> Option<Refusal> {
+    match e {
+        PoolError::Http(e) if e.is_user() => {
+            Some(Refusal::new(RefusalKind::BadRequest, format!("the request could not be sent: {e}")))
+        }
+        _ => None,
+    }
+}
+
 /// The answer for an upstream failure: 403 for a refused destination, 504 for a
 /// timeout, 502 otherwise.
 pub(super) fn upstream_error(e: PoolError) -> Refusal {
