@@ -131,6 +131,9 @@ impl Config {
         if ic.workers > 1024 {
             return Err(err("ingress.workers", "must be at most 1024 (0: one per CPU)".into()));
         }
+        if !(1024..=1024 * 1024).contains(&ic.max_header_bytes.0) {
+            return Err(err("ingress.max_header_bytes", "must be between 1KiB and 1MiB".into()));
+        }
         if self.tls.leaf_cache == 0 {
             return Err(err("tls.leaf_cache", "must be at least 1".into()));
         }
@@ -573,6 +576,13 @@ mod tests {
         assert_eq!(e.key.as_deref(), Some("agent.user_agent"), "{e}");
         let e = Config::parse("a.toml", "[fetch]\ntotal_timeout = \"0s\"\n").unwrap_err();
         assert_eq!((e.line.map(|l| l.0), e.key.as_deref()), (Some(2), Some("fetch.total_timeout")), "{e}");
+        // The ingress's head limit is bounded as the proxy's (0 made every request a 431).
+        let e = Config::parse("a.toml", "[ingress]\nmax_header_bytes = \"0\"\n").unwrap_err();
+        assert_eq!(
+            (e.line.map(|l| l.0), e.key.as_deref()),
+            (Some(2), Some("ingress.max_header_bytes")),
+            "{e}"
+        );
         let c = Config::parse("a.toml", "[fetch]\ntotal_timeout = \"45s\"\n").unwrap();
         assert_eq!(c.fetch.total_timeout.0, std::time::Duration::from_secs(45));
         let e = Config::parse("a.toml", "[guard]\nallow = [\"10.0.0.0/33\"]\n").unwrap_err();
