@@ -6,8 +6,12 @@ use std::io::{self, BufRead};
 
 use super::merkle::{Frontier, Hash, LeafHasher, empty_root};
 
-/// The longest line kept whole (records are about a kilobyte).
-pub const MAX_LINE: usize = 1 << 20;
+/// The longest line kept whole: 16 MiB. Records are about a kilobyte; what a stranger can
+/// put in one is bounded by the request head (at most 1 MiB: `proxy.max_header_bytes`,
+/// `ingress.max_header_bytes`) and the robots.txt rule (at most 500 KiB), each written a
+/// few times and JSON-escaped (at most six bytes a byte): the longest record robotsgate
+/// writes stays below it. A longer line is not one of its records, and is not read.
+pub const MAX_LINE: usize = 16 << 20;
 
 /// Lines of a log file.
 pub struct Lines<R> {

@@ -574,6 +574,10 @@ impl Walker<'_> {
                         }
                     }
                 }
+                None => self.v.notes.push(format!(
+                    "{name}:{line_no}: {len} bytes, longer than any record robotsgate writes ({} MiB): not read",
+                    super::lines::MAX_LINE >> 20
+                )),
                 _ => {
                     if let Some((l, n)) = last_nonjson.replace((line_no, len)) {
                         self.v.notes.push(format!("{name}:{l}: not a record ({n} bytes that are not JSON), and no record after it explains it"));

@@ -584,6 +584,36 @@ async fn explain_reads_a_cut_snapshot_as_the_decision_did() {
     assert!(t.contains("whether robots.txt went on past these 500 KiB is unknown"), "{t}");
 }
 
+/// A stranger makes a decision record past 1 MiB (a 499 KB rule, written twice, and a
+/// 60 KB URL): `explain` and `prove` find it like any other (before, the readers skipped
+/// lines past 1 MiB: "no record with that id", and the report did not count it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_record_past_a_mebibyte_is_found_like_any_other() {
+    let dir = temp_dir();
+    let (key, public) = keygen(dir.path());
+    let rule = format!("/p{}", "*".repeat(499_000));
+    let origin =
+        TestOrigin::start([("/robots.txt", Reply::ok(format!("User-agent: *\nDisallow: {rule}\n")))]).await;
+    let mut config = config(dir.path(), &key);
+    config.audit.rotate_size = Size(1 << 30);
+    let proxy = RunningProxy::start(&config).await;
+    let url = origin.url(&format!("/p{}", "x".repeat(60_000)));
+    assert_eq!(get(proxy.addr, &url).await.status, 403);
+    let records = proxy.records().await;
+    let log = proxy.audit_path.clone();
+    proxy.stop().await;
+    let id = decision_on(&records, &url)["request_id"].as_str().unwrap().to_owned();
+    let longest = read_lines(&log).iter().map(Vec::len).max().unwrap();
+    assert!(longest > 1 << 20, "the record is {longest} bytes");
+    let t = explain(&log, &[&id]);
+    assert!(t.contains("outcome: disallowed"), "{t}");
+    let proof = dir.path().join("proof.json");
+    let out = robotsgate(&["audit", "prove", arg(&log), &id, "--out", arg(&proof)]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let out = robotsgate(&["audit", "verify-proof", arg(&proof), "--key", arg(&public)]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_report_holds_the_numbers_of_the_log_and_whether_it_verified() {
     let dir = temp_dir();
