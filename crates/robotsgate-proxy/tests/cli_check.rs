@@ -250,3 +250,25 @@ async fn live_mode_answers_every_valid_url() {
     assert_eq!(code(&out), 2);
     assert_eq!(server.hits("/robots.txt"), 1);
 }
+
+/// What robots.txt and the URLs hold comes from strangers: the control characters a
+/// terminal acts on are shown as escapes, not sent (before, a rule's `ESC [2K` reached the
+/// terminal, which erased the line). A timeout no `Duration` holds is a
+/// usage error, not a panic.
+#[test]
+fn control_characters_reach_no_terminal_and_a_huge_timeout_is_refused() {
+    let out = check_with_robots(
+        "User-agent: *\nDisallow: /esc\u{1b}[2K\u{7}\n",
+        &["http://example.com/esc%1B%5B2K%07"],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("disallowed"), "{text:?}");
+    assert!(text.contains("/esc\\u{1b}[2K\\u{7}"), "{text:?}");
+    assert!(!text.contains('\u{1b}') && !text.contains('\u{7}'), "{text:?}");
+    let out = Command::new(BIN)
+        .args(["check", "--agent", "ExampleBot", "--timeout", "1e20", "http://127.0.0.1:1/x"])
+        .output()
+        .expect("robotsgate check");
+    assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--timeout"), "{out:?}");
+}

@@ -13,6 +13,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 use robotsgate::Robots;
+
+use super::for_terminal;
 use robotsgate::net::{self, DnsConfig, Guard, TlsConfig};
 use robotsgate::origin::Origin;
 use robotsgate::pacing::{DelaySource, PacingConfig, Plan};
@@ -207,8 +209,10 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 } else {
                     let pace = pace_text(plan.as_ref());
                     match &decided {
-                        Some(u) => writeln!(out, "{word} {url} {verdict}; {u}{pace}"),
-                        None => writeln!(out, "{word} {url} {verdict}{pace}"),
+                        Some(u) => {
+                            writeln!(out, "{}", for_terminal(&format!("{word} {url} {verdict}; {u}{pace}")))
+                        }
+                        None => writeln!(out, "{}", for_terminal(&format!("{word} {url} {verdict}{pace}"))),
                     }
                 }
             }
@@ -242,10 +246,9 @@ fn write_invalid(out: &mut impl Write, args: &CheckArgs, url: &str, why: &str) -
 
 /// Live mode: fetch each origin's robots.txt (once per origin) and decide.
 fn live(args: &CheckArgs) -> anyhow::Result<ExitCode> {
-    if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        bail!("--timeout must be a positive number of seconds");
-    }
-    let timeout = Duration::from_secs_f64(args.timeout);
+    let Some(timeout) = Duration::try_from_secs_f64(args.timeout).ok().filter(|t| !t.is_zero()) else {
+        bail!("--timeout must be a positive number of seconds (at most {})", u64::MAX);
+    };
     let mut overrides: HashMap<String, Vec<IpAddr>> = HashMap::new();
     for r in &args.resolve {
         let (host, addr) =
@@ -314,8 +317,12 @@ fn live(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             } else {
                 let pace = pace_text(plan.as_ref());
                 match fetch_summary(&d) {
-                    Some(s) => writeln!(out, "{word} {url} {d}{usage}; robots.txt: {s}{pace}"),
-                    None => writeln!(out, "{word} {url} {d}{usage}{pace}"),
+                    Some(s) => writeln!(
+                        out,
+                        "{}",
+                        for_terminal(&format!("{word} {url} {d}{usage}; robots.txt: {s}{pace}"))
+                    ),
+                    None => writeln!(out, "{}", for_terminal(&format!("{word} {url} {d}{usage}{pace}"))),
                 }
             };
             if let Err(e) = written {

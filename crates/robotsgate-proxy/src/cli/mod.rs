@@ -84,9 +84,37 @@ pub(crate) fn report(e: &anyhow::Error) -> String {
     line
 }
 
+/// `text` for a terminal: the control characters a terminal acts on (ESC, CR, BEL, the C1
+/// controls) shown as escapes (`\u{1b}`), line breaks and tabs kept. What a log, a URL or a
+/// robots.txt holds comes from strangers, and `ESC [2K` would rewrite a line on screen.
+pub(crate) fn for_terminal(text: &str) -> std::borrow::Cow<'_, str> {
+    let acted_on = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.contains(acted_on) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if acted_on(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::report;
+    use super::{for_terminal, report};
+
+    #[test]
+    fn control_characters_are_shown_not_acted_on() {
+        assert_eq!(for_terminal("plain /path\tand\nlines"), "plain /path\tand\nlines");
+        assert_eq!(
+            for_terminal("/esc\u{1b}[2K\rallowed\u{9b}x\u{7f}"),
+            "/esc\\u{1b}[2K\\u{d}allowed\\u{9b}x\\u{7f}"
+        );
+    }
 
     #[derive(Debug, thiserror::Error)]
     #[error("cannot read {path}: {source}")]

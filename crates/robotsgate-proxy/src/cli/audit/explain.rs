@@ -82,7 +82,9 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_FAILED));
     };
     if d["type"] == "ingress" {
-        std::io::stdout().lock().write_all(super::explain_ingress::text(&d).as_bytes())?;
+        std::io::stdout()
+            .lock()
+            .write_all(crate::cli::for_terminal(&super::explain_ingress::text(&d)).as_bytes())?;
         return Ok(ExitCode::SUCCESS);
     }
     let sha = d["robots"]["sha256"].as_str().map(str::to_owned);
@@ -135,7 +137,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    std::io::stdout().lock().write_all(out.as_bytes())?;
+    std::io::stdout().lock().write_all(crate::cli::for_terminal(&out).as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -340,8 +342,8 @@ fn snapshot_text(
         out.push_str(&format!("\nrobots.txt snapshot {source} (SHA-256 checked)\n"));
     }
     let text = String::from_utf8_lossy(body);
-    let lines: Vec<&str> = text.lines().collect();
-    let rule_line = d["rule"]["line"].as_u64().map(|l| l as u32);
+    let lines = robots_lines(&text);
+    let rule_line = d["rule"]["line"].as_u64().and_then(|l| u32::try_from(l).ok());
     // The decision again, with this version of robotsgate, for the groups that applied.
     if truncated.is_none() && body.len() >= rep::MAX_ROBOTS_TXT_BYTES {
         out.push_str(
@@ -443,4 +445,46 @@ fn snapshot_text(
         }
     }
     Ok(())
+}
+
+/// The lines of a robots.txt as its parser numbers them: CR, LF and CRLF each end one (a
+/// lone CR too, which `str::lines` does not break at).
+fn robots_lines(text: &str) -> Vec<&str> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let (mut start, mut i) = (0, 0);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\r' | b'\n' => {
+                out.push(&text[start..i]);
+                if bytes[i] == b'\r' && bytes.get(i + 1) == Some(&b'\n') {
+                    i += 1;
+                }
+                start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if start < bytes.len() {
+        out.push(&text[start..]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod line_tests {
+    use super::robots_lines;
+
+    #[test]
+    fn lines_are_numbered_as_the_parser_numbers_them() {
+        assert_eq!(robots_lines("a\rb\r\nc\nd"), ["a", "b", "c", "d"]);
+        assert_eq!(robots_lines("a\r\r\nb\n"), ["a", "", "b"]);
+        assert_eq!(robots_lines(""), Vec::<&str>::new());
+        // The parser agrees: `d` is on line 4.
+        let r = robotsgate::rep::RobotsTxt::parse(b"User-agent: *\rAllow: /ok\r\nDisallow: /\nx: y");
+        let v = r.check("FooBot", "/no");
+        assert_eq!(v.rule().map(|r| r.line), Some(3));
+        assert_eq!(robots_lines("User-agent: *\rAllow: /ok\r\nDisallow: /\nx: y")[2], "Disallow: /");
+    }
 }
