@@ -3,7 +3,6 @@
 use std::time::SystemTime;
 
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 /// RFC 3339 UTC with milliseconds, always three digits: `2026-11-23T13:36:57.398Z`.
 ///
@@ -22,9 +21,20 @@ pub(super) fn rfc3339_into(out: &mut Vec<u8>, t: SystemTime) {
     let since = match t.duration_since(SystemTime::UNIX_EPOCH) {
         Ok(d) if d.as_secs() < 253_402_300_800 => d, // 10000-01-01
         _ => {
-            let t = OffsetDateTime::from(t);
-            let t = t.replace_nanosecond(t.nanosecond() / 1_000_000 * 1_000_000).unwrap_or(t);
-            out.extend_from_slice(t.format(&Rfc3339).unwrap_or_default().as_bytes());
+            // Three digits of milliseconds, as for every other time (the time crate's
+            // RFC 3339 leaves out a zero fraction).
+            let t = outside(t);
+            let text = format!(
+                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+                t.year(),
+                u8::from(t.month()),
+                t.day(),
+                t.hour(),
+                t.minute(),
+                t.second(),
+                t.millisecond()
+            );
+            out.extend_from_slice(text.as_bytes());
             return;
         }
     };
@@ -46,6 +56,29 @@ pub(super) fn rfc3339_into(out: &mut Vec<u8>, t: SystemTime) {
     let digit = |v: u32| b'0' + (v % 10) as u8;
     out.extend_from_slice(&head);
     out.extend_from_slice(&[digit(ms / 100), digit(ms / 10), digit(ms), b'Z']);
+}
+
+/// A time before 1970 or from 10000 on as the `time` crate holds it, clamped to the years
+/// RFC 3339 writes (0000 to 9999): `OffsetDateTime::from` panics past the crate's years, and
+/// a record's time may be read from files that come from anyone.
+fn outside(t: SystemTime) -> OffsetDateTime {
+    use time::{Date, Month};
+    let first = Date::from_calendar_date(0, Month::January, 1).map(|d| d.midnight().assume_utc());
+    let last = Date::from_calendar_date(9999, Month::December, 31)
+        .and_then(|d| d.with_hms_milli(23, 59, 59, 999))
+        .map(|d| d.assume_utc());
+    let (Ok(first), Ok(last)) = (first, last) else { return OffsetDateTime::UNIX_EPOCH };
+    let exact = match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => time::Duration::try_from(d).ok().and_then(|d| OffsetDateTime::UNIX_EPOCH.checked_add(d)),
+        Err(e) => time::Duration::try_from(e.duration())
+            .ok()
+            .and_then(|d| OffsetDateTime::UNIX_EPOCH.checked_sub(d)),
+    };
+    match exact {
+        Some(x) => x.clamp(first, last),
+        None if t < SystemTime::UNIX_EPOCH => first,
+        None => last,
+    }
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.` of a second since 1970 (before 10000-01-01).
@@ -93,6 +126,8 @@ fn civil_from_days(days: u64) -> (u64, u8, u8) {
 mod tests {
     use std::time::Duration;
 
+    use time::format_description::well_known::Rfc3339;
+
     use super::*;
 
     /// The hand-written formatter names the same instant as the `time` crate does.
@@ -121,6 +156,13 @@ mod tests {
         assert_eq!(at(1_795_441_018_040), "2026-11-23T13:36:58.040Z");
         assert_eq!(at(1_795_441_017_500), "2026-11-23T13:36:57.500Z");
         assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        // Outside 1970..=9999: the time crate's, clamped to the years RFC 3339 writes.
+        let before = |s: u64| rfc3339(SystemTime::UNIX_EPOCH.checked_sub(Duration::from_secs(s)).unwrap());
+        assert_eq!(before(86_400), "1969-12-31T00:00:00.000Z");
+        assert_eq!(before(100_000_000_000), "0000-01-01T00:00:00.000Z");
+        let after = |s: u64| rfc3339(SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(s)).unwrap());
+        assert_eq!(after(253_402_300_800), "9999-12-31T23:59:59.999Z");
+        assert_eq!(after(1 << 40), "9999-12-31T23:59:59.999Z");
         assert_eq!(
             rfc3339(SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_441_017_398)),
             "2026-11-23T13:36:57.398Z"

@@ -710,3 +710,24 @@ async fn the_report_holds_the_numbers_of_the_log_and_whether_it_verified() {
     let html = std::fs::read_to_string(&html_path).unwrap();
     assert!(html.contains("data-ok=\"false\"") && html.contains("no checkpoints"), "{html}");
 }
+
+/// A log may come from anywhere: a record time past 9999 (here 10000-01-01 in UTC) or
+/// before 1970 is shown clamped or as it is, not a panic (before: exit 101, "overflow
+/// adding duration to date").
+#[test]
+fn the_report_takes_times_outside_1970_to_9999() {
+    let dir = temp_dir();
+    let log = dir.path().join("audit.jsonl");
+    let record = |time: &str, id: &str| {
+        format!(
+            r#"{{"schema_version":1,"type":"decision","time":"{time}","request_id":"{id}","outcome":"allowed","reason":"no-rule","url":"http://a.test/"}}"#
+        )
+    };
+    let lines = [record("9999-12-31T23:59:59.000-01:00", "a"), record("1969-07-20T20:17:40.000Z", "b")];
+    std::fs::write(&log, format!("{}\n", lines.join("\n"))).unwrap();
+    let html = dir.path().join("report.html");
+    let out = robotsgate(&["audit", "report", arg(&log), "--out", arg(&html)]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let t = text(&out);
+    assert!(t.contains("2 decisions, 1969-07-20 20:17:40 UTC to 9999-12-31 23:59:59 UTC"), "{t}");
+}

@@ -484,7 +484,12 @@ fn parse_time(s: &str) -> Option<i64> {
 }
 
 fn fmt_time(ms: i64) -> String {
-    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    let d = std::time::Duration::from_millis(ms.unsigned_abs());
+    let t = match ms {
+        0.. => std::time::UNIX_EPOCH.checked_add(d),
+        _ => std::time::UNIX_EPOCH.checked_sub(d),
+    }
+    .unwrap_or(std::time::UNIX_EPOCH);
     let s = robotsgate::audit::rfc3339(t);
     // 2026-11-23T10:54:58.492Z -> 2026-11-23 10:54:58 UTC
     format!("{} {} UTC", &s[..10], &s[11..19])
