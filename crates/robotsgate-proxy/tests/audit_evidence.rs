@@ -731,3 +731,25 @@ fn the_report_takes_times_outside_1970_to_9999() {
     let t = text(&out);
     assert!(t.contains("2 decisions, 1969-07-20 20:17:40 UTC to 9999-12-31 23:59:59 UTC"), "{t}");
 }
+
+/// A rule's text comes from a stranger's robots.txt: a U+001F in it (the report's field
+/// separator) stays in the rule's column, and the outcome column says what the record says
+/// (before, `/k\u{1f}allowed\u{1f}` made the row read "allowed"). `--top 0` is refused (it
+/// made the report say "No request was refused" of a log full of refusals).
+#[test]
+fn a_rule_cannot_write_the_report_s_outcome_column_and_top_is_at_least_one() {
+    let dir = temp_dir();
+    let log = dir.path().join("audit.jsonl");
+    let record = r#"{"schema_version":1,"type":"decision","time":"2026-12-07T10:00:00.000Z","request_id":"a","outcome":"disallowed","reason":"rule","origin":"http://a.test","url":"http://a.test/k","rule":{"line":2,"kind":"disallow","pattern":"/k\u001fallowed\u001f"}}"#;
+    std::fs::write(&log, format!("{record}\n")).unwrap();
+    let html = dir.path().join("report.html");
+    let out = robotsgate(&["audit", "report", arg(&log), "--out", arg(&html)]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let table = &page[page.find("<table id=\"rules\">").expect("the rules table")..];
+    let row = &table[table.find("<tr><td").unwrap()..table.find("</table>").unwrap()];
+    let cells: Vec<&str> = row.split("<td").skip(1).collect();
+    assert!(cells[3].contains(">disallowed<"), "{row}");
+    let out = robotsgate(&["audit", "report", arg(&log), "--out", arg(&html), "--top", "0"]);
+    assert_eq!(code(&out), 2, "{}", text(&out));
+}

@@ -25,9 +25,9 @@ pub struct ReportArgs {
     /// Where to write the report.
     #[arg(long, value_name = "FILE")]
     out: PathBuf,
-    /// Rows in each "most often" table.
-    #[arg(long, default_value_t = 20)]
-    top: usize,
+    /// Rows in each "most often" table (at least 1: an empty table would read as "none").
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..))]
+    top: u16,
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
@@ -62,7 +62,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         }
         bar.finish_and_clear();
     }
-    let html = render(&stats, &v, key_text.as_deref(), &paths, args.top);
+    let html = render(&stats, &v, key_text.as_deref(), &paths, usize::from(args.top));
     std::fs::write(&args.out, html).with_context(|| format!("cannot write {}", args.out.display()))?;
     println!(
         "{}: {} decisions, {} to {}; the log {}",
@@ -321,9 +321,16 @@ impl Stats {
                     self.refused_origins.add(&r.origin);
                 }
                 if let Some(rule) = &r.rule {
+                    // Fields joined by U+001F, which a field of a hostile log may hold too:
+                    // shown as U+FFFD there, it cannot move the text into another column.
+                    let field = |f: &str| f.replace('\u{1f}', "\u{fffd}");
                     let key = format!(
                         "{}\u{1f}{}\u{1f}{}: {}\u{1f}{}",
-                        r.origin, rule.line, rule.kind, rule.pattern, r.outcome
+                        field(&r.origin),
+                        rule.line,
+                        field(&rule.kind),
+                        field(&rule.pattern),
+                        field(&r.outcome)
                     );
                     self.rules.add(&key);
                 }
