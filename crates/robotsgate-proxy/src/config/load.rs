@@ -179,6 +179,16 @@ impl Config {
         if let Some(user) = self.agent.users.keys().find(|u| !self.auth.users.contains_key(*u)) {
             return Err(err("agent.users", format!("{user:?} is not a user in [auth.users]")));
         }
+        // A table that the selection in force never reads is a mistake, not a setting.
+        if !self.agent.users.is_empty() && self.agent.select != Select::ProxyUser {
+            return Err(err("agent.users", "is read only with agent.select = \"proxy-user\"".into()));
+        }
+        if !self.agent.user_agent_map.is_empty() && self.agent.select != Select::UserAgent {
+            return Err(err(
+                "agent.user_agent_map",
+                "is read only with agent.select = \"user-agent\"".into(),
+            ));
+        }
         if let Some(user) = self.purpose.users.keys().find(|u| !self.auth.users.contains_key(*u)) {
             return Err(err("purpose.users", format!("{user:?} is not a user in [auth.users]")));
         }
@@ -576,6 +586,28 @@ mod tests {
         assert_eq!(e.key.as_deref(), Some("agent.user_agent"), "{e}");
         let e = Config::parse("a.toml", "[fetch]\ntotal_timeout = \"0s\"\n").unwrap_err();
         assert_eq!((e.line.map(|l| l.0), e.key.as_deref()), (Some(2), Some("fetch.total_timeout")), "{e}");
+        // Tables the selection in force does not read (they were silently ignored).
+        let e = Config::parse(
+            "a.toml",
+            "[agent]\nselect = \"fixed\"\n\n[[agent.user_agent_map]]\ncontains = \"Scrapy\"\ntoken = \"ExampleBot\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("agent.user_agent_map"), "{e}");
+        assert!(e.message.contains("select = \"user-agent\""), "{e}");
+        let users = "[auth.users]\nalice = \"$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHQ$RdescudvJCsgt3ub+b+dWRWJTmaaJObG\"\n";
+        let e = Config::parse(
+            "a.toml",
+            &format!("{users}[agent]\nselect = \"header\"\n[agent.users]\nalice = \"AliceBot\"\n"),
+        )
+        .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("agent.users"), "{e}");
+        assert!(
+            Config::parse(
+                "a.toml",
+                &format!("{users}[agent]\nselect = \"proxy-user\"\n[agent.users]\nalice = \"AliceBot\"\n")
+            )
+            .is_ok()
+        );
         // The ingress's head limit is bounded as the proxy's (0 made every request a 431).
         let e = Config::parse("a.toml", "[ingress]\nmax_header_bytes = \"0\"\n").unwrap_err();
         assert_eq!(

@@ -50,6 +50,27 @@ pub(super) fn check_verify(v: &VerifySection) -> Result<(), VerifyProblem> {
     for (i, op) in v.operators.iter().enumerate() {
         let bad = |message: String| VerifyProblem::Operator(i, message);
         check_operator(op).map_err(bad)?;
+        // What it publishes, against what is checked: an operator none of whose ways is
+        // in force has every bot unverified; with `require`, every one refused, which no
+        // one means. (Without it, as for the default operators with `rdns = false`, its
+        // bots are only not verified.)
+        let in_force = (v.ip_ranges && !op.ip_lists.is_empty())
+            || (v.rdns && !op.rdns_suffixes.is_empty())
+            || (v.signatures && !op.signature_agents.is_empty());
+        if v.enabled && op.require && !in_force {
+            let off: Vec<&str> = [
+                (!op.ip_lists.is_empty(), "ip_lists with verify.ip_ranges = false"),
+                (!op.rdns_suffixes.is_empty(), "rdns_suffixes with verify.rdns = false"),
+                (!op.signature_agents.is_empty(), "signature_agents with verify.signatures = false"),
+            ]
+            .into_iter()
+            .filter_map(|(has, what)| has.then_some(what))
+            .collect();
+            return Err(bad(format!(
+                "nothing would verify its bots ({}): with require, every one of them would be refused",
+                off.join(", ")
+            )));
+        }
         if !names.insert(op.name.to_ascii_lowercase()) {
             return Err(bad(format!("the operator {:?} is given twice", op.name)));
         }
@@ -188,6 +209,31 @@ mod tests {
                 .contains("needs ip_lists, rdns_suffixes or signature_agents")
         );
         assert!(op("name = \"X\"\ntokens = [\"XBot\"]\nrdns_suffixes = [\"com\"]\n").contains("two labels"));
+        // What it publishes is not checked: its bots could never be verified.
+        let e = error(
+            "[verify]\nsignatures = false\n\n[[verify.operators]]\nname = \"X\"\ntokens = [\"XBot\"]\n\
+             signature_agents = [\"https://x.example\"]\nrequire = true\n",
+        );
+        assert!(
+            e.contains("entry 1") && e.contains("signature_agents with verify.signatures = false"),
+            "{e}"
+        );
+        assert!(e.contains("every one of them would be refused"), "{e}");
+        let e = error(
+            "[verify]\nrdns = false\n\n[[verify.operators]]\nname = \"X\"\ntokens = [\"XBot\"]\nrdns_suffixes = [\"x.example\"]\nrequire = true\n",
+        );
+        assert!(e.contains("rdns_suffixes with verify.rdns = false"), "{e}");
+        // One way still in force is enough; with verification off, nothing is checked.
+        let both = "\n[[verify.operators]]\nname = \"X\"\ntokens = [\"XBot\"]\nrdns_suffixes = [\"x.example\"]\n\
+                    signature_agents = [\"https://x.example\"]\nrequire = true\n";
+        assert!(Config::parse("v.toml", &format!("[verify]\nrdns = false\n{both}")).is_ok());
+        assert!(
+            Config::parse(
+                "v.toml",
+                &format!("[verify]\nenabled = false\nrdns = false\nsignatures = false\n{both}")
+            )
+            .is_ok()
+        );
         assert!(op("name = \"X\"\ntokens = [\"XBot\"]\nip_lists = [\"\"]\n").contains("empty ip_lists"));
         assert!(
             op("name = \"X\"\ntokens = [\"XBot\"]\nsignature_agents = [\"http://x.example\"]\n")
