@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
@@ -121,7 +121,9 @@ struct ReloadInner {
     listen: SocketAddr,
     /// `[identity.users]`: sorted anew by each configuration's `[auth] users`.
     user_signers: crate::identity::UserSigners,
-    current: Mutex<Config>,
+    /// The configuration the process started with: what a setting that is not reloaded
+    /// still is, whatever files were loaded since.
+    started: Config,
 }
 
 impl std::fmt::Debug for Reloader {
@@ -149,12 +151,9 @@ impl Reloader {
         }
         i.guard.replace_rules(&guard(new, i.listen));
         i.clients.set(new.proxy.allow_clients.iter().map(|c| c.0).collect());
-        let mut current = match i.current.lock() {
-            Ok(c) => c,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        let old = std::mem::replace(&mut *current, new.clone());
-        Ok(restart_needed(&old, new))
+        // Against the start's: a change not applied is still not applied at the next
+        // reload, and a file back to the running values needs nothing.
+        Ok(restart_needed(&i.started, new))
     }
 }
 
@@ -182,6 +181,8 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
             || o.tunnel_idle_timeout != n.tunnel_idle_timeout,
     );
     check("proxy.workers", o.workers != n.workers);
+    check("proxy.http1_fast_path", o.http1_fast_path != n.http1_fast_path);
+    check("[cluster]", old.cluster != new.cluster);
     check(
         "proxy.upstream_idle_max/upstream_idle_per_origin/upstream_idle_timeout/upstream_burst_grace",
         (o.upstream_idle_max, o.upstream_idle_per_origin, o.upstream_idle_timeout, o.upstream_burst_grace)
@@ -435,7 +436,7 @@ impl App {
                 clients,
                 listen: addr,
                 user_signers,
-                current: Mutex::new(config.clone()),
+                started: config.clone(),
             }),
         };
         let admin_addr = match &admin {

@@ -848,6 +848,19 @@ async fn reload_changes_guard_and_client_networks_and_keeps_open_connections() {
     assert_eq!(got.status, StatusCode::OK);
     assert_eq!(origin.hits("/page"), 2);
 
+    // Named against the running values, not the last file's: still not applied, so named
+    // again; a file back to the running values needs nothing. (Before, the first was
+    // silent and the second named "proxy timeouts and limits".)
+    let closed = "[proxy]\nallow_clients = [\"10.0.0.0/8\"]\n";
+    let loopback = "\n[guard]\nallow = [\"127.0.0.0/8\"]\n";
+    let with = |more: &str| config(dir.path(), &format!("{closed}{more}{loopback}"));
+    let again = proxy.reloader.reload(&with("upstream_timeout = \"5s\"\n")).expect("reload");
+    assert_eq!(again, ["proxy timeouts and limits"]);
+    assert_eq!(proxy.reloader.reload(&with("")).expect("reload"), Vec::<&str>::new());
+    // Read at the start only: the fast path, fleet mode (they were not named).
+    let fleet = with("http1_fast_path = false\n\n[cluster]\nredis = \"redis://127.0.0.1:1\"\n");
+    assert_eq!(proxy.reloader.reload(&fleet).expect("reload"), ["proxy.http1_fast_path", "[cluster]"]);
+
     // A reload with an unusable user hash is refused as a whole.
     let mut bad = config(dir.path(), "");
     bad.auth.users.insert("mallory".into(), robotsgate_proxy::config::PasswordHashValue("not a hash".into()));

@@ -7,7 +7,7 @@
 //! state and the robots.txt fetches remembered stay; the other settings need a restart
 //! and [`IngressReloader::reload`] names them.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use robotsgate::ingress::IngressLayer;
 
@@ -24,7 +24,9 @@ pub struct IngressReloader {
 
 struct Inner {
     layer: IngressLayer,
-    current: Mutex<Config>,
+    /// The configuration the process started with: what a setting that is not reloaded
+    /// still is, whatever files were loaded since.
+    started: Config,
     /// The certificate and key in force, with HTTPS.
     cert: Option<Arc<SiteCert>>,
     metrics: Arc<IngressMetrics>,
@@ -43,7 +45,7 @@ impl IngressReloader {
         cert: Option<Arc<SiteCert>>,
         metrics: Arc<IngressMetrics>,
     ) -> IngressReloader {
-        IngressReloader { inner: Arc::new(Inner { layer, current: Mutex::new(config), cert, metrics }) }
+        IngressReloader { inner: Arc::new(Inner { layer, started: config, cert, metrics }) }
     }
 
     /// Applies `new` (already parsed and checked). A robots.txt file that cannot be read
@@ -71,12 +73,9 @@ impl IngressReloader {
         }
         i.layer.reload(settings);
         i.layer.set_robots_bytes(robots.map(Into::into));
-        let mut current = match i.current.lock() {
-            Ok(c) => c,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        let old = std::mem::replace(&mut *current, new.clone());
-        Ok(restart_needed(&old, new))
+        // Against the start's: a change not applied is still not applied at the next
+        // reload, and a file back to the running values needs nothing.
+        Ok(restart_needed(&i.started, new))
     }
 }
 
@@ -92,6 +91,9 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
     check("ingress.listen", o.listen != n.listen);
     check("ingress.upstream", o.upstream != n.upstream);
     check("ingress.robots_ttl", o.robots_ttl != n.robots_ttl);
+    check("ingress.workers", o.workers != n.workers);
+    check("ingress.http1_fast_path", o.http1_fast_path != n.http1_fast_path);
+    check("[cluster]", old.cluster != new.cluster);
     // New certificate and key files are read (with HTTPS); HTTPS on or off is not.
     check(
         "ingress.tls_cert/tls_key (HTTPS on or off)/tls_handshake_timeout",
