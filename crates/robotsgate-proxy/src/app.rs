@@ -250,6 +250,35 @@ impl std::fmt::Debug for App {
 }
 
 impl App {
+    /// What `robotsgate run --check-config` checks beyond the file itself
+    /// ([`Config::parse`]): what [`App::start`] refuses short of binding its listeners,
+    /// opening the audit log and reaching Redis. The proxy users' password hashes, the
+    /// certificate and key files named (extra roots, the CA, the audit and identity signing
+    /// keys), the price, and an admin address that is the proxy's own.
+    pub fn check(config: &Config) -> Result<(), StartError> {
+        ProxyAuth::new(users(config), &config.auth.realm)?;
+        if let Some(a) = config.admin.listen
+            && a == config.proxy.listen
+            && a.port() != 0
+        {
+            let source = std::io::Error::new(std::io::ErrorKind::AddrInUse, "it is proxy.listen too");
+            return Err(StartError::AdminListen { addr: a, source });
+        }
+        for path in &config.tls.extra_roots {
+            net::load_pem_certs(path)?;
+        }
+        signing_key(&config.audit.signing_key)?;
+        crate::identity::signer(config)?;
+        crate::identity::keys(config)?;
+        crate::identity::UserSigners::new(config, &crate::identity::users(config)?)?;
+        crate::identity::max_price(config)?;
+        if !config.tls.ca_dir.is_empty() {
+            let dir = PathBuf::from(&config.tls.ca_dir);
+            Ca::load(&dir).map_err(|source| StartError::Ca { dir, source })?;
+        }
+        Ok(())
+    }
+
     /// Binds the listener and builds every part from `config`.
     pub async fn start(config: &Config) -> Result<App, StartError> {
         let addr = config.proxy.listen;

@@ -340,6 +340,35 @@ fn a_start_up_error_names_its_cause_once() {
     assert_eq!(line.matches("No such file or directory").count(), 1, "{line}");
 }
 
+/// `--check-config` says OK only of a file the start takes: what the start itself used to
+/// find (the price, the signing key's file, the admin address, the CA) is checked too, and
+/// an empty audit path is the file's error. Each of these was OK before, and `run` then
+/// stopped with exit 2.
+#[test]
+fn check_config_refuses_what_the_start_refuses() {
+    let dir = temp_dir();
+    let missing = dir.path().join("nowhere");
+    let cases = [
+        ("[identity]\nmax_price = \"lots of money\"\n".to_owned(), "identity.max_price"),
+        (
+            format!("[audit]\nsigning_key = \"{}\"\n", missing.join("audit.key").display()),
+            "audit.signing_key",
+        ),
+        ("[proxy]\nlisten = \"127.0.0.1:3128\"\n[admin]\nlisten = \"127.0.0.1:3128\"\n".to_owned(), "admin"),
+        (format!("[tls]\nca_dir = \"{}\"\n", missing.display()), "cannot load the CA"),
+        ("[audit]\npath = \"\"\n".to_owned(), "audit.path"),
+    ];
+    for (text, said) in cases {
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, &text).unwrap();
+        let out = check_config(&bad);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "exit status for {text:?}; stderr: {stderr}");
+        assert!(stderr.contains(said), "{said} for {text:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "no OK for {text:?}");
+    }
+}
+
 #[test]
 fn check_config_names_the_file_line_and_key() {
     let dir = temp_dir();

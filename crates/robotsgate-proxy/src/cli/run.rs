@@ -88,6 +88,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let config = configuration(&args)?;
     if args.check_config {
         let name = args.config.as_ref().map_or("built-in configuration".into(), |p| p.display().to_string());
+        App::check(&config).with_context(|| format!("{name}: the start would refuse it"))?;
         println!("{name}: OK");
         return Ok(ExitCode::SUCCESS);
     }

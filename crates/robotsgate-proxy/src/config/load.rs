@@ -153,6 +153,9 @@ impl Config {
         if px.workers > 1024 {
             return Err(err("proxy.workers", "must be at most 1024 (0: one per CPU)".into()));
         }
+        if self.audit.path.trim().is_empty() {
+            return Err(err("audit.path", "must name a file (or \"-\": standard output)".into()));
+        }
         if !(1024..=1024 * 1024).contains(&px.max_header_bytes.0) {
             return Err(err("proxy.max_header_bytes", "must be between 1KiB and 1MiB".into()));
         }
