@@ -107,7 +107,37 @@ const MAX_KEYS: usize = 100_000;
 /// Time buckets before they are merged two by two.
 const MAX_BUCKETS: usize = 4_000;
 
-/// Counts by key, exact for the first [`MAX_KEYS`] keys.
+/// The longest key a table keeps (a longer one is cut, and ends in `…`): keys come from
+/// the log, and a rule's text may be 500 KiB.
+const MAX_KEY_BYTES: usize = 1024;
+/// Distinct values kept of a field that robotsgate fills from its own vocabulary (outcomes,
+/// reasons, record types: a few dozen in a log it wrote); more are counted together.
+const MAX_WORDS: usize = 256;
+
+/// `key`, cut to [`MAX_KEY_BYTES`].
+fn cut_key(key: &str) -> Cow<'_, str> {
+    if key.len() <= MAX_KEY_BYTES {
+        return Cow::Borrowed(key);
+    }
+    let end = (0..=MAX_KEY_BYTES).rev().find(|&i| key.is_char_boundary(i)).unwrap_or(0);
+    Cow::Owned(format!("{}…", &key[..end]))
+}
+
+/// Counts `key` in `map`, a table of vocabulary words: at most [`MAX_WORDS`] of them,
+/// others under "(other values)".
+fn count_word(map: &mut BTreeMap<String, u64>, key: &str) {
+    let key = cut_key(key);
+    if let Some(c) = map.get_mut(&*key) {
+        *c += 1;
+    } else if map.len() < MAX_WORDS {
+        map.insert(key.into_owned(), 1);
+    } else {
+        *map.entry("(other values)".to_owned()).or_default() += 1;
+    }
+}
+
+/// Counts by key, exact for the first [`MAX_KEYS`] keys (their fields cut to
+/// [`MAX_KEY_BYTES`] by the caller).
 #[derive(Default)]
 struct Counts {
     map: HashMap<String, u64>,
@@ -312,18 +342,18 @@ impl Stats {
         match &*r.kind {
             "decision" => {
                 self.decisions += 1;
-                *self.by_outcome.entry(r.outcome.to_string()).or_default() += 1;
-                *self.by_reason.entry(r.reason.to_string()).or_default() += 1;
+                count_word(&mut self.by_outcome, &r.outcome);
+                count_word(&mut self.by_reason, &r.reason);
                 if let Some(t) = t {
                     self.bucket(t, outcome_class(&r.outcome));
                 }
                 if matches!(r.outcome.parse(), Ok(Outcome::Disallowed | Outcome::UsageRefused)) {
-                    self.refused_origins.add(&r.origin);
+                    self.refused_origins.add(&cut_key(&r.origin));
                 }
                 if let Some(rule) = &r.rule {
                     // Fields joined by U+001F, which a field of a hostile log may hold too:
                     // shown as U+FFFD there, it cannot move the text into another column.
-                    let field = |f: &str| f.replace('\u{1f}', "\u{fffd}");
+                    let field = |f: &str| cut_key(f).replace('\u{1f}', "\u{fffd}");
                     let key = format!(
                         "{}\u{1f}{}\u{1f}{}: {}\u{1f}{}",
                         field(&r.origin),
@@ -358,13 +388,21 @@ impl Stats {
                         ),
                         (other, _) => other.to_owned(),
                     };
-                    let e = self.fetch_failures.entry(kind).or_insert((0, r.origin.to_string()));
+                    let kind = match cut_key(&kind) {
+                        k if self.fetch_failures.contains_key(&*k)
+                            || self.fetch_failures.len() < MAX_WORDS =>
+                        {
+                            k.into_owned()
+                        }
+                        _ => "(other failures)".to_owned(),
+                    };
+                    let e = self.fetch_failures.entry(kind).or_insert((0, cut_key(&r.origin).into_owned()));
                     e.0 += 1;
                 }
             }
             "log" => match &*r.event {
                 "open" => {
-                    *self.opens.entry(r.previous_run.as_deref().unwrap_or("?").to_owned()).or_default() += 1;
+                    count_word(&mut self.opens, r.previous_run.as_deref().unwrap_or("?"));
                 }
                 "write-error" => {
                     self.write_errors += 1;
@@ -374,7 +412,8 @@ impl Stats {
                 _ => {}
             },
             "ingress" => {
-                let token = r.token.as_deref().unwrap_or("(unknown agent)");
+                let token = cut_key(r.token.as_deref().unwrap_or("(unknown agent)"));
+                let token = &*token;
                 let key = if self.bots.contains_key(token) || self.bots.len() < MAX_BOTS {
                     token
                 } else {
@@ -421,7 +460,7 @@ impl Stats {
                 }
             }
             "payment" => self.payment(r),
-            other => *self.other_types.entry(other.to_owned()).or_default() += 1,
+            other => count_word(&mut self.other_types, other),
         }
     }
 
@@ -438,7 +477,7 @@ impl Stats {
             (None, None) => String::new(),
         };
         let day: String = r.time.chars().take(10).collect();
-        let key = (day, r.origin.to_string(), currency);
+        let key = (day, cut_key(&r.origin).into_owned(), currency);
         if !self.paid.contains_key(&key) && self.paid.len() >= MAX_PAID_ROWS {
             self.paid_overflow += 1;
             return;
