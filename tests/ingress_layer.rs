@@ -475,6 +475,22 @@ async fn an_operators_token_is_checked_when_neither_the_site_nor_the_list_names_
     assert_eq!(get(addr, "/articles/1", BROWSER).await.0, StatusCode::OK);
 }
 
+/// A request target that is not a path (`GET private`, which HTTP reads as an authority)
+/// is a 400, for bots and browsers: it was judged as `/` and sent to the site as `/`.
+#[tokio::test]
+async fn a_target_that_is_not_a_path_is_a_bad_request() {
+    let site = Site::new(200, ROBOTS);
+    let (_, b) = records();
+    let addr = serve(b.build(), site.clone()).await;
+    for ua in [GPTBOT, BROWSER] {
+        let raw = format!("GET private HTTP/1.1\r\nHost: x\r\nUser-Agent: {ua}\r\nConnection: close\r\n\r\n");
+        let answer = String::from_utf8_lossy(&support::raw_exchange(addr, raw.as_bytes()).await).into_owned();
+        assert!(answer.starts_with("HTTP/1.1 400"), "{ua}: {answer}");
+        assert!(answer.contains("x-robotsgate: bad-request"), "{answer}");
+    }
+    assert_eq!(site.hits(), 0);
+}
+
 /// A site's own `x-robotsgate` header never reaches the client, for bots and browsers
 /// alike: only robotsgate's refusals carry it.
 #[tokio::test]

@@ -401,6 +401,17 @@ where
         let config = shared.config.load_full();
         let fetch_timeout = config.fetch_timeout;
         let head = req.method() == Method::HEAD;
+        // A target that is no path (`GET private`, read as an authority) names nothing on
+        // this site: it was judged as `/` and sent on as `/`.
+        if req.uri().path_and_query().is_none() && req.method() != Method::CONNECT {
+            let why = "the request target is not a path (one starting with /)";
+            return Ok(own(
+                StatusCode::BAD_REQUEST,
+                crate::RefusalKind::BadRequest.as_str(),
+                why.into(),
+                head,
+            ));
+        }
         let peer = req.extensions().get::<SocketAddr>().map(|a| a.ip());
         let client = client_ip(peer, req.headers(), &config.trusted_proxies, config.forwarded_header);
         // Nearly every request finds a copy in time; the fetch's future is made only when one
