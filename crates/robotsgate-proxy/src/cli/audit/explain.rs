@@ -117,7 +117,15 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
             let looked = candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
             match candidates.iter().find(|p| p.is_file()) {
                 Some(path) => {
-                    let body = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+                    // A snapshot holds at most the 500 KiB read; a longer file is not one
+                    // robotsgate wrote (its hash then says so), and is not read whole.
+                    let mut body = Vec::new();
+                    std::fs::File::open(path)
+                        .and_then(|f| {
+                            use std::io::Read as _;
+                            f.take(rep::MAX_ROBOTS_TXT_BYTES as u64 + 1).read_to_end(&mut body)
+                        })
+                        .with_context(|| format!("cannot read {}", path.display()))?;
                     snapshot_text(&mut out, &d, &body, truncated, sha, &path.display().to_string())?;
                 }
                 None => match config.as_ref().map(|c| from_fleet(c, sha)) {
