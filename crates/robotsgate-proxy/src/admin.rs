@@ -17,9 +17,38 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 
-/// Connections the admin listener serves at once (more wait in its queue): health
-/// checks and a metrics scraper need a few.
+/// Connections the admin listener serves at once: health checks and a metrics scraper
+/// need a few. A connection past them closes the oldest one (gracefully: a response being
+/// written is finished), so that clients holding connections open cannot keep a health
+/// check out.
 pub const MAX_CONNECTIONS: usize = 64;
+
+/// The connections being served, oldest first: each one's number and its stop.
+#[derive(Default)]
+struct Open {
+    next: u64,
+    conns: std::collections::VecDeque<(u64, CancellationToken)>,
+}
+
+impl Open {
+    /// Takes a place for a new connection, closing the oldest when all are taken.
+    fn admit(&mut self) -> (u64, CancellationToken) {
+        if self.conns.len() >= MAX_CONNECTIONS
+            && let Some((_, oldest)) = self.conns.pop_front()
+        {
+            oldest.cancel();
+        }
+        let (id, stop) = (self.next, CancellationToken::new());
+        self.next += 1;
+        self.conns.push_back((id, stop.clone()));
+        (id, stop)
+    }
+
+    /// Gives back the place of connection `id` (if it still has one).
+    fn leave(&mut self, id: u64) {
+        self.conns.retain(|(c, _)| *c != id);
+    }
+}
 
 /// Whether the proxy is accepting connections (for `/readyz`).
 #[derive(Debug, Clone, Default)]
@@ -78,11 +107,11 @@ impl<M: MetricsText> Admin<M> {
         self.listener.local_addr()
     }
 
-    /// Serves until `stop` is cancelled, at most [`MAX_CONNECTIONS`] connections at once.
+    /// Serves until `stop` is cancelled, at most [`MAX_CONNECTIONS`] connections at once
+    /// (the oldest closed for a new one).
     pub async fn run(self, stop: CancellationToken) {
-        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        let open = Arc::new(std::sync::Mutex::new(Open::default()));
         loop {
-            let Ok(permit) = slots.clone().acquire_owned().await else { return };
             let (stream, _) = tokio::select! {
                 _ = stop.cancelled() => return,
                 a = self.listener.accept() => match a {
@@ -93,18 +122,26 @@ impl<M: MetricsText> Admin<M> {
                     }
                 },
             };
-            let (metrics, ready) = (self.metrics.clone(), self.ready.clone());
+            let (id, closed) = open.lock().unwrap_or_else(|e| e.into_inner()).admit();
+            let (metrics, ready, open) = (self.metrics.clone(), self.ready.clone(), open.clone());
             tokio::spawn(async move {
-                let _permit = permit;
                 let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                     let res = route(&req, &*metrics, &ready);
                     async move { Ok::<_, Infallible>(res) }
                 });
-                let _ = hyper::server::conn::http1::Builder::new()
+                let conn = hyper::server::conn::http1::Builder::new()
                     .timer(hyper_util::rt::TokioTimer::new())
                     .header_read_timeout(std::time::Duration::from_secs(10))
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
+                    .serve_connection(TokioIo::new(stream), svc);
+                tokio::pin!(conn);
+                tokio::select! {
+                    _ = conn.as_mut() => {}
+                    _ = closed.cancelled() => {
+                        conn.as_mut().graceful_shutdown();
+                        let _ = conn.await;
+                    }
+                }
+                open.lock().unwrap_or_else(|e| e.into_inner()).leave(id);
             });
         }
     }

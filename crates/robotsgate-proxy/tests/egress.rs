@@ -523,6 +523,36 @@ fn assert_samples(text: &str, expected: &[(&str, f64)]) {
     }
 }
 
+/// Connections held open on the admin listener cannot keep a health check out: past
+/// `MAX_CONNECTIONS`, a new connection closes the oldest (before, it waited in the queue
+/// until a held one timed out, 10 s, again and again while the holders came back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_admin_connections_cannot_keep_a_health_check_out() {
+    let dir = temp_dir();
+    let proxy = RunningProxy::start(&config(dir.path(), "[admin]\nlisten = \"127.0.0.1:0\"\n")).await;
+    let admin = proxy.admin.expect("the admin listener is configured");
+    let mut held = Vec::new();
+    for _ in 0..robotsgate_proxy::admin::MAX_CONNECTIONS {
+        held.push(bounded("connect", TcpStream::connect(admin)).await.unwrap());
+    }
+    // Served, each (an answer on the last one says all were accepted in turn).
+    let last = held.last_mut().unwrap();
+    last.write_all(b"GET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n").await.unwrap();
+    let mut buf = [0u8; 512];
+    let n = bounded("the last held connection's answer", last.read(&mut buf)).await.unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf[..n]));
+    let got = admin_get(admin, "/healthz").await;
+    assert_eq!(got.status, StatusCode::OK);
+    // The oldest made way; the next is still open.
+    let n = bounded("the oldest closes", held[0].read(&mut buf)).await.unwrap();
+    assert_eq!(n, 0, "closed without an answer");
+    assert!(
+        matches!(held[1].try_read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the second oldest is still open"
+    );
+    proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_known_traffic_and_health_endpoints_answer() {
     let dir = temp_dir();
