@@ -134,6 +134,12 @@ impl Config {
         if !(1024..=1024 * 1024).contains(&ic.max_header_bytes.0) {
             return Err(err("ingress.max_header_bytes", "must be between 1KiB and 1MiB".into()));
         }
+        if ic.robots_ttl.0.is_zero() {
+            return Err(err(
+                "ingress.robots_ttl",
+                "must be more than 0 (every request would fetch robots.txt from the upstream again)".into(),
+            ));
+        }
         if self.tls.leaf_cache == 0 {
             return Err(err("tls.leaf_cache", "must be at least 1".into()));
         }
@@ -611,6 +617,8 @@ mod tests {
             )
             .is_ok()
         );
+        let e = Config::parse("a.toml", "[ingress]\nrobots_ttl = \"0s\"\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("ingress.robots_ttl"), "{e}");
         // The ingress's head limit is bounded as the proxy's (0 made every request a 431).
         let e = Config::parse("a.toml", "[ingress]\nmax_header_bytes = \"0\"\n").unwrap_err();
         assert_eq!(
