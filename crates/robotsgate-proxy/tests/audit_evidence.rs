@@ -420,6 +420,33 @@ async fn a_proof_verifies_alone_and_fails_when_altered() {
     assert_ne!(code(&out), 0, "{}", text(&out));
 }
 
+/// Any line of the log can be proven (the library proves what its matcher names): a proof
+/// of a fetch record verifies and says what it is, where `verify-proof` printed a
+/// decision's fields, all blank.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proof_of_a_record_that_is_no_decision_says_what_it_is() {
+    use std::io::BufRead;
+    let dir = temp_dir();
+    let (log, public, _origin) = signed_rotated_log(dir.path()).await;
+    let first = files_of(&log)[0].clone();
+    let checkpoints = robotsgate::audit::verify::read_checkpoints(std::io::BufReader::new(
+        std::fs::File::open(checkpoints_path(&first)).unwrap(),
+    ))
+    .unwrap();
+    let path = first.clone();
+    let open = move || -> std::io::Result<Box<dyn BufRead>> {
+        Ok(Box::new(std::io::BufReader::new(std::fs::File::open(&path)?)))
+    };
+    let is_fetch = |line: &[u8]| String::from_utf8_lossy(line).contains("\"type\":\"fetch\"");
+    let proof = robotsgate::audit::proof::prove("audit.jsonl", &open, &checkpoints, &is_fetch).unwrap();
+    let file = dir.path().join("fetch-proof.json");
+    std::fs::write(&file, serde_json::to_string_pretty(&proof).unwrap()).unwrap();
+    let out = robotsgate(&["audit", "verify-proof", arg(&file), "--key", arg(&public)]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let t = stdout(&out);
+    assert!(t.starts_with("OK: ") && t.contains("\nfetch record: {"), "{t}");
+}
+
 /// The record of the decision on `url` in `records`.
 fn decision_on<'a>(records: &'a [Value], url: &str) -> &'a Value {
     records

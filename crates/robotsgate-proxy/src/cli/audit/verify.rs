@@ -226,6 +226,8 @@ pub fn run_verify_proof(args: VerifyProofArgs) -> anyhow::Result<ExitCode> {
             #[derive(serde::Deserialize, Default)]
             #[serde(default)]
             struct R {
+                #[serde(rename = "type")]
+                kind: String,
                 time: String,
                 request_id: String,
                 method: String,
@@ -236,9 +238,19 @@ pub fn run_verify_proof(args: VerifyProofArgs) -> anyhow::Result<ExitCode> {
                 agent: String,
             }
             let r: R = serde_json::from_str(&proof.record).unwrap_or_default();
+            // What the record says: a decision's fields, else its type and the record
+            // itself (any line of the log can be proven).
+            let says = match r.kind.as_str() {
+                "decision" => format!(
+                    "{}: {} {} at {} (request {}), product token {}; {}: {}",
+                    r.outcome, r.method, r.url, r.time, r.request_id, r.agent, r.reason, r.explanation
+                ),
+                "" => format!("a line that is not a record: {}", proof.record),
+                kind => format!("{kind} record: {}", proof.record),
+            };
+            let says = crate::cli::for_terminal(&says);
             println!(
-                "OK: the record is record {} of the log {:?}, in its checkpoint of {} records ({}){}.\n\
-                 {}: {} {} at {} (request {}), product token {}; {}: {}",
+                "OK: the record is record {} of the log {:?}, in its checkpoint of {} records ({}){}.\n{says}",
                 proof.leaf_index,
                 cp.origin,
                 cp.size,
@@ -247,14 +259,6 @@ pub fn run_verify_proof(args: VerifyProofArgs) -> anyhow::Result<ExitCode> {
                     Some(k) => format!(", signed by {}", k.to_text()),
                     None => ", NOT signed: this shows consistency, not who wrote it".into(),
                 },
-                r.outcome,
-                r.method,
-                r.url,
-                r.time,
-                r.request_id,
-                r.agent,
-                r.reason,
-                r.explanation,
             );
             Ok(ExitCode::SUCCESS)
         }
