@@ -344,6 +344,24 @@ async fn a_redirected_robots_file_is_followed_on_the_site_and_fetched_without_a_
     assert_eq!(curl(&ingress.url("/private/x"), GPTBOT, &[]).await.0, 200);
     ingress.process.wait_line("the warning", |l| l.contains("not followed: not on this site")).await;
     ingress.stop().await;
+
+    // ingress.robots_host: the fetch names that host, and a redirect to it is on the site.
+    let named = TestOrigin::start([
+        ("/robots.txt", Reply::redirect(301, "https://site.example/b/robots.txt")),
+        ("/b/robots.txt", Reply::ok(ROBOTS)),
+        ("/private/x", Reply::ok("private")),
+    ])
+    .await;
+    let cfg = config_file(dir.path(), &format!("{NO_VERIFY}\n[ingress]\nrobots_host = \"site.example\"\n"));
+    let args = ["--upstream", &named.base(), "--config", &cfg];
+    let ingress = Ingress::start("http", &args).await;
+    assert_eq!(curl(&ingress.url("/private/x"), GPTBOT, &[]).await.0, 403);
+    let fetches: Vec<_> = named.seen().into_iter().filter(|s| s.path.ends_with("robots.txt")).collect();
+    assert_eq!(fetches.len(), 2, "{:?}", fetches.iter().map(|s| &s.target).collect::<Vec<_>>());
+    for seen in fetches {
+        assert_eq!(seen.headers.get("x-forwarded-host").map(|v| v.to_str().unwrap()), Some("site.example"));
+    }
+    ingress.stop().await;
 }
 
 #[tokio::test]

@@ -196,6 +196,7 @@ impl Default for IngressSection {
             trusted_proxies: Vec::new(),
             forwarded_header: ForwardedHeaderName::XForwardedFor,
             robots_ttl: Dur::secs(86_400),
+            robots_host: String::new(),
             upstream_timeout: Dur::secs(60),
             header_read_timeout: Dur::secs(15),
             shutdown_grace: Dur::secs(10),

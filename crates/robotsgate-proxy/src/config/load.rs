@@ -134,6 +134,9 @@ impl Config {
         if !(1024..=1024 * 1024).contains(&ic.max_header_bytes.0) {
             return Err(err("ingress.max_header_bytes", "must be between 1KiB and 1MiB".into()));
         }
+        if !ic.robots_host.is_empty() && http::uri::Authority::try_from(ic.robots_host.as_str()).is_err() {
+            return Err(err("ingress.robots_host", format!("{:?} is not a host[:port]", ic.robots_host)));
+        }
         if ic.robots_ttl.0.is_zero() {
             return Err(err(
                 "ingress.robots_ttl",
@@ -617,6 +620,8 @@ mod tests {
             )
             .is_ok()
         );
+        let e = Config::parse("a.toml", "[ingress]\nrobots_host = \"a b\"\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("ingress.robots_host"), "{e}");
         let e = Config::parse("a.toml", "[ingress]\nrobots_ttl = \"0s\"\n").unwrap_err();
         assert_eq!(e.key.as_deref(), Some("ingress.robots_ttl"), "{e}");
         // The ingress's head limit is bounded as the proxy's (0 made every request a 431).

@@ -429,6 +429,8 @@ pub struct IngressSection {
     pub forwarded_header: ForwardedHeaderName,
     /// How long a robots.txt fetched from the upstream is used.
     pub robots_ttl: Dur,
+    /// The host the robots.txt fetch names ("": none, the upstream's own).
+    pub robots_host: String,
     pub upstream_timeout: Dur,
     pub header_read_timeout: Dur,
     pub shutdown_grace: Dur,

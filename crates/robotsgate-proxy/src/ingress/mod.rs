@@ -569,6 +569,10 @@ fn settings(ic: &crate::config::IngressSection) -> Result<IngressConfig, Ingress
             ForwardedHeaderName::Forwarded => ForwardedHeader::Forwarded,
         },
         ttl: ic.robots_ttl.0,
+        // Checked when the file was read (a host[:port]).
+        robots_host: (!ic.robots_host.is_empty())
+            .then(|| http::HeaderValue::from_str(&ic.robots_host).ok())
+            .flatten(),
         ..IngressConfig::default()
     })
 }
