@@ -154,9 +154,12 @@ impl Shared {
         };
         let elapsed = started.elapsed();
         let paced = self.pace(&decision, report_only).await;
-        // Pacing found the fleet's Redis gone, and this replica is not to go on alone: the
-        // decision is recorded with the outcome `cluster-unavailable`, and refused.
-        let cluster_refused = paced.ticket.is_some() && self.cluster_refusing();
+        // The robots.txt lookup or pacing found the fleet's Redis gone (or too slow), and
+        // this replica is not to go on alone: a request that would go (or was paced) is
+        // recorded with the outcome `cluster-unavailable`, and refused. (A request to an
+        // origin without a pace, which asks Redis nothing more, went on alone.)
+        let cluster_refused =
+            (paced.ticket.is_some() || goes(&decision, report_only)) && self.cluster_refusing();
         if !cluster_refused {
             self.observe(&decision, &paced, report_only, elapsed);
         }

@@ -73,6 +73,40 @@ async fn replicas_keep_an_origins_crawl_delay_together() {
     }
 }
 
+/// With `on_error = "refuse"`, a request that finds Redis gone while its robots.txt is
+/// looked up is refused, not only one that pacing asks Redis about: before, a request to
+/// an origin without a Crawl-delay, first seen then, was decided alone and forwarded (200,
+/// `"cluster": "alone"`; found by a review, with Redis stopped and with Redis frozen).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
+async fn a_strict_replica_refuses_an_unpaced_request_that_finds_redis_gone() {
+    let dir = temp_dir();
+    let mut redis = RedisServer::start().await;
+    let mut strict = replica(dir.path(), &redis, "strict");
+    strict.cluster.on_error = ClusterOnErrorName::Refuse;
+    let strict = RunningProxy::start(&strict).await;
+    let site = |page: &'static str| {
+        TestOrigin::start([("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n")), (page, Reply::ok("ok"))])
+    };
+    let warm = site("/a").await;
+    assert_eq!(get(strict.addr, &warm.url("/a")).await.status, StatusCode::OK);
+    assert_eq!(strict.metric("robotsgate_cluster_up"), 1.0);
+    redis.stop();
+    let cold = site("/page").await;
+    let got = get(strict.addr, &cold.url("/page")).await;
+    assert_eq!(got.status, StatusCode::SERVICE_UNAVAILABLE, "{}", got.text());
+    assert_eq!(got.header("x-robotsgate"), "cluster-unavailable");
+    assert_eq!(cold.hits("/page"), 0);
+    let records = strict.records().await;
+    let d = of_type(&records, "decision").into_iter().find(|d| d["url"] == cold.url("/page")).unwrap();
+    assert_eq!(
+        (d["outcome"].as_str(), d["cluster"].as_str()),
+        (Some("cluster-unavailable"), Some("alone")),
+        "{d}"
+    );
+    strict.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
 async fn without_redis_replicas_go_on_alone_or_refuse_and_share_again_when_it_is_back() {
