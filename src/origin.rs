@@ -409,7 +409,9 @@ impl fmt::Display for HostPattern {
 pub(crate) fn request_path(uri: &http::Uri) -> Cow<'_, str> {
     match uri.path_and_query().map(|pq| pq.as_str()) {
         Some(pq) if pq.starts_with('/') => Cow::Borrowed(pq),
-        Some(pq) if pq.starts_with('?') => Cow::Owned(format!("/{pq}")),
+        // What is sent (`net::origin_form`, the fast path): `?q` as `/?q`, and `*` (a
+        // request in a tunnel) as `/*`, so checked as `/*`, not as `/`.
+        Some(pq) if !pq.is_empty() => Cow::Owned(format!("/{pq}")),
         _ => Cow::Borrowed("/"),
     }
 }
@@ -600,5 +602,10 @@ mod tests {
         assert_eq!(p("http://example.com/a/b?c=d"), "/a/b?c=d");
         assert_eq!(p("http://example.com?q"), "/?q");
         assert_eq!(p("/x/y"), "/x/y");
+        assert_eq!(p("*"), "/*", "as origin_form sends it");
+        for uri in ["http://example.com", "http://example.com?q", "*", "/x?y"] {
+            let uri: http::Uri = uri.parse().unwrap();
+            assert_eq!(request_path(&uri), crate::net::origin_form(&uri).to_string(), "{uri}");
+        }
     }
 }

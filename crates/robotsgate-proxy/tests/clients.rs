@@ -496,6 +496,32 @@ async fn every_request_line_inside_connect_is_checked_and_a_connect_inside_is_re
     proxy.stop().await;
 }
 
+/// `GET *` inside a tunnel goes to the origin as `GET /*`, and is checked as `/*` (before,
+/// as `/`: under `Allow: /$` and `Disallow: /` it was allowed, and the origin got `/*`;
+/// found by a review in intercepted tunnels, which serve requests as sniffed ones do).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_asterisk_target_in_a_tunnel_is_checked_as_it_is_sent() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: *\nAllow: /$\nDisallow: /\n")),
+        ("/", Reply::ok("home")),
+        ("/*", Reply::ok("star")),
+    ])
+    .await;
+    let proxy = RunningProxy::start(&test_config(dir.path())).await;
+    let host = origin.authority();
+    for (target, status) in [("/", 200), ("*", 403)] {
+        let (answer, mut tcp) = connect(proxy.addr, &host).await;
+        assert_eq!(answer.status, 200);
+        let request = format!("GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        bounded("write", tcp.write_all(request.as_bytes())).await.unwrap();
+        let got = read_head(&mut tcp).await;
+        assert_eq!(got.status, status, "{target}: {got:?}");
+    }
+    assert_eq!(origin.hits("/*"), 0);
+    proxy.stop().await;
+}
+
 /// A request body the client malformed (a chunk size past any number, a bare LF) is the
 /// client's error: `400 bad-request`, recorded as such, not `502 upstream-error` blaming
 /// the origin and counted among its failures (as it was).
