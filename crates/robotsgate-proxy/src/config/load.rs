@@ -143,6 +143,9 @@ impl Config {
                 "must be more than 0 (every request would fetch robots.txt from the upstream again)".into(),
             ));
         }
+        if self.tls.handshake_timeout.0.is_zero() {
+            return Err(err("tls.handshake_timeout", "must be more than 0".into()));
+        }
         if self.tls.leaf_cache == 0 {
             return Err(err("tls.leaf_cache", "must be at least 1".into()));
         }
@@ -620,6 +623,8 @@ mod tests {
             )
             .is_ok()
         );
+        let e = Config::parse("a.toml", "[tls]\nhandshake_timeout = \"0s\"\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("tls.handshake_timeout"), "{e}");
         let e = Config::parse("a.toml", "[ingress]\nrobots_host = \"a b\"\n").unwrap_err();
         assert_eq!(e.key.as_deref(), Some("ingress.robots_host"), "{e}");
         let e = Config::parse("a.toml", "[ingress]\nrobots_ttl = \"0s\"\n").unwrap_err();
