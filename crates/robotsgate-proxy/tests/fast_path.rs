@@ -287,3 +287,36 @@ async fn an_absolute_target_without_a_path_is_sent_with_one() {
     assert_eq!(origin.connection_of("/?q=1"), kept, "over the kept connection");
     proxy.stop().await;
 }
+
+/// A 101 for a request that asked for no upgrade is the origin's error: 502, through the
+/// pool and over the kept connection alike (before, it was passed on: an HTTP/1.1 client
+/// got a 101 without `Upgrade` and lost its next request, an HTTP/2 one a protocol error).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_101_nobody_asked_for_is_a_502() {
+    const SWITCH: &[u8] = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n";
+    let origin = RawOrigin::start(ROBOTS, |path| match path {
+        "/switch" => (SWITCH.to_vec(), true),
+        _ => (ok("w"), false),
+    })
+    .await;
+    let dir = temp_dir();
+    let proxy = RunningProxy::start(&test_config(dir.path())).await;
+    let got = get(proxy.addr, &origin.url("/switch")).await;
+    assert_eq!(
+        (got.status, got.header("x-robotsgate")),
+        (StatusCode::BAD_GATEWAY, "upstream-error"),
+        "{}",
+        got.text()
+    );
+    let mut kept = proxy_conn(proxy.addr).await;
+    warm_up(&mut kept, &origin.url("/warm")).await;
+    let got = exchange(&mut kept, get_request(&origin.url("/switch"))).await;
+    assert_eq!(
+        (got.status, got.header("x-robotsgate")),
+        (StatusCode::BAD_GATEWAY, "upstream-error"),
+        "{}",
+        got.text()
+    );
+    assert_eq!(origin.connection_of("/switch"), origin.connection_of("/warm"), "over the kept connection");
+    proxy.stop().await;
+}

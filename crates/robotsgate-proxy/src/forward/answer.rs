@@ -149,6 +149,16 @@ impl Forwarder {
                 boxed(Refusal::upstream_failed(&e).into_response(head))
             }
             Ok(res) => {
+                // A WebSocket opening goes by `upgrade`, and other upgrades are not asked
+                // for (`Upgrade` is removed as hop-by-hop): a 101 here switches to a
+                // protocol the client never asked for.
+                if res.status() == http::StatusCode::SWITCHING_PROTOCOLS {
+                    self.upstream_failed("protocol");
+                    let why = "the origin switched protocols (101) for a request that asked for no upgrade";
+                    return boxed(
+                        Refusal::new(robotsgate::RefusalKind::UpstreamError, why).into_response(head),
+                    );
+                }
                 if let Err(e) = robotsgate_h1::check_bodiless_length(head, res.status(), res.headers()) {
                     self.upstream_failed("protocol");
                     return boxed(Refusal::upstream_failed(&e).into_response(head));
