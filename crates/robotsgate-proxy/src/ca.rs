@@ -222,8 +222,16 @@ impl Ca {
 pub struct Interceptor {
     ca: Arc<Ca>,
     configs: moka::future::Cache<Host, Arc<ServerConfig>>,
+    /// The sessions clients may resume, one bounded store for every leaf: rustls gives
+    /// each configuration a store of 256 of its own, some 105 KB a busy host, which at
+    /// the default `tls.leaf_cache` of 10,000 hosts was about 1 GB. A session resumes
+    /// only with the name (SNI) it began with (RFC 6066 §3, which rustls checks).
+    sessions: Arc<rustls::server::ServerSessionMemoryCache>,
     minted: Arc<std::sync::atomic::AtomicU64>,
 }
+
+/// Sessions kept for resumption across all intercepted hosts (a few hundred bytes each).
+const SESSIONS: usize = 4096;
 
 impl std::fmt::Debug for Interceptor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -235,7 +243,12 @@ impl Interceptor {
     /// An interceptor minting from `ca`, keeping at most `max_hosts` leaves.
     pub fn new(ca: Ca, max_hosts: u64) -> Interceptor {
         let configs = moka::future::Cache::builder().max_capacity(max_hosts).time_to_live(LEAF_REUSE).build();
-        Interceptor { ca: Arc::new(ca), configs, minted: Arc::new(std::sync::atomic::AtomicU64::new(0)) }
+        Interceptor {
+            ca: Arc::new(ca),
+            configs,
+            sessions: rustls::server::ServerSessionMemoryCache::new(SESSIONS),
+            minted: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        }
     }
 
     /// Leaves minted so far (cache misses).
@@ -257,6 +270,7 @@ impl Interceptor {
                     .with_single_cert(vec![cert, self.ca.certificate().clone()], key)
                     .map_err(|e| invalid(format!("leaf for {host}"), e))?;
                 config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+                config.session_storage = self.sessions.clone();
                 Ok::<_, CaError>(Arc::new(config))
             })
             .await
@@ -285,6 +299,20 @@ mod tests {
             let mode = std::fs::metadata(&files.key).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600);
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn every_leaf_shares_one_bounded_session_store() {
+        let dir = temp_dir("sessions");
+        init_ca(&dir, false).unwrap();
+        let interceptor = Interceptor::new(Ca::load(&dir).unwrap(), 10);
+        let a = interceptor.server_config(&Host::parse("a.example").unwrap()).await.unwrap();
+        let b = interceptor.server_config(&Host::parse("b.example").unwrap()).await.unwrap();
+        assert!(!Arc::ptr_eq(&a, &b), "a leaf per host");
+        let store = |c: &ServerConfig| Arc::as_ptr(&c.session_storage).cast::<()>();
+        assert_eq!(store(&a), store(&b), "one session store for both");
+        assert_eq!(store(&a), Arc::as_ptr(&interceptor.sessions).cast::<()>());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
