@@ -26,6 +26,8 @@ use crate::ca::Interceptor;
 use crate::forward::{HeadLimit, ProxyService, Sticky, boxed, own_via};
 use crate::metrics::{Arrival, Metrics};
 use crate::prefixed::Prefixed;
+use crate::quiet::Activity;
+use crate::slot::Slot;
 use robotsgate::layer::{ClientAddr, ProxyUser, Transport};
 use robotsgate::origin::{HostPattern, Origin};
 use robotsgate::{Refusal, RefusalKind};
@@ -78,6 +80,9 @@ pub(crate) struct Inside {
     pub(crate) metrics: Option<Arc<Metrics>>,
     /// The robots layer: for the records of the answers given before it sees a request.
     pub(crate) layer: robotsgate::layer::RobotsLayer,
+    /// The client connection's place under `proxy.max_connections`, held while the tunnel
+    /// is served and lent to the upgrades inside it.
+    pub(crate) slot: Option<Slot>,
 }
 
 /// Serves one intercepted tunnel after the CONNECT was answered with 200.
@@ -165,8 +170,17 @@ where
         (inside.client, inside.stop.clone(), inside.head_limit, inside.header_read_timeout);
     // One request at a time over HTTP/1.x: the tunnel can keep an upstream connection.
     let sticky = Sticky::default();
+    // A connection quiet for the listener's keep-alive bound is closed, as on the
+    // listener: hyper's own bound covers only an HTTP/1.1 connection's next request head.
+    let activity = Activity::default();
+    let io = activity.watch(io);
+    let requests = activity.clone();
     let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         let inside = inside.clone();
+        let busy = requests.busy();
+        if let Some(slot) = &inside.slot {
+            slot.lend(&mut req);
+        }
         let (authority, scheme) = (authority.clone(), scheme.clone());
         let sticky = (req.version() <= http::Version::HTTP_11).then(|| sticky.clone());
         async move {
@@ -229,6 +243,7 @@ where
             if let Some(m) = &inside.metrics {
                 m.request(arrival, version, started.elapsed());
             }
+            drop(busy);
             Ok::<_, std::convert::Infallible>(res)
         }
     });
@@ -250,6 +265,12 @@ where
         _ = stop.cancelled() => {
             conn.as_mut().graceful_shutdown();
             let _ = conn.await;
+        }
+        () = activity.quiet_for(header_read_timeout) => {
+            tracing::debug!(%origin, %client, "quiet connection inside a tunnel closed");
+            // HTTP/2: a GOAWAY; what a stream still sends may take as long again.
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(header_read_timeout, conn).await;
         }
     }
 }

@@ -22,5 +22,7 @@ mod memory;
 pub mod metrics;
 mod prefixed;
 pub mod proxy;
+mod quiet;
+mod slot;
 mod spares;
 mod workers;

@@ -345,6 +345,67 @@ async fn websocket_inside_an_intercepted_tunnel() {
     proxy.stop().await;
 }
 
+/// A tunnel and a WebSocket outlive the request that opened them: each keeps its
+/// connection's place under `proxy.max_connections` until it ends. Before, the place was
+/// given back when the connection was handed over, and a client held any number of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tunnels_and_websockets_keep_their_connections_place() {
+    use tokio_tungstenite::tungstenite::protocol::Role;
+    let tls = Tls::new();
+    let secure = tls.origin([("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("hello"))]).await;
+    let mut routes = ws_origin_routes().to_vec();
+    routes.push(("/plain", Reply::ok("plain")));
+    let plain = TestOrigin::start(routes).await;
+    let mut config = tls.config();
+    config.proxy.max_connections = 2;
+    let proxy = RunningProxy::start(&config).await;
+    let host = format!("localhost:{}", secure.port());
+
+    // An intercepted tunnel, one request answered inside it.
+    let mut inside = h1(tunnel(proxy.addr, &host, &tls.client(&[b"http/1.1"]), "localhost").await).await;
+    assert_eq!(h1_get(&mut inside, &host, "/page").await.status, http::StatusCode::OK);
+    // A WebSocket through the proxy.
+    let mut tcp = bounded("connect", tokio::net::TcpStream::connect(proxy.addr)).await.unwrap();
+    let res = write_and_read_head(&mut tcp, &ws_handshake(&plain.url("/chat"), &plain.authority())).await;
+    assert_eq!(res.status, 101, "{res:?}");
+    let mut ws = tokio_tungstenite::WebSocketStream::from_raw_socket(tcp, Role::Client, None).await;
+    ws_echo(&mut ws, "hello").await;
+
+    // Both places are taken: a third client waits in the listen backlog.
+    let (addr, url) = (proxy.addr, plain.url("/plain"));
+    let third = tokio::spawn(async move { get(addr, &url).await });
+    for _ in 0..2 {
+        assert_eq!(h1_get(&mut inside, &host, "/page").await.status, http::StatusCode::OK);
+        ws_echo(&mut ws, "still here").await;
+    }
+    assert_eq!(plain.hits("/plain"), 0, "the third connection is not served while both are open");
+    assert!(!third.is_finished());
+
+    // The tunnel ends: its place goes to the third client.
+    drop(inside);
+    let got = bounded("the third request", third).await.unwrap();
+    assert_eq!(got.status, http::StatusCode::OK, "{}", got.text());
+    assert_eq!(plain.hits("/plain"), 1);
+
+    // The WebSocket still holds its place: beside a kept connection, a fourth client
+    // waits until the WebSocket closes.
+    let mut kept = proxy_conn(proxy.addr).await;
+    assert_eq!(exchange(&mut kept, get_request(&plain.url("/plain"))).await.status, http::StatusCode::OK);
+    let (addr, url) = (proxy.addr, plain.url("/plain"));
+    let fourth = tokio::spawn(async move { get(addr, &url).await });
+    for _ in 0..2 {
+        assert_eq!(exchange(&mut kept, get_request(&plain.url("/plain"))).await.status, http::StatusCode::OK);
+        ws_echo(&mut ws, "and again").await;
+    }
+    assert_eq!(plain.hits("/plain"), 4, "the fourth connection is not served while the WebSocket is open");
+    assert!(!fourth.is_finished());
+    bounded("close", ws.close(None)).await.expect("close");
+    drop(ws);
+    let got = bounded("the fourth request", fourth).await.unwrap();
+    assert_eq!(got.status, http::StatusCode::OK, "{}", got.text());
+    proxy.stop().await;
+}
+
 // ---------------------------------------------------------------------------------------
 // CONNECT to a port that is not intercepted: what the tunnel carries decides
 // ---------------------------------------------------------------------------------------

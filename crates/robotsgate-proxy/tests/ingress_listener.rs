@@ -557,6 +557,54 @@ where
     assert_eq!(got, Message::text(format!("echo: {text}")));
 }
 
+/// Whether a new connection to `addr` is served: a `GET /page` answered, or the
+/// connection closed unanswered (`ingress.max_connections` reached).
+async fn served(addr: SocketAddr) -> bool {
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let _ = tcp.write_all(b"GET /page HTTP/1.1\r\nHost: site\r\nConnection: close\r\n\r\n").await;
+    let mut answer = Vec::new();
+    let _ = bounded("an answer or a close", tcp.read_to_end(&mut answer)).await;
+    answer.starts_with(b"HTTP/1.1 200")
+}
+
+/// A WebSocket outlives the request that opened it: it keeps its connection's place
+/// under `ingress.max_connections` until it closes. Before, the place was given back
+/// with the upgrade, and a client held any number of WebSockets.
+#[tokio::test]
+async fn a_websocket_keeps_its_connections_place() {
+    let site = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/chat", Reply::websocket()),
+        ("/page", Reply::ok("page")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_file(dir.path(), &format!("[ingress]\nmax_connections = 1\n{NO_VERIFY}"));
+    let ingress = Ingress::start("http", &["--upstream", &site.base(), "--config", &cfg]).await;
+
+    let tcp = tokio::net::TcpStream::connect(ingress.addr).await.unwrap();
+    let url = format!("ws://{}/chat", ingress.addr);
+    let (mut ws, res) = bounded("handshake", tokio_tungstenite::client_async(ws_request(&url, GPTBOT), tcp))
+        .await
+        .expect("101");
+    assert_eq!(res.status(), 101);
+    ws_echo(&mut ws, "hello").await;
+    assert!(!served(ingress.addr).await, "the WebSocket holds the one place");
+    ws_echo(&mut ws, "still open").await;
+    assert_eq!(site.hits("/page"), 0);
+
+    bounded("close", ws.close(None)).await.expect("close");
+    drop(ws);
+    bounded("the place is free again", async {
+        while !served(ingress.addr).await {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert_eq!(site.hits("/page"), 1);
+    ingress.stop().await;
+}
+
 #[tokio::test]
 async fn websockets_pass_for_allowed_bots_and_browsers_and_disallowed_ones_get_403() {
     use tokio_tungstenite::tungstenite::Error as WsError;

@@ -255,6 +255,76 @@ async fn http2_inside_the_tunnel_is_checked_per_path_with_concurrent_streams() {
 
 /// An origin's own `x-robotsgate` header never reaches the client through interception
 /// (HTTP/1.1 and HTTP/2): otherwise an origin's `200` could pass for robotsgate's refusal.
+/// A connection inside a tunnel that goes quiet (no byte, no request) for
+/// `proxy.header_read_timeout` is closed, as the listener closes its own: before, a client
+/// that finished its handshake and said nothing more (or kept an HTTP/2 connection without
+/// a stream) held the tunnel for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_connection_inside_a_tunnel_is_closed() {
+    let s = Setup::new();
+    let origin =
+        tls_origin(&s.origin_ca, [("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("hi"))]).await;
+    let mut config = s.config();
+    config.proxy.header_read_timeout = Dur(Duration::from_millis(600));
+    let proxy = RunningProxy::start(&config).await;
+    let host = format!("localhost:{}", origin.port());
+
+    // Silent after the handshake, HTTP/1.1 and HTTP/2 agreed alike.
+    for protocol in [&b"http/1.1"[..], b"h2"] {
+        let mut tls = tunnel(proxy.addr, &host, &s.client(&[protocol]), "localhost").await;
+        let started = Instant::now();
+        let mut buf = [0u8; 64];
+        let read = bounded("the quiet tunnel is closed", tls.read(&mut buf)).await;
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+        assert!(started.elapsed() >= Duration::from_millis(600), "closed after {:?}", started.elapsed());
+    }
+
+    // HTTP/2: a request answered, then no stream: the connection ends.
+    let tls = tunnel(proxy.addr, &host, &s.client(&[b"h2"]), "localhost").await;
+    let (mut sender, conn) = bounded(
+        "HTTP/2 handshake",
+        hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(tls),
+        ),
+    )
+    .await
+    .unwrap();
+    let driver = tokio::spawn(conn);
+    let (_, got) = h2_get(&mut sender, &format!("https://{host}/page")).await;
+    assert_eq!(got.status, StatusCode::OK);
+    let ended = bounded("the quiet HTTP/2 connection ends", driver).await.unwrap();
+    assert!(ended.is_ok(), "closed with a GOAWAY: {ended:?}");
+    assert!(sender.is_closed());
+    proxy.stop().await;
+}
+
+/// A client resumes its TLS session with the proxy for the name it began with, and only
+/// for it: the sessions of every intercepted host are kept in one bounded store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_resumes_for_its_own_name_only() {
+    use rustls::HandshakeKind;
+    let s = Setup::new();
+    let origin =
+        tls_origin(&s.origin_ca, [("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("hi"))]).await;
+    let proxy = RunningProxy::start(&s.config()).await;
+    let host = format!("localhost:{}", origin.port());
+    let client = s.client(&[b"http/1.1"]);
+
+    let tls = tunnel(proxy.addr, &host, &client, "localhost").await;
+    assert_eq!(tls.get_ref().1.handshake_kind(), Some(HandshakeKind::Full));
+    // A request read back: the client has the session tickets sent after the handshake.
+    let mut conn = h1(tls).await;
+    assert_eq!(h1_get(&mut conn, &host, "/page").await.status, StatusCode::OK);
+    drop(conn);
+
+    let again = tunnel(proxy.addr, &host, &client, "localhost").await;
+    assert_eq!(again.get_ref().1.handshake_kind(), Some(HandshakeKind::Resumed));
+    let other = tunnel(proxy.addr, "other.test:443", &client, "other.test").await;
+    assert_eq!(other.get_ref().1.handshake_kind(), Some(HandshakeKind::Full), "another name, a new session");
+    proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_origins_x_robotsgate_header_is_removed_inside_the_tunnel() {
     let s = Setup::new();

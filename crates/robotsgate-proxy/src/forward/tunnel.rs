@@ -20,6 +20,7 @@ use tokio::net::TcpStream;
 use super::errors::connect_refusal;
 use super::{Forwarder, ProxyBody, boxed};
 use crate::prefixed::Prefixed;
+use crate::slot::Slot;
 use robotsgate::layer::Tally;
 use robotsgate::net::ConnectError;
 use robotsgate::origin::{Origin, Scheme};
@@ -57,6 +58,7 @@ impl Forwarder {
     /// copy bytes both ways; or, for a [`PreConnected`] tunnel, copy at once.
     pub(super) async fn tunnel(self, mut req: Request<ClientBody>) -> Response<ProxyBody> {
         let pre = req.extensions_mut().remove::<PreConnected>().and_then(|p| p.take());
+        let slot = Slot::take(&mut req);
         let Some(authority) = req.uri().authority().cloned() else {
             return boxed(
                 Refusal::new(RefusalKind::BadRequest, "CONNECT needs host:port").into_response(false),
@@ -83,6 +85,8 @@ impl Forwarder {
         res.headers_mut().insert(header::VIA, self.inner.via.clone());
         res.extensions_mut().insert(tally.clone());
         self.inner.tunnels.spawn(async move {
+            // The client connection's place, kept as long as the tunnel.
+            let _slot = slot;
             let client = match client {
                 Some(c) => c,
                 None => match hyper::upgrade::on(req).await {

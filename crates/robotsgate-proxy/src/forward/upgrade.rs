@@ -20,6 +20,7 @@ use super::headers::{append_via, set_host, strip_hop_by_hop};
 use super::sticky::origin_form;
 use super::tunnel::copy_until_idle;
 use super::{Forwarder, ProxyBody, boxed};
+use crate::slot::Slot;
 use robotsgate::layer::Tally;
 use robotsgate::origin::Origin;
 use robotsgate::{Refusal, RefusalKind};
@@ -88,6 +89,7 @@ impl Forwarder {
                 return boxed(Refusal::new(RefusalKind::BadRequest, e.to_string()).into_response(false));
             }
         };
+        let slot = Slot::take(&mut req);
         let (mut parts, body) = req.into_parts();
         keep_only_upgrade(&mut parts.headers);
         append_via(&mut parts.headers, &self.inner.via);
@@ -137,6 +139,8 @@ impl Forwarder {
         parts.extensions.insert(tally.clone());
         let (idle, shutdown) = (self.inner.tunnel_idle_timeout, self.inner.shutdown.clone());
         self.inner.tunnels.spawn(async move {
+            // The client connection's place, kept as long as the WebSocket.
+            let _slot = slot;
             let (client, origin) = match tokio::try_join!(client_upgrade, origin_upgrade) {
                 Ok(both) => both,
                 Err(e) => {

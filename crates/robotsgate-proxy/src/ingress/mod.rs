@@ -60,6 +60,7 @@ use crate::config::{
 };
 use crate::forward::{H1Conn, H1Sent, HeadLimit, fits_h1, send_h1, strip_hop_by_hop};
 use crate::h1_server::{self, Served};
+use crate::slot::Slot;
 use crate::workers::{self, Workers};
 use fleet::Fleet;
 pub use kept::KeptBody;
@@ -925,23 +926,24 @@ impl Doors {
             // the first, some 40 ms on a keep-alive connection (tests/nodelay.rs).
             let _ = stream.set_nodelay(true);
             let open = self.metrics.connection();
-            let serve = self.clone().serve(stream, peer, svc.clone(), upstream.kept());
+            let serve = self.clone().serve(stream, peer, svc.clone(), upstream.kept(), Slot::new(permit));
             self.tracker.spawn(async move {
                 serve.await;
                 drop(open);
-                drop(permit);
             });
         }
     }
 
     /// Serves one client connection: the TLS handshake if the listener is HTTPS, then its
-    /// requests, on the fast path while they allow.
+    /// requests, on the fast path while they allow. `slot` is its place under
+    /// `ingress.max_connections`, lent to the WebSockets that outlive it.
     async fn serve(
         self: Arc<Self>,
         stream: tokio::net::TcpStream,
         peer: SocketAddr,
         svc: IngressService<Upstream>,
         kept: kept::Kept,
+        slot: Slot,
     ) {
         // First: dropped last, after what holds parts of its requests.
         let mut kit = h1_server::Kit::take();
@@ -949,6 +951,7 @@ impl Doors {
         let counted = self.metrics.clone();
         // One request, whichever way it was read: the fast path's or hyper's.
         let front = move |mut req: Request<UpstreamRequestBody>| {
+            slot.lend(&mut req);
             req.extensions_mut().insert(peer);
             req.extensions_mut().insert(kept.clone());
             if https {

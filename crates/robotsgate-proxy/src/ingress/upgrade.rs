@@ -28,6 +28,7 @@ use super::{Upstream, UpstreamBody, UpstreamFailure};
 use crate::forward::{
     copy_until_idle, keep_only_upgrade, strip_hop_by_hop, upgradable_sender, wants_websocket,
 };
+use crate::slot::Slot;
 
 const SEC_WEBSOCKET_KEY: HeaderName = HeaderName::from_static("sec-websocket-key");
 const SEC_WEBSOCKET_ACCEPT: HeaderName = HeaderName::from_static("sec-websocket-accept");
@@ -110,6 +111,9 @@ impl Upstream {
         opening: Opening,
         client: OnUpgrade,
     ) -> Response<UpstreamBody> {
+        // The client connection's place under `ingress.max_connections`, kept as long as
+        // the WebSocket.
+        let slot = parts.extensions.remove::<Slot>();
         let base = http::Uri::builder()
             .scheme(self.scheme.clone())
             .authority(self.authority.clone())
@@ -207,6 +211,7 @@ impl Upstream {
         let (idle, cut) = (self.websocket_idle, self.cut.clone());
         let open = self.metrics.as_ref().map(|m| m.websocket());
         self.tunnels.spawn(async move {
+            let _slot = slot;
             let (client, upstream) = match tokio::try_join!(client, upstream) {
                 Ok(both) => both,
                 Err(e) => {

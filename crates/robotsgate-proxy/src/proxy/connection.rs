@@ -16,6 +16,7 @@ use robotsgate::net::PoolRequestBody as ClientBody;
 
 use crate::h1_server::{self, Served};
 use crate::prefixed::Prefixed;
+use crate::slot::Slot;
 use hyper_util::rt::{TokioIo, TokioTimer};
 
 use super::shared::Shared;
@@ -28,8 +29,14 @@ use robotsgate::layer::{ClientAddr, ProxyUser, Transport};
 use robotsgate::origin::{Origin, Scheme};
 use robotsgate::{Refusal, RefusalKind};
 
-/// Serves one client connection.
-pub(super) async fn serve_connection(stream: tokio::net::TcpStream, client: SocketAddr, shared: Arc<Shared>) {
+/// Serves one client connection, which holds `slot` (its place under
+/// `proxy.max_connections`) and lends it to the tunnels and upgrades that outlive it.
+pub(super) async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    client: SocketAddr,
+    shared: Arc<Shared>,
+    slot: Slot,
+) {
     // First: dropped last, after the service that holds parts of its requests.
     let mut kit = shared.config.http1_fast_path.then(h1_server::Kit::take);
     let stop = shared.stop.clone();
@@ -38,7 +45,8 @@ pub(super) async fn serve_connection(stream: tokio::net::TcpStream, client: Sock
     let service = ProxyService::for_client_connection(&shared.layer, &shared.forwarder, client);
     let records = shared.clone();
     // One request, whichever way it was read: the fast path's or hyper's.
-    let one = move |req: Request<ClientBody>| {
+    let one = move |mut req: Request<ClientBody>| {
+        slot.lend(&mut req);
         let shared = shared.clone();
         let service = service.clone();
         async move {
@@ -154,7 +162,8 @@ async fn handle(
             req.uri().authority().and_then(|a| Origin::from_authority(Scheme::Https, a.as_str()).ok())
         && interception.applies(&origin)
     {
-        let inside = shared.inside(client, user);
+        let slot = Slot::take(&mut req);
+        let inside = shared.inside(client, user, slot);
         shared.tunnels.spawn(async move {
             match hyper::upgrade::on(req).await {
                 // Boxed: the task holds a pointer, not the intercepted connection's future.

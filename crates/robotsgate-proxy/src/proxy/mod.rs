@@ -27,6 +27,7 @@ use crate::auth::ProxyAuth;
 use crate::forward::{Forwarder, ProxyService};
 use crate::intercept::Interception;
 use crate::metrics::Metrics;
+use crate::slot::Slot;
 use robotsgate::RefusalKind;
 use robotsgate::layer::RobotsLayer;
 
@@ -312,9 +313,9 @@ impl Accept {
             // The connection's future (the fast path's and hyper's states) is kilobytes:
             // boxed once here, the task tokio allocates and moves (into its cell, and each
             // time it sets the task's stage) holds a pointer instead of the whole of it.
-            let serve = Box::pin(serve_connection(stream, client, shared));
+            let serve = Box::pin(serve_connection(stream, client, shared, Slot::new(permit)));
             self.connections.spawn(async move {
-                let (_permit, _open) = (permit, open);
+                let _open = open;
                 serve.await;
             });
         }

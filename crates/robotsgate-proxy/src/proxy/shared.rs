@@ -14,6 +14,7 @@ use crate::auth::ProxyAuth;
 use crate::forward::{Forwarder, HeadLimit, ProxyBody, ProxyService};
 use crate::intercept::{Inside, Interception};
 use crate::metrics::Metrics;
+use crate::slot::Slot;
 
 /// What every connection task needs (behind one `Arc`: requests clone it).
 pub(super) struct Shared {
@@ -54,8 +55,9 @@ impl Shared {
         self.layer.log_refusal(refusal, facts);
     }
 
-    /// What serving HTTP inside a tunnel of `client` needs.
-    pub(super) fn inside(&self, client: SocketAddr, user: Option<Arc<str>>) -> Inside {
+    /// What serving HTTP inside a tunnel of `client` needs; `slot` is the client
+    /// connection's place, which the tunnel keeps.
+    pub(super) fn inside(&self, client: SocketAddr, user: Option<Arc<str>>, slot: Option<Slot>) -> Inside {
         Inside {
             service: self.service.clone(),
             client,
@@ -66,6 +68,7 @@ impl Shared {
             header_read_timeout: self.config.header_read_timeout,
             metrics: self.metrics.clone(),
             layer: self.layer.clone(),
+            slot,
         }
     }
 }

@@ -34,6 +34,7 @@ use super::shared::Shared;
 use crate::forward::{PreConnected, ProxyBody, boxed, connect_refusal};
 use crate::intercept;
 use crate::prefixed::Prefixed;
+use crate::slot::Slot;
 use robotsgate::Refusal;
 use robotsgate::layer::Transport;
 use robotsgate::net::ConnectError;
@@ -131,7 +132,10 @@ pub(super) async fn connect_then_sniff(
             Ok(u) => u,
             Err(e) => return tracing::debug!(error = %e, "CONNECT upgrade failed"),
         };
+        // Held as long as the tunnel, whatever it turns out to carry.
+        let slot = req.extensions().get::<Slot>().cloned();
         serve_tunnel(TokioIo::new(upgraded), upstream, origin, req, &shared2).await;
+        drop(slot);
     });
     boxed(Response::new(http_body_util::Full::new(Bytes::new())))
 }
@@ -177,7 +181,7 @@ async fn serve_tunnel(
         let client_addr = req.extensions().get::<robotsgate::layer::ClientAddr>().map(|c| c.0);
         let Some(client_addr) = client_addr else { return };
         let Ok(http_origin) = Origin::from_authority(Scheme::Http, &origin.authority()) else { return };
-        let inside = shared.inside(client_addr, user);
+        let inside = shared.inside(client_addr, user, Slot::take(&mut req));
         intercept::serve_http(client, &http_origin, Transport::ConnectHttp, inside).await;
         return;
     }
