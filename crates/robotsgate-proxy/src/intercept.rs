@@ -170,13 +170,15 @@ where
         (inside.client, inside.stop.clone(), inside.head_limit, inside.header_read_timeout);
     // One request at a time over HTTP/1.x: the tunnel can keep an upstream connection.
     let sticky = Sticky::default();
-    // A connection quiet for the listener's keep-alive bound is closed, as on the
-    // listener: hyper's own bound covers only an HTTP/1.1 connection's next request head.
+    // A connection quiet (crate::quiet) for the listener's keep-alive bound is closed, as
+    // on the listener: hyper's own bound covers only an HTTP/1.1 connection's next
+    // request head.
     let activity = Activity::default();
     let io = activity.watch(io);
     let requests = activity.clone();
     let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         let inside = inside.clone();
+        let activity = requests.clone();
         let busy = requests.busy();
         if let Some(slot) = &inside.slot {
             slot.lend(&mut req);
@@ -243,6 +245,7 @@ where
             if let Some(m) = &inside.metrics {
                 m.request(arrival, version, started.elapsed());
             }
+            let res = res.map(|body| activity.sending(body));
             drop(busy);
             Ok::<_, std::convert::Infallible>(res)
         }

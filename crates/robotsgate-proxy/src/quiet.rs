@@ -1,8 +1,12 @@
-//! How long a connection served inside a tunnel may stay quiet: no byte either way and no
-//! request being answered. hyper bounds the wait for an HTTP/1.1 request head, but not the
-//! read that tells HTTP/1.1 from HTTP/2 before it, nor an HTTP/2 connection without a
-//! stream: a client could hold an intercepted tunnel (a socket, a TLS session) for good
-//! after its handshake.
+//! How long a connection hyper serves may stay quiet. hyper bounds the wait for an
+//! HTTP/1.1 request head, but not the read that tells HTTP/1.1 from HTTP/2 before it, nor
+//! an HTTP/2 connection without a stream (whose client answers the keep-alive pings): a
+//! client could hold a connection (a socket, a TLS session) for good.
+//!
+//! Quiet means: no request waiting for its answer (or WebSocket open over the
+//! connection), and either no answer being sent or no byte moved either way. A request
+//! waiting for its origin is bounded by the upstream timeout; an answer the client stopped
+//! reading, by this.
 
 use std::io;
 use std::pin::Pin;
@@ -13,7 +17,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// What a connection did: how often bytes moved, how many requests are being answered.
+/// What a connection did: how often bytes moved, how many requests wait for their answer,
+/// how many answers are being sent.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Activity(Arc<Counts>);
 
@@ -21,6 +26,7 @@ pub(crate) struct Activity(Arc<Counts>);
 struct Counts {
     moved: AtomicU64,
     busy: AtomicUsize,
+    sending: AtomicUsize,
 }
 
 impl Activity {
@@ -29,13 +35,20 @@ impl Activity {
         Watched { io, activity: self.clone() }
     }
 
-    /// Marks a request being answered until the guard is dropped.
+    /// Marks a request waiting for its answer (or a WebSocket open) until the guard is
+    /// dropped.
     pub(crate) fn busy(&self) -> Busy {
         self.0.busy.fetch_add(1, Ordering::Relaxed);
         Busy(self.clone())
     }
 
-    /// Returns once the connection was quiet (no bytes, no request) for `idle`: between
+    /// `body`, an answer being sent until it is dropped.
+    pub(crate) fn sending<B>(&self, body: B) -> Sending<B> {
+        self.0.sending.fetch_add(1, Ordering::Relaxed);
+        Sending { body, sent: Sent(self.clone()) }
+    }
+
+    /// Returns once the connection was quiet (see the module) for `idle`: between
     /// `idle` and half as long again after it became so.
     pub(crate) async fn quiet_for(&self, idle: Duration) {
         let tick = idle / 4 + Duration::from_millis(1);
@@ -45,7 +58,9 @@ impl Activity {
         loop {
             tokio::time::sleep(tick).await;
             let moved = self.0.moved.load(Ordering::Relaxed);
-            if moved != last || self.0.busy.load(Ordering::Relaxed) > 0 {
+            let waiting = self.0.busy.load(Ordering::Relaxed) > 0;
+            let sending = self.0.sending.load(Ordering::Relaxed) > 0;
+            if waiting || (sending && moved != last) {
                 last = moved;
                 quiet = None;
                 continue;
@@ -60,13 +75,59 @@ impl Activity {
     }
 }
 
-/// A request being answered ([`Activity::busy`]).
+/// A request being answered, or a WebSocket open over the connection ([`Activity::busy`]).
 #[derive(Debug)]
 pub(crate) struct Busy(Activity);
+
+impl Clone for Busy {
+    fn clone(&self) -> Busy {
+        self.0.busy()
+    }
+}
 
 impl Drop for Busy {
     fn drop(&mut self) {
         self.0.0.busy.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// An answer's body being sent ([`Activity::sending`]).
+    #[derive(Debug)]
+    pub(crate) struct Sending<B> {
+        #[pin]
+        body: B,
+        sent: Sent,
+    }
+}
+
+/// Counts an answer being sent until dropped with it.
+#[derive(Debug)]
+struct Sent(Activity);
+
+impl Drop for Sent {
+    fn drop(&mut self) {
+        self.0.0.sending.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl<B: hyper::body::Body> hyper::body::Body for Sending<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -136,32 +197,54 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    /// Runs `talk` beside [`Activity::quiet_for`] (8 s); how long until quiet.
+    async fn quiet_after(activity: &Activity, talk: impl std::future::Future<Output = ()>) -> Duration {
+        let started = tokio::time::Instant::now();
+        tokio::select! {
+            () = async { talk.await; std::future::pending::<()>().await } => unreachable!(),
+            () = activity.quiet_for(Duration::from_secs(8)) => {}
+        }
+        started.elapsed()
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn quiet_means_no_bytes_and_no_request() {
+    async fn an_answer_moving_or_a_request_waiting_is_not_quiet() {
         let activity = Activity::default();
         let (a, mut b) = tokio::io::duplex(64);
         let mut a = activity.watch(a);
-        let idle = Duration::from_secs(8);
-        let started = tokio::time::Instant::now();
-        // Bytes every 5 s, then a request answered for 20 s: never quiet for 8 s.
-        let talk = async {
+        // An answer whose bytes move every 5 s, then a request waiting 20 s, then the
+        // answer stalls (its client stopped reading): quiet from there.
+        let answer = activity.sending(());
+        let took = quiet_after(&activity, async {
             for _ in 0..4 {
                 tokio::time::sleep(Duration::from_secs(5)).await;
                 b.write_all(b"x").await.unwrap();
-                let mut one = [0u8; 1];
-                a.read_exact(&mut one).await.unwrap();
+                a.read_exact(&mut [0u8; 1]).await.unwrap();
             }
-            let busy = activity.busy();
+            let waiting = activity.busy();
             tokio::time::sleep(Duration::from_secs(20)).await;
-            drop(busy);
-            std::future::pending::<()>().await;
-        };
-        tokio::select! {
-            () = talk => unreachable!(),
-            () = activity.quiet_for(idle) => {}
-        }
-        let took = started.elapsed();
-        assert!(took >= Duration::from_secs(40 + 8), "closed after {took:?}");
-        assert!(took <= Duration::from_secs(40 + 8 + 4), "closed after {took:?}");
+            drop(waiting);
+        })
+        .await;
+        drop(answer);
+        assert!(took >= Duration::from_secs(40 + 8), "quiet after {took:?}");
+        assert!(took <= Duration::from_secs(40 + 12), "quiet after {took:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bytes_without_a_request_or_an_answer_are_quiet() {
+        // HTTP/2 keep-alive pings, answered: bytes, but nothing asked or answered.
+        let activity = Activity::default();
+        let (a, mut b) = tokio::io::duplex(64);
+        let mut a = activity.watch(a);
+        let took = quiet_after(&activity, async {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                b.write_all(b"ping").await.unwrap();
+                a.read_exact(&mut [0u8; 4]).await.unwrap();
+            }
+        })
+        .await;
+        assert!((Duration::from_secs(8)..=Duration::from_secs(12)).contains(&took), "quiet after {took:?}");
     }
 }

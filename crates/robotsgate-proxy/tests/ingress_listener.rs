@@ -557,6 +557,65 @@ where
     assert_eq!(got, Message::text(format!("echo: {text}")));
 }
 
+/// A connection quiet for `ingress.header_read_timeout` is closed, HTTP/2 too: before, a
+/// TLS client that said nothing after its handshake (ALPN h2), or an HTTP/2 client that
+/// answered the keep-alive pings and sent no request, held its connection for good.
+#[tokio::test]
+async fn a_quiet_http2_connection_is_closed() {
+    let site = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/page", Reply::ok("page")),
+        ("/chat", Reply::websocket()),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = certificate(dir.path());
+    let cfg = config_file(dir.path(), &format!("[ingress]\nheader_read_timeout = \"600ms\"\n{NO_VERIFY}"));
+    let ingress = start_https(&site, &cfg, &cert, &key, &[]).await;
+
+    // Silent after the handshake.
+    let mut tls = tls_to(&ingress, &ca, &[b"h2"]).await;
+    let started = std::time::Instant::now();
+    let read = bounded("the silent connection is closed", tls.read(&mut [0u8; 64])).await;
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(600), "after {:?}", started.elapsed());
+
+    // A request answered, then nothing: pings come (hyper's client answers them) and the
+    // connection ends with a GOAWAY.
+    let tls = tls_to(&ingress, &ca, &[b"h2"]).await;
+    let (mut h2, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
+    let driver = tokio::spawn(conn);
+    let req = http::Request::get(format!("{}/page", ingress.url("")))
+        .header("user-agent", BROWSER)
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let res = bounded("a page", h2.send_request(req)).await.unwrap();
+    assert_eq!(res.status(), 200);
+    drop(res);
+    let ended = bounded("the quiet HTTP/2 connection ends", driver).await.unwrap();
+    assert!(ended.is_ok(), "{ended:?}");
+
+    // A WebSocket open over an HTTP/2 stream keeps its connection, quiet or not (its own
+    // bound is ingress.websocket_idle_timeout): still there after three times the bound.
+    let tls = tls_to(&ingress, &ca, &[b"h2"]).await;
+    let base = format!("https://localhost:{}", ingress.addr.port());
+    let mut h2 = h2_ready(tls, &base).await;
+    let (res, ws) = h2_connect(&mut h2, &base, "/chat", "websocket", GPTBOT).await;
+    assert_eq!(res.status(), 200);
+    let mut ws = ws.expect("the WebSocket");
+    tokio::time::sleep(std::time::Duration::from_millis(1800)).await; // time passing, quietly
+    ws_echo(&mut ws, "still open").await;
+    assert!(!h2.is_closed());
+    bounded("close", ws.close(None)).await.expect("close");
+    drop((ws, h2));
+    ingress.stop().await;
+}
+
 /// Whether a new connection to `addr` is served: a `GET /page` answered, or the
 /// connection closed unanswered (`ingress.max_connections` reached).
 async fn served(addr: SocketAddr) -> bool {

@@ -60,6 +60,7 @@ use crate::config::{
 };
 use crate::forward::{H1Conn, H1Sent, HeadLimit, fits_h1, send_h1, strip_hop_by_hop};
 use crate::h1_server::{self, Served};
+use crate::quiet::Activity;
 use crate::slot::Slot;
 use crate::workers::{self, Workers};
 use fleet::Fleet;
@@ -842,6 +843,7 @@ impl Ingress {
                 max_header_bytes: max_header,
             }),
             handshake_timeout: config.tls_handshake_timeout.0,
+            idle: config.header_read_timeout.0,
         });
         // Every worker accepts on the one listening socket in its own event loop, and serves
         // what it accepts with its own service and upstream connections: no hand-over
@@ -894,6 +896,8 @@ struct Doors {
     /// The fast path's limits (`None`: every request through hyper).
     fast_limits: Option<h1_server::Limits>,
     handshake_timeout: Duration,
+    /// How long a connection hyper serves may stay quiet (`ingress.header_read_timeout`).
+    idle: Duration,
 }
 
 impl Doors {
@@ -978,8 +982,9 @@ impl Doors {
             front(req.map(|b| Some(Either::Left(b))))
         });
         let (builder, stop, limits) = (&self.builder, &self.stop, self.fast_limits);
+        let hyper = (builder, stop, self.idle);
         match &self.tls {
-            None => serve_fast_first(builder, stream, limits, &mut kit, fast, hyper_svc, stop).await,
+            None => serve_fast_first(hyper, stream, limits, &mut kit, fast, hyper_svc).await,
             Some(acceptor) => {
                 let handshake = tokio::select! {
                     h = tokio::time::timeout(self.handshake_timeout, acceptor.accept(stream)) => h,
@@ -990,7 +995,7 @@ impl Doors {
                     Ok(Ok(stream)) => {
                         let h2 = stream.get_ref().1.alpn_protocol() == Some(&b"h2"[..]);
                         let limits = limits.filter(|_| !h2);
-                        serve_fast_first(builder, stream, limits, &mut kit, fast, hyper_svc, stop).await
+                        serve_fast_first(hyper, stream, limits, &mut kit, fast, hyper_svc).await
                     }
                     Ok(Err(e)) => {
                         self.metrics.handshake_failed(HandshakeFailure::Error);
@@ -1007,15 +1012,15 @@ impl Doors {
 }
 
 /// Serves `io` on the HTTP/1.1 fast path while its requests allow (`limits`: `None` for
-/// none of it), then with hyper from where the fast path handed it over.
+/// none of it), then with hyper (`hyper`: see [`serve`]) from where the fast path handed it
+/// over.
 async fn serve_fast_first<I, C, F, FB, S, B>(
-    builder: &hyper_util::server::conn::auto::Builder<TokioExecutor>,
+    hyper: (&hyper_util::server::conn::auto::Builder<TokioExecutor>, &CancellationToken, Duration),
     io: I,
     limits: Option<h1_server::Limits>,
     kit: &mut h1_server::Kit,
     fast: C,
     svc: S,
-    stop: &CancellationToken,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     C: FnMut(Request<PoolRequestBody>) -> F,
@@ -1029,25 +1034,31 @@ async fn serve_fast_first<I, C, F, FB, S, B>(
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let (builder, stop, idle) = hyper;
     match limits {
         Some(limits) => {
             if let Served::HandOver(rest) = h1_server::serve(io, limits, stop, kit, fast).await {
-                serve(builder, TokioIo::new(rest), svc, stop).await;
+                serve(builder, rest, svc, stop, idle).await;
             }
         }
-        None => serve(builder, TokioIo::new(io), svc, stop).await,
+        None => serve(builder, io, svc, stop, idle).await,
     }
 }
 
 /// Serves one connection (HTTP/1.1 with upgrades, or HTTP/2) until it ends, or until
-/// `stop`: then it is shut down gracefully (the requests in flight finish).
+/// `stop`: then it is shut down gracefully (the requests in flight finish). A connection
+/// quiet for `idle` (no request waiting for its answer, no WebSocket open over it, and no
+/// answer being sent or no byte moving: see `crate::quiet`) is shut down likewise: hyper bounds the wait for an HTTP/1.1 request head, but
+/// neither the read that tells HTTP/1.1 from HTTP/2 nor an HTTP/2 connection without a
+/// stream whose client answers the keep-alive pings (one held 578 s with a 2 s timeout).
 async fn serve<I, S, B>(
     builder: &hyper_util::server::conn::auto::Builder<TokioExecutor>,
     io: I,
     svc: S,
     stop: &CancellationToken,
+    idle: Duration,
 ) where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Send,
     S::Future: Send + 'static,
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -1055,6 +1066,24 @@ async fn serve<I, S, B>(
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let activity = Activity::default();
+    let io = TokioIo::new(activity.watch(io));
+    let requests = activity.clone();
+    let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        let busy = requests.busy();
+        if Slot::wanted(&req) {
+            // A WebSocket over an HTTP/2 stream keeps the connection busy while it is
+            // open (its own bound is ingress.websocket_idle_timeout).
+            req.extensions_mut().insert(requests.busy());
+        }
+        let answer = svc.call(req);
+        let activity = requests.clone();
+        async move {
+            let res = answer.await.map(|res| res.map(|body| activity.sending(body)));
+            drop(busy);
+            res
+        }
+    });
     let conn = builder.serve_connection_with_upgrades(io, svc);
     let mut conn = std::pin::pin!(conn);
     tokio::select! {
@@ -1062,6 +1091,10 @@ async fn serve<I, S, B>(
         () = stop.cancelled() => {
             conn.as_mut().graceful_shutdown();
             let _ = conn.await;
+        }
+        () = activity.quiet_for(idle) => {
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(idle, conn).await;
         }
     }
 }

@@ -28,6 +28,7 @@ use super::{Upstream, UpstreamBody, UpstreamFailure};
 use crate::forward::{
     copy_until_idle, keep_only_upgrade, strip_hop_by_hop, upgradable_sender, wants_websocket,
 };
+use crate::quiet::Busy;
 use crate::slot::Slot;
 
 const SEC_WEBSOCKET_KEY: HeaderName = HeaderName::from_static("sec-websocket-key");
@@ -114,6 +115,8 @@ impl Upstream {
         // The client connection's place under `ingress.max_connections`, kept as long as
         // the WebSocket.
         let slot = parts.extensions.remove::<Slot>();
+        // Over HTTP/2, the connection the WebSocket's stream is on stays busy while it is open.
+        let busy = parts.extensions.remove::<Busy>();
         let base = http::Uri::builder()
             .scheme(self.scheme.clone())
             .authority(self.authority.clone())
@@ -211,7 +214,7 @@ impl Upstream {
         let (idle, cut) = (self.websocket_idle, self.cut.clone());
         let open = self.metrics.as_ref().map(|m| m.websocket());
         self.tunnels.spawn(async move {
-            let _slot = slot;
+            let (_slot, _busy) = (slot, busy);
             let (client, upstream) = match tokio::try_join!(client, upstream) {
                 Ok(both) => both,
                 Err(e) => {
