@@ -3,7 +3,9 @@
 //!
 //! - **Pacing** ([`RedisPaceStore`]): each lane's next slot and back-off pause live in a
 //!   Redis hash, advanced atomically by Lua scripts with Redis' own clock (`TIME`), so N
-//!   replicas together keep an origin's delay, whatever their clocks say.
+//!   replicas together keep an origin's delay, whatever their clocks say. A pause is also
+//!   published on `<prefix>pauses` and mirrored by every replica, which asks Redis only
+//!   about the origins it paces.
 //! - **robots.txt copies** ([`RedisCopyShare`]): a second cache level under the origin,
 //!   with a lease so that one replica fetches for the fleet; the process' own cache stays
 //!   the first level (a decision on a copy the replica holds never touches Redis).
@@ -63,6 +65,7 @@
 
 mod copies;
 mod ingress;
+mod pauses;
 mod replays;
 mod store;
 
@@ -474,13 +477,18 @@ fn cluster_client(config: &ClusterConfig) -> Result<redis::cluster::ClusterClien
 
 /// The Redis client of `config` (its URL, and its CA for `rediss://`); no I/O.
 fn client(config: &ClusterConfig) -> Result<redis::Client, ClusterError> {
-    use redis::IntoConnectionInfo;
     let Redis::Server(url) = &config.redis else {
         return Err(ClusterError::Url("a Redis Cluster, not one server".into()));
     };
-    let info = url.as_str().into_connection_info().map_err(|e| ClusterError::Url(e.to_string()))?;
+    client_for(url, config.ca_pem.as_ref())
+}
+
+/// A client of the server at `url` (with the CA `ca_pem` for `rediss://`); no I/O.
+fn client_for(url: &str, ca_pem: Option<&Vec<u8>>) -> Result<redis::Client, ClusterError> {
+    use redis::IntoConnectionInfo;
+    let info = url.into_connection_info().map_err(|e| ClusterError::Url(e.to_string()))?;
     let info = info.set_tcp_settings(no_nagle());
-    match &config.ca_pem {
+    match ca_pem {
         Some(pem) => {
             let certs = redis::TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) };
             redis::Client::build_with_tls(info, certs).map_err(|e| ClusterError::Ca(e.to_string()))

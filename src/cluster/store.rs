@@ -7,8 +7,11 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::{Cluster, Lua, int, millis};
-use crate::pacing::{Backoff, LaneId, PauseInfo, SharedFuture, SharedPaceStore, SharedPause, SharedSlot};
+use super::{Cluster, Lua, int, millis, pauses};
+use crate::pacing::{
+    Backoff, LaneId, PauseInfo, PauseNotice, PauseSink, SharedFuture, SharedPaceStore, SharedPause,
+    SharedSlot,
+};
 
 /// Lua: a key that is not a hash (another program wrote it) is a miss: deleted.
 macro_rules! hash_or_nothing {
@@ -255,14 +258,28 @@ impl SharedPaceStore for RedisPaceStore {
                 Ok(Ok(v)) => {
                     self.cluster.note(true, None);
                     let ms = |x: i64| Duration::from_millis(u64::try_from(x).unwrap_or(0));
-                    match ints(&v).as_deref() {
-                        Some([1, pause_ms, streak, left_ms, ..]) => Some(SharedPause {
+                    let fleet = match ints(&v).as_deref() {
+                        Some([1, pause_ms, streak, left_ms, ..]) => SharedPause {
                             pause: ms(*pause_ms),
                             streak: u32::try_from(*streak).ok(),
                             left: ms(*left_ms),
-                        }),
-                        _ => None,
-                    }
+                        },
+                        _ => return None,
+                    };
+                    // Every replica's lane, paced or not, waits for it too.
+                    let notice = PauseNotice {
+                        origin: lane.origin.clone(),
+                        agent: lane.agent.clone(),
+                        left: fleet.left,
+                        pause: PauseInfo {
+                            status: answer.status,
+                            retry_after: answer.retry_after.as_ref().map(|(_, raw)| raw.clone()),
+                            pause: fleet.pause,
+                            streak: fleet.streak.unwrap_or(0),
+                        },
+                    };
+                    pauses::publish(&self.cluster, pauses::message(&notice, fleet.left));
+                    Some(fleet)
                 }
                 Ok(Err(e)) => {
                     self.cluster.failed(&e);
@@ -282,6 +299,10 @@ impl SharedPaceStore for RedisPaceStore {
         tokio::spawn(async move {
             this.run(&CLEAR_SCRIPT, &key, &[], None).await;
         });
+    }
+
+    fn watch_pauses(&self, sink: PauseSink) {
+        pauses::watch(&self.cluster, sink);
     }
 }
 

@@ -55,7 +55,9 @@ mod store;
 pub use config::{DelaySource, HostRule, PacingConfig, Plan};
 pub use pacer::{PaceFacts, PaceObserver, PaceRefusal, PaceTicket, Pacer, Pass, Refused};
 pub use pause::PauseInfo;
-pub use shared::{Backoff, LaneId, SharedFuture, SharedPaceStore, SharedPause, SharedSlot};
+pub use shared::{
+    Backoff, LaneId, PauseNotice, PauseSink, SharedFuture, SharedPaceStore, SharedPause, SharedSlot,
+};
 
 pub(crate) use slot::retry_after_secs;
 

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::config::{PacingConfig, Plan};
 use super::lane::{Lane, LaneKey, LaneUse, Lanes};
 use super::pause::PauseInfo;
-use super::shared::{FleetStore, SharedPaceStore};
+use super::shared::{FleetStore, MirrorsPauses, PauseNotice, PauseSink, SharedPaceStore};
 use super::slot::{next_slot, parse_retry_after};
 use super::store::{Answer, LocalStore, PaceStore, Take};
 use crate::origin::Origin;
@@ -153,6 +153,34 @@ impl fmt::Debug for Pacer {
     }
 }
 
+impl MirrorsPauses for Inner {
+    /// A pause a replica of the fleet started, mirrored in its lane (unless the lane is
+    /// paused as long already): requests to the origin wait for it here too, and ask the
+    /// shared store for their slot, even where this replica paces nothing itself.
+    fn mirror(&self, notice: PauseNotice) {
+        let key = LaneKey { origin: notice.origin, agent: notice.agent };
+        // A full table: the pause is not mirrored (the lanes there are paced already).
+        let Some(lane) = self.lanes.enter(&key) else { return };
+        let now = Instant::now();
+        let until = now + notice.left;
+        {
+            let mut s = lane.lock();
+            s.settle(now, lane.counts());
+            if s.pause_until.is_some_and(|p| p >= until) {
+                return;
+            }
+            s.pause_until = Some(until);
+            // Answers to requests sent before the pause was known do not double it.
+            s.pause_set_at = Some(now);
+            s.streak = s.streak.max(notice.pause.streak);
+            s.forget_at = Some(until + notice.pause.pause);
+            s.pause = Some(notice.pause);
+            s.start_backing_off(lane.counts());
+        }
+        lane.changed.notify_waiters();
+    }
+}
+
 impl Pacer {
     /// A pacer keeping its state in this process.
     pub fn new(config: PacingConfig) -> Pacer {
@@ -162,8 +190,12 @@ impl Pacer {
     /// A pacer whose slots and pauses are kept in `store`, shared by every replica of a
     /// fleet (fleet mode: `cluster::RedisPaceStore`); while the store cannot be reached,
     /// each replica paces alone with the state it mirrored.
+    /// The store is told to pass on the fleet's pauses ([`SharedPaceStore::watch_pauses`]).
     pub fn shared(config: PacingConfig, store: Arc<dyn SharedPaceStore>) -> Pacer {
-        Pacer::with_store(config, Box::new(FleetStore(store)))
+        let pacer = Pacer::with_store(config, Box::new(FleetStore(store.clone())));
+        let inner: Arc<dyn MirrorsPauses> = pacer.inner.clone();
+        store.watch_pauses(PauseSink::new(Arc::downgrade(&inner)));
+        pacer
     }
 
     fn with_store(config: PacingConfig, store: Box<dyn PaceStore>) -> Pacer {

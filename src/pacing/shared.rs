@@ -46,6 +46,69 @@ pub trait SharedPaceStore: Send + Sync + 'static {
 
     /// A successful answer: the lane's back-off streak starts again. In the background.
     fn clear(&self, lane: LaneId<'_>);
+
+    /// Tells `sink` of the pauses the replicas of the fleet start (this one's among
+    /// them), until the pacer behind it is dropped: so that a replica holds the requests
+    /// to an origin another one's 429 paused, where it paces nothing itself (an origin
+    /// without a delay is paced only while a pause of its own holds it). The default tells
+    /// nothing.
+    fn watch_pauses(&self, sink: PauseSink) {
+        drop(sink);
+    }
+}
+
+/// A pause a replica of the fleet started, as a shared store tells it
+/// ([`SharedPaceStore::watch_pauses`]).
+#[derive(Debug, Clone)]
+pub struct PauseNotice {
+    /// The lane's origin.
+    pub origin: Arc<Origin>,
+    /// The lane's product token.
+    pub agent: Arc<str>,
+    /// How much of the pause is left.
+    pub left: Duration,
+    /// The pause.
+    pub pause: PauseInfo,
+}
+
+/// Where a shared store tells of the fleet's pauses: the pacer's lanes
+/// ([`SharedPaceStore::watch_pauses`]). Holds the pacer weakly.
+#[derive(Clone)]
+pub struct PauseSink(std::sync::Weak<dyn MirrorsPauses>);
+
+/// What mirrors the fleet's pauses (the pacer).
+pub(super) trait MirrorsPauses: Send + Sync {
+    /// Mirrors `notice` in its lane.
+    fn mirror(&self, notice: PauseNotice);
+}
+
+impl std::fmt::Debug for PauseSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PauseSink").field("open", &self.is_open()).finish()
+    }
+}
+
+impl PauseSink {
+    pub(super) fn new(to: std::sync::Weak<dyn MirrorsPauses>) -> PauseSink {
+        PauseSink(to)
+    }
+
+    /// Mirrors `notice` in its lane (a lane is made for it, within `max_origins`);
+    /// `false` once the pacer is gone (stop telling).
+    pub fn tell(&self, notice: PauseNotice) -> bool {
+        match self.0.upgrade() {
+            Some(pacer) => {
+                pacer.mirror(notice);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether the pacer is still there.
+    pub fn is_open(&self) -> bool {
+        self.0.strong_count() > 0
+    }
 }
 
 /// A lane: one origin and one product token.
