@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::slot::Slot;
 use futures_util::FutureExt as _;
 use http::header::HeaderValue;
 use http::{Method, Request, Response};
@@ -143,10 +144,12 @@ impl Forwarder {
     }
 
     /// This forwarder for the requests of one client connection, with a slot for the
-    /// upstream connection that client connection keeps ([`Sticky`]). Requests through
-    /// the tunnels of `CONNECT` do without (they come to a forwarder without a slot).
-    pub(crate) fn for_client_connection(&self) -> Forwarder {
-        Forwarder { inner: self.inner.clone(), sticky: Some(self.sticky()) }
+    /// upstream connection that client connection keeps ([`Sticky`]), and the client
+    /// connection's place under `proxy.max_connections` for the WebSockets that outlive
+    /// it. Requests through the tunnels of `CONNECT` do without (they come to a forwarder
+    /// without a slot).
+    pub(crate) fn for_client_connection(&self, place: Slot) -> Forwarder {
+        Forwarder { inner: self.inner.clone(), sticky: Some(self.sticky(place)) }
     }
 
     /// Counts upstream errors in `metrics`.

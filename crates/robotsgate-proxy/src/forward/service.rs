@@ -44,8 +44,9 @@ impl ProxyService {
         layer: &RobotsLayer,
         forwarder: &Forwarder,
         client: std::net::SocketAddr,
+        place: crate::slot::Slot,
     ) -> ProxyService {
-        ProxyService(layer.layer(forwarder.for_client_connection()).with_client_addr(client))
+        ProxyService(layer.layer(forwarder.for_client_connection(place)).with_client_addr(client))
     }
 
     /// The answer to `req`. (No readiness to wait for: see `poll_ready`.)

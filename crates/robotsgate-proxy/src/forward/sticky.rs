@@ -5,19 +5,21 @@ use std::sync::{Arc, Mutex};
 
 use super::Forwarder;
 use super::h1::{self, H1Conn, PutBack};
+use crate::slot::Slot;
 use robotsgate::net::Pool;
 use robotsgate::origin::{Origin, Scheme};
 
 impl Forwarder {
     /// A slot for the upstream connection a client connection keeps; the connection goes
     /// to the pool when the client connection ends.
-    pub(super) fn sticky(&self) -> Sticky {
+    pub(super) fn sticky(&self, place: Slot) -> Sticky {
         Sticky(Arc::new(Mutex::new(StickySlot {
             pool: Some(self.inner.pool.clone()),
             last: None,
             run: 0,
             conn: None,
             opening: false,
+            place: Some(place),
         })))
     }
 
@@ -175,6 +177,13 @@ pub(super) struct Taken {
 #[derive(Clone, Default)]
 pub(crate) struct Sticky(Arc<Mutex<StickySlot>>);
 
+impl Sticky {
+    /// The client connection's place ([`Slot`]), if this is a client connection's.
+    pub(super) fn place(&self) -> Option<Slot> {
+        self.0.lock().ok()?.place.clone()
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct StickySlot {
     /// Where the kept connection goes when the client connection ends (`None`: closed).
@@ -187,6 +196,9 @@ pub(crate) struct StickySlot {
     conn: Option<(UpstreamKey, H1Conn)>,
     /// A connection is being opened for it.
     opening: bool,
+    /// The client connection's place under `proxy.max_connections`, for an upgrade that
+    /// outlives it (`None` inside tunnels: their requests carry the tunnel's).
+    place: Option<Slot>,
 }
 
 /// Where a connection taken by [`Forwarder::take_kept`] goes back, idle again, once its

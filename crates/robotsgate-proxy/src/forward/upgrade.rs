@@ -89,7 +89,9 @@ impl Forwarder {
                 return boxed(Refusal::new(RefusalKind::BadRequest, e.to_string()).into_response(false));
             }
         };
-        let slot = Slot::take(&mut req);
+        // Inside a tunnel the request carries the tunnel's place; else it is the client
+        // connection's.
+        let slot = Slot::take(&mut req).or_else(|| self.sticky.as_ref().and_then(|s| s.place()));
         let (mut parts, body) = req.into_parts();
         keep_only_upgrade(&mut parts.headers);
         append_via(&mut parts.headers, &self.inner.via);

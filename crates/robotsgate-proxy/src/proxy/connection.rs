@@ -42,11 +42,15 @@ pub(super) async fn serve_connection(
     let stop = shared.stop.clone();
     let config = shared.config.clone();
     // The robots layer over the forwarder, for this connection's requests.
-    let service = ProxyService::for_client_connection(&shared.layer, &shared.forwarder, client);
+    let service = ProxyService::for_client_connection(&shared.layer, &shared.forwarder, client, slot.clone());
     let records = shared.clone();
     // One request, whichever way it was read: the fast path's or hyper's.
     let one = move |mut req: Request<ClientBody>| {
-        slot.lend(&mut req);
+        // A tunnel keeps the place (an upgrade finds it in the connection's forwarder):
+        // a comparison a request, no header look-up.
+        if req.method() == Method::CONNECT {
+            req.extensions_mut().insert(slot.clone());
+        }
         let shared = shared.clone();
         let service = service.clone();
         async move {
