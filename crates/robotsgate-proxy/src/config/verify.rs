@@ -130,6 +130,14 @@ fn check_operator(op: &VerifyOperator) -> Result<(), String> {
                  anyone in)"
             ));
         }
+        // A public suffix (co.uk, github.io): anyone can register a name under it, and
+        // point a PTR and an A record at a crawler of their own.
+        if psl::domain(d.to_ascii_lowercase().as_bytes()).is_none() {
+            return Err(format!(
+                "{s:?} is a public suffix (anyone can register a name under it, and so pass \
+                 as this operator): name the operator's own domain"
+            ));
+        }
     }
     Ok(())
 }
@@ -209,6 +217,24 @@ mod tests {
                 .contains("needs ip_lists, rdns_suffixes or signature_agents")
         );
         assert!(op("name = \"X\"\ntokens = [\"XBot\"]\nrdns_suffixes = [\"com\"]\n").contains("two labels"));
+        // Two labels, but anyone can register under them (before, accepted: any crawler
+        // whose PTR and A records named a domain of its own under co.uk passed).
+        for public in ["co.uk", "CO.UK.", "github.io", "com.au"] {
+            let e = op(&format!("name = \"X\"\ntokens = [\"XBot\"]\nrdns_suffixes = [{public:?}]\n"));
+            assert!(e.contains("public suffix"), "{public}: {e}");
+        }
+        let c = Config::parse(
+            "v.toml",
+            "[[verify.operators]]\nname = \"X\"\ntokens = [\"XBot\"]\n\
+             rdns_suffixes = [\"crawl.example.co.uk\", \"example.co.uk\", \"x.example\"]\n",
+        );
+        assert!(c.is_ok(), "{:?}", c.err());
+        // The operators robotsgate knows: none of their domains is a public suffix.
+        for o in robotsgate::identity::Operator::defaults() {
+            for s in &o.rdns_suffixes {
+                assert!(psl::domain(s.as_bytes()).is_some(), "{}: {s}", o.name);
+            }
+        }
         // What it publishes is not checked: its bots could never be verified.
         let e = error(
             "[verify]\nsignatures = false\n\n[[verify.operators]]\nname = \"X\"\ntokens = [\"XBot\"]\n\
