@@ -4,9 +4,10 @@
 //! client could hold a connection (a socket, a TLS session) for good.
 //!
 //! Quiet means: no request waiting for its answer (or WebSocket open over the
-//! connection), and either no answer being sent or no byte moved either way. A request
-//! waiting for its origin is bounded by the upstream timeout; an answer the client stopped
-//! reading, by this.
+//! connection), no answer waiting for its origin's next bytes (a server-sent event stream
+//! between events), and either no answer being sent or no byte moved either way: so an
+//! answer whose client stopped reading it is cut, one whose origin is slow is not (the
+//! upstream's own bounds hold it).
 
 use std::io;
 use std::pin::Pin;
@@ -27,6 +28,8 @@ struct Counts {
     moved: AtomicU64,
     busy: AtomicUsize,
     sending: AtomicUsize,
+    /// Answers whose body waits for the origin (its last poll was pending).
+    on_origin: AtomicUsize,
 }
 
 impl Activity {
@@ -45,7 +48,7 @@ impl Activity {
     /// `body`, an answer being sent until it is dropped.
     pub(crate) fn sending<B>(&self, body: B) -> Sending<B> {
         self.0.sending.fetch_add(1, Ordering::Relaxed);
-        Sending { body, sent: Sent(self.clone()) }
+        Sending { body, sent: Sent { activity: self.clone(), on_origin: false } }
     }
 
     /// Returns once the connection was quiet (see the module) for `idle`: between
@@ -58,7 +61,8 @@ impl Activity {
         loop {
             tokio::time::sleep(tick).await;
             let moved = self.0.moved.load(Ordering::Relaxed);
-            let waiting = self.0.busy.load(Ordering::Relaxed) > 0;
+            let waiting =
+                self.0.busy.load(Ordering::Relaxed) > 0 || self.0.on_origin.load(Ordering::Relaxed) > 0;
             let sending = self.0.sending.load(Ordering::Relaxed) > 0;
             if waiting || (sending && moved != last) {
                 last = moved;
@@ -101,13 +105,32 @@ pin_project_lite::pin_project! {
     }
 }
 
-/// Counts an answer being sent until dropped with it.
+/// Counts an answer being sent until dropped with it, and whether its body waits for the
+/// origin.
 #[derive(Debug)]
-struct Sent(Activity);
+struct Sent {
+    activity: Activity,
+    on_origin: bool,
+}
+
+impl Sent {
+    fn on_origin(&mut self, waits: bool) {
+        if waits != self.on_origin {
+            self.on_origin = waits;
+            let count = &self.activity.0.on_origin;
+            if waits {
+                count.fetch_add(1, Ordering::Relaxed);
+            } else {
+                count.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
 
 impl Drop for Sent {
     fn drop(&mut self) {
-        self.0.0.sending.fetch_sub(1, Ordering::Relaxed);
+        self.on_origin(false);
+        self.activity.0.sending.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -119,7 +142,10 @@ impl<B: hyper::body::Body> hyper::body::Body for Sending<B> {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
-        self.project().body.poll_frame(cx)
+        let this = self.project();
+        let frame = this.body.poll_frame(cx);
+        this.sent.on_origin(frame.is_pending());
+        frame
     }
 
     fn is_end_stream(&self) -> bool {
@@ -229,6 +255,37 @@ mod tests {
         drop(answer);
         assert!(took >= Duration::from_secs(40 + 8), "quiet after {took:?}");
         assert!(took <= Duration::from_secs(40 + 12), "quiet after {took:?}");
+    }
+
+    /// A body whose origin sends nothing yet.
+    struct Waits;
+
+    impl hyper::body::Body for Waits {
+        type Data = bytes::Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>> {
+            Poll::Pending
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_waiting_for_its_origin_is_not_quiet() {
+        use http_body_util::BodyExt as _;
+        // A server-sent event stream between events: its body pending on the origin for a
+        // minute, then the answer ends.
+        let activity = Activity::default();
+        let took = quiet_after(&activity, async {
+            let mut answer = activity.sending(Waits);
+            let frame = tokio::time::timeout(Duration::from_secs(60), answer.frame()).await;
+            assert!(frame.is_err(), "no event");
+        })
+        .await;
+        assert!(took >= Duration::from_secs(60 + 8), "quiet after {took:?}");
+        assert!(took <= Duration::from_secs(60 + 12), "quiet after {took:?}");
     }
 
     #[tokio::test(start_paused = true)]
