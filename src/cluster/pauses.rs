@@ -7,8 +7,11 @@
 //!
 //! A message is `v1 <left ms> <pause ms> <streak> <status> <token> <origin> [<Retry-After>]`;
 //! one that does not read is ignored (another program may publish on the channel). The
-//! subscription is made again after Redis goes away, every second until it answers; a
-//! Redis Cluster forwards every message to every node, so one seed node is enough.
+//! subscription is checked with a `PING` every [`CHECK`] (a connection dropped without a
+//! reset is noticed) and made again after Redis goes away, every second until it
+//! answers; a Redis Cluster forwards every message to every node, so one seed node is
+//! enough. With Redis ACLs the user needs the channel (`&<prefix>pauses`): a refusal is
+//! a warning.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +28,8 @@ const MAX_MESSAGE: usize = 4096;
 const MAX_PAUSE: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How long a replica waits before subscribing again.
 const RETRY: Duration = Duration::from_secs(1);
+/// How often a subscription is checked (and the pacer behind it looked for).
+const CHECK: Duration = Duration::from_secs(10);
 
 /// The channel of `cluster`'s pauses.
 pub(super) fn channel(cluster: &Cluster) -> String {
@@ -89,8 +94,11 @@ pub(super) fn publish(cluster: &Cluster, text: String) {
         let cmd = redis::cmd("PUBLISH").arg(channel(&cluster)).arg(text).clone();
         let sent =
             tokio::time::timeout(cluster.config().command_timeout, cmd.query_async::<i64>(&mut conn)).await;
-        if !matches!(sent, Ok(Ok(_))) {
-            tracing::debug!("cluster: a pause could not be published");
+        match sent {
+            Ok(Ok(_)) => {}
+            // Refused (an ACL without the channel, say): the other replicas miss every pause.
+            Ok(Err(e)) => tracing::warn!(error = %e, "cluster: a pause could not be published"),
+            Err(_) => tracing::debug!("cluster: publishing a pause timed out"),
         }
     });
 }
@@ -110,27 +118,60 @@ pub(super) fn watch(cluster: &Cluster, sink: PauseSink) {
         };
         let channel = channel(&cluster);
         let mut node = 0;
+        let mut warned = false;
         while sink.is_open() {
             // The seed nodes in turn (a Redis Cluster's; one server's one URL).
             let Some(url) = nodes.get(node % nodes.len().max(1)) else { return };
             node = node.wrapping_add(1);
             match subscribe(&cluster, url, &channel).await {
-                Ok(mut pubsub) => {
+                Ok(pubsub) => {
                     tracing::debug!("cluster: watching the fleet's pauses");
-                    let mut messages = pubsub.on_message();
-                    while let Some(m) = messages.next().await {
-                        if let Some(n) = notice(m.get_payload_bytes())
-                            && !sink.tell(n)
-                        {
-                            return;
-                        }
+                    warned = false;
+                    if !listen(&cluster, pubsub, &sink).await {
+                        return;
                     }
+                }
+                Err(e) if !warned => {
+                    tracing::warn!(error = %e, "cluster: cannot watch the fleet's pauses (trying every second)");
+                    warned = true;
                 }
                 Err(e) => tracing::debug!(error = %e, "cluster: cannot watch the fleet's pauses"),
             }
             tokio::time::sleep(RETRY).await;
         }
     });
+}
+
+/// Tells `sink` of the messages on `pubsub` until the subscription ends or does not answer
+/// a `PING` (`true`: subscribe again), or the pacer is gone (`false`).
+async fn listen(cluster: &Cluster, pubsub: redis::aio::PubSub, sink: &PauseSink) -> bool {
+    let (mut control, mut messages) = pubsub.split();
+    let mut check = tokio::time::interval(CHECK);
+    check.tick().await;
+    loop {
+        tokio::select! {
+            m = messages.next() => match m {
+                Some(m) => {
+                    if let Some(n) = notice(m.get_payload_bytes())
+                        && !sink.tell(n)
+                    {
+                        return false;
+                    }
+                }
+                None => return true,
+            },
+            _ = check.tick() => {
+                if !sink.is_open() {
+                    return false;
+                }
+                let ping = control.ping::<redis::Value>();
+                if !matches!(tokio::time::timeout(cluster.config().command_timeout, ping).await, Ok(Ok(_))) {
+                    tracing::debug!("cluster: the pause subscription did not answer a PING");
+                    return true;
+                }
+            }
+        }
+    }
 }
 
 async fn subscribe(cluster: &Cluster, url: &str, channel: &str) -> Result<redis::aio::PubSub, String> {

@@ -157,12 +157,20 @@ impl MirrorsPauses for Inner {
     /// A pause a replica of the fleet started, mirrored in its lane (unless the lane is
     /// paused as long already): requests to the origin wait for it here too, and ask the
     /// shared store for their slot, even where this replica paces nothing itself.
-    fn mirror(&self, notice: PauseNotice) {
+    fn mirror(&self, mut notice: PauseNotice) {
+        let config = self.config.load();
+        // Mirrored pauses take at most half the table: the lanes this replica paces
+        // itself keep room, whatever is published.
+        if self.lanes.counts.lanes.load(Ordering::Relaxed) >= config.max_origins / 2 {
+            return;
+        }
+        // No longer than this replica would pause by itself.
+        notice.pause.pause = notice.pause.pause.min(config.max_backoff);
+        let left = notice.left.min(config.max_backoff);
         let key = LaneKey { origin: notice.origin, agent: notice.agent };
-        // A full table: the pause is not mirrored (the lanes there are paced already).
         let Some(lane) = self.lanes.enter(&key) else { return };
         let now = Instant::now();
-        let until = now + notice.left;
+        let until = now + left;
         {
             let mut s = lane.lock();
             s.settle(now, lane.counts());
@@ -173,7 +181,8 @@ impl MirrorsPauses for Inner {
             // Answers to requests sent before the pause was known do not double it.
             s.pause_set_at = Some(now);
             s.streak = s.streak.max(notice.pause.streak);
-            s.forget_at = Some(until + notice.pause.pause);
+            let forget = until + notice.pause.pause;
+            s.forget_at = Some(s.forget_at.map_or(forget, |f| f.max(forget)));
             s.pause = Some(notice.pause);
             s.start_backing_off(lane.counts());
         }

@@ -415,3 +415,56 @@ async fn a_back_off_nobody_answers_again_is_forgotten_and_the_fast_path_returns(
     assert!(pacer.idle());
     assert_eq!(pacer.lanes(), 0);
 }
+
+/// A shared store that is down (the replica paces alone on what it mirrored) and keeps
+/// the sink it is handed.
+#[derive(Default)]
+struct Down(Mutex<Option<PauseSink>>);
+
+impl SharedPaceStore for Down {
+    fn is_up(&self) -> bool {
+        false
+    }
+    fn take<'a>(&'a self, _: LaneId<'a>, _: Duration, _: Duration) -> SharedFuture<'a, Option<SharedSlot>> {
+        Box::pin(async { None })
+    }
+    fn give_back(&self, _: LaneId<'_>, _: i64, _: i64) {}
+    fn pause<'a>(&'a self, _: LaneId<'a>, _: &'a Backoff) -> SharedFuture<'a, Option<SharedPause>> {
+        Box::pin(async { None })
+    }
+    fn clear(&self, _: LaneId<'_>) {}
+    fn watch_pauses(&self, sink: PauseSink) {
+        *self.0.lock().unwrap() = Some(sink);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_mirrored_pause_holds_an_unpaced_origin_within_this_replicas_own_bounds() {
+    let store = Arc::new(Down::default());
+    let config = PacingConfig { max_backoff: S(60), max_origins: 4, max_wait: S(1), ..Default::default() };
+    let pacer = Pacer::shared(config, store.clone());
+    let sink = store.0.lock().unwrap().clone().expect("the pacer hands the store its sink");
+    let notice = |host: &str| PauseNotice {
+        origin: Arc::new(Origin::parse(&format!("https://{host}/")).unwrap()),
+        agent: "ExampleBot".into(),
+        left: S(7 * 24 * 3600),
+        pause: PauseInfo { status: 429, retry_after: None, pause: S(7 * 24 * 3600), streak: 3 },
+    };
+    let (origin, agent) = lane();
+    assert!(pacer.pace(&origin, &agent, None, false).await.is_ok(), "no pause yet");
+    assert!(sink.tell(notice("example.com")));
+    // Refused (past max_wait), for no longer than this replica's max_backoff.
+    let Err(refused) = pacer.pace(&origin, &agent, None, false).await else {
+        panic!("held by the fleet's pause");
+    };
+    assert_eq!(refused.retry_after, S(60));
+    assert_eq!(refused.facts.pause.map(|p| (p.status, p.pause, p.streak)), Some((429, S(60), 3)));
+    // Mirrored pauses take at most half the table (two lanes of four).
+    assert!(sink.tell(notice("b.example")));
+    assert!(sink.tell(notice("c.example")));
+    assert_eq!(pacer.lanes(), 2);
+    let c = Arc::new(Origin::parse("https://c.example/").unwrap());
+    assert!(pacer.pace(&c, &agent, None, false).await.is_ok(), "not mirrored: the table is half full");
+    drop(pacer);
+    assert!(!sink.tell(notice("d.example")), "the pacer is gone");
+}

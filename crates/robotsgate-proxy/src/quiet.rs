@@ -26,6 +26,8 @@ pub(crate) struct Activity(Arc<Counts>);
 #[derive(Debug, Default)]
 struct Counts {
     moved: AtomicU64,
+    /// Requests (and WebSockets) ever started: one answered between two looks counts.
+    started: AtomicU64,
     busy: AtomicUsize,
     sending: AtomicUsize,
     /// Answers whose body waits for the origin (its last poll was pending).
@@ -41,6 +43,7 @@ impl Activity {
     /// Marks a request waiting for its answer (or a WebSocket open) until the guard is
     /// dropped.
     pub(crate) fn busy(&self) -> Busy {
+        self.0.started.fetch_add(1, Ordering::Relaxed);
         self.0.busy.fetch_add(1, Ordering::Relaxed);
         Busy(self.clone())
     }
@@ -56,16 +59,18 @@ impl Activity {
     pub(crate) async fn quiet_for(&self, idle: Duration) {
         let tick = idle / 4 + Duration::from_millis(1);
         let mut last = self.0.moved.load(Ordering::Relaxed);
+        let mut last_started = self.0.started.load(Ordering::Relaxed);
         // Quiet since at least the last tick (`Some`): how long since then.
         let mut quiet: Option<Duration> = None;
         loop {
             tokio::time::sleep(tick).await;
             let moved = self.0.moved.load(Ordering::Relaxed);
+            let started = self.0.started.load(Ordering::Relaxed);
             let waiting =
                 self.0.busy.load(Ordering::Relaxed) > 0 || self.0.on_origin.load(Ordering::Relaxed) > 0;
             let sending = self.0.sending.load(Ordering::Relaxed) > 0;
-            if waiting || (sending && moved != last) {
-                last = moved;
+            if waiting || started != last_started || (sending && moved != last) {
+                (last, last_started) = (moved, started);
                 quiet = None;
                 continue;
             }
@@ -286,6 +291,21 @@ mod tests {
         .await;
         assert!(took >= Duration::from_secs(60 + 8), "quiet after {took:?}");
         assert!(took <= Duration::from_secs(60 + 12), "quiet after {took:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_answered_between_two_looks_are_not_quiet() {
+        // A keep-alive client asking every 1.5 s, each answered at once: the watcher
+        // (looking every 2 s) never sees one waiting, but they came.
+        let activity = Activity::default();
+        let took = quiet_after(&activity, async {
+            for _ in 0..20 {
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                drop(activity.busy());
+            }
+        })
+        .await;
+        assert!(took >= Duration::from_secs(30 + 8), "quiet after {took:?}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -8,9 +8,11 @@ use http::{Method, Request, header};
 use tokio::sync::OwnedSemaphorePermit;
 
 /// One place under a listener's connection limit. The connection's task holds it; a
-/// request that may outlive its connection carries a clone in its extensions
-/// ([`Slot::wanted`]), and the task that serves the tunnel or upgrade after it holds that
-/// clone: the place is free again when the last of them ends. Before, a connection's
+/// request that may outlive its connection carries a clone in its extensions (a
+/// `CONNECT`; on the ingress and inside tunnels, any [`Slot::wanted`]; on the main
+/// listener an upgrade finds it in the connection's forwarder instead), and the task that
+/// serves the tunnel or upgrade after it holds that clone: the place is free again when
+/// the last of them ends. Before, a connection's
 /// place was given back when hyper handed it over, and a client could hold any number of
 /// tunnels with `max_connections = 2`.
 #[derive(Clone, Debug)]

@@ -125,6 +125,12 @@ impl Config {
         if ic.websocket_idle_timeout.0.is_zero() {
             return Err(err("ingress.websocket_idle_timeout", "must be more than 0".into()));
         }
+        if ic.header_read_timeout.0.is_zero() {
+            return Err(err(
+                "ingress.header_read_timeout",
+                "must be more than 0 (every connection would be closed before its first request)".into(),
+            ));
+        }
         if ic.tls_handshake_timeout.0.is_zero() {
             return Err(err("ingress.tls_handshake_timeout", "must be more than 0".into()));
         }
@@ -152,6 +158,12 @@ impl Config {
         let px = &self.proxy;
         if px.max_connections == 0 {
             return Err(err("proxy.max_connections", "must be at least 1".into()));
+        }
+        if px.header_read_timeout.0.is_zero() {
+            return Err(err(
+                "proxy.header_read_timeout",
+                "must be more than 0 (every connection would be closed before its first request)".into(),
+            ));
         }
         if !(1..=65535).contains(&px.listen_backlog) {
             return Err(err("proxy.listen_backlog", "must be between 1 and 65535".into()));
@@ -625,6 +637,12 @@ mod tests {
         );
         let e = Config::parse("a.toml", "[tls]\nhandshake_timeout = \"0s\"\n").unwrap_err();
         assert_eq!(e.key.as_deref(), Some("tls.handshake_timeout"), "{e}");
+        // A quiet connection is closed after it: 0 closed every one at once.
+        for section in ["proxy", "ingress"] {
+            let e =
+                Config::parse("a.toml", &format!("[{section}]\nheader_read_timeout = \"0s\"\n")).unwrap_err();
+            assert_eq!(e.key, Some(format!("{section}.header_read_timeout")), "{e}");
+        }
         let e = Config::parse("a.toml", "[ingress]\nrobots_host = \"a b\"\n").unwrap_err();
         assert_eq!(e.key.as_deref(), Some("ingress.robots_host"), "{e}");
         let e = Config::parse("a.toml", "[ingress]\nrobots_ttl = \"0s\"\n").unwrap_err();
