@@ -29,6 +29,11 @@ pub struct RobotsService<S> {
 }
 
 impl<S> RobotsService<S> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
     /// This service for the requests of one client connection: their records name `addr`
     /// as the client, as a request carrying a [`ClientAddr`] extension would (which still
     /// wins). A server that makes a service per connection, as hyper's do, can so leave

@@ -49,6 +49,12 @@ impl ProxyService {
         ProxyService(layer.layer(forwarder.for_client_connection(place)).with_client_addr(client))
     }
 
+    /// The client connection's place under `proxy.max_connections`, for a tunnel that
+    /// outlives it (`None`: not a client connection's service).
+    pub(crate) fn place(&self) -> Option<crate::slot::Slot> {
+        self.0.get_ref().sticky.as_ref().and_then(|s| s.place())
+    }
+
     /// The answer to `req`. (No readiness to wait for: see `poll_ready`.)
     pub(crate) fn answer(
         &self,

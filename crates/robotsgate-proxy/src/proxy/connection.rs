@@ -42,15 +42,12 @@ pub(super) async fn serve_connection(
     let stop = shared.stop.clone();
     let config = shared.config.clone();
     // The robots layer over the forwarder, for this connection's requests.
-    let service = ProxyService::for_client_connection(&shared.layer, &shared.forwarder, client, slot.clone());
+    // The place is kept by the connection's forwarder, for the tunnels and upgrades that
+    // outlive the connection: nothing a request.
+    let service = ProxyService::for_client_connection(&shared.layer, &shared.forwarder, client, slot);
     let records = shared.clone();
     // One request, whichever way it was read: the fast path's or hyper's.
-    let one = move |mut req: Request<ClientBody>| {
-        // A tunnel keeps the place (an upgrade finds it in the connection's forwarder):
-        // a comparison a request, no header look-up.
-        if req.method() == Method::CONNECT {
-            req.extensions_mut().insert(slot.clone());
-        }
+    let one = move |req: Request<ClientBody>| {
         let shared = shared.clone();
         let service = service.clone();
         async move {
@@ -161,6 +158,10 @@ async fn handle(
         return service.answer(req).await;
     }
     req.extensions_mut().insert(ClientAddr(client));
+    // The tunnel keeps the client connection's place.
+    if let Some(place) = service.place() {
+        req.extensions_mut().insert(place);
+    }
     if let Some(interception) = shared.interception.clone()
         && let Some(origin) =
             req.uri().authority().and_then(|a| Origin::from_authority(Scheme::Https, a.as_str()).ok())
