@@ -1047,10 +1047,10 @@ async fn serve_fast_first<I, C, F, FB, S, B>(
 
 /// Serves one connection (HTTP/1.1 with upgrades, or HTTP/2) until it ends, or until
 /// `stop`: then it is shut down gracefully (the requests in flight finish). A connection
-/// quiet for `idle` (no request waiting for its answer, no WebSocket open over it, and no
-/// answer being sent or no byte moving: see `crate::quiet`) is shut down likewise: hyper bounds the wait for an HTTP/1.1 request head, but
-/// neither the read that tells HTTP/1.1 from HTTP/2 nor an HTTP/2 connection without a
-/// stream whose client answers the keep-alive pings (one held 578 s with a 2 s timeout).
+/// quiet for `idle` (see `crate::quiet`: nothing asked, waited for or sent) is shut down
+/// likewise: hyper bounds the wait for an HTTP/1.1 request head, but neither the read
+/// that tells HTTP/1.1 from HTTP/2 nor an HTTP/2 connection without a stream whose client
+/// answers the keep-alive pings (one held 578 s with a 2 s timeout).
 async fn serve<I, S, B>(
     builder: &hyper_util::server::conn::auto::Builder<TokioExecutor>,
     io: I,
