@@ -93,8 +93,9 @@ impl PauseSink {
         PauseSink(to)
     }
 
-    /// Mirrors `notice` in its lane (a lane is made for it, within `max_origins`);
-    /// `false` once the pacer is gone (stop telling).
+    /// Mirrors `notice` in its lane (made for it while the lanes are fewer than half of
+    /// `max_origins`; the pause no longer than `max_backoff`); `false` once the pacer is
+    /// gone (stop telling).
     pub fn tell(&self, notice: PauseNotice) -> bool {
         match self.0.upgrade() {
             Some(pacer) => {
