@@ -159,8 +159,8 @@ impl MirrorsPauses for Inner {
     /// shared store for their slot, even where this replica paces nothing itself.
     fn mirror(&self, mut notice: PauseNotice) {
         let config = self.config.load();
-        // Mirrored pauses take at most half the table: the lanes this replica paces
-        // itself keep room, whatever is published.
+        // Mirrored only while the table is less than half full: the lanes this replica
+        // paces itself keep room, whatever is published.
         if self.lanes.counts.lanes.load(Ordering::Relaxed) >= config.max_origins / 2 {
             return;
         }
