@@ -21,6 +21,7 @@ mod guard;
 pub(crate) mod http;
 mod pool;
 mod proxy;
+mod stall;
 mod stream;
 mod tls;
 
@@ -32,7 +33,8 @@ pub use dns::{BadNameServer, DnsConfig, NameServer, Resolver};
 pub use error::ConnectError;
 pub use guard::Guard;
 pub(crate) use http::error_chain;
-pub use pool::{Pool, PoolBody, PoolConfig, PoolError, PoolRequestBody, origin_form};
+pub use pool::{Pool, PoolBody, PoolBodyError, PoolConfig, PoolError, PoolRequestBody, origin_form};
 pub use proxy::{Proxies, ProxyError, ProxyServer};
+pub use stall::{Stall, Stalled};
 pub use stream::Stream;
 pub use tls::{TlsConfig, TlsSetupError, client_config, load_pem_certs};

@@ -22,6 +22,7 @@ use tokio::time::Instant;
 
 use super::connector::Connector;
 use super::error::ConnectError;
+use super::stall::Stall;
 use super::stream::Stream;
 use crate::origin::{Origin, OriginError};
 
@@ -49,17 +50,21 @@ pub struct PoolConfig {
     /// again), which then opens none. `max_idle` bounds them at every moment. Zero closes
     /// them as they come back.
     pub burst_grace: Duration,
+    /// The longest a response body may be silent between two reads (from its head on):
+    /// past it the body ends with [`PoolBodyError::Stalled`].
+    pub read_timeout: Duration,
 }
 
 impl Default for PoolConfig {
     /// 256 idle connections in all (about 8 MB of buffers and TLS state at most), 32 per
-    /// origin, for 15 s; more of one origin for 2 s.
+    /// origin, for 15 s; more of one origin for 2 s. A body may be silent for 60 s.
     fn default() -> Self {
         PoolConfig {
             max_idle: 256,
             max_idle_per_origin: 32,
             idle_timeout: Duration::from_secs(15),
             burst_grace: Duration::from_secs(2),
+            read_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -302,6 +307,11 @@ impl Pool {
         self.inner.config
     }
 
+    /// The bound on a response body's silence ([`PoolConfig::read_timeout`]), for one body.
+    pub fn stall(&self) -> Stall {
+        Stall::new(self.inner.config.read_timeout)
+    }
+
     /// Idle connections it holds now, across all origins.
     pub fn idle(&self) -> usize {
         self.inner.state.lock().map_or(0, |s| s.lru.len())
@@ -492,7 +502,11 @@ impl Pool {
             },
             Checked::H2(mut sender, open) => {
                 return match sender.try_send_request(req).await {
-                    Ok(res) => Ok(res.map(|body| PoolBody { body, _back: Some(Back::H2(open)) })),
+                    Ok(res) => Ok(res.map(|body| PoolBody {
+                        body,
+                        stall: self.stall(),
+                        _back: Some(Back::H2(open)),
+                    })),
                     Err(mut e) => match e.take_message() {
                         Some(req) => Err(Unsent::Back(req)),
                         None => Err(Unsent::Failed(e.into_error())),
@@ -529,7 +543,7 @@ impl Pool {
                     sender,
                     home,
                 }));
-                Ok(res.map(|body| PoolBody { body, _back: Some(back) }))
+                Ok(res.map(|body| PoolBody { body, stall: self.stall(), _back: Some(back) }))
             }
             Err(mut e) => match e.take_message() {
                 Some(mut req) => {
@@ -845,10 +859,24 @@ impl Drop for Back {
 }
 
 /// The body of a response received through a [`Pool`]: the origin's body, as it comes; the
-/// connection goes back to the pool when it is dropped.
+/// connection goes back to the pool when it is dropped. A body silent for longer than
+/// [`PoolConfig::read_timeout`] ends with [`PoolBodyError::Stalled`].
 pub struct PoolBody {
     body: Incoming,
+    stall: Stall,
     _back: Option<Back>,
+}
+
+/// Why a [`PoolBody`] ended before its end.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PoolBodyError {
+    /// The connection failed, or what the origin sent is not a body.
+    #[error(transparent)]
+    Origin(#[from] hyper::Error),
+    /// The origin sent nothing more for [`PoolConfig::read_timeout`].
+    #[error("the origin sent nothing more of its response body for {0:?}")]
+    Stalled(Duration),
 }
 
 impl fmt::Debug for PoolBody {
@@ -859,14 +887,21 @@ impl fmt::Debug for PoolBody {
 
 impl Body for PoolBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = PoolBodyError;
 
     #[inline]
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    ) -> Poll<Option<Result<Frame<Bytes>, PoolBodyError>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Pending => this.stall.wait(cx).map(|s| Some(Err(PoolBodyError::Stalled(s.0)))),
+            polled => {
+                this.stall.moved();
+                polled.map_err(PoolBodyError::Origin)
+            }
+        }
     }
 
     #[inline]

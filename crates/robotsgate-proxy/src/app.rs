@@ -178,7 +178,8 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
                 n.max_connections,
                 n.max_header_bytes,
             )
-            || o.tunnel_idle_timeout != n.tunnel_idle_timeout,
+            || (o.tunnel_idle_timeout, o.upstream_read_timeout)
+                != (n.tunnel_idle_timeout, n.upstream_read_timeout),
     );
     check("proxy.workers", o.workers != n.workers);
     check("proxy.http1_fast_path", o.http1_fast_path != n.http1_fast_path);

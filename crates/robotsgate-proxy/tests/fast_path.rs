@@ -184,6 +184,33 @@ async fn a_response_that_cannot_be_read_is_a_502_and_its_connection_is_not_used_
     proxy.stop().await;
 }
 
+/// An origin that sends part of a body on the kept connection and then nothing (the
+/// connection left open): the response breaks off after `upstream_read_timeout`, and the
+/// connection is not used again. (The pool's path: `proxy_e2e`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_the_origin_stops_sending_on_the_kept_connection_is_cut_off() {
+    let origin = RawOrigin::start(ROBOTS, |path| match path {
+        "/stalls" => (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nnot a hundred".to_vec(), false),
+        _ => (ok("w"), false),
+    })
+    .await;
+    let dir = temp_dir();
+    let mut config = test_config(dir.path());
+    config.proxy.upstream_read_timeout = robotsgate_proxy::config::Dur(std::time::Duration::from_millis(500));
+    let proxy = RunningProxy::start(&config).await;
+    let mut client = proxy_conn(proxy.addr).await;
+    warm_up(&mut client, &origin.url("/warm")).await;
+    let kept = origin.connection_of("/warm");
+    // Bounded: without the bound on the origin's silence, the body never ends.
+    let got = try_exchange(&mut client, get_request(&origin.url("/stalls"))).await;
+    assert!(got.is_err(), "the response broke off, not {got:?}");
+    assert_eq!(origin.connection_of("/stalls"), kept, "it went over the kept connection");
+    let mut client = proxy_conn(proxy.addr).await;
+    warm_up(&mut client, &origin.url("/warm")).await;
+    assert_ne!(origin.connection_of("/warm"), kept, "the stalled connection was not used again");
+    proxy.stop().await;
+}
+
 /// The same exchanges through the pool (hyper's client) and over the fast path: the origin
 /// gets the same request bytes, and the client the same answer (status, reason, fields in
 /// their order, body).

@@ -970,6 +970,27 @@ async fn a_silent_websocket_is_closed_after_the_idle_timeout() {
     ingress.stop().await;
 }
 
+/// A site that sends part of a body and then nothing: the answer is cut after
+/// `ingress.upstream_read_timeout` (before, the client waited for as long as it would).
+#[tokio::test]
+async fn a_body_the_site_stops_sending_is_cut_off() {
+    let site = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/stalls", Reply::pattern(5000).stall_after(1000)),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_file(dir.path(), &format!("[ingress]\nupstream_read_timeout = \"500ms\"\n{NO_VERIFY}"));
+    let ingress = Ingress::start("http", &["--upstream", &site.base(), "--config", &cfg]).await;
+    let request = format!("GET /stalls HTTP/1.1\r\nHost: {}\r\nUser-Agent: {BROWSER}\r\n\r\n", ingress.addr);
+    // Read until robotsgate closes the connection (bounded: the test fails if it never does).
+    let got = parse_response(&raw_exchange(ingress.addr, request.as_bytes()).await);
+    assert_eq!(got.status, 200);
+    assert_eq!(got.header("content-length"), Some("5000"));
+    assert_eq!(got.body.len(), 1000, "what the site sent, and no more");
+    ingress.stop().await;
+}
+
 #[tokio::test]
 async fn sighup_reloads_the_robots_file_mode_and_status() {
     let site = TestOrigin::start([

@@ -790,6 +790,58 @@ async fn silent_origin_gives_504() {
     proxy.stop().await;
 }
 
+/// An origin that sends its head and part of its body, then nothing: the answer is cut
+/// after `upstream_read_timeout` (before, the client and the connection waited for as long
+/// as the client did), on the kept connection's path (GET) and the pool's (POST).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_origin_silent_in_the_middle_of_its_body_is_cut_off() {
+    const SENT: usize = 1000;
+    let dir = temp_dir();
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/stalls", Reply::pattern(5000).stall_after(SENT)),
+        ("/ok", Reply::ok("fine")),
+    ])
+    .await;
+    let mut config = test_config(dir.path());
+    config.proxy.upstream_read_timeout = Dur(Duration::from_millis(500));
+    let proxy = proxy_for(&config).await;
+    let url = origin.url("/stalls");
+    let host = origin.authority();
+    for request in [
+        format!("GET {url} HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+        format!("POST {url} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 1\r\n\r\nx"),
+    ] {
+        // Read until the proxy closes the connection (bounded: the test fails if it never does).
+        let raw = raw_exchange(proxy.addr, request.as_bytes()).await;
+        let got = parse_response(&raw);
+        assert_eq!(got.status, 200, "{request}");
+        assert_eq!(got.header("content-length"), Some("5000"));
+        assert_eq!(got.body.len(), SENT, "{request}: what the origin sent, and no more");
+    }
+    // The proxy serves on.
+    assert_eq!(get(proxy.addr, &origin.url("/ok")).await.status, StatusCode::OK);
+    let records = bounded("two outcome records", async {
+        loop {
+            let records = proxy.records().await;
+            if of_type(&records, "outcome").len() >= 3 {
+                return records;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    let decisions: Vec<_> =
+        of_type(&records, "decision").into_iter().filter(|d| d["url"] == url.as_str()).collect();
+    assert_eq!(decisions.len(), 2);
+    for d in decisions {
+        let outcome = outcome_of(&records, d);
+        assert_eq!(outcome["end"], "origin-error", "{outcome}");
+        assert_eq!(outcome["bytes"], SENT as u64, "{outcome}");
+    }
+    proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_gets_400_and_the_proxy_keeps_serving() {
     let dir = temp_dir();

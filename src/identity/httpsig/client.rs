@@ -99,6 +99,7 @@ impl DirectoryClient {
                 max_idle_per_origin: 1,
                 idle_timeout: Duration::from_secs(30),
                 burst_grace: Duration::ZERO,
+                ..PoolConfig::default()
             },
         );
         DirectoryClient { pool, config }

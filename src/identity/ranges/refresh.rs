@@ -208,6 +208,7 @@ pub fn spawn(ranges: Ranges, connector: Connector, config: RefreshConfig) -> Ref
                 max_idle_per_origin: 1,
                 idle_timeout: Duration::from_secs(30),
                 burst_grace: Duration::ZERO,
+                ..PoolConfig::default()
             },
         ),
         config,

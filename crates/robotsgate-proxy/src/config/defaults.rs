@@ -28,6 +28,7 @@ impl Default for ProxySection {
         ProxySection {
             listen: SocketAddr::from(([127, 0, 0, 1], 3128)),
             upstream_timeout: Dur::secs(60),
+            upstream_read_timeout: Dur::secs(60),
             header_read_timeout: Dur::secs(30),
             shutdown_grace: Dur::secs(30),
             allow_clients: Vec::new(),
@@ -198,6 +199,7 @@ impl Default for IngressSection {
             robots_ttl: Dur::secs(86_400),
             robots_host: String::new(),
             upstream_timeout: Dur::secs(60),
+            upstream_read_timeout: Dur::secs(60),
             header_read_timeout: Dur::secs(15),
             shutdown_grace: Dur::secs(10),
             max_connections: 10_000,

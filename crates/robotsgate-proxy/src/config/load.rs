@@ -125,6 +125,9 @@ impl Config {
         if ic.websocket_idle_timeout.0.is_zero() {
             return Err(err("ingress.websocket_idle_timeout", "must be more than 0".into()));
         }
+        if ic.upstream_read_timeout.0.is_zero() {
+            return Err(err("ingress.upstream_read_timeout", "must be more than 0".into()));
+        }
         if ic.header_read_timeout.0.is_zero() {
             return Err(err(
                 "ingress.header_read_timeout",
@@ -158,6 +161,9 @@ impl Config {
         let px = &self.proxy;
         if px.max_connections == 0 {
             return Err(err("proxy.max_connections", "must be at least 1".into()));
+        }
+        if px.upstream_read_timeout.0.is_zero() {
+            return Err(err("proxy.upstream_read_timeout", "must be more than 0".into()));
         }
         if px.header_read_timeout.0.is_zero() {
             return Err(err(
@@ -374,6 +380,7 @@ impl Config {
             max_idle_per_origin: p.upstream_idle_per_origin,
             idle_timeout: p.upstream_idle_timeout.0,
             burst_grace: p.upstream_burst_grace.0,
+            read_timeout: p.upstream_read_timeout.0,
         }
     }
 
@@ -638,10 +645,12 @@ mod tests {
         let e = Config::parse("a.toml", "[tls]\nhandshake_timeout = \"0s\"\n").unwrap_err();
         assert_eq!(e.key.as_deref(), Some("tls.handshake_timeout"), "{e}");
         // A quiet connection is closed after it: 0 closed every one at once.
+        // And an answer is cut after the other (0 cut every body that waited for a byte).
         for section in ["proxy", "ingress"] {
-            let e =
-                Config::parse("a.toml", &format!("[{section}]\nheader_read_timeout = \"0s\"\n")).unwrap_err();
-            assert_eq!(e.key, Some(format!("{section}.header_read_timeout")), "{e}");
+            for key in ["header_read_timeout", "upstream_read_timeout"] {
+                let e = Config::parse("a.toml", &format!("[{section}]\n{key} = \"0s\"\n")).unwrap_err();
+                assert_eq!(e.key, Some(format!("{section}.{key}")), "{e}");
+            }
         }
         let e = Config::parse("a.toml", "[ingress]\nrobots_host = \"a b\"\n").unwrap_err();
         assert_eq!(e.key.as_deref(), Some("ingress.robots_host"), "{e}");

@@ -44,6 +44,8 @@ pub struct Config {
 pub struct ProxySection {
     pub listen: SocketAddr,
     pub upstream_timeout: Dur,
+    /// The longest an origin may be silent in the middle of a response body.
+    pub upstream_read_timeout: Dur,
     pub header_read_timeout: Dur,
     pub shutdown_grace: Dur,
     pub allow_clients: Vec<Cidr>,
@@ -432,6 +434,8 @@ pub struct IngressSection {
     /// The host the robots.txt fetch names ("": none, the upstream's own).
     pub robots_host: String,
     pub upstream_timeout: Dur,
+    /// The longest the upstream may be silent in the middle of a response body.
+    pub upstream_read_timeout: Dur,
     pub header_read_timeout: Dur,
     pub shutdown_grace: Dur,
     pub max_connections: usize,

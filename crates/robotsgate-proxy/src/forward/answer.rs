@@ -114,7 +114,8 @@ impl Forwarder {
             let connected = this.inner.sticky_connector.connect(&origin).await;
             drop(opening);
             let stream = connected.map_err(|e| UpstreamError::Pool(PoolError::Connect(e)))?;
-            let Some(conn) = H1Conn::new(stream) else { return this.pooled(req).await };
+            let read_timeout = this.inner.pool.config().read_timeout;
+            let Some(conn) = H1Conn::new(stream, read_timeout) else { return this.pooled(req).await };
             match kept_done(h1::send(conn, req, Some(back)).await) {
                 KeptDone::Answered(sent) => sent,
                 // A new connection closed before it answered: the pool tries once more.

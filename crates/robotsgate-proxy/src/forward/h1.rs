@@ -12,11 +12,12 @@
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::{Method, Request, Response};
 use hyper::body::{Body, Frame, SizeHint};
-use robotsgate::net::{Connector, Pool, Stream};
+use robotsgate::net::{Connector, Pool, Stall, Stream};
 use robotsgate::origin::Origin;
 use robotsgate_h1::{
     ChunkedDecoder, Decoded, Framing, H1Error, encode_request_head, read_response_head, response_framing,
@@ -42,18 +43,21 @@ struct Conn {
     io: Stream,
     read: BytesMut,
     write: Vec<u8>,
+    /// The bound on a response body's silence (its timer kept for the connection's life).
+    stall: Stall,
 }
 
 impl H1Conn {
-    /// A connection for the fast path; `None` for one through a forward proxy, which takes
+    /// A connection for the fast path, whose response bodies may be silent for
+    /// `read_timeout` at most; `None` for one through a forward proxy, which takes
     /// requests in absolute form (the fast path writes the origin form).
-    pub(crate) fn new(io: Stream) -> Option<H1Conn> {
+    pub(crate) fn new(io: Stream, read_timeout: Duration) -> Option<H1Conn> {
         if matches!(io, Stream::Proxied(_)) {
             return None;
         }
         let (read, write) =
             spare::take().unwrap_or_else(|| (BytesMut::with_capacity(READ_SIZE), Vec::with_capacity(1024)));
-        Some(H1Conn(Box::new(Conn { io, read, write })))
+        Some(H1Conn(Box::new(Conn { io, read, write, stall: Stall::new(read_timeout) })))
     }
 
     /// Whether the connection has been closed by the origin, or has data on it, while it
@@ -72,7 +76,7 @@ impl H1Conn {
         if self.stale() || !self.0.read.is_empty() {
             return None;
         }
-        let Conn { io, read, write } = *self.0;
+        let Conn { io, read, write, .. } = *self.0;
         spare::give(read, write);
         Some(io)
     }
@@ -165,7 +169,7 @@ mod spare {
 /// in turn: no new connection to the origin, and the fast path from the first request on.
 pub(crate) fn take_idle(pool: &Pool, uri: &http::Uri) -> Option<H1Conn> {
     let origin = Origin::from_uri(uri).ok()?;
-    H1Conn::new(pool.take_idle_stream(&origin)?)
+    H1Conn::new(pool.take_idle_stream(&origin)?, pool.config().read_timeout)
 }
 
 /// The origin of `uri` when a request to it would make `pool` open a new connection that
@@ -215,6 +219,9 @@ pub(crate) enum H1Failure {
     /// The origin closed the connection before the end of the body it announced.
     #[error("the origin closed the connection before the end of its response body")]
     ClosedInBody,
+    /// The origin sent nothing more of its body for this long (`upstream_read_timeout`).
+    #[error("the origin sent nothing more of its response body for {0:?}")]
+    Stalled(Duration),
 }
 
 /// Where a connection goes once its response has been read to the end and it can carry
@@ -237,6 +244,8 @@ pub(crate) async fn send<B: Body, P: PutBack>(
     }
     let head_request = req.method() == Method::HEAD;
     conn.0.write.clear();
+    // The last body's wait, if it ended in one, is not this body's.
+    conn.0.stall.moved();
     // Origin form (RFC 9112 §3.2.1): `http://host?q` has no path, and goes as `/?q`.
     let pq = req.uri().path_and_query().map_or("", |p| p.as_str());
     let slashed;
@@ -349,7 +358,21 @@ impl<P: PutBack> Body for H1Body<P> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, H1Failure>>> {
         let this = self.get_mut();
-        let polled = this.poll_data(cx);
+        let mut polled = this.poll_data(cx);
+        match &polled {
+            Poll::Pending => {
+                if let Some(conn) = this.conn.as_mut()
+                    && let Poll::Ready(stalled) = conn.0.stall.wait(cx)
+                {
+                    polled = Poll::Ready(Some(Err(H1Failure::Stalled(stalled.0))));
+                }
+            }
+            Poll::Ready(_) => {
+                if let Some(conn) = this.conn.as_mut() {
+                    conn.0.stall.moved();
+                }
+            }
+        }
         if let Poll::Ready(Some(Err(_))) = polled {
             // Where the next response would start is unknown: the connection is closed.
             this.conn = None;

@@ -109,7 +109,7 @@ impl Forwarder {
     /// failures).
     async fn open_kept(&self, uri: &http::Uri) -> Option<H1Conn> {
         let stream = self.inner.sticky_connector.connect(&Origin::from_uri(uri).ok()?).await.ok()?;
-        H1Conn::new(stream)
+        H1Conn::new(stream, self.inner.pool.config().read_timeout)
     }
 }
 

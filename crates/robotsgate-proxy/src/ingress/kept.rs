@@ -185,8 +185,9 @@ impl Upstream {
         let Ok(origin) = Origin::from_uri(uri) else { return };
         slot.opening = true;
         let (connector, kept) = (self.kept_connector.clone(), kept.clone());
+        let read_timeout = self.pool.config().read_timeout;
         tokio::spawn(async move {
-            let opened = connector.connect(&origin).await.ok().and_then(H1Conn::new);
+            let opened = connector.connect(&origin).await.ok().and_then(|s| H1Conn::new(s, read_timeout));
             drop(permit);
             if let Ok(mut slot) = kept.0.lock() {
                 slot.opening = false;

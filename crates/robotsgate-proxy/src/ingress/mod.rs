@@ -408,7 +408,9 @@ impl Upstream {
                     let connected = connector.connect(&origin).await;
                     drop(opening);
                     let stream = connected.map_err(PoolError::Connect)?;
-                    let Some(conn) = H1Conn::new(stream) else { return pooled(pool, req).await };
+                    let Some(conn) = H1Conn::new(stream, pool.config().read_timeout) else {
+                        return pooled(pool, req).await;
+                    };
                     match send_h1(conn, req, Some(kept)).await {
                         H1Sent::Answered(res) => Ok(kept_response(res)),
                         // A new connection closed before it answered: the pool tries once more.
@@ -682,6 +684,7 @@ impl Ingress {
             connector,
             PoolConfig {
                 max_idle_per_origin: config.proxy.upstream_idle_per_origin.max(64),
+                read_timeout: ic.upstream_read_timeout.0,
                 ..config.pool_config()
             },
         );
