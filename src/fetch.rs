@@ -80,6 +80,11 @@ pub struct FetchOutcome {
     pub redirects: u8,
     /// The class of the result.
     pub result: FetchResult,
+    /// The status of the response that decided the result: the 2xx, 4xx, 429 or 5xx, or
+    /// the 3xx of a redirect that ended the fetch (one too many, or no usable
+    /// `Location`). `None` when no response decided it: no connection, no head in time, a
+    /// body that did not arrive whole, a redirect to where no request can go.
+    pub status: Option<u16>,
     /// The decoded body (at most `max_body_bytes`); empty unless `Success`.
     pub body: Bytes,
     /// The body went on past `max_body_bytes` (the rest was ignored): `body` is the
@@ -292,6 +297,7 @@ impl Fetcher {
             url,
             redirects: 0,
             result: FetchResult::Unreachable(Unreachable::Protocol("not fetched".into())),
+            status: None,
             body: Bytes::new(),
             truncated: false,
             sha256: None,
@@ -308,6 +314,7 @@ impl Fetcher {
                 outcome.body = Bytes::new();
                 outcome.sha256 = None;
                 outcome.truncated = false;
+                outcome.status = None;
                 FetchResult::Unreachable(Unreachable::TotalTimeout(total))
             }
         };
@@ -351,6 +358,7 @@ impl Fetcher {
                 Ok(Ok(r)) => r,
             };
             let status = response.status();
+            out.status = Some(status.as_u16());
             out.max_age = max_age(response.headers());
             if status.is_redirection() {
                 let Some(next) = redirect_target(&out.final_url, response.headers(), status) else {
@@ -362,6 +370,7 @@ impl Fetcher {
                 }
                 out.redirects += 1;
                 out.final_url = next;
+                out.status = None;
                 self.drain(response);
                 continue;
             }
@@ -374,7 +383,10 @@ impl Fetcher {
                         out.truncated = truncated;
                         FetchResult::Success { status: code }
                     }
-                    Err(e) => FetchResult::Unreachable(e),
+                    Err(e) => {
+                        out.status = None;
+                        FetchResult::Unreachable(e)
+                    }
                 };
             }
             if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {

@@ -130,9 +130,12 @@ async fn redirect_without_usable_location_is_unreachable() {
     ];
     for reply in cases {
         let what = format!("{} {:?}", reply.status, reply.headers);
+        let status = reply.status;
         let server = TestOrigin::start([("/robots.txt", reply)]).await;
         let out = fetch(&fetcher, &server.origin("a.test")).await;
         assert!(matches!(unreachable(&out), Unreachable::BadRedirect(_)), "{what}: {out:?}");
+        // The 3xx that ended the fetch is its status (the record's `status`).
+        assert_eq!(out.status, Some(status), "{what}");
         assert_eq!(unreachable(&out).class(), "bad_redirect");
         assert_eq!(server.hits("/other"), 0, "{what}");
         assert_eq!(out.redirects, 0);
@@ -160,6 +163,7 @@ async fn one_redirect_is_followed() {
     let origin = server.origin("a.test");
     let out = fetch(&fetcher(), &origin).await;
     assert_eq!(out.result, FetchResult::Success { status: 200 });
+    assert_eq!(out.status, Some(200), "the last response's, not the redirect's");
     assert_eq!(out.redirects, 1);
     assert_eq!(out.url, origin.robots_url());
     assert_eq!(out.final_url, format!("{}/r1", server.base_as("a.test")));
@@ -185,6 +189,7 @@ async fn six_redirects_are_too_many() {
     let server = chain(6, "User-agent: *\nDisallow: /six\n").await;
     let out = fetch(&fetcher(), &server.origin("a.test")).await;
     assert_eq!(out.result, FetchResult::TooManyRedirects);
+    assert_eq!(out.status, Some(301), "the sixth redirect's (/r5's)");
     assert_eq!(out.redirects, 5);
     assert!(out.body.is_empty());
     // Five hops followed, the sixth redirect not: /r6 is never asked for.
@@ -209,6 +214,7 @@ async fn redirect_loop_ends_as_too_many_redirects() {
     server.route("/loop", Reply::redirect(302, &format!("{}/robots.txt", server.base_as("a.test"))));
     let out = fetch(&fetcher(), &server.origin("a.test")).await;
     assert_eq!(out.result, FetchResult::TooManyRedirects);
+    assert_eq!(out.status, Some(302));
     assert_eq!(out.redirects, 5);
     assert_eq!(server.total_hits(), 6);
     assert_eq!((server.hits("/robots.txt"), server.hits("/loop")), (3, 3));
@@ -225,6 +231,7 @@ async fn redirect_across_hosts_is_followed() {
     let origin = a.origin("a.test");
     let out = fetch(&fetcher(), &origin).await;
     assert_eq!(out.result, FetchResult::Success { status: 200 });
+    assert_eq!(out.status, Some(200), "the last response's, not the redirect's");
     assert_eq!(out.redirects, 1);
     assert_eq!(out.url, origin.robots_url());
     assert_eq!(out.final_url, format!("http://b.test:{}/robots.txt", b.port()));
@@ -270,6 +277,7 @@ async fn a_stalled_body_times_out() {
     assert_eq!(unreachable(&out).class(), "body_timeout");
     assert!(out.body.is_empty(), "a partial body is not a robots.txt");
     assert_eq!(out.sha256, None);
+    assert_eq!(out.status, None, "the 200 did not decide it");
     assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
 }
 

@@ -364,6 +364,8 @@ async fn too_many_redirects_allow_all_and_are_cached() {
     assert_eq!(d.reason, Reason::TooManyRedirects);
     assert_eq!(d.reason.class(), "robots-redirect-limit");
     assert_eq!(d.fetch_facts().unwrap().redirects, 5);
+    // The redirect that was one too many: its status is the copy's (the audit log's `status`).
+    assert_eq!(d.fetch_facts().unwrap().status, Some(301), "{d:?}");
     assert_eq!(server.hits("/r6"), 0);
     assert!(decide(&p, &origin, "/more").await.allowed);
     assert_eq!(server.total_hits(), 6, "one fetch of six requests");

@@ -638,18 +638,13 @@ impl FetchRecord {
     /// The record of a robots.txt fetch from `origin`; `snapshots` is the folder its body
     /// is kept in, if any.
     pub(super) fn of(origin: &Origin, outcome: &FetchOutcome, snapshots: Option<&Path>) -> FetchRecord {
-        let (result, status, cause, class) = match &outcome.result {
-            FetchResult::Success { status } => ("success", Some(*status), None, None),
-            FetchResult::Unavailable { status } => ("unavailable", Some(*status), None, None),
-            FetchResult::TooManyRedirects => ("too-many-redirects", None, None, None),
-            FetchResult::Unreachable(u) => {
-                let status = match u {
-                    crate::fetch::Unreachable::Status(s) => Some(*s),
-                    _ => None,
-                };
-                ("unreachable", status, Some(u.to_string()), Some(u.class()))
-            }
+        let (result, cause, class) = match &outcome.result {
+            FetchResult::Success { .. } => ("success", None, None),
+            FetchResult::Unavailable { .. } => ("unavailable", None, None),
+            FetchResult::TooManyRedirects => ("too-many-redirects", None, None),
+            FetchResult::Unreachable(u) => ("unreachable", Some(u.to_string()), Some(u.class())),
         };
+        let status = outcome.status;
         let sha = outcome.sha256.map(hex::encode);
         let snapshot = match (snapshots, &sha) {
             (Some(dir), Some(h)) => Some(snapshot_path(dir, h).display().to_string()),

@@ -404,19 +404,21 @@ fn storable(outcome: &FetchOutcome) -> bool {
 fn encode(o: &FetchOutcome) -> Vec<(&'static str, Vec<u8>)> {
     let text = |s: &str| s.as_bytes().to_vec();
     let num = |n: u128| n.to_string().into_bytes();
-    let (result, status, cause, detail): (&str, Option<u16>, &str, Vec<u8>) = match &o.result {
-        FetchResult::Success { status } => ("success", Some(*status), "", Vec::new()),
-        FetchResult::Unavailable { status } => ("unavailable", Some(*status), "", Vec::new()),
-        FetchResult::TooManyRedirects => ("too-many-redirects", None, "", Vec::new()),
+    // The status is the outcome's: the one the result's own names, or a redirect's 3xx.
+    let status = o.status;
+    let (result, cause, detail): (&str, &str, Vec<u8>) = match &o.result {
+        FetchResult::Success { .. } => ("success", "", Vec::new()),
+        FetchResult::Unavailable { .. } => ("unavailable", "", Vec::new()),
+        FetchResult::TooManyRedirects => ("too-many-redirects", "", Vec::new()),
         FetchResult::Unreachable(u) => match u {
-            Unreachable::Status(s) => ("unreachable", Some(*s), "status", Vec::new()),
-            Unreachable::HeaderTimeout(d) => ("unreachable", None, "header_timeout", num(d.as_millis())),
-            Unreachable::BodyTimeout(d) => ("unreachable", None, "body_timeout", num(d.as_millis())),
-            Unreachable::TotalTimeout(d) => ("unreachable", None, "total_timeout", num(d.as_millis())),
-            Unreachable::Protocol(t) => ("unreachable", None, "protocol", text(t)),
-            Unreachable::Decode(t) => ("unreachable", None, "decode", text(t)),
-            Unreachable::BadRedirect(t) => ("unreachable", None, "bad_redirect", text(t)),
-            Unreachable::Connect(_) => ("unreachable", None, "connect", Vec::new()),
+            Unreachable::Status(_) => ("unreachable", "status", Vec::new()),
+            Unreachable::HeaderTimeout(d) => ("unreachable", "header_timeout", num(d.as_millis())),
+            Unreachable::BodyTimeout(d) => ("unreachable", "body_timeout", num(d.as_millis())),
+            Unreachable::TotalTimeout(d) => ("unreachable", "total_timeout", num(d.as_millis())),
+            Unreachable::Protocol(t) => ("unreachable", "protocol", text(t)),
+            Unreachable::Decode(t) => ("unreachable", "decode", text(t)),
+            Unreachable::BadRedirect(t) => ("unreachable", "bad_redirect", text(t)),
+            Unreachable::Connect(_) => ("unreachable", "connect", Vec::new()),
         },
     };
     let at = o.fetched_at.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
@@ -459,7 +461,10 @@ fn decode(fields: &[Value], prefix: &str, max_body: usize) -> Option<FetchOutcom
     let result = match (text("result")?, status) {
         ("success", Some(s)) => FetchResult::Success { status: s },
         ("unavailable", Some(s)) => FetchResult::Unavailable { status: s },
-        ("too-many-redirects", None) => FetchResult::TooManyRedirects,
+        // A redirect's 3xx (or none, as stored before it was kept).
+        ("too-many-redirects", s) if s.is_none_or(|s| (300..400).contains(&s)) => {
+            FetchResult::TooManyRedirects
+        }
         ("unreachable", status) => {
             let detail = text("detail")?;
             FetchResult::Unreachable(match (text("cause")?, status) {
@@ -469,7 +474,9 @@ fn decode(fields: &[Value], prefix: &str, max_body: usize) -> Option<FetchOutcom
                 ("total_timeout", None) => Unreachable::TotalTimeout(ms(detail)?),
                 ("protocol", None) => Unreachable::Protocol(detail.into()),
                 ("decode", None) => Unreachable::Decode(detail.into()),
-                ("bad_redirect", None) => Unreachable::BadRedirect(detail.into()),
+                ("bad_redirect", s) if s.is_none_or(|s| (300..400).contains(&s)) => {
+                    Unreachable::BadRedirect(detail.into())
+                }
                 _ => return None,
             })
         }
@@ -499,6 +506,7 @@ fn decode(fields: &[Value], prefix: &str, max_body: usize) -> Option<FetchOutcom
         final_url: text("final_url")?.to_owned(),
         redirects: u8::try_from(num("redirects")?).ok()?,
         result,
+        status,
         body: Bytes::copy_from_slice(body),
         truncated: match text("truncated")? {
             "1" => true,
@@ -524,6 +532,12 @@ mod tests {
             redirects: 1,
             sha256: (!body.is_empty()).then(|| crate::digest::sha256(body)),
             body: Bytes::from_static(body),
+            status: match &result {
+                FetchResult::Success { status } | FetchResult::Unavailable { status } => Some(*status),
+                FetchResult::Unreachable(Unreachable::Status(s)) => Some(*s),
+                FetchResult::TooManyRedirects => Some(301),
+                _ => None,
+            },
             result,
             truncated: false,
             fetched_at: SystemTime::UNIX_EPOCH + Duration::from_micros(1_795_441_017_123_456),

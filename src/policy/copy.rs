@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use super::audit_text::AuditText;
-use crate::fetch::{FetchOutcome, FetchResult, Unreachable};
+use crate::fetch::{FetchOutcome, Unreachable};
 use crate::rep::RobotsTxt;
 
 /// Facts about the robots.txt fetch a decision rests on (for the audit log).
@@ -37,16 +37,11 @@ pub struct FetchFacts {
 impl FetchFacts {
     /// The facts of a fetch's outcome.
     pub(super) fn of(outcome: &FetchOutcome) -> FetchFacts {
-        let status = match &outcome.result {
-            FetchResult::Success { status } | FetchResult::Unavailable { status } => Some(*status),
-            FetchResult::Unreachable(Unreachable::Status(s)) => Some(*s),
-            _ => None,
-        };
         FetchFacts {
             url: outcome.url.clone(),
             final_url: outcome.final_url.clone(),
             redirects: outcome.redirects,
-            status,
+            status: outcome.status,
             bytes: outcome.body.len(),
             truncated: outcome.truncated,
             sha256: outcome.sha256,

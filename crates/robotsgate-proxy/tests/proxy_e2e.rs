@@ -713,6 +713,31 @@ async fn robots_txt_server_error_disallows_by_policy() {
     proxy.stop().await;
 }
 
+/// A robots.txt that redirects in a loop: allowed (RFC 9309 §2.3.1.2), and the records
+/// name the redirect that ended the fetch by its status (before, `status` was null).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_robots_txt_redirect_loop_is_recorded_with_the_redirects_status() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::redirect(302, "/loop")),
+        ("/loop", Reply::redirect(302, "/robots.txt")),
+        ("/page", Reply::ok("fine")),
+    ])
+    .await;
+    let proxy = proxy_for(&test_config(dir.path())).await;
+    assert_eq!(get(proxy.addr, &origin.url("/page")).await.status, StatusCode::OK);
+    let records = proxy.records().await;
+    let f = of_type(&records, "fetch");
+    assert_eq!(f.len(), 1);
+    check_fetch_record(f[0]);
+    assert_eq!(f[0]["result"], "too-many-redirects");
+    assert_eq!(f[0]["status"], 302, "{}", f[0]);
+    let d = of_type(&records, "decision");
+    assert_eq!(d[0]["reason"], "robots-redirect-limit");
+    assert_eq!(d[0]["robots"]["status"], 302, "{}", d[0]);
+    proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_origin_is_refused_with_the_reason() {
     // Nothing listens: robots.txt cannot be fetched, so the policy disallows, and the
