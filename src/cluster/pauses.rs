@@ -5,27 +5,21 @@
 //! pause one replica started held no request of another to an origin without a delay.
 //! It costs a message per pause and a connection per replica, nothing per request.
 //!
-//! A message is `v1 <left ms> <pause ms> <streak> <status> <token> <origin> [<Retry-After>]`;
-//! one that does not read is ignored (another program may publish on the channel). The
+//! A message is a [`PauseNotice`]'s text (`PauseNotice::to_message`); one that does not
+//! read is ignored (another program may publish on the channel). The
 //! subscription is checked with a `PING` every [`CHECK`] (a connection dropped without a
 //! reset is noticed) and made again after Redis goes away, every second until it
 //! answers; a Redis Cluster forwards every message to every node, so one seed node is
 //! enough. With Redis ACLs the user needs the channel (`&<prefix>pauses`): a refusal is
 //! a warning.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
 
 use super::{Cluster, Redis};
-use crate::origin::Origin;
-use crate::pacing::{PauseInfo, PauseNotice, PauseSink};
+use crate::pacing::{PauseNotice, PauseSink};
 
-/// A message longer than this is not a pause of robotsgate's.
-const MAX_MESSAGE: usize = 4096;
-/// A pause longer than this is not believed (`pacing.max_backoff` is at most hours).
-const MAX_PAUSE: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How long a replica waits before subscribing again.
 const RETRY: Duration = Duration::from_secs(1);
 /// How often a subscription is checked (and the pacer behind it looked for).
@@ -34,55 +28,6 @@ const CHECK: Duration = Duration::from_secs(10);
 /// The channel of `cluster`'s pauses.
 pub(super) fn channel(cluster: &Cluster) -> String {
     format!("{}pauses", cluster.config().key_prefix)
-}
-
-/// The message for `notice`.
-pub(super) fn message(notice: &PauseNotice, left: Duration) -> String {
-    let p = &notice.pause;
-    let mut m = format!(
-        "v1 {} {} {} {} {} {}",
-        left.as_millis(),
-        p.pause.as_millis(),
-        p.streak,
-        p.status,
-        notice.agent,
-        notice.origin
-    );
-    if let Some(ra) = &p.retry_after {
-        m.push(' ');
-        m.push_str(ra);
-    }
-    m
-}
-
-/// The pause `message` tells of, if it reads.
-pub(super) fn notice(message: &[u8]) -> Option<PauseNotice> {
-    if message.len() > MAX_MESSAGE {
-        return None;
-    }
-    let text = std::str::from_utf8(message).ok()?;
-    let mut parts = text.splitn(8, ' ');
-    if parts.next()? != "v1" {
-        return None;
-    }
-    let ms = |s: &str| s.parse::<u64>().ok().map(Duration::from_millis).filter(|d| *d <= MAX_PAUSE);
-    let left = ms(parts.next()?)?;
-    let pause = ms(parts.next()?)?;
-    let streak = parts.next()?.parse::<u32>().ok()?;
-    let status = parts.next()?.parse::<u16>().ok().filter(|s| matches!(s, 429 | 503))?;
-    let agent = parts.next()?;
-    if agent.is_empty() || agent.len() > 256 || agent.chars().any(char::is_control) {
-        return None;
-    }
-    let origin = Origin::parse(parts.next()?).ok()?;
-    let retry_after =
-        parts.next().filter(|r| !r.is_empty() && !r.chars().any(char::is_control)).map(Arc::from);
-    Some(PauseNotice {
-        origin: Arc::new(origin),
-        agent: agent.into(),
-        left,
-        pause: PauseInfo { status, retry_after, pause, streak },
-    })
 }
 
 /// Publishes `text` on the cluster's channel, in the background, bounded by the command
@@ -152,7 +97,7 @@ async fn listen(cluster: &Cluster, pubsub: redis::aio::PubSub, sink: &PauseSink)
         tokio::select! {
             m = messages.next() => match m {
                 Some(m) => {
-                    if let Some(n) = notice(m.get_payload_bytes())
+                    if let Some(n) = PauseNotice::from_message(m.get_payload_bytes())
                         && !sink.tell(n)
                     {
                         return false;
@@ -186,47 +131,4 @@ async fn subscribe(cluster: &Cluster, url: &str, channel: &str) -> Result<redis:
         .map_err(|_| "SUBSCRIBE timed out".to_string())?
         .map_err(|e| e.to_string())?;
     Ok(pubsub)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_message_reads_back_and_what_is_not_one_is_ignored() {
-        let notice_of = |ra: Option<&str>| PauseNotice {
-            origin: Arc::new(Origin::parse("https://example.com:8443").unwrap()),
-            agent: "ExampleBot".into(),
-            left: Duration::from_millis(4_900),
-            pause: PauseInfo {
-                status: 429,
-                retry_after: ra.map(Arc::from),
-                pause: Duration::from_secs(5),
-                streak: 2,
-            },
-        };
-        for ra in [None, Some("Wed, 21 Oct 2015 07:28:00 GMT"), Some("5")] {
-            let n = notice_of(ra);
-            let text = message(&n, n.left);
-            let back = notice(text.as_bytes()).unwrap_or_else(|| panic!("{text}"));
-            assert_eq!(
-                (back.origin, back.agent, back.left, back.pause),
-                (n.origin, n.agent, n.left, n.pause)
-            );
-        }
-        for bad in [
-            "",
-            "v2 1 1 1 429 Bot https://a.test",
-            "v1 1 1 1 200 Bot https://a.test",
-            "v1 x 1 1 429 Bot https://a.test",
-            "v1 1 1 1 429 Bot not-an-origin",
-            "v1 1 1 1 429  https://a.test",
-            "v1 999999999999 1 1 429 Bot https://a.test",
-            "v1 1 1 1 429 Bot",
-        ] {
-            assert!(notice(bad.as_bytes()).is_none(), "{bad:?}");
-        }
-        assert!(notice(&[b'v'; MAX_MESSAGE + 1]).is_none());
-        assert!(notice(b"v1 1 1 1 429 B\xffot https://a.test").is_none());
-    }
 }

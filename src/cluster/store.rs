@@ -278,7 +278,7 @@ impl SharedPaceStore for RedisPaceStore {
                             streak: fleet.streak.unwrap_or(0),
                         },
                     };
-                    pauses::publish(&self.cluster, pauses::message(&notice, fleet.left));
+                    pauses::publish(&self.cluster, notice.to_message());
                     Some(fleet)
                 }
                 Ok(Err(e)) => {

@@ -1,30 +1,4 @@
 //! [`Stall`]: the longest a body may keep its reader waiting for its next bytes.
-//!
-//! An origin that sends its response head and then falls silent would otherwise hold the
-//! request, its client and its connection for as long as the client waits. A reader wraps
-//! each poll of the body: the timer is made only when a poll finds nothing to read, and is
-//! set again only after bytes have come, so a body that is read as fast as it arrives (the
-//! usual case) costs a store a frame.
-//!
-//! ```
-//! use std::task::Poll;
-//! use std::time::Duration;
-//! use robotsgate::net::Stall;
-//!
-//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-//! let mut stall = Stall::new(Duration::from_secs(60));
-//! let silent = std::future::poll_fn(|cx| {
-//!     // The body's own poll found nothing: wait, within the bound.
-//!     let nothing: Poll<()> = Poll::Pending;
-//!     match nothing {
-//!         Poll::Ready(()) => { stall.moved(); Poll::Ready(Ok(())) }
-//!         Poll::Pending => stall.wait(cx).map(Err),
-//!     }
-//! });
-//! let waited = silent.await.unwrap_err();
-//! assert_eq!(waited.0, Duration::from_secs(60));
-//! # }
-//! ```
 
 use std::future::Future;
 use std::pin::Pin;
@@ -33,7 +7,34 @@ use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
 
-/// The bound on one body's silence: see the [module documentation](self).
+/// The bound on one body's silence: the longest a body may keep its reader waiting for
+/// its next bytes.
+///
+/// An origin that sends its response head and then falls silent would otherwise hold the
+/// request, its client and its connection for as long as the client waits. A reader wraps
+/// each poll of the body: the timer is made only when a poll finds nothing to read, and is
+/// set again only after bytes have come, so a body that is read as fast as it arrives (the
+/// usual case) costs a store a frame.
+///
+/// ```
+/// use std::task::Poll;
+/// use std::time::Duration;
+/// use robotsgate::net::Stall;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let mut stall = Stall::new(Duration::from_secs(60));
+/// let silent = std::future::poll_fn(|cx| {
+///     // The body's own poll found nothing: wait, within the bound.
+///     let nothing: Poll<()> = Poll::Pending;
+///     match nothing {
+///         Poll::Ready(()) => { stall.moved(); Poll::Ready(Ok(())) }
+///         Poll::Pending => stall.wait(cx).map(Err),
+///     }
+/// });
+/// let waited = silent.await.unwrap_err();
+/// assert_eq!(waited.0, Duration::from_secs(60));
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct Stall {
     limit: Duration,

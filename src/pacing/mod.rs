@@ -46,6 +46,7 @@
 
 mod config;
 mod lane;
+mod notice;
 mod pacer;
 mod pause;
 mod shared;
@@ -53,11 +54,10 @@ mod slot;
 mod store;
 
 pub use config::{DelaySource, HostRule, PacingConfig, Plan};
+pub use notice::PauseNotice;
 pub use pacer::{PaceFacts, PaceObserver, PaceRefusal, PaceTicket, Pacer, Pass, Refused};
 pub use pause::PauseInfo;
-pub use shared::{
-    Backoff, LaneId, PauseNotice, PauseSink, SharedFuture, SharedPaceStore, SharedPause, SharedSlot,
-};
+pub use shared::{Backoff, LaneId, PauseSink, SharedFuture, SharedPaceStore, SharedPause, SharedSlot};
 
 pub(crate) use slot::retry_after_secs;
 

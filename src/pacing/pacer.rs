@@ -12,8 +12,9 @@ use tokio::time::Instant;
 
 use super::config::{PacingConfig, Plan};
 use super::lane::{Lane, LaneKey, LaneUse, Lanes};
+use super::notice::PauseNotice;
 use super::pause::PauseInfo;
-use super::shared::{FleetStore, MirrorsPauses, PauseNotice, PauseSink, SharedPaceStore};
+use super::shared::{FleetStore, MirrorsPauses, PauseSink, SharedPaceStore};
 use super::slot::{next_slot, parse_retry_after};
 use super::store::{Answer, LocalStore, PaceStore, Take};
 use crate::origin::Origin;

@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::lane::Lane;
+use super::notice::PauseNotice;
 use super::pause::PauseInfo;
 use super::store::{Answer, LocalStore, PaceStore, Slot, StoreFuture, Take};
 use crate::origin::Origin;
@@ -55,20 +56,6 @@ pub trait SharedPaceStore: Send + Sync + 'static {
     fn watch_pauses(&self, sink: PauseSink) {
         drop(sink);
     }
-}
-
-/// A pause a replica of the fleet started, as a shared store tells it
-/// ([`SharedPaceStore::watch_pauses`]).
-#[derive(Debug, Clone)]
-pub struct PauseNotice {
-    /// The lane's origin.
-    pub origin: Arc<Origin>,
-    /// The lane's product token.
-    pub agent: Arc<str>,
-    /// How much of the pause is left.
-    pub left: Duration,
-    /// The pause.
-    pub pause: PauseInfo,
 }
 
 /// Where a shared store tells of the fleet's pauses: the pacer's lanes
