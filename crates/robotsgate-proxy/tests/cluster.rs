@@ -2,7 +2,8 @@
 //! ephemeral loopback port: replicas in process (`App::start`) sharing one Redis keep an
 //! origin's Crawl-delay together (the origin's arrival times); with Redis stopped they go
 //! on alone and say so (metric, audit field) or refuse (`on_error = "refuse"`); with Redis
-//! back they share again; a value another program wrote is a miss.
+//! back they share again; a value another program wrote is a miss; a 429's pause reaches
+//! every replica, also one whose subscription went silent.
 //!
 //! These tests need `redis-server` (Debian package `redis-server`), so they are ignored by
 //! default: `cargo test -p robotsgate-proxy --test cluster -- --ignored` runs them (`.ci/run` does).
@@ -170,6 +171,103 @@ async fn a_pause_one_replica_started_holds_every_replica() {
     let got = get(a.addr, &other.url("/page")).await;
     assert_eq!(got.header("x-robotsgate"), "paced", "{}", got.text());
     assert_eq!(other.hits("/page"), 0);
+    for p in [a, b] {
+        p.stop().await;
+    }
+}
+
+/// A TCP relay to Redis whose connections can be made to go silent (every byte either way
+/// dropped, the sockets left open): a network path that died without a reset.
+struct Relay {
+    addr: std::net::SocketAddr,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    silent_upto: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Each relayed connection's number and the port it reaches Redis from.
+    ports: std::sync::Arc<std::sync::Mutex<Vec<(usize, u16)>>>,
+}
+
+impl Relay {
+    async fn start(to: std::net::SocketAddr) -> Relay {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (accepted, silent_upto) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let ports = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (count, silent, seen) = (accepted.clone(), silent_upto.clone(), ports.clone());
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let id = count.fetch_add(1, Ordering::SeqCst) + 1;
+                let Ok(server) = tokio::net::TcpStream::connect(to).await else { continue };
+                seen.lock().unwrap().push((id, server.local_addr().unwrap().port()));
+                let ((cr, cw), (sr, sw)) = (client.into_split(), server.into_split());
+                for (from, to) in [(cr, sw), (sr, cw)] {
+                    let silent = silent.clone();
+                    tokio::spawn(async move {
+                        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+                        let (mut from, mut to, mut buf) = (from, to, vec![0u8; 8192]);
+                        while let Ok(n @ 1..) = from.read(&mut buf).await {
+                            if id > silent.load(Ordering::SeqCst) && to.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        Relay { addr, accepted, silent_upto, ports }
+    }
+
+    /// Whether Redis holds a subscription made through the relay since it last went silent.
+    fn has_new_subscriber(&self, redis: &RedisServer) -> bool {
+        use std::sync::atomic::Ordering;
+        let silent = self.silent_upto.load(Ordering::SeqCst);
+        let fresh: Vec<u16> =
+            self.ports.lock().unwrap().iter().filter(|(id, _)| *id > silent).map(|(_, p)| *p).collect();
+        redis.cli(&["CLIENT", "LIST"]).lines().any(|client| {
+            client.split(' ').any(|f| f == "sub=1")
+                && fresh.iter().any(|p| client.split(' ').any(|f| f == format!("addr=127.0.0.1:{p}")))
+        })
+    }
+
+    /// Every connection made so far goes silent; later ones are relayed.
+    fn silence(&self) {
+        use std::sync::atomic::Ordering;
+        self.silent_upto.store(self.accepted.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+}
+
+/// A replica whose pause subscription went silent (no reset, no close: a path that died)
+/// finds out by the PING it sends every 10 s, subscribes again, and mirrors the pauses
+/// published after that. Without the PING it would wait on the dead connection for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
+async fn a_pause_subscription_that_goes_silent_is_made_again() {
+    let dir = temp_dir();
+    let redis = RedisServer::start().await;
+    let port: u16 = redis.url().rsplit(':').next().unwrap().trim_end_matches("/0").parse().unwrap();
+    let relay = Relay::start(([127, 0, 0, 1], port).into()).await;
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok("User-agent: *\nAllow: /\n")),
+        ("/busy", Reply::status(429).header("retry-after", "30")),
+        ("/page", Reply::ok("page")),
+    ])
+    .await;
+    let a = replica(dir.path(), &redis, "a");
+    let mut b = replica(dir.path(), &redis, "b");
+    b.cluster.redis = format!("redis://{}/0", relay.addr);
+    // The pause's 30 s are past b's max_wait: refused at once.
+    b.pacing.max_wait = Dur(Duration::from_secs(2));
+    let (a, b) = (RunningProxy::start(&a).await, RunningProxy::start(&b).await);
+    until("both replicas subscribed", || subscribers(&redis) == 2).await;
+    // b's connections through the relay go silent (Redis still holds its subscription).
+    relay.silence();
+    until("b subscribed again, on a new connection", || relay.has_new_subscriber(&redis)).await;
+    assert_eq!(get(a.addr, &origin.url("/busy")).await.status, StatusCode::TOO_MANY_REQUESTS);
+    until("b knows the pause", || b.metric("robotsgate_pacing_lanes") == 1.0).await;
+    let got = get(b.addr, &origin.url("/page")).await;
+    assert_eq!(got.status, StatusCode::SERVICE_UNAVAILABLE, "{}", got.text());
+    assert_eq!(origin.hits("/page"), 0);
     for p in [a, b] {
         p.stop().await;
     }
