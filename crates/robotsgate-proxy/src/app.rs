@@ -178,8 +178,8 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
                 n.max_connections,
                 n.max_header_bytes,
             )
-            || (o.tunnel_idle_timeout, o.upstream_read_timeout)
-                != (n.tunnel_idle_timeout, n.upstream_read_timeout),
+            || (o.tunnel_idle_timeout, o.upstream_read_timeout, o.send_timeout)
+                != (n.tunnel_idle_timeout, n.upstream_read_timeout, n.send_timeout),
     );
     check("proxy.workers", o.workers != n.workers);
     check("proxy.http1_fast_path", o.http1_fast_path != n.http1_fast_path);
@@ -395,6 +395,7 @@ impl App {
             header_read_timeout: px.header_read_timeout.0,
             max_connections: px.max_connections,
             max_header_bytes: usize::try_from(px.max_header_bytes.0).unwrap_or(usize::MAX),
+            send_timeout: px.send_timeout.0,
             http1_fast_path: px.http1_fast_path,
         };
         let forward_config = ForwardConfig {

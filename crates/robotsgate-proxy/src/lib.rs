@@ -23,6 +23,7 @@ pub mod metrics;
 mod prefixed;
 pub mod proxy;
 mod quiet;
+mod send_bound;
 mod slot;
 mod spares;
 mod workers;

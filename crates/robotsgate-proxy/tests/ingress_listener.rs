@@ -991,6 +991,33 @@ async fn a_body_the_site_stops_sending_is_cut_off() {
     ingress.stop().await;
 }
 
+/// A client that asks for a large answer and stops reading it: closed after
+/// `ingress.send_timeout` (before, held for good).
+#[tokio::test]
+async fn a_client_that_stops_reading_is_closed_after_the_send_timeout() {
+    let site =
+        TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/big", Reply::pattern(64 * 1024 * 1024))])
+            .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_file(dir.path(), &format!("[ingress]\nsend_timeout = \"500ms\"\n{NO_VERIFY}"));
+    let mut ingress = Ingress::start(
+        "http",
+        &["--upstream", &site.base(), "--config", &cfg, "--admin-listen", "127.0.0.1:0"],
+    )
+    .await;
+    let admin = ingress.process.address("admin listener", "at http://").await;
+    let mut tcp = tokio::net::TcpStream::connect(ingress.addr).await.unwrap();
+    let request = format!("GET /big HTTP/1.1\r\nHost: {}\r\nUser-Agent: {BROWSER}\r\n\r\n", ingress.addr);
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    until("the request reached the site", || site.hits("/big") == 1).await;
+    // Nothing is read: robotsgate gives up on the client.
+    let open = "robotsgate_ingress_open_connections";
+    let (_, text) = admin_until(admin, "/metrics", |_, t| sample(t, open) == Some(0.0)).await;
+    assert_eq!(sample(&text, open), Some(0.0), "{text}");
+    drop(tcp);
+    ingress.stop().await;
+}
+
 #[tokio::test]
 async fn sighup_reloads_the_robots_file_mode_and_status() {
     let site = TestOrigin::start([

@@ -867,6 +867,29 @@ async fn an_origin_silent_in_the_middle_of_its_body_is_cut_off() {
     proxy.stop().await;
 }
 
+/// A client that asks for a large answer and stops reading it: its connection is closed
+/// after `send_timeout` (before, the write waited for good, holding the connection, its
+/// upstream connection and its place under max_connections).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_closed_after_the_send_timeout() {
+    use tokio::io::AsyncWriteExt as _;
+    let dir = temp_dir();
+    let origin =
+        TestOrigin::start([("/robots.txt", Reply::ok(ROBOTS)), ("/big", Reply::pattern(64 * 1024 * 1024))])
+            .await;
+    let mut config = test_config(dir.path());
+    config.proxy.send_timeout = Dur(Duration::from_millis(500));
+    let proxy = proxy_for(&config).await;
+    let mut tcp = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let request = format!("GET {} HTTP/1.1\r\nHost: {}\r\n\r\n", origin.url("/big"), origin.authority());
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    until("the request reached the origin", || origin.hits("/big") == 1).await;
+    // Nothing is read: the proxy gives up on the client.
+    until("the client's connection closed", || proxy.metric("robotsgate_open_connections") == 0.0).await;
+    drop(tcp);
+    proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_gets_400_and_the_proxy_keeps_serving() {
     let dir = temp_dir();

@@ -125,6 +125,9 @@ impl Config {
         if ic.websocket_idle_timeout.0.is_zero() {
             return Err(err("ingress.websocket_idle_timeout", "must be more than 0".into()));
         }
+        if ic.send_timeout.0.is_zero() {
+            return Err(err("ingress.send_timeout", "must be more than 0".into()));
+        }
         if ic.upstream_read_timeout.0.is_zero() {
             return Err(err("ingress.upstream_read_timeout", "must be more than 0".into()));
         }
@@ -161,6 +164,9 @@ impl Config {
         let px = &self.proxy;
         if px.max_connections == 0 {
             return Err(err("proxy.max_connections", "must be at least 1".into()));
+        }
+        if px.send_timeout.0.is_zero() {
+            return Err(err("proxy.send_timeout", "must be more than 0".into()));
         }
         if px.upstream_read_timeout.0.is_zero() {
             return Err(err("proxy.upstream_read_timeout", "must be more than 0".into()));
@@ -647,7 +653,7 @@ mod tests {
         // A quiet connection is closed after it: 0 closed every one at once.
         // And an answer is cut after the other (0 cut every body that waited for a byte).
         for section in ["proxy", "ingress"] {
-            for key in ["header_read_timeout", "upstream_read_timeout"] {
+            for key in ["header_read_timeout", "upstream_read_timeout", "send_timeout"] {
                 let e = Config::parse("a.toml", &format!("[{section}]\n{key} = \"0s\"\n")).unwrap_err();
                 assert_eq!(e.key, Some(format!("{section}.{key}")), "{e}");
             }

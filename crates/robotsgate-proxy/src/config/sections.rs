@@ -47,6 +47,8 @@ pub struct ProxySection {
     /// The longest an origin may be silent in the middle of a response body.
     pub upstream_read_timeout: Dur,
     pub header_read_timeout: Dur,
+    /// The longest a client may accept no byte of what it is sent.
+    pub send_timeout: Dur,
     pub shutdown_grace: Dur,
     pub allow_clients: Vec<Cidr>,
     pub max_connections: usize,
@@ -437,6 +439,8 @@ pub struct IngressSection {
     /// The longest the upstream may be silent in the middle of a response body.
     pub upstream_read_timeout: Dur,
     pub header_read_timeout: Dur,
+    /// The longest a client may accept no byte of what it is sent.
+    pub send_timeout: Dur,
     pub shutdown_grace: Dur,
     pub max_connections: usize,
     pub max_header_bytes: Size,

@@ -61,6 +61,7 @@ use crate::config::{
 use crate::forward::{H1Conn, H1Sent, HeadLimit, fits_h1, send_h1, strip_hop_by_hop};
 use crate::h1_server::{self, Served};
 use crate::quiet::Activity;
+use crate::send_bound::SendBound;
 use crate::slot::Slot;
 use crate::workers::{self, Workers};
 use fleet::Fleet;
@@ -847,6 +848,7 @@ impl Ingress {
             }),
             handshake_timeout: config.tls_handshake_timeout.0,
             idle: config.header_read_timeout.0,
+            send_timeout: config.send_timeout.0,
         });
         // Every worker accepts on the one listening socket in its own event loop, and serves
         // what it accepts with its own service and upstream connections: no hand-over
@@ -901,6 +903,8 @@ struct Doors {
     handshake_timeout: Duration,
     /// How long a connection hyper serves may stay quiet (`ingress.header_read_timeout`).
     idle: Duration,
+    /// The longest a client may accept no byte of what it is sent (`ingress.send_timeout`).
+    send_timeout: Duration,
 }
 
 impl Doors {
@@ -954,6 +958,8 @@ impl Doors {
     ) {
         // First: dropped last, after what holds parts of its requests.
         let mut kit = h1_server::Kit::take();
+        // A client that accepts nothing of its answers for send_timeout is closed.
+        let stream = SendBound::new(stream, self.send_timeout);
         let https = self.tls.is_some();
         let counted = self.metrics.clone();
         // One request, whichever way it was read: the fast path's or hyper's.

@@ -110,8 +110,8 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
                 n.max_connections,
                 n.max_header_bytes,
             )
-            || (o.websocket_idle_timeout, o.upstream_read_timeout)
-                != (n.websocket_idle_timeout, n.upstream_read_timeout),
+            || (o.websocket_idle_timeout, o.upstream_read_timeout, o.send_timeout)
+                != (n.websocket_idle_timeout, n.upstream_read_timeout, n.send_timeout),
     );
     check("[verify]", old.verify != new.verify);
     check("[audit]", old.audit != new.audit);

@@ -16,6 +16,7 @@ use robotsgate::net::PoolRequestBody as ClientBody;
 
 use crate::h1_server::{self, Served};
 use crate::prefixed::Prefixed;
+use crate::send_bound::SendBound;
 use crate::slot::Slot;
 use hyper_util::rt::{TokioIo, TokioTimer};
 
@@ -39,6 +40,8 @@ pub(super) async fn serve_connection(
 ) {
     // First: dropped last, after the service that holds parts of its requests.
     let mut kit = shared.config.http1_fast_path.then(h1_server::Kit::take);
+    // A client that accepts nothing of its answers for send_timeout is closed.
+    let stream = SendBound::new(stream, shared.config.send_timeout);
     let stop = shared.stop.clone();
     let config = shared.config.clone();
     // The robots layer over the forwarder, for this connection's requests.

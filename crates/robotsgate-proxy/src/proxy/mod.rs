@@ -82,6 +82,9 @@ pub struct ProxyConfig {
     pub max_connections: usize,
     /// Most bytes of request head (request line and headers) read.
     pub max_header_bytes: usize,
+    /// The longest a client may accept no byte of what it is sent; its connection is then
+    /// closed.
+    pub send_timeout: Duration,
     /// HTTP/1.1 `GET` and `HEAD` requests read and answered by robotsgate's own HTTP/1.1
     /// code (false: every request through hyper).
     pub http1_fast_path: bool,
@@ -95,6 +98,7 @@ impl Default for ProxyConfig {
             header_read_timeout: Duration::from_secs(30),
             max_connections: 10_000,
             max_header_bytes: 64 * 1024,
+            send_timeout: Duration::from_secs(60),
             http1_fast_path: true,
         }
     }
