@@ -2,8 +2,14 @@
 //! `send_timeout` fails its write, and so ends. Without it, a client that asks for a large
 //! answer and stops reading holds its connection (and the upstream connection its answer
 //! comes on, and its place under `max_connections`) for as long as it likes: the kernel's
-//! buffers fill and the write waits for good. A client that reads slowly but reads is not
-//! cut (as nginx's `send_timeout`: the bound is on each wait, not on the whole answer).
+//! buffers fill and the write waits for good.
+//!
+//! A client that reads slowly but reads is not cut. The kernel says a socket is writable
+//! again only once about a third of its send buffer has drained (megabytes on a fast
+//! path), so a write can wait longer than the bound for a client that takes bytes all
+//! along: when the bound runs out, the bytes the kernel still holds for the client
+//! (`TIOCOUTQ`, Linux) are compared with those it held when the wait began, and a wait in
+//! which they went down starts again. (nginx's `send_timeout` cuts such a client.)
 //!
 //! Reads pass through. A write that is accepted at once (nearly every one) costs a store.
 
@@ -21,27 +27,79 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 pub(crate) struct SendBound<IO> {
     io: IO,
     stall: Stall,
+    /// The socket under `io`, whose unsent bytes tell a slow client from a gone one.
+    socket: Option<Socket>,
+    /// Its unsent bytes when the present wait began.
+    unsent: Option<usize>,
+}
+
+#[cfg(unix)]
+type Socket = std::os::fd::RawFd;
+#[cfg(not(unix))]
+type Socket = ();
+
+impl SendBound<tokio::net::TcpStream> {
+    /// `tcp`, each of whose writes may wait `limit` at most unless the client took bytes
+    /// meanwhile (see the module).
+    pub(crate) fn tcp(tcp: tokio::net::TcpStream, limit: Duration) -> Self {
+        #[cfg(unix)]
+        let socket = Some(std::os::fd::AsRawFd::as_raw_fd(&tcp));
+        #[cfg(not(unix))]
+        let socket = None;
+        SendBound { io: tcp, stall: Stall::new(limit), socket, unsent: None }
+    }
 }
 
 impl<IO> SendBound<IO> {
     /// `io`, each of whose writes may wait `limit` at most.
+    #[cfg(test)]
     pub(crate) fn new(io: IO, limit: Duration) -> SendBound<IO> {
-        SendBound { io, stall: Stall::new(limit) }
+        SendBound { io, stall: Stall::new(limit), socket: None, unsent: None }
     }
 
     /// What a write (or flush or shutdown) came to, its wait bounded.
     fn bound<T>(&mut self, cx: &mut Context<'_>, polled: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
-        match polled {
-            Poll::Pending => self.stall.wait(cx).map(|stalled| {
-                tracing::debug!(after = ?stalled.0, "the client accepted nothing of its answer: closed");
-                Err(io::Error::new(io::ErrorKind::TimedOut, "the client accepted nothing for send_timeout"))
-            }),
-            ready => {
+        if polled.is_ready() {
+            self.stall.moved();
+            return polled;
+        }
+        if !self.stall.is_waiting() {
+            self.unsent = self.socket.and_then(unsent);
+        }
+        loop {
+            let Poll::Ready(stalled) = self.stall.wait(cx) else { return Poll::Pending };
+            let now = self.socket.and_then(unsent);
+            if let (Some(before), Some(now)) = (self.unsent, now)
+                && now < before
+            {
+                // The client took bytes: a new wait.
                 self.stall.moved();
-                ready
+                self.unsent = Some(now);
+                continue;
             }
+            tracing::debug!(after = ?stalled.0, "the client accepted nothing of its answer: closed");
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client accepted nothing for send_timeout",
+            )));
         }
     }
+}
+
+/// The bytes written to `socket` that the kernel has not sent, or that the peer has not
+/// acknowledged (`TIOCOUTQ`); `None` where that cannot be asked.
+#[cfg(target_os = "linux")]
+fn unsent(socket: Socket) -> Option<usize> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: `socket` is the descriptor of the stream this `SendBound` owns, open for its
+    // life; TIOCOUTQ writes one int to the pointer given.
+    let r = unsafe { libc::ioctl(socket, libc::TIOCOUTQ, &mut n) };
+    (r == 0).then(|| usize::try_from(n).ok()).flatten()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn unsent(_: Socket) -> Option<usize> {
+    None
 }
 
 impl<IO: AsyncRead + Unpin> AsyncRead for SendBound<IO> {
@@ -112,5 +170,35 @@ mod tests {
         let e = near.write_all(&[7u8; 64]).await.unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
         assert_eq!(started.elapsed(), Duration::from_secs(10));
+    }
+
+    /// Over a real socket: the kernel says the socket is writable only once a third of its
+    /// send buffer has drained, so a client reading 640 KB/s against a buffer of some
+    /// 8 MB leaves the write waiting for seconds while it takes bytes all along. It is not
+    /// cut; once it stops reading, it is.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_client_taking_bytes_slower_than_the_kernel_reports_room_is_not_cut() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_send_buffer_size(4 << 20).unwrap();
+        let (near, far) = tokio::join!(socket.connect(listener.local_addr().unwrap()), listener.accept());
+        let (near, (mut far, _)) = (near.unwrap(), far.unwrap());
+        let mut near = SendBound::tcp(near, Duration::from_millis(500));
+        let reading = std::time::Duration::from_millis(2500);
+        let reader = tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let mut buf = vec![0u8; 64 * 1024];
+            while started.elapsed() < reading {
+                far.read_exact(&mut buf).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            (far, std::time::Instant::now())
+        });
+        let e = near.write_all(&vec![7u8; 64 << 20]).await.unwrap_err();
+        let cut = std::time::Instant::now();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        let (_far, stopped) = reader.await.unwrap();
+        assert!(cut > stopped, "cut while the client was reading, {:?} before it stopped", stopped - cut);
     }
 }

@@ -959,7 +959,7 @@ impl Doors {
         // First: dropped last, after what holds parts of its requests.
         let mut kit = h1_server::Kit::take();
         // A client that accepts nothing of its answers for send_timeout is closed.
-        let stream = SendBound::new(stream, self.send_timeout);
+        let stream = SendBound::tcp(stream, self.send_timeout);
         let https = self.tls.is_some();
         let counted = self.metrics.clone();
         // One request, whichever way it was read: the fast path's or hyper's.
