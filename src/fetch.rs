@@ -455,6 +455,8 @@ where
 {
     client::read_body(response, limit, timeout).await.map_err(|e| match e {
         BodyError::Timeout => Unreachable::BodyTimeout(timeout),
+        // The pool gave up on its silence first (`PoolConfig::read_timeout`).
+        BodyError::Stalled(silent) => Unreachable::BodyTimeout(silent),
         BodyError::Transport(why) => Unreachable::Protocol(why),
         BodyError::Decode(why) => Unreachable::Decode(why),
     })

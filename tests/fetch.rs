@@ -281,6 +281,25 @@ async fn a_stalled_body_times_out() {
     assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
 }
 
+/// A pool whose bound on a body's silence (`PoolConfig::read_timeout`, the proxy's
+/// `upstream_read_timeout`) is shorter than the body timeout gives up first: still a body
+/// timeout, by that bound (before, `protocol`).
+#[tokio::test]
+async fn a_body_the_pool_gave_up_on_is_a_body_timeout() {
+    use robotsgate::net::{Pool, PoolConfig};
+    let body = "User-agent: *\nDisallow: /a\n".repeat(100);
+    let server = TestOrigin::start([("/robots.txt", Reply::ok(body).stall_after(100))]).await;
+    let silent = Duration::from_millis(200);
+    let pool = Pool::new(
+        connector(support::loopback_guard(), Duration::from_secs(5)),
+        PoolConfig { read_timeout: silent, ..PoolConfig::default() },
+    );
+    let config = FetchConfig { body_timeout: Duration::from_secs(10), ..fetch_config() };
+    let out = fetch(&Fetcher::with_pool(pool, config), &server.origin("a.test")).await;
+    assert_eq!(out.result, FetchResult::Unreachable(Unreachable::BodyTimeout(silent)));
+    assert_eq!(unreachable(&out).class(), "body_timeout");
+}
+
 #[tokio::test]
 async fn the_body_timeout_bounds_the_whole_body() {
     // Bytes keep coming, 10 every 20 ms, but the whole body would take 2 s.

@@ -46,6 +46,8 @@ pub(crate) const ACCEPT_ENCODING: &str = "gzip, deflate";
 pub(crate) enum BodyError {
     /// Not all of it within the time.
     Timeout,
+    /// Nothing more of it came for this long (the pool's `read_timeout`).
+    Stalled(Duration),
     /// The connection broke or the framing was invalid.
     Transport(String),
     /// The content coding could not be decoded (or is not one we decode).
@@ -94,7 +96,11 @@ where
 
 /// Classifies an error while reading the body: the transport (hyper) or the decoder.
 fn body_error(e: io::Error) -> BodyError {
-    let transport = e.get_ref().is_some_and(|inner| inner.is::<Transport>());
+    let inner = e.get_ref().and_then(|inner| inner.downcast_ref::<Transport>());
+    if let Some(super::PoolBodyError::Stalled(d)) = inner.and_then(|t| t.0.downcast_ref()) {
+        return BodyError::Stalled(*d);
+    }
+    let transport = inner.is_some();
     if transport || e.kind() == io::ErrorKind::UnexpectedEof && e.get_ref().is_none() {
         BodyError::Transport(error_chain(&e))
     } else {

@@ -60,6 +60,11 @@ impl Stall {
         self.limit
     }
 
+    /// Whether a wait is being counted (nothing came since it began).
+    pub fn is_waiting(&self) -> bool {
+        self.waiting
+    }
+
     /// Bytes came (or the body ended): the next wait starts its own count.
     #[inline]
     pub fn moved(&mut self) {
@@ -72,7 +77,9 @@ impl Stall {
     pub fn wait(&mut self, cx: &mut Context<'_>) -> Poll<Stalled> {
         if !self.waiting {
             self.waiting = true;
-            let until = Instant::now() + self.limit;
+            // A bound too far to count (`Duration::MAX` for none) is a wait of 30 years.
+            let now = Instant::now();
+            let until = now.checked_add(self.limit).unwrap_or(now + Duration::from_secs(30 * 365 * 86_400));
             match &mut self.timer {
                 Some(timer) => timer.as_mut().reset(until),
                 None => self.timer = Some(Box::pin(tokio::time::sleep_until(until))),
@@ -104,6 +111,12 @@ mod tests {
         assert!(poll_silent(&mut stall).is_pending());
         tokio::time::advance(Duration::from_secs(2)).await;
         assert_eq!(poll_silent(&mut stall), Poll::Ready(Stalled(Duration::from_secs(10))));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_bound_too_far_to_count_is_no_panic() {
+        let mut stall = Stall::new(Duration::MAX);
+        assert!(poll_silent(&mut stall).is_pending());
     }
 
     #[tokio::test(start_paused = true)]

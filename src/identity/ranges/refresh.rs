@@ -391,6 +391,7 @@ impl Refresher {
             let left = deadline.saturating_duration_since(Instant::now());
             let (body, truncated) = client::read_body(response, limit, left).await.map_err(|e| match e {
                 BodyError::Timeout => RefreshError::Timeout(self.config.timeout),
+                BodyError::Stalled(silent) => RefreshError::Timeout(silent),
                 BodyError::Transport(why) | BodyError::Decode(why) => RefreshError::Protocol(why),
             })?;
             if truncated {
