@@ -308,7 +308,7 @@ impl Pool {
     }
 
     /// The bound on a response body's silence ([`PoolConfig::read_timeout`]), for one body.
-    pub fn stall(&self) -> Stall {
+    fn stall(&self) -> Stall {
         Stall::new(self.inner.config.read_timeout)
     }
 

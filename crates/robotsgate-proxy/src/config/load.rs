@@ -122,23 +122,25 @@ impl Config {
             }
             _ => {}
         }
-        if ic.websocket_idle_timeout.0.is_zero() {
-            return Err(err("ingress.websocket_idle_timeout", "must be more than 0".into()));
-        }
-        if ic.send_timeout.0.is_zero() {
-            return Err(err("ingress.send_timeout", "must be more than 0".into()));
-        }
-        if ic.upstream_read_timeout.0.is_zero() {
-            return Err(err("ingress.upstream_read_timeout", "must be more than 0".into()));
+        // Bounds on a wait: 0 would end every wait at once.
+        for (key, d) in [
+            ("ingress.websocket_idle_timeout", ic.websocket_idle_timeout),
+            ("ingress.send_timeout", ic.send_timeout),
+            ("ingress.upstream_read_timeout", ic.upstream_read_timeout),
+            ("ingress.tls_handshake_timeout", ic.tls_handshake_timeout),
+            ("tls.handshake_timeout", self.tls.handshake_timeout),
+            ("proxy.send_timeout", self.proxy.send_timeout),
+            ("proxy.upstream_read_timeout", self.proxy.upstream_read_timeout),
+        ] {
+            if d.0.is_zero() {
+                return Err(err(key, "must be more than 0".into()));
+            }
         }
         if ic.header_read_timeout.0.is_zero() {
             return Err(err(
                 "ingress.header_read_timeout",
                 "must be more than 0 (every connection would be closed before its first request)".into(),
             ));
-        }
-        if ic.tls_handshake_timeout.0.is_zero() {
-            return Err(err("ingress.tls_handshake_timeout", "must be more than 0".into()));
         }
         if ic.workers > 1024 {
             return Err(err("ingress.workers", "must be at most 1024 (0: one per CPU)".into()));
@@ -155,21 +157,12 @@ impl Config {
                 "must be more than 0 (every request would fetch robots.txt from the upstream again)".into(),
             ));
         }
-        if self.tls.handshake_timeout.0.is_zero() {
-            return Err(err("tls.handshake_timeout", "must be more than 0".into()));
-        }
         if self.tls.leaf_cache == 0 {
             return Err(err("tls.leaf_cache", "must be at least 1".into()));
         }
         let px = &self.proxy;
         if px.max_connections == 0 {
             return Err(err("proxy.max_connections", "must be at least 1".into()));
-        }
-        if px.send_timeout.0.is_zero() {
-            return Err(err("proxy.send_timeout", "must be more than 0".into()));
-        }
-        if px.upstream_read_timeout.0.is_zero() {
-            return Err(err("proxy.upstream_read_timeout", "must be more than 0".into()));
         }
         if px.header_read_timeout.0.is_zero() {
             return Err(err(
