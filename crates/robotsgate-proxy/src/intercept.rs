@@ -76,6 +76,8 @@ pub(crate) struct Inside {
     pub(crate) head_limit: HeadLimit,
     /// `proxy.header_read_timeout`.
     pub(crate) header_read_timeout: Duration,
+    /// `proxy.send_timeout`.
+    pub(crate) send_timeout: Duration,
     /// Requests are counted here.
     pub(crate) metrics: Option<Arc<Metrics>>,
     /// The robots layer: for the records of the answers given before it sees a request.
@@ -166,8 +168,13 @@ where
         Transport::Intercepted => Arrival::Intercepted,
         _ => Arrival::ConnectHttp,
     };
-    let (client, stop, head_limit, header_read_timeout) =
-        (inside.client, inside.stop.clone(), inside.head_limit, inside.header_read_timeout);
+    let (client, stop, head_limit, header_read_timeout, send_timeout) = (
+        inside.client,
+        inside.stop.clone(),
+        inside.head_limit,
+        inside.header_read_timeout,
+        inside.send_timeout,
+    );
     // One request at a time over HTTP/1.x: the tunnel can keep an upstream connection.
     let sticky = Sticky::default();
     // A connection quiet (crate::quiet) for the listener's keep-alive bound is closed, as
@@ -274,6 +281,13 @@ where
             // HTTP/2: a GOAWAY; what a stream still sends may take as long again.
             conn.as_mut().graceful_shutdown();
             let _ = tokio::time::timeout(header_read_timeout, conn).await;
+        }
+        // An answer the client takes nothing of (HTTP/2: it grants no flow-control window;
+        // see crate::quiet).
+        () = activity.stuck_for(send_timeout) => {
+            tracing::debug!(%origin, %client, "the client took nothing of an answer for proxy.send_timeout: closed");
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(send_timeout, conn).await;
         }
     }
 }

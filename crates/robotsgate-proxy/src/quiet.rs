@@ -8,11 +8,19 @@
 //! between events), and either no answer being sent or no byte moved either way: so an
 //! answer whose client stopped reading it is cut, one whose origin is slow is not (the
 //! upstream's own bounds hold it).
+//!
+//! Stuck ([`Activity::stuck_for`]) means: an answer handed to hyper has not been asked for
+//! its next part for the bound, while no write to the client waited. Over HTTP/1.1 hyper
+//! asks as soon as it has written the last part, so only a client that stops reading
+//! leaves one there, and then a write waits (`crate::send_bound` bounds that). Over
+//! HTTP/2 hyper asks only once the client grants flow-control window: a client that
+//! grants none and answers the pings moves bytes and has no write waiting, yet holds the
+//! answer, its origin's request and its upstream connection for good.
 
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -32,7 +40,20 @@ struct Counts {
     sending: AtomicUsize,
     /// Answers whose body waits for the origin (its last poll was pending).
     on_origin: AtomicUsize,
+    /// The stuck watcher's count of ticks in which no write waited ([`Activity::stuck_for`]).
+    epoch: AtomicU64,
+    /// Answers handed to hyper and not asked for their next part since, by the epoch in
+    /// which they were handed (modulo [`HELD_SLOTS`]).
+    held: [AtomicUsize; HELD_SLOTS],
+    /// Writes to the client that had to wait, ever.
+    write_waits: AtomicU64,
+    /// Whether a write to the client waits now.
+    write_waiting: AtomicBool,
 }
+
+/// Epochs an answer may stay handed over before it is stuck: one more than the ticks of
+/// the bound ([`Activity::stuck_for`]), so a slot is free again when it is looked at.
+const HELD_SLOTS: usize = 5;
 
 impl Activity {
     /// `io`, counting each read and write that moves bytes.
@@ -48,10 +69,38 @@ impl Activity {
         Busy(self.clone())
     }
 
-    /// `body`, an answer being sent until it is dropped.
+    /// `body`, an answer being sent until it is dropped: handed to hyper, which asks for
+    /// its first part.
     pub(crate) fn sending<B>(&self, body: B) -> Sending<B> {
         self.0.sending.fetch_add(1, Ordering::Relaxed);
-        Sending { body, sent: Sent { activity: self.clone(), on_origin: false } }
+        let mut sent = Sent { activity: self.clone(), on_origin: false, held: None };
+        sent.hold();
+        Sending { body, sent }
+    }
+
+    /// Returns once an answer has waited about `limit` (between `limit` and a quarter
+    /// more, not counting the time in which a write to the client waited) for hyper to ask
+    /// for its next part: the client takes none of it (see the module).
+    pub(crate) async fn stuck_for(&self, limit: Duration) {
+        let tick = limit / (HELD_SLOTS as u32 - 1) + Duration::from_millis(1);
+        let mut waits = self.0.write_waits.load(Ordering::Relaxed);
+        loop {
+            tokio::time::sleep(tick).await;
+            let now = self.0.write_waits.load(Ordering::Relaxed);
+            if now != waits || self.0.write_waiting.load(Ordering::Relaxed) {
+                // A write waited: the client's reading is `send_bound`'s to judge.
+                waits = now;
+                continue;
+            }
+            // The next epoch's slot holds the answers handed `HELD_SLOTS` epochs ago,
+            // `HELD_SLOTS - 1` whole ticks at least (looked at before the epoch moves, so
+            // that no answer handed from now on is counted in it).
+            let next = self.0.epoch.load(Ordering::Relaxed).wrapping_add(1);
+            if self.0.held[slot(next)].load(Ordering::Relaxed) > 0 {
+                return;
+            }
+            self.0.epoch.store(next, Ordering::Relaxed);
+        }
     }
 
     /// Returns once the connection was quiet (see the module) for `idle`: between
@@ -110,15 +159,35 @@ pin_project_lite::pin_project! {
     }
 }
 
-/// Counts an answer being sent until dropped with it, and whether its body waits for the
-/// origin.
+/// The slot of `epoch` in [`Counts::held`].
+fn slot(epoch: u64) -> usize {
+    (epoch % HELD_SLOTS as u64) as usize
+}
+
+/// Counts an answer being sent until dropped with it, whether its body waits for the
+/// origin, and whether (since which epoch) it waits for hyper to ask for its next part.
 #[derive(Debug)]
 struct Sent {
     activity: Activity,
     on_origin: bool,
+    held: Option<u64>,
 }
 
 impl Sent {
+    /// Handed to hyper: waits for it to ask for the next part.
+    fn hold(&mut self) {
+        let epoch = self.activity.0.epoch.load(Ordering::Relaxed);
+        self.activity.0.held[slot(epoch)].fetch_add(1, Ordering::Relaxed);
+        self.held = Some(epoch);
+    }
+
+    /// Asked for its next part (or gone).
+    fn release(&mut self) {
+        if let Some(epoch) = self.held.take() {
+            self.activity.0.held[slot(epoch)].fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
     fn on_origin(&mut self, waits: bool) {
         if waits != self.on_origin {
             self.on_origin = waits;
@@ -134,6 +203,7 @@ impl Sent {
 
 impl Drop for Sent {
     fn drop(&mut self) {
+        self.release();
         self.on_origin(false);
         self.activity.0.sending.fetch_sub(1, Ordering::Relaxed);
     }
@@ -148,8 +218,12 @@ impl<B: hyper::body::Body> hyper::body::Body for Sending<B> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
         let this = self.project();
+        this.sent.release();
         let frame = this.body.poll_frame(cx);
         this.sent.on_origin(frame.is_pending());
+        if let Poll::Ready(Some(Ok(_))) = &frame {
+            this.sent.hold();
+        }
         frame
     }
 
@@ -175,6 +249,17 @@ impl<IO> Watched<IO> {
             self.activity.0.moved.fetch_add(1, Ordering::Relaxed);
         }
     }
+
+    /// Notes whether a write (or flush) to the client had to wait.
+    fn wrote<T>(&self, r: &Poll<io::Result<T>>) {
+        let counts = &self.activity.0;
+        if r.is_pending() {
+            counts.write_waits.fetch_add(1, Ordering::Relaxed);
+            counts.write_waiting.store(true, Ordering::Relaxed);
+        } else if counts.write_waiting.load(Ordering::Relaxed) {
+            counts.write_waiting.store(false, Ordering::Relaxed);
+        }
+    }
 }
 
 impl<IO: AsyncRead + Unpin> AsyncRead for Watched<IO> {
@@ -191,6 +276,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Watched<IO> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.wrote(&r);
         if let Poll::Ready(Ok(n)) = r {
             this.moved(n);
         }
@@ -204,6 +290,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Watched<IO> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.wrote(&r);
         if let Poll::Ready(Ok(n)) = r {
             this.moved(n);
         }
@@ -215,7 +302,10 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Watched<IO> {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.io).poll_flush(cx);
+        this.wrote(&r);
+        r
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -323,5 +413,116 @@ mod tests {
         })
         .await;
         assert!((Duration::from_secs(8)..=Duration::from_secs(12)).contains(&took), "quiet after {took:?}");
+    }
+
+    /// Runs `talk` beside [`Activity::stuck_for`] (8 s); how long until stuck (`None`: not
+    /// within `within`).
+    async fn stuck_after(
+        activity: &Activity,
+        within: Duration,
+        talk: impl std::future::Future<Output = ()>,
+    ) -> Option<Duration> {
+        let started = tokio::time::Instant::now();
+        tokio::select! {
+            () = async { talk.await; std::future::pending::<()>().await } => unreachable!(),
+            () = activity.stuck_for(Duration::from_secs(8)) => Some(started.elapsed()),
+            () = tokio::time::sleep(within) => None,
+        }
+    }
+
+    /// A body with a part ready whenever asked.
+    struct Endless;
+
+    impl hyper::body::Body for Endless {
+        type Data = bytes::Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>> {
+            Poll::Ready(Some(Ok(hyper::body::Frame::data(bytes::Bytes::from_static(b"part")))))
+        }
+    }
+
+    /// Pings answered every second: bytes move both ways, no write waits.
+    async fn pings(a: &mut Watched<tokio::io::DuplexStream>, b: &mut tokio::io::DuplexStream) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        b.write_all(b"ping").await.unwrap();
+        a.read_exact(&mut [0u8; 4]).await.unwrap();
+        a.write_all(b"pong").await.unwrap();
+        b.read_exact(&mut [0u8; 4]).await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_never_asked_for_is_stuck_though_pings_move() {
+        // An HTTP/2 client that grants no window: hyper never asks for the body.
+        let activity = Activity::default();
+        let (a, mut b) = tokio::io::duplex(64);
+        let mut a = activity.watch(a);
+        let _answer = activity.sending(Endless);
+        let took = stuck_after(&activity, Duration::from_secs(100), async {
+            loop {
+                pings(&mut a, &mut b).await;
+            }
+        })
+        .await;
+        let took = took.expect("stuck");
+        assert!((Duration::from_secs(8)..=Duration::from_secs(11)).contains(&took), "stuck after {took:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_taken_part_by_part_is_not_stuck_until_the_client_stops() {
+        use http_body_util::BodyExt as _;
+        let activity = Activity::default();
+        let took = stuck_after(&activity, Duration::from_secs(200), async {
+            let mut answer = activity.sending(Endless);
+            // A part taken every 6 s for a minute (each within the 8 s bound), then none.
+            for _ in 0..10 {
+                tokio::time::sleep(Duration::from_secs(6)).await;
+                answer.frame().await.unwrap().unwrap();
+            }
+            std::future::pending::<()>().await;
+        })
+        .await;
+        let took = took.expect("stuck once the client stops");
+        assert!(
+            (Duration::from_secs(60 + 8)..=Duration::from_secs(60 + 11)).contains(&took),
+            "stuck after {took:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_behind_a_waiting_write_or_its_origin_is_not_stuck() {
+        use http_body_util::BodyExt as _;
+        let activity = Activity::default();
+        let (a, mut b) = tokio::io::duplex(64);
+        let mut a = activity.watch(a);
+        // A client that stopped reading: the write waits (the send bound's to judge), the
+        // answer is never asked for again.
+        let answer = activity.sending(Endless);
+        let took = stuck_after(&activity, Duration::from_secs(100), async {
+            a.write_all(&[0u8; 1024]).await.unwrap();
+        })
+        .await;
+        assert_eq!(took, None);
+        // It reads again (the write ends), then takes nothing: stuck.
+        let mut drain = [0u8; 1024];
+        let took = stuck_after(&activity, Duration::from_secs(100), async {
+            let (r, w) = tokio::join!(b.read_exact(&mut drain), a.write_all(b"rest"));
+            r.unwrap();
+            w.unwrap();
+        })
+        .await;
+        let took = took.expect("stuck");
+        assert!((Duration::from_secs(8)..=Duration::from_secs(11)).contains(&took), "stuck after {took:?}");
+        drop(answer);
+        // An answer waiting for its origin (a server-sent event stream between events).
+        let took = stuck_after(&activity, Duration::from_secs(100), async {
+            let mut answer = activity.sending(Waits);
+            let _ = answer.frame().await;
+        })
+        .await;
+        assert_eq!(took, None);
     }
 }

@@ -1018,6 +1018,77 @@ async fn a_client_that_stops_reading_is_closed_after_the_send_timeout() {
     ingress.stop().await;
 }
 
+/// An HTTP/2 client that grants no flow-control window for its answer, and answers the
+/// keep-alive pings: its connection is closed after `ingress.send_timeout` (before, it held
+/// the answer, the site's request and an upstream connection for good: no write waits, and
+/// bytes move). A client that takes its answer part by part, each within the bound, gets
+/// all of it.
+#[tokio::test]
+async fn an_http2_client_that_grants_no_window_is_closed_after_the_send_timeout() {
+    use http_body_util::BodyExt as _;
+    let site = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/big", Reply::pattern(1024 * 1024)),
+        ("/mid", Reply::pattern(256 * 1024)),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_file(dir.path(), &format!("[ingress]\nsend_timeout = \"500ms\"\n{NO_VERIFY}"));
+    let mut ingress = Ingress::start(
+        "http",
+        &["--upstream", &site.base(), "--config", &cfg, "--admin-listen", "127.0.0.1:0"],
+    )
+    .await;
+    let admin = ingress.process.address("admin listener", "at http://").await;
+    let request = |path: &str| {
+        http::Request::get(ingress.url(path))
+            .header("user-agent", BROWSER)
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap()
+    };
+
+    // A window of 0 (HTTP/2 over cleartext, prior knowledge): the head comes, no byte of
+    // the body can.
+    let tcp = tokio::net::TcpStream::connect(ingress.addr).await.unwrap();
+    let (mut h2, conn) = hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+        .initial_stream_window_size(0)
+        .handshake(hyper_util::rt::TokioIo::new(tcp))
+        .await
+        .unwrap();
+    let driver = tokio::spawn(conn);
+    let res = bounded("the head", h2.send_request(request("/big"))).await.unwrap();
+    assert_eq!(res.status(), 200);
+    let started = std::time::Instant::now();
+    bounded("the connection ends", driver).await.unwrap().ok();
+    assert!(started.elapsed() >= std::time::Duration::from_millis(400), "after {:?}", started.elapsed());
+    let open = "robotsgate_ingress_open_connections";
+    let (_, text) = admin_until(admin, "/metrics", |_, t| sample(t, open) == Some(0.0)).await;
+    assert_eq!(sample(&text, open), Some(0.0), "{text}");
+    drop(res);
+
+    // The default window, the answer read a part every 100 ms: all of it.
+    let tcp = tokio::net::TcpStream::connect(ingress.addr).await.unwrap();
+    let (mut h2, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .unwrap();
+    let _driver = tokio::spawn(conn);
+    let res = bounded("the head", h2.send_request(request("/mid"))).await.unwrap();
+    assert_eq!(res.status(), 200);
+    let mut body = res.into_body();
+    let (mut got, mut pauses) = (0, 0);
+    while let Some(frame) = bounded("a part", body.frame()).await {
+        got += frame.expect("no error").into_data().map_or(0, |d| d.len());
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        pauses += 1;
+    }
+    assert_eq!(got, 256 * 1024);
+    assert!(pauses >= 8, "read in {pauses} parts: longer than the bound in all");
+    ingress.stop().await;
+}
+
 #[tokio::test]
 async fn sighup_reloads_the_robots_file_mode_and_status() {
     let site = TestOrigin::start([

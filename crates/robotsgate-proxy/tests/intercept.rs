@@ -299,6 +299,44 @@ async fn a_quiet_connection_inside_a_tunnel_is_closed() {
     proxy.stop().await;
 }
 
+/// An HTTP/2 client inside a tunnel that grants no flow-control window for its answer (and
+/// answers the pings) is closed after `proxy.send_timeout`: before, it held the answer and
+/// its upstream request for good (no write waits, bytes move).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_client_inside_a_tunnel_that_grants_no_window_is_closed() {
+    let s = Setup::new();
+    let origin = tls_origin(
+        &s.origin_ca,
+        [("/robots.txt", Reply::ok(ROBOTS)), ("/big", Reply::ok(pattern(1024 * 1024)))],
+    )
+    .await;
+    let mut config = s.config();
+    config.proxy.send_timeout = Dur(Duration::from_millis(500));
+    let proxy = RunningProxy::start(&config).await;
+    let host = format!("localhost:{}", origin.port());
+    let tls = tunnel(proxy.addr, &host, &s.client(&[b"h2"]), "localhost").await;
+    let (mut sender, conn) = bounded(
+        "HTTP/2 handshake",
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .initial_stream_window_size(0)
+            .handshake(hyper_util::rt::TokioIo::new(tls)),
+    )
+    .await
+    .unwrap();
+    let driver = tokio::spawn(conn);
+    let req = http::Request::get(format!("https://{host}/big"))
+        .body(http_body_util::Empty::<Bytes>::new())
+        .unwrap();
+    let res = bounded("the head", sender.send_request(req)).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let started = Instant::now();
+    bounded("the connection ends", driver).await.unwrap().ok();
+    assert!(started.elapsed() >= Duration::from_millis(400), "closed after {:?}", started.elapsed());
+    assert!(sender.is_closed());
+    drop(res);
+    proxy.stop().await;
+}
+
 /// A client resumes its TLS session with the proxy for the name it began with, and only
 /// for it: the sessions of every intercepted host are kept in one bounded store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

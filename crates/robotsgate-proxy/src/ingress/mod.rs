@@ -991,7 +991,7 @@ impl Doors {
             front(req.map(|b| Some(Either::Left(b))))
         });
         let (builder, stop, limits) = (&self.builder, &self.stop, self.fast_limits);
-        let hyper = (builder, stop, self.idle);
+        let hyper = (builder, stop, Bounds { idle: self.idle, send: self.send_timeout });
         match &self.tls {
             None => serve_fast_first(hyper, stream, limits, &mut kit, fast, hyper_svc).await,
             Some(acceptor) => {
@@ -1024,7 +1024,7 @@ impl Doors {
 /// none of it), then with hyper (`hyper`: see [`serve`]) from where the fast path handed it
 /// over.
 async fn serve_fast_first<I, C, F, FB, S, B>(
-    hyper: (&hyper_util::server::conn::auto::Builder<TokioExecutor>, &CancellationToken, Duration),
+    hyper: (&hyper_util::server::conn::auto::Builder<TokioExecutor>, &CancellationToken, Bounds),
     io: I,
     limits: Option<h1_server::Limits>,
     kit: &mut h1_server::Kit,
@@ -1043,15 +1043,23 @@ async fn serve_fast_first<I, C, F, FB, S, B>(
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let (builder, stop, idle) = hyper;
+    let (builder, stop, bounds) = hyper;
     match limits {
         Some(limits) => {
             if let Served::HandOver(rest) = h1_server::serve(io, limits, stop, kit, fast).await {
-                serve(builder, rest, svc, stop, idle).await;
+                serve(builder, rest, svc, stop, bounds).await;
             }
         }
-        None => serve(builder, io, svc, stop, idle).await,
+        None => serve(builder, io, svc, stop, bounds).await,
     }
+}
+
+/// How long a connection hyper serves may stay quiet (`idle`), and an answer wait for its
+/// client to take the next part of it (`send`): see [`serve`].
+#[derive(Clone, Copy, Debug)]
+struct Bounds {
+    idle: Duration,
+    send: Duration,
 }
 
 /// Serves one connection (HTTP/1.1 with upgrades, or HTTP/2) until it ends, or until
@@ -1059,13 +1067,16 @@ async fn serve_fast_first<I, C, F, FB, S, B>(
 /// quiet for `idle` (see `crate::quiet`: nothing asked, waited for or sent) is shut down
 /// likewise: hyper bounds the wait for an HTTP/1.1 request head, but neither the read
 /// that tells HTTP/1.1 from HTTP/2 nor an HTTP/2 connection without a stream whose client
-/// answers the keep-alive pings (one held 578 s with a 2 s timeout).
+/// answers the keep-alive pings (one held 578 s with a 2 s timeout). A connection one of
+/// whose answers the client has taken nothing of for `send` (an HTTP/2 client that grants
+/// no flow-control window, see `crate::quiet`) is shut down too, and closed if that
+/// answer still waits after `send` again.
 async fn serve<I, S, B>(
     builder: &hyper_util::server::conn::auto::Builder<TokioExecutor>,
     io: I,
     svc: S,
     stop: &CancellationToken,
-    idle: Duration,
+    bounds: Bounds,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Send,
@@ -1101,9 +1112,15 @@ async fn serve<I, S, B>(
             conn.as_mut().graceful_shutdown();
             let _ = conn.await;
         }
-        () = activity.quiet_for(idle) => {
+        () = activity.quiet_for(bounds.idle) => {
             conn.as_mut().graceful_shutdown();
-            let _ = tokio::time::timeout(idle, conn).await;
+            let _ = tokio::time::timeout(bounds.idle, conn).await;
+        }
+        () = activity.stuck_for(bounds.send) => {
+            tracing::debug!("the client took nothing of an answer for ingress.send_timeout: closed");
+            // HTTP/2: a GOAWAY, so that the other streams may finish.
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(bounds.send, conn).await;
         }
     }
 }

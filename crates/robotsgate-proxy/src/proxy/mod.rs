@@ -82,7 +82,8 @@ pub struct ProxyConfig {
     pub max_connections: usize,
     /// Most bytes of request head (request line and headers) read.
     pub max_header_bytes: usize,
-    /// The longest a client may accept no byte of what it is sent; its connection is then
+    /// The longest a client may accept no byte of what it is sent (HTTP/2 inside
+    /// intercepted tunnels: grant an answer no flow-control window); its connection is then
     /// closed.
     pub send_timeout: Duration,
     /// HTTP/1.1 `GET` and `HEAD` requests read and answered by robotsgate's own HTTP/1.1

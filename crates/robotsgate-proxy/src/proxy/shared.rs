@@ -66,6 +66,7 @@ impl Shared {
             via: self.via.clone(),
             head_limit: HeadLimit(self.config.max_header_bytes),
             header_read_timeout: self.config.header_read_timeout,
+            send_timeout: self.config.send_timeout,
             metrics: self.metrics.clone(),
             layer: self.layer.clone(),
             slot,
