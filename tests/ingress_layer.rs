@@ -233,10 +233,10 @@ async fn robots_txt_is_served_byte_for_byte_never_paced_and_cited_later() {
         assert_eq!(&body[..], ROBOTS.as_bytes());
         assert!(headers.get("x-robotsgate").is_none());
     }
-    let fetch = layer.last_robots_fetch("gptbot", Some("127.0.0.9".parse().unwrap())).unwrap();
+    let fetch = layer.last_robots_fetch(None, "gptbot", Some("127.0.0.9".parse().unwrap())).unwrap();
     assert_eq!(fetch.sha256.as_deref(), Some(support::sha256_hex(ROBOTS.as_bytes()).as_str()));
     assert!(
-        layer.last_robots_fetch("GPTBot", Some("10.0.0.1".parse().unwrap())).is_none(),
+        layer.last_robots_fetch(None, "GPTBot", Some("10.0.0.1".parse().unwrap())).is_none(),
         "another network"
     );
     // The layer fetched robots.txt once for itself; the bots' five went to the site.
@@ -505,4 +505,116 @@ async fn the_sites_own_robotsgate_header_is_removed() {
         assert_eq!(&body[..], b"page /forged");
     }
     assert_eq!(site.hits(), 2);
+}
+
+/// An upstream that serves a site per host name: each has its own robots.txt (the
+/// default one for a name it does not know), and counts the fetches of each.
+async fn serve_sites(layer: IngressLayer, fetches: Arc<Mutex<Vec<String>>>) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, peer)) = listener.accept().await else { return };
+            let fetches = fetches.clone();
+            let upstream = tower::service_fn(move |req: Request<ReqBody>| {
+                let host = req.headers().get("host").and_then(|h| h.to_str().ok()).unwrap_or("-").to_owned();
+                let fetches = fetches.clone();
+                async move {
+                    if req.uri().path() == "/robots.txt" {
+                        fetches.lock().unwrap().push(host.clone());
+                        let body = match host.as_str() {
+                            "A.example" => "User-agent: GPTBot\nDisallow: /a-only\nCrawl-delay: 30\n",
+                            "b.example" => "User-agent: GPTBot\nDisallow: /b-only\nCrawl-delay: 30\n",
+                            _ => "User-agent: GPTBot\nDisallow: /default-only\n",
+                        };
+                        return Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(
+                            body.as_bytes(),
+                        ))));
+                    }
+                    Ok(Response::new(Full::new(Bytes::from(format!("{host} {}", req.uri().path())))))
+                }
+            });
+            let svc = layer.layer(upstream);
+            let hyper_svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+                req.extensions_mut().insert(peer);
+                svc.clone().oneshot(req.map(|b| b.boxed()))
+            });
+            tokio::spawn(async move {
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), hyper_svc)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+/// Host names given: each site's own robots.txt judges the requests that name it, fetched
+/// with that name, and its bots are paced per site; any other name is the default site's.
+#[tokio::test]
+async fn each_host_name_given_is_judged_by_its_own_robots_txt() {
+    let fetches = Arc::new(Mutex::new(Vec::new()));
+    let (seen, b) = records();
+    let layer = b
+        .hosts(["A.example", "b.example"].map(http::HeaderValue::from_static))
+        .robots_host(Some(http::HeaderValue::from_static("default.example")))
+        .build();
+    let addr = serve_sites(layer.clone(), fetches.clone()).await;
+    let client = reqwest::Client::builder().user_agent(GPTBOT).build().unwrap();
+    let status = |host: &'static str, path: &'static str| {
+        let client = client.clone();
+        async move {
+            let res = client.get(format!("http://{addr}{path}")).header("host", host).send().await.unwrap();
+            res.status().as_u16()
+        }
+    };
+    // Each name's own rules, whatever the case, port or trailing dot it is given with.
+    assert_eq!(status("a.example", "/a-only").await, 403);
+    assert_eq!(status("b.example:8080", "/b-only").await, 403);
+    assert_eq!(status("other.example", "/default-only").await, 403);
+    assert_eq!(status("B.EXAMPLE.", "/a-only").await, 200, "b's rules, not a's");
+    assert_eq!(status("other.example", "/a-only").await, 200, "the default's rules");
+    // One fetch for each, with its own name (the first spelling given), and the default
+    // one with robots_host.
+    let mut got = fetches.lock().unwrap().clone();
+    got.sort();
+    assert_eq!(got, ["A.example", "b.example", "default.example"]);
+
+    // Crawl-delay per site: GPTBot's first allowed request on a goes though it just had
+    // one on b (`/a-only`); its second waits, as its next on b does.
+    assert_eq!(status("a.example", "/page").await, 200);
+    assert_eq!(status("a.example", "/page").await, 429);
+    assert_eq!(status("b.example", "/page").await, 429);
+    assert_eq!(status("other.example", "/page").await, 200, "no delay on the default site");
+
+    // The records name the site that judged them.
+    let records = seen.lock().unwrap().clone();
+    let hosts: Vec<_> = records.iter().map(|r| (r.path.as_str(), r.host.as_deref(), r.outcome)).collect();
+    assert_eq!(
+        hosts,
+        [
+            ("/a-only", Some("a.example"), "disallowed"),
+            ("/b-only", Some("b.example"), "disallowed"),
+            ("/default-only", None, "disallowed"),
+            ("/a-only", Some("b.example"), "allowed"),
+            ("/a-only", None, "allowed"),
+            ("/page", Some("a.example"), "allowed"),
+            ("/page", Some("a.example"), "paced"),
+            ("/page", Some("b.example"), "paced"),
+            ("/page", None, "allowed"),
+        ]
+    );
+
+    // A bot's robots.txt fetch is remembered per site; a made-up name fetches nothing.
+    let client_ip = Some("127.0.0.1".parse().unwrap());
+    assert_eq!(status("a.example", "/robots.txt").await, 200);
+    assert!(layer.last_robots_fetch(Some("A.EXAMPLE"), "gptbot", client_ip).is_some());
+    assert!(layer.last_robots_fetch(Some("b.example"), "gptbot", client_ip).is_none());
+    assert!(layer.last_robots_fetch(None, "gptbot", client_ip).is_none());
+    for i in 0..20 {
+        let host: &'static str = Box::leak(format!("made-up-{i}.example").into_boxed_str());
+        assert_eq!(status(host, "/x").await, 200);
+    }
+    // The bot's own /robots.txt request went to the site (counted there too), nothing else.
+    assert_eq!(fetches.lock().unwrap().len(), 4);
 }

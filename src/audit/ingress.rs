@@ -85,6 +85,9 @@ pub struct IngressRecord {
     /// (Redis) could not be reached, so this replica paced it on its own (or, outcome
     /// `cluster-unavailable`, refused it); `None` otherwise, and always without fleet mode.
     pub cluster: Option<&'static str>,
+    /// The host name (lower-case) whose own robots.txt judged the request, when the ingress
+    /// was given host names and the request named one of them; `None`: the default site's.
+    pub host: Option<String>,
 }
 
 /// The rule of an [`IngressRecord`].
@@ -131,6 +134,7 @@ impl IngressRecord {
             operator: self.operator.as_deref(),
             status: self.status,
             cluster: self.cluster,
+            host: self.host.as_deref(),
         }
     }
 
@@ -251,6 +255,7 @@ pub struct IngressRecordRef<'a> {
     pub(crate) operator: Option<&'a str>,
     pub(crate) status: Option<u16>,
     pub(crate) cluster: Option<&'static str>,
+    pub(crate) host: Option<&'a str>,
 }
 
 impl std::fmt::Debug for IngressRecordRef<'_> {
@@ -351,6 +356,7 @@ impl<'a> IngressRecordRef<'a> {
             operator: self.operator.map(str::to_owned),
             status: self.status,
             cluster: self.cluster,
+            host: self.host.map(str::to_owned),
         }
     }
 
@@ -432,6 +438,8 @@ impl<'a> IngressRecordRef<'a> {
         opt_num(o, self.status);
         o.extend_from_slice(b",\"cluster\":");
         json_opt_str(o, self.cluster);
+        o.extend_from_slice(b",\"host\":");
+        json_opt_str(o, self.host);
         o.extend_from_slice(b"}\n");
     }
 }
@@ -478,6 +486,7 @@ mod tests {
             operator: None,
             status: None,
             cluster: None,
+            host: None,
         };
         let full = IngressRecord {
             client: Some("2001:db8::1".into()),
@@ -505,6 +514,7 @@ mod tests {
             operator: Some("OpenAI".into()),
             status: Some(403),
             cluster: Some("alone"),
+            host: Some("blog.example.com".into()),
             ..empty.clone()
         };
         for r in [&empty, &full] {
@@ -556,8 +566,10 @@ mod tests {
             operator: None,
             status: Some(200),
             cluster: None,
+            host: Some("a.example"),
         };
-        let v6 = IngressRecordRef { client: Some(Text::Ip("2001:db8::1".parse().unwrap())), ..base };
+        let v6 =
+            IngressRecordRef { client: Some(Text::Ip("2001:db8::1".parse().unwrap())), host: None, ..base };
         for line in [base, v6] {
             let mut ours = Vec::new();
             line.write(&mut ours);

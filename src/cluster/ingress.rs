@@ -32,8 +32,15 @@ impl RedisIngressPacing {
         let network = bot.network.map_or_else(|| "-".to_owned(), |n| n.to_string());
         // Braces in a token would move the hash tag: the token is a product token
         // (letters, digits, `-`, `_`), but `{`/`}` are not trusted to be absent.
-        let token: String = bot.token.chars().map(|c| if c == '{' || c == '}' { '_' } else { c }).collect();
-        format!("{}ingress:{{{token}|{network}}}:pace", self.cluster.config().key_prefix)
+        let tame =
+            |s: &str| -> String { s.chars().map(|c| if c == '{' || c == '}' { '_' } else { c }).collect() };
+        let (prefix, token) = (&self.cluster.config().key_prefix, tame(bot.token));
+        match bot.site {
+            // The default site's key is the one before sites had names: a replica of an
+            // older version paces the same bot by it.
+            None => format!("{prefix}ingress:{{{token}|{network}}}:pace"),
+            Some(site) => format!("{prefix}ingress:{{{}|{token}|{network}}}:pace", tame(site)),
+        }
     }
 }
 

@@ -13,10 +13,14 @@ use ipnet::IpNet;
 /// not before `wait`).
 pub type PacingFuture<'a> = Pin<Box<dyn Future<Output = Option<Result<(), Duration>>> + Send + 'a>>;
 
-/// One bot as the ingress paces it: its product token (lower-case) and client network
-/// (/24 IPv4, /64 IPv6; `None`: the client's address is not known).
+/// One bot as the ingress paces it: the site (a host name given to
+/// [`IngressBuilder::hosts`](super::IngressBuilder::hosts), or `None`: the default site),
+/// its product token (lower-case) and client network (/24 IPv4, /64 IPv6; `None`: the
+/// client's address is not known).
 #[derive(Debug, Clone, Copy)]
 pub struct PacedBot<'a> {
+    /// The host name given whose site paces it, lower-case (`None`: the default site).
+    pub site: Option<&'a str>,
     /// The product token, lower-case (`*` bots: the unknown agent's name).
     pub token: &'a str,
     /// The client network.

@@ -77,6 +77,7 @@ mod fleet;
 mod identity_use;
 mod judge;
 mod service;
+mod sites;
 mod source;
 mod state;
 
@@ -219,6 +220,7 @@ pub(crate) type IngressObserver = Arc<dyn Fn(&IngressRecordRef<'_>) + Send + Syn
 pub struct IngressBuilder {
     config: IngressConfig,
     robots: Option<Bytes>,
+    hosts: Vec<HeaderValue>,
     known: Arc<KnownAgents>,
     audit: Option<AuditLog>,
     observer: Option<IngressObserver>,
@@ -299,6 +301,29 @@ impl IngressBuilder {
         self
     }
 
+    /// The host names of the sites an upstream tells apart by `Host` (default: none). Each
+    /// has its own robots.txt, fetched through the inner service with that name as `Host`
+    /// (the first spelling given; names compare ignoring case and a trailing dot), and
+    /// judges the requests that name it (`Host` without its port, or the HTTP/2
+    /// `:authority`); its bots are paced and their robots.txt fetches remembered per name.
+    /// Every other request is judged by the default copy: the file given
+    /// ([`robots_bytes`](Self::robots_bytes)), else the one fetched with
+    /// [`robots_host`](Self::robots_host). The names are fixed for the layer's life.
+    ///
+    /// ```
+    /// use http::HeaderValue;
+    /// use robotsgate::ingress::IngressLayer;
+    ///
+    /// let layer = IngressLayer::builder()
+    ///     .hosts([HeaderValue::from_static("example.com"), HeaderValue::from_static("blog.example.com")])
+    ///     .build();
+    /// # let _ = layer;
+    /// ```
+    pub fn hosts(mut self, hosts: impl IntoIterator<Item = HeaderValue>) -> Self {
+        self.hosts = hosts.into_iter().collect();
+        self
+    }
+
     /// How long a fetched robots.txt is used (default 24 h).
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.config.ttl = ttl;
@@ -342,13 +367,16 @@ impl IngressBuilder {
             Some(v) => Arc::new((*self.known).clone().with_tokens(v.tokens())),
             None => self.known,
         };
-        let cache = source::RobotsCache::new(self.robots, &known, self.config.ttl, self.config.error_ttl);
+        let (ttl, error_ttl) = (self.config.ttl, self.config.error_ttl);
+        let default = source::RobotsCache::new(self.robots, &known, ttl, error_ttl);
+        let sites =
+            sites::Sites::new(default, self.hosts, || source::RobotsCache::new(None, &known, ttl, error_ttl));
         IngressLayer {
             shared: Arc::new(Shared {
                 limiter: state::Limiter::new(self.config.max_bots),
                 fetches: state::FetchMemory::new(self.config.max_bots as u64),
                 config: ArcSwap::from_pointee(self.config),
-                cache,
+                sites,
                 known,
                 audit: self.audit,
                 observer: self.observer,
@@ -364,7 +392,8 @@ impl IngressBuilder {
 pub(crate) struct Shared {
     /// Replaced by [`IngressLayer::reload`].
     pub(crate) config: ArcSwap<IngressConfig>,
-    pub(crate) cache: source::RobotsCache,
+    /// The robots.txt copies: the default one and one per host name given.
+    pub(crate) sites: sites::Sites,
     pub(crate) known: Arc<KnownAgents>,
     pub(crate) limiter: state::Limiter,
     pub(crate) fetches: state::FetchMemory,
@@ -398,6 +427,7 @@ impl IngressLayer {
         IngressBuilder {
             config: IngressConfig::default(),
             robots: None,
+            hosts: Vec::new(),
             known: Arc::new(KnownAgents::bundled()),
             audit: None,
             observer: None,
@@ -416,9 +446,10 @@ impl IngressLayer {
     }
 
     /// Replaces the site's robots.txt given as bytes ([`IngressBuilder::robots_bytes`]);
-    /// `None`: fetched through the inner service from now on.
+    /// `None`: fetched through the inner service from now on. (The default copy: the host
+    /// names given keep fetching theirs.)
     pub fn set_robots_bytes(&self, body: Option<Bytes>) {
-        self.shared.cache.set_fixed(body, &self.shared.known);
+        self.shared.sites.default.set_fixed(body, &self.shared.known);
     }
 
     /// The settings in force.
@@ -426,9 +457,17 @@ impl IngressLayer {
         self.shared.config.load_full()
     }
 
-    /// When the bot (`token`, from `client`'s network) last fetched robots.txt here.
-    pub fn last_robots_fetch(&self, token: &str, client: Option<IpAddr>) -> Option<RobotsFetch> {
-        self.shared.fetches.last(&state::bot_key(token, client))
+    /// When the bot (`token`, from `client`'s network) last fetched robots.txt here: from
+    /// the site `host` names when it is one of the [host names
+    /// given](IngressBuilder::hosts), else from the default site.
+    pub fn last_robots_fetch(
+        &self,
+        host: Option<&str>,
+        token: &str,
+        client: Option<IpAddr>,
+    ) -> Option<RobotsFetch> {
+        let site = self.shared.sites.by_name(host);
+        self.shared.fetches.last(&state::bot_key(site.name, token, client))
     }
 }
 

@@ -251,6 +251,8 @@ struct Facts {
     user_agent: String,
     method: Method,
     path: PathAndQuery,
+    /// The host name given whose site judged it (`None`: the default site).
+    host: Option<Arc<str>>,
     /// How the policy used the identity verdict, once checked.
     identity_use: Option<IdentityUse>,
 }
@@ -349,6 +351,7 @@ impl Pending<'_> {
             operator: identity.and_then(|i| i.operator.as_deref()),
             status: self.status,
             cluster: self.cluster,
+            host: facts.host.as_deref(),
         }
     }
 }
@@ -416,16 +419,21 @@ where
         let client = client_ip(peer, req.headers(), &config.trusted_proxies, config.forwarded_header);
         // Nearly every request finds a copy in time; the fetch's future is made only when one
         // is due.
-        let site = match shared.cache.fresh() {
+        let judged_by = shared.sites.of(&req);
+        let site = match judged_by.cache.fresh() {
             Some(site) => site,
             None => {
-                let (fetcher, host) = (inner.clone(), config.robots_host.clone());
+                let host = judged_by.host.or(config.robots_host.as_ref()).cloned();
+                let fetcher = inner.clone();
                 Box::pin(
-                    shared.cache.current(&shared.known, move || fetch_robots(fetcher, host, fetch_timeout)),
+                    judged_by
+                        .cache
+                        .current(&shared.known, move || fetch_robots(fetcher, host, fetch_timeout)),
                 )
                 .await
             }
         };
+        let host = judged_by.name.cloned();
         let ua = user_agent(req.headers());
         let mut found = site.find_token(&ua);
         let mut facts = Facts {
@@ -437,6 +445,7 @@ where
                 Some(p) => p.clone(),
                 None => PathAndQuery::try_from(req.uri().path()).unwrap_or(PathAndQuery::from_static("/")),
             },
+            host: host.clone(),
             identity_use: None,
         };
 
@@ -445,7 +454,7 @@ where
             if let Some(found) = &found
                 && (req.method() == Method::GET || head)
             {
-                let key = bot_key(&found.token, client);
+                let key = bot_key(host.as_ref(), &found.token, client);
                 let last = shared.fetches.last(&key);
                 shared
                     .fetches
@@ -456,7 +465,7 @@ where
                     return Ok(audit_unavailable(head));
                 }
             }
-            if let Some(fixed) = shared.cache.fixed_copy() {
+            if let Some(fixed) = judged_by.cache.fixed_copy() {
                 let mut res = Response::new(if head {
                     IngressBody::own(Bytes::new())
                 } else {
@@ -497,7 +506,8 @@ where
             None if config.unknown_agents == UnknownAgents::Star => Agent::Star,
             None => return inner.oneshot(req).await.map(site_response),
         };
-        let last_fetch = found.as_ref().and_then(|f| shared.fetches.last(&bot_key(&f.token, client)));
+        let last_fetch =
+            found.as_ref().and_then(|f| shared.fetches.last(&bot_key(host.as_ref(), &f.token, client)));
 
         if let (Some(id), Some(f), Some(used)) = (identity, &found, facts.identity_use) {
             let verdict = &id.verdict;
@@ -596,7 +606,7 @@ where
             let delay = Duration::try_from_secs_f64(hint.delay)
                 .unwrap_or(config.max_retry_after)
                 .min(config.max_retry_after);
-            let key = bot_key(agent.name(), client);
+            let key = bot_key(host.as_ref(), agent.name(), client);
             let admitted = match admit(&shared, key, delay).await {
                 Admitted::Now(admitted) => admitted,
                 Admitted::Alone(admitted) => {
@@ -663,7 +673,7 @@ async fn admit(shared: &Shared, key: super::state::BotKey, delay: Duration) -> A
     let now = tokio::time::Instant::now();
     let Some(store) = &shared.pacing else { return Admitted::Now(shared.limiter.admit(key, delay, now)) };
     if store.is_up() {
-        let bot = PacedBot { token: &key.0, network: key.1 };
+        let bot = PacedBot { site: key.0.as_deref(), token: &key.1, network: key.2 };
         if let Some(answer) = store.admit(bot, delay).await {
             if answer.is_ok() {
                 shared.limiter.note(key, now + delay);

@@ -20,11 +20,12 @@ pub fn client_network(ip: IpAddr) -> IpNet {
     }
 }
 
-/// A bot: its token (lower-cased) and its client network.
-pub(crate) type BotKey = (Box<str>, Option<IpNet>);
+/// A bot on a site: the host name given that the site is (`None`: the default site), its
+/// token (lower-cased) and its client network.
+pub(crate) type BotKey = (Option<Arc<str>>, Box<str>, Option<IpNet>);
 
-pub(crate) fn bot_key(token: &str, ip: Option<IpAddr>) -> BotKey {
-    (token.to_ascii_lowercase().into_boxed_str(), ip.map(client_network))
+pub(crate) fn bot_key(site: Option<&Arc<str>>, token: &str, ip: Option<IpAddr>) -> BotKey {
+    (site.cloned(), token.to_ascii_lowercase().into_boxed_str(), ip.map(client_network))
 }
 
 /// Per bot, the earliest time of its next request: a bounded map. Entries whose time has
@@ -135,18 +136,22 @@ mod tests {
         let l = Limiter::new(2);
         let t0 = Instant::now();
         let d = Duration::from_secs(5);
-        let a = || bot_key("GPTBot", Some("192.0.2.1".parse().unwrap()));
+        let a = || bot_key(None, "GPTBot", Some("192.0.2.1".parse().unwrap()));
         assert!(l.admit(a(), d, t0).is_ok());
         assert_eq!(
-            l.admit(bot_key("gptbot", Some("192.0.2.200".parse().unwrap())), d, t0 + Duration::from_secs(1)),
+            l.admit(
+                bot_key(None, "gptbot", Some("192.0.2.200".parse().unwrap())),
+                d,
+                t0 + Duration::from_secs(1)
+            ),
             Err(Duration::from_secs(4))
         );
-        assert!(l.admit(bot_key("GPTBot", Some("198.51.100.1".parse().unwrap())), d, t0).is_ok());
+        assert!(l.admit(bot_key(None, "GPTBot", Some("198.51.100.1".parse().unwrap())), d, t0).is_ok());
         // Full of waiting bots: a third is not tracked.
-        assert!(l.admit(bot_key("ClaudeBot", None), d, t0).is_ok());
+        assert!(l.admit(bot_key(None, "ClaudeBot", None), d, t0).is_ok());
         assert_eq!(l.untracked(), 1);
         // Later, the passed entries are dropped.
-        assert!(l.admit(bot_key("ClaudeBot", None), d, t0 + d).is_ok());
+        assert!(l.admit(bot_key(None, "ClaudeBot", None), d, t0 + d).is_ok());
         assert!(l.admit(a(), d, t0 + d).is_ok());
     }
 }

@@ -1692,6 +1692,76 @@ async fn ingress_replicas_keep_a_bots_crawl_delay_together_and_go_alone_or_refus
     );
 }
 
+/// `ingress.hosts` in fleet mode: a bot is paced per host name given, across replicas
+/// (its Redis key names the site), and on the default site by the key it had before names
+/// were given (so replicas of an older version pace it with this one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (apt-get install redis-server): cargo test -p robotsgate-proxy --test cluster -- --ignored"]
+async fn ingress_replicas_pace_a_bot_per_host_name_given() {
+    const BIN: &str = env!("CARGO_BIN_EXE_robotsgate");
+    const GPTBOT: &str = "Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)";
+    let redis = RedisServer::start().await;
+    let delay = "User-agent: GPTBot\nCrawl-delay: 30\n";
+    let site = TestOrigin::start([
+        ("a.example|/robots.txt", Reply::ok(delay)),
+        ("b.example|/robots.txt", Reply::ok(delay)),
+        ("/robots.txt", Reply::ok(delay)),
+        ("/page", Reply::ok("page")),
+    ])
+    .await;
+    let dir = temp_dir();
+    let start = |name: &str| {
+        let cfg = dir.path().join(format!("{name}.toml"));
+        let text = format!(
+            "[ingress]\nhosts = [\"a.example\", \"b.example\"]\n\n[verify]\nenabled = false\n\n\
+             [cluster]\nredis = {:?}\n",
+            redis.url()
+        );
+        std::fs::write(&cfg, text).unwrap();
+        let args = ["ingress", "--listen", "127.0.0.1:0", "--upstream", &site.base(), "--config"];
+        Spawned::start(BIN, &[&args[..], &[cfg.to_str().unwrap()]].concat())
+    };
+    let (mut a, mut b) = (start("a"), start("b"));
+    let a_url = format!("http://{}/page", a.address("robotsgate ingress is running", "at http://").await);
+    let b_url = format!("http://{}/page", b.address("robotsgate ingress is running", "at http://").await);
+    let get = |url: &str, host: &str| {
+        let (url, host) = (url.to_owned(), format!("Host: {host}"));
+        async move {
+            let out = bounded(
+                "curl",
+                tokio::process::Command::new("curl")
+                    .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-A", GPTBOT, "-H", &host, &url])
+                    .kill_on_drop(true)
+                    .output(),
+            )
+            .await
+            .unwrap();
+            String::from_utf8_lossy(&out.stdout).parse::<u16>().unwrap_or(0)
+        }
+    };
+    // a.example at A, then at B within the delay: paced; b.example is another site.
+    assert_eq!(get(&a_url, "a.example").await, 200);
+    assert_eq!(get(&b_url, "A.example:8080").await, 429);
+    assert_eq!(get(&b_url, "b.example").await, 200);
+    assert_eq!(get(&a_url, "b.example").await, 429);
+    // Any other name: the default site, paced on its own too.
+    assert_eq!(get(&b_url, "other.example").await, 200);
+    assert_eq!(get(&a_url, "else.example").await, 429);
+    let keys = redis.cli(&["KEYS", "robotsgate:ingress:*"]);
+    for key in [
+        "robotsgate:ingress:{a.example|gptbot|127.0.0.0/24}:pace",
+        "robotsgate:ingress:{b.example|gptbot|127.0.0.0/24}:pace",
+        "robotsgate:ingress:{gptbot|127.0.0.0/24}:pace",
+    ] {
+        assert!(keys.contains(key), "{key} in {keys}");
+    }
+    assert_eq!(site.hits("/page"), 3);
+    for mut p in [a, b] {
+        p.signal("-TERM");
+        assert!(p.wait_exit().await.success(), "{}", p.seen.join("\n"));
+    }
+}
+
 /// curl through an ingress: the status and the response head (lower-case).
 async fn ingress_get(url: &str, ua: &str) -> (u16, String) {
     let out = bounded(

@@ -364,6 +364,70 @@ async fn a_redirected_robots_file_is_followed_on_the_site_and_fetched_without_a_
     ingress.stop().await;
 }
 
+/// `ingress.hosts`: an upstream that serves a site per host name has a robots.txt per
+/// name; each name given is judged by its own, fetched with that name, and recorded with
+/// it; any other name by the one default copy (before: one copy for every name).
+#[tokio::test]
+async fn each_host_name_given_is_judged_by_its_own_robots_txt() {
+    let site = TestOrigin::start([
+        ("a.example|/robots.txt", Reply::ok("User-agent: GPTBot\nDisallow: /a-only\n")),
+        ("b.example|/robots.txt", Reply::ok("User-agent: GPTBot\nDisallow: /b-only\n")),
+        ("/robots.txt", Reply::ok("User-agent: GPTBot\nDisallow: /default-only\n")),
+        ("/a-only", Reply::ok("a")),
+        ("/b-only", Reply::ok("b")),
+        ("/default-only", Reply::ok("default")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let cfg =
+        config_file(dir.path(), &format!("[ingress]\nhosts = [\"a.example\", \"b.example\"]\n{NO_VERIFY}"));
+    let args = ["--upstream", &site.base(), "--config", &cfg, "--audit-log", audit.to_str().unwrap()];
+    let ingress = Ingress::start("http", &args).await;
+    for (host, path, status) in [
+        ("a.example", "/a-only", 403),
+        ("a.example", "/b-only", 200),
+        ("B.example:8080", "/b-only", 403),
+        ("b.example", "/default-only", 200),
+        ("other.example", "/default-only", 403),
+        ("other.example", "/a-only", 200),
+    ] {
+        let got = curl(&ingress.url(path), GPTBOT, &["-H", &format!("Host: {host}")]).await;
+        assert_eq!(got.0, status, "{host}{path}: {got:?}");
+    }
+    // HTTP/2 names the site in :authority.
+    let got =
+        curl(&ingress.url("/a-only"), GPTBOT, &["--http2-prior-knowledge", "-H", "Host: a.example"]).await;
+    assert_eq!(got.0, 403, "{got:?}");
+    ingress.stop().await;
+    let mut fetched: Vec<_> = site
+        .seen_for("/robots.txt")
+        .iter()
+        .map(|s| s.headers.get("x-forwarded-host").map(|v| v.to_str().unwrap().to_owned()))
+        .collect();
+    fetched.sort();
+    assert_eq!(fetched, [None, Some("a.example".into()), Some("b.example".into())]);
+    let hosts: Vec<_> = read_jsonl(&audit)
+        .iter()
+        .filter(|r| r["type"] == "ingress")
+        .map(|r| (r["path"].as_str().unwrap().to_owned(), r["host"].as_str().map(str::to_owned)))
+        .collect();
+    let a = Some("a.example".to_owned());
+    let b = Some("b.example".to_owned());
+    assert_eq!(
+        hosts,
+        [
+            ("/a-only".into(), a.clone()),
+            ("/b-only".into(), a.clone()),
+            ("/b-only".into(), b.clone()),
+            ("/default-only".into(), b),
+            ("/default-only".into(), None),
+            ("/a-only".into(), None),
+            ("/a-only".into(), a),
+        ]
+    );
+}
+
 #[tokio::test]
 async fn bad_tls_settings_stop_the_start_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();

@@ -285,6 +285,8 @@ pub struct Seen {
 
 #[derive(Default)]
 struct State {
+    /// By path (`/a`, or with its query `/a?b`), or by the site a reverse proxy forwarded
+    /// and path (`site.example|/a`: for a request whose `X-Forwarded-Host` is that name).
     routes: Mutex<HashMap<String, Reply>>,
     hits: Mutex<HashMap<String, Arc<AtomicUsize>>>,
     total: AtomicUsize,
@@ -580,8 +582,11 @@ async fn answer(
     state.arrived.notify_waiters();
     let reply = {
         let routes = state.routes.lock().unwrap();
+        // A site of the name a reverse proxy forwarded (`HOST|PATH`) before any site's.
+        let site = req.headers().get("x-forwarded-host").and_then(|h| h.to_str().ok());
+        let of_site = site.and_then(|site| routes.get(&format!("{site}|{path}")));
         let exact = req.uri().query().and_then(|_| routes.get(req.uri().path_and_query()?.as_str()));
-        exact.or_else(|| routes.get(&path)).cloned()
+        of_site.or(exact).or_else(|| routes.get(&path)).cloned()
     };
     let Some(reply) = reply else {
         return Ok(Response::builder().status(404).body(full("not found\n")).unwrap());

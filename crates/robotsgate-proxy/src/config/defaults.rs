@@ -199,6 +199,7 @@ impl Default for IngressSection {
             forwarded_header: ForwardedHeaderName::XForwardedFor,
             robots_ttl: Dur::secs(86_400),
             robots_host: String::new(),
+            hosts: Vec::new(),
             upstream_timeout: Dur::secs(60),
             upstream_read_timeout: Dur::secs(60),
             header_read_timeout: Dur::secs(15),

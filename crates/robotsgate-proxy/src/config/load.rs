@@ -151,6 +151,28 @@ impl Config {
         if !ic.robots_host.is_empty() && http::uri::Authority::try_from(ic.robots_host.as_str()).is_err() {
             return Err(err("ingress.robots_host", format!("{:?} is not a host[:port]", ic.robots_host)));
         }
+        let mut names = std::collections::HashSet::new();
+        for host in &ic.hosts {
+            let name = http::uri::Authority::try_from(host.as_str())
+                .ok()
+                .filter(|a| a.port().is_none() && a.as_str() == a.host() && !a.host().is_empty());
+            let Some(name) = name else {
+                return Err(err("ingress.hosts", format!("{host:?} is not a host name (no port, no path)")));
+            };
+            let key = name.host().strip_suffix('.').unwrap_or(name.host()).to_ascii_lowercase();
+            if !names.insert(key) {
+                return Err(err(
+                    "ingress.hosts",
+                    format!("{host:?} is given twice (names compare ignoring case)"),
+                ));
+            }
+        }
+        if !ic.hosts.is_empty() && !ic.robots.is_empty() {
+            return Err(err(
+                "ingress.hosts",
+                "each host's robots.txt is fetched from the upstream; ingress.robots gives one file for every request: set one or the other".into(),
+            ));
+        }
         if ic.robots_ttl.0.is_zero() {
             return Err(err(
                 "ingress.robots_ttl",
@@ -653,6 +675,20 @@ mod tests {
         }
         let e = Config::parse("a.toml", "[ingress]\nrobots_host = \"a b\"\n").unwrap_err();
         assert_eq!(e.key.as_deref(), Some("ingress.robots_host"), "{e}");
+        for hosts in
+            [r#"["a.example:80"]"#, r#"["a b"]"#, r#"[""]"#, r#"["a.example/x"]"#, r#"["u@a.example"]"#]
+                .into_iter()
+                .chain([r#"["a.example", "A.Example."]"#])
+        {
+            let e = Config::parse("a.toml", &format!("[ingress]\nhosts = {hosts}\n")).unwrap_err();
+            assert_eq!(e.key.as_deref(), Some("ingress.hosts"), "{hosts}: {e}");
+        }
+        let both = "[ingress]\nhosts = [\"a.example\"]\nrobots = \"robots.txt\"\n";
+        let e = Config::parse("a.toml", both).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("ingress.hosts"), "{e}");
+        let ok =
+            Config::parse("a.toml", "[ingress]\nhosts = [\"a.example\", \"[2001:db8::1]\", \"192.0.2.1\"]\n");
+        assert_eq!(ok.unwrap().ingress.hosts.len(), 3);
         let e = Config::parse("a.toml", "[ingress]\nrobots_ttl = \"0s\"\n").unwrap_err();
         assert_eq!(e.key.as_deref(), Some("ingress.robots_ttl"), "{e}");
         // The ingress's head limit is bounded as the proxy's (0 made every request a 431).

@@ -435,6 +435,9 @@ pub struct IngressSection {
     pub robots_ttl: Dur,
     /// The host the robots.txt fetch names ("": none, the upstream's own).
     pub robots_host: String,
+    /// The host names of the sites the upstream tells apart, each judged by its own
+    /// robots.txt (empty: one copy for every request).
+    pub hosts: Vec<String>,
     pub upstream_timeout: Dur,
     /// The longest the upstream may be silent in the middle of a response body.
     pub upstream_read_timeout: Dur,

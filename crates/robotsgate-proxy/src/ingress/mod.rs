@@ -721,7 +721,9 @@ impl Ingress {
             .config(settings)
             .audit(audit.clone())
             .verifier(verifier.map(Arc::new))
-            .observer(move |record| observed.record(record));
+            .observer(move |record| observed.record(record))
+            // Checked when the file was read (host names).
+            .hosts(config.ingress.hosts.iter().filter_map(|h| http::HeaderValue::from_str(h).ok()));
         if let Some(body) = robots {
             builder = builder.robots_bytes(body);
         }

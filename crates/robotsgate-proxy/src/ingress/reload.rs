@@ -91,6 +91,7 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
     check("ingress.listen", o.listen != n.listen);
     check("ingress.upstream", o.upstream != n.upstream);
     check("ingress.robots_ttl", o.robots_ttl != n.robots_ttl);
+    check("ingress.hosts", o.hosts != n.hosts);
     check("ingress.workers", o.workers != n.workers);
     check("ingress.http1_fast_path", o.http1_fast_path != n.http1_fast_path);
     check("[cluster]", old.cluster != new.cluster);
