@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// What a connection did: how often bytes moved, how many requests wait for their answer,
@@ -75,7 +76,7 @@ impl Activity {
         self.0.sending.fetch_add(1, Ordering::Relaxed);
         let mut sent = Sent { activity: self.clone(), on_origin: false, held: None };
         sent.hold();
-        Sending { body, sent }
+        Sending { body, sent, rest: Bytes::new() }
     }
 
     /// Returns once an answer has waited about `limit` (between `limit` and a quarter
@@ -156,8 +157,17 @@ pin_project_lite::pin_project! {
         #[pin]
         body: B,
         sent: Sent,
+        // What is left of a part longer than `PART`, handed on next.
+        rest: Bytes,
     }
 }
+
+/// The longest part an answer hands hyper at a time (an HTTP/2 DATA frame's default
+/// size). Over HTTP/2 hyper asks for the next part once the client granted window for the
+/// whole last one: a part of 64 KiB would be held for 64 KiB of window, so that a client
+/// that takes less than 64 KiB per `send_timeout` (1 KiB/s at 60 s) would count as stuck;
+/// with 16 KiB, less than 16 KiB per `send_timeout` (about 270 B/s at 60 s).
+const PART: usize = 16 * 1024;
 
 /// The slot of `epoch` in [`Counts::held`].
 fn slot(epoch: u64) -> usize {
@@ -209,30 +219,49 @@ impl Drop for Sent {
     }
 }
 
-impl<B: hyper::body::Body> hyper::body::Body for Sending<B> {
-    type Data = B::Data;
+impl<B: hyper::body::Body<Data = Bytes>> hyper::body::Body for Sending<B> {
+    type Data = Bytes;
     type Error = B::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, B::Error>>> {
         let this = self.project();
         this.sent.release();
-        let frame = this.body.poll_frame(cx);
+        let frame = if this.rest.is_empty() {
+            this.body.poll_frame(cx)
+        } else {
+            Poll::Ready(Some(Ok(hyper::body::Frame::data(std::mem::take(this.rest)))))
+        };
         this.sent.on_origin(frame.is_pending());
-        if let Poll::Ready(Some(Ok(_))) = &frame {
-            this.sent.hold();
+        let Poll::Ready(Some(Ok(frame))) = frame else { return frame };
+        this.sent.hold();
+        // A long part goes in parts of PART (the bytes are shared, not copied).
+        match frame.into_data() {
+            Ok(mut data) => {
+                if data.len() > PART {
+                    *this.rest = data.split_off(PART);
+                }
+                Poll::Ready(Some(Ok(hyper::body::Frame::data(data))))
+            }
+            Err(frame) => Poll::Ready(Some(Ok(frame))),
         }
-        frame
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.rest.is_empty() && self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> hyper::body::SizeHint {
-        self.body.size_hint()
+        let (body, rest) = (self.body.size_hint(), self.rest.len() as u64);
+        // The upper bound first: `set_lower` checks the new lower against it.
+        let mut hint = hyper::body::SizeHint::new();
+        if let Some(upper) = body.upper() {
+            hint.set_upper(upper.saturating_add(rest));
+        }
+        hint.set_lower(body.lower().saturating_add(rest));
+        hint
     }
 }
 
@@ -524,5 +553,24 @@ mod tests {
         })
         .await;
         assert_eq!(took, None);
+    }
+
+    #[tokio::test]
+    async fn a_long_part_is_handed_on_in_parts_of_16_kib() {
+        use http_body_util::BodyExt as _;
+        let activity = Activity::default();
+        let body = http_body_util::Full::new(Bytes::from(vec![7u8; 40 * 1024]));
+        let mut answer = activity.sending(body);
+        assert_eq!(hyper::body::Body::size_hint(&answer).exact(), Some(40 * 1024));
+        let mut parts = Vec::new();
+        while let Some(frame) = answer.frame().await {
+            parts.push(frame.unwrap().into_data().unwrap().len());
+            assert_eq!(
+                hyper::body::Body::size_hint(&answer).exact(),
+                Some((40 * 1024 - parts.iter().sum::<usize>()) as u64)
+            );
+        }
+        assert_eq!(parts, [16 * 1024, 16 * 1024, 8 * 1024]);
+        assert!(hyper::body::Body::is_end_stream(&answer));
     }
 }

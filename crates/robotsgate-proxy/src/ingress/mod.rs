@@ -1041,7 +1041,7 @@ async fn serve_fast_first<I, C, F, FB, S, B>(
     S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Send,
     S::Future: Send + 'static,
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: hyper::body::Body + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
@@ -1084,7 +1084,7 @@ async fn serve<I, S, B>(
     S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Send,
     S::Future: Send + 'static,
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: hyper::body::Body + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
