@@ -14,6 +14,7 @@
 //! refused connection, a timeout, a certificate problem or a refused destination.
 
 mod address;
+mod client_hello;
 mod connector;
 mod dns;
 mod error;
@@ -27,6 +28,7 @@ mod tls;
 
 pub(crate) use address::ip_text;
 pub use address::{DenyReason, classify, push_ip};
+pub use client_hello::{ClientHello, MAX_CLIENT_HELLO, read_client_hello};
 pub use connector::Connector;
 pub(crate) use dns::hickory;
 pub use dns::{BadNameServer, DnsConfig, NameServer, Resolver};

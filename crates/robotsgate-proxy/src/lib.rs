@@ -24,6 +24,7 @@ mod prefixed;
 pub mod proxy;
 mod quiet;
 mod send_bound;
+mod server_name;
 mod slot;
 mod spares;
 mod workers;

@@ -592,6 +592,61 @@ async fn bypass_hosts_are_tunnelled_with_the_host_level_check() {
     proxy.stop().await;
 }
 
+/// A tunnel that is not intercepted is checked for its `CONNECT` host; its TLS client must
+/// then ask for that host (SNI). One that names another (domain fronting: both served from
+/// one address, the first checked, the second reached) gets the TLS alert `access_denied`
+/// and a refusal record, whether the host is decided before the `200` (a bypassed host)
+/// or after it (a port not intercepted); before, the tunnel carried it to the other host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tunnel_whose_tls_client_asks_for_another_host_is_refused() {
+    let s = Setup::new();
+    // `/` of localhost is closed to bots, and `bypass.test` is the same server.
+    let origin =
+        tls_origin(&s.origin_ca, [("/robots.txt", Reply::ok(ROBOTS)), ("/private/x", Reply::ok("private"))])
+            .await;
+    let mut config = s.config();
+    config.tls.bypass = vec!["bypass.test".parse().unwrap()];
+    config.tls.intercept_ports = vec![1];
+    let proxy = RunningProxy::start(&config).await;
+    let roots = || client_config(s.origin_ca.roots(), &[b"http/1.1"]);
+    let (bypassed, sniffed) =
+        (format!("bypass.test:{}", origin.port()), format!("localhost:{}", origin.port()));
+    for (target, other) in [(&bypassed, "localhost"), (&sniffed, "bypass.test")] {
+        // Its own name: through.
+        let own = target.split(':').next().unwrap();
+        let (answer, tcp) = connect(proxy.addr, target).await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+        let tls = handshake(&roots(), own, tcp).await.expect("its own name passes");
+        let got = h1_get(&mut h1(tls).await, target, "/private/x").await;
+        assert_eq!(got.status, StatusCode::OK, "{}", got.describe());
+        // Another name (the origin would answer it: its leaf names both): refused.
+        let (answer, tcp) = connect(proxy.addr, target).await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+        let err = handshake(&roots(), other, tcp).await.expect_err("refused");
+        assert!(err.to_string().contains("AccessDenied"), "{target} as {other}: {err}");
+    }
+    assert_eq!(origin.hits("/private/x"), 2, "only the tunnels that named their host");
+
+    let records = proxy.records().await;
+    let refusals: Vec<_> = of_type(&records, "refusal");
+    for (target, other, transport) in
+        [(&bypassed, "localhost", "connect"), (&sniffed, "bypass.test", "connect-tls")]
+    {
+        let r = refusals
+            .iter()
+            .find(|r| r["target"] == target.as_str())
+            .unwrap_or_else(|| panic!("no refusal for {target}: {refusals:#?}"));
+        assert_eq!(
+            (r["method"].as_str(), r["transport"].as_str()),
+            (Some("CONNECT"), Some(transport)),
+            "{r}"
+        );
+        let text = r.to_string();
+        assert!(text.contains(&format!("asks for \\\"{other}\\\"")), "{text}");
+    }
+    proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ports_not_listed_are_tunnelled_as_before() {
     let s = Setup::new();

@@ -227,7 +227,10 @@ async fn connect_tunnel_carries_tls_end_to_end() {
     let proxy = proxy_for(&tls_config(dir.path(), &ca)).await;
 
     let mut sender = proxy_conn(proxy.addr).await;
-    let res = bounded("CONNECT", sender.send_request(connect_request(&origin.authority()))).await.unwrap();
+    let res =
+        bounded("CONNECT", sender.send_request(connect_request(&format!("localhost:{}", origin.port()))))
+            .await
+            .unwrap();
     assert_eq!(res.status(), StatusCode::OK, "CONNECT refused: {:?}", res.headers());
     assert!(res.headers().get("via").is_some(), "CONNECT answer carries Via");
     let upgraded = bounded("CONNECT upgrade", hyper::upgrade::on(res)).await.expect("upgrade");
@@ -255,8 +258,8 @@ async fn connect_tunnel_carries_tls_end_to_end() {
     assert_eq!(d["method"], "CONNECT");
     assert_eq!(d["path_visible"], false);
     assert_eq!(d["outcome"], "allowed");
-    assert_eq!(d["url"], origin.url("/").as_str());
-    assert_eq!(d["robots"]["url"], origin.url("/robots.txt").as_str());
+    assert_eq!(d["url"], format!("{}/", origin.base_as("localhost")).as_str());
+    assert_eq!(d["robots"]["url"], format!("{}/robots.txt", origin.base_as("localhost")).as_str());
     drop(inner);
     proxy.stop().await;
 }
@@ -275,7 +278,7 @@ async fn connect_to_a_disallowed_host_is_refused() {
     .await;
     let proxy = proxy_for(&tls_config(dir.path(), &ca)).await;
 
-    let (answer, tcp) = connect(proxy.addr, &origin.authority()).await;
+    let (answer, tcp) = connect(proxy.addr, &format!("localhost:{}", origin.port())).await;
     assert_eq!(answer.status, 200, "{answer:?}");
     let err = handshake(&client_config(ca.roots(), &[]), "localhost", tcp).await.expect_err("refused");
     assert!(err.to_string().contains("AccessDenied"), "a TLS access_denied alert: {err}");
@@ -310,13 +313,14 @@ async fn a_refused_tls_tunnel_gets_access_denied_whatever_the_reason() {
     // The proxy trusts the webpki roots only: the origin's certificate fails.
     let proxy = proxy_for(&test_config(dir.path())).await;
 
-    let (answer, tcp) = connect(proxy.addr, &origin.authority()).await;
+    let (answer, tcp) = connect(proxy.addr, &format!("localhost:{}", origin.port())).await;
     assert_eq!(answer.status, 200, "{answer:?}");
     let err = handshake(&client_config(ca.roots(), &[]), "localhost", tcp).await.expect_err("refused");
     assert!(err.to_string().contains("AccessDenied"), "a TLS access_denied alert: {err}");
 
-    // The raw record, in the ClientHello's record version.
-    let (answer, mut tcp) = connect(proxy.addr, &origin.authority()).await;
+    // The raw record, in the ClientHello's record version (a ClientHello too short to read,
+    // refused as such before the host is looked at).
+    let (answer, mut tcp) = connect(proxy.addr, &format!("localhost:{}", origin.port())).await;
     assert_eq!(answer.status, 200, "{answer:?}");
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let hello = [0x16, 0x03, 0x01, 0x00, 0x04, 0x01, 0x00, 0x00, 0x00];
@@ -1134,7 +1138,10 @@ async fn shutdown_closes_open_tunnels_after_the_grace_period() {
     let proxy = proxy_for(&config).await;
 
     let mut sender = proxy_conn(proxy.addr).await;
-    let res = bounded("CONNECT", sender.send_request(connect_request(&origin.authority()))).await.unwrap();
+    let res =
+        bounded("CONNECT", sender.send_request(connect_request(&format!("localhost:{}", origin.port()))))
+            .await
+            .unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     let upgraded = bounded("upgrade", hyper::upgrade::on(res)).await.unwrap();
     let mut tls =

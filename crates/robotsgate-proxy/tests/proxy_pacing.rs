@@ -37,7 +37,7 @@ async fn connect_tunnels_are_paced_when_they_open() {
     let mut opened = Vec::new();
     let mut tunnels = Vec::new();
     for _ in 0..3 {
-        tunnels.push(tunnel(proxy.addr, &origin.authority(), &client, "localhost").await);
+        tunnels.push(tunnel(proxy.addr, &format!("localhost:{}", origin.port()), &client, "localhost").await);
         opened.push(Instant::now());
     }
     for w in opened.windows(2) {

@@ -20,6 +20,7 @@ use tokio::net::TcpStream;
 use super::errors::connect_refusal;
 use super::{Forwarder, ProxyBody, boxed};
 use crate::prefixed::Prefixed;
+use crate::server_name::HelloCheck;
 use crate::slot::Slot;
 use robotsgate::layer::Tally;
 use robotsgate::net::ConnectError;
@@ -58,6 +59,7 @@ impl Forwarder {
     /// copy bytes both ways; or, for a [`PreConnected`] tunnel, copy at once.
     pub(super) async fn tunnel(self, mut req: Request<ClientBody>) -> Response<ProxyBody> {
         let pre = req.extensions_mut().remove::<PreConnected>().and_then(|p| p.take());
+        let check = req.extensions_mut().remove::<HelloCheck>();
         let slot = Slot::take(&mut req);
         let Some(authority) = req.uri().authority().cloned() else {
             return boxed(
@@ -89,13 +91,29 @@ impl Forwarder {
             let _slot = slot;
             let client = match client {
                 Some(c) => c,
-                None => match hyper::upgrade::on(req).await {
-                    Ok(u) => Prefixed { prefix: Bytes::new(), inner: TokioIo::new(u) },
-                    Err(e) => {
-                        tracing::debug!(error = %e, "CONNECT upgrade failed");
-                        return;
-                    }
-                },
+                None => {
+                    let target = req.uri().to_string();
+                    let mut io = match hyper::upgrade::on(req).await {
+                        Ok(u) => TokioIo::new(u),
+                        Err(e) => {
+                            tracing::debug!(error = %e, "CONNECT upgrade failed");
+                            return;
+                        }
+                    };
+                    // A TLS client must ask for the host checked (crate::server_name).
+                    let prefix = match &check {
+                        Some(check) => {
+                            let host = origin.host().to_string();
+                            let transport = robotsgate::layer::Transport::Connect;
+                            match check.check(&mut io, Vec::new(), &host, &target, transport).await {
+                                Ok(first) => Bytes::from(first),
+                                Err(()) => return,
+                            }
+                        }
+                        None => Bytes::new(),
+                    };
+                    Prefixed { prefix, inner: io }
+                }
             };
             tokio::select! {
                 r = copy_until_idle(client, upstream, idle, &tally) => {

@@ -189,5 +189,8 @@ async fn handle(
         return Box::pin(sniff::connect_then_sniff(req, shared)).await;
     }
     req.extensions_mut().insert(Transport::Connect);
+    // The tunnel's TLS client must ask for the host it is checked for (crate::server_name).
+    let check = shared.hello_check(&req);
+    req.extensions_mut().insert(check);
     shared.answer(req).await
 }

@@ -14,6 +14,7 @@ use crate::auth::ProxyAuth;
 use crate::forward::{Forwarder, HeadLimit, ProxyBody, ProxyService};
 use crate::intercept::{Inside, Interception};
 use crate::metrics::Metrics;
+use crate::server_name::HelloCheck;
 use crate::slot::Slot;
 
 /// What every connection task needs (behind one `Arc`: requests clone it).
@@ -53,6 +54,18 @@ impl Shared {
             ..Default::default()
         };
         self.layer.log_refusal(refusal, facts);
+    }
+
+    /// What holding the TLS client of `req`'s tunnel to its host needs
+    /// (`crate::server_name`).
+    pub(super) fn hello_check(&self, req: &Request<ClientBody>) -> HelloCheck {
+        let ext = req.extensions();
+        HelloCheck {
+            layer: self.layer.clone(),
+            client: ext.get::<robotsgate::layer::ClientAddr>().map(|c| c.0),
+            user: ext.get::<robotsgate::layer::ProxyUser>().map(|u| u.0.clone()),
+            timeout: self.config.header_read_timeout,
+        }
     }
 
     /// What serving HTTP inside a tunnel of `client` needs; `slot` is the client

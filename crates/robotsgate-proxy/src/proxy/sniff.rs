@@ -5,8 +5,8 @@
 //! carries, since the port does not say (`ws://host:8080` opened with `CONNECT`, HTTPS on
 //! 8443):
 //!
-//! - a TLS handshake: the host is checked (`/` on `https://host:port`) and the bytes are
-//!   tunnelled; when it is refused (whatever the reason: robots.txt, the guard, robots.txt
+//! - a TLS handshake: its ClientHello must ask for the host (`crate::server_name`), then
+//!   the host is checked (`/` on `https://host:port`) and the bytes are tunnelled; when it is refused (whatever the reason: robots.txt, the guard, robots.txt
 //!   unreachable, pacing, the audit log) the client gets the fatal TLS alert
 //!   `access_denied` instead of a handshake, since an HTTP answer is no longer possible
 //!   after the `200`; the audit record says why;
@@ -34,6 +34,7 @@ use super::shared::Shared;
 use crate::forward::{PreConnected, ProxyBody, boxed, connect_refusal};
 use crate::intercept;
 use crate::prefixed::Prefixed;
+use crate::server_name::{access_denied_alert, hello_record_version};
 use crate::slot::Slot;
 use robotsgate::Refusal;
 use robotsgate::layer::Transport;
@@ -173,6 +174,18 @@ async fn serve_tunnel(
         Err(_) if first.is_empty() => Carries::Other,
         Err(_) => Carries::Http,
     };
+    // A TLS client must ask for the host the tunnel is checked for (crate::server_name).
+    let first = if carries == Carries::Tls {
+        let check = shared.hello_check(&req);
+        let target = req.uri().to_string();
+        let host = origin.host().to_string();
+        match check.check(&mut client, first, &host, &target, Transport::ConnectTls).await {
+            Ok(first) => first,
+            Err(()) => return,
+        }
+    } else {
+        first
+    };
     let record_version = hello_record_version(&first);
     let client = Prefixed { prefix: Bytes::from(first), inner: client };
     if carries == Carries::Http {
@@ -203,23 +216,6 @@ async fn serve_tunnel(
         }
         let _ = client.shutdown().await;
     }
-}
-
-/// The record-layer version of the client's first TLS record (`first` starts with it),
-/// which the alert answering it repeats; TLS 1.2's when it is not a `3.x` version.
-fn hello_record_version(first: &[u8]) -> [u8; 2] {
-    match first.get(1..3) {
-        Some(&[3, minor]) if minor <= 4 => [3, minor],
-        _ => [3, 3],
-    }
-}
-
-/// The fatal TLS alert record `access_denied` (RFC 8446 §6.2: content type 21, the
-/// record version, length 2, level fatal, description 49): how a refused tunnel is told
-/// no once the `200` has gone. Every refusal gets it (the README promises it); the audit
-/// record says why.
-fn access_denied_alert(version: [u8; 2]) -> [u8; 7] {
-    [21, version[0], version[1], 0x00, 0x02, 2, 49]
 }
 
 /// Whether a `CONNECT` to `addr`'s port is decided after its `200` by what the tunnel
@@ -262,14 +258,5 @@ mod tests {
         assert_eq!(classify(b"GET  /"), Some(Carries::Other));
         assert_eq!(classify(&[0, 1, 2]), Some(Carries::Other));
         assert_eq!(classify(b"GET a\x01"), Some(Carries::Other));
-    }
-
-    #[test]
-    fn the_alert_repeats_the_hellos_record_version() {
-        assert_eq!(hello_record_version(&[0x16, 3, 1, 0, 5]), [3, 1]);
-        assert_eq!(hello_record_version(&[0x16, 3, 3]), [3, 3]);
-        assert_eq!(hello_record_version(&[0x16, 9, 9]), [3, 3], "not TLS 1.x: TLS 1.2's");
-        assert_eq!(hello_record_version(&[0x16]), [3, 3]);
-        assert_eq!(access_denied_alert([3, 1]), [21, 3, 1, 0, 2, 2, 49]);
     }
 }
