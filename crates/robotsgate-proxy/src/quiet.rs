@@ -15,7 +15,10 @@
 //! leaves one there, and then a write waits (`crate::send_bound` bounds that). Over
 //! HTTP/2 hyper asks only once the client grants flow-control window: a client that
 //! grants none and answers the pings moves bytes and has no write waiting, yet holds the
-//! answer, its origin's request and its upstream connection for good.
+//! answer, its origin's request and its upstream connection for good. Time in which a
+//! write waited is not counted (the send bound spares a slow reader); but an answer left
+//! there for [`LONG`] times the bound is stuck whatever the writes did, so that a client
+//! cannot hide answers it grants no window behind another one it reads slowly.
 
 use std::io;
 use std::pin::Pin;
@@ -50,11 +53,20 @@ struct Counts {
     write_waits: AtomicU64,
     /// Whether a write to the client waits now.
     write_waiting: AtomicBool,
+    /// The stuck watcher's count of every [`LONG`] ticks, waits or not.
+    long_epoch: AtomicU64,
+    /// Answers handed to hyper and not asked for their next part since, by the long epoch
+    /// in which they were handed (modulo [`HELD_SLOTS`]).
+    held_long: [AtomicUsize; HELD_SLOTS],
 }
 
 /// Epochs an answer may stay handed over before it is stuck: one more than the ticks of
 /// the bound ([`Activity::stuck_for`]), so a slot is free again when it is looked at.
 const HELD_SLOTS: usize = 5;
+
+/// How many times the bound an answer may wait for hyper to ask for its next part, time in
+/// which writes waited included ([`Activity::stuck_for`]): 10 minutes at the default 60 s.
+const LONG: u64 = 10;
 
 impl Activity {
     /// `io`, counting each read and write that moves bytes.
@@ -80,13 +92,24 @@ impl Activity {
     }
 
     /// Returns once an answer has waited about `limit` (between `limit` and a quarter
-    /// more, not counting the time in which a write to the client waited) for hyper to ask
-    /// for its next part: the client takes none of it (see the module).
+    /// more, not counting the time in which a write to the client waited), or [`LONG`]
+    /// times as long counting every wait, for hyper to ask for its next part: the client
+    /// takes none of it (see the module).
     pub(crate) async fn stuck_for(&self, limit: Duration) {
         let tick = limit / (HELD_SLOTS as u32 - 1) + Duration::from_millis(1);
         let mut waits = self.0.write_waits.load(Ordering::Relaxed);
+        let mut ticks: u64 = 0;
         loop {
             tokio::time::sleep(tick).await;
+            ticks = ticks.wrapping_add(1);
+            if ticks.is_multiple_of(LONG) {
+                // As below, every LONG ticks whatever the writes did.
+                let next = self.0.long_epoch.load(Ordering::Relaxed).wrapping_add(1);
+                if self.0.held_long[slot(next)].load(Ordering::Relaxed) > 0 {
+                    return;
+                }
+                self.0.long_epoch.store(next, Ordering::Relaxed);
+            }
             let now = self.0.write_waits.load(Ordering::Relaxed);
             if now != waits || self.0.write_waiting.load(Ordering::Relaxed) {
                 // A write waited: the client's reading is `send_bound`'s to judge.
@@ -180,21 +203,25 @@ fn slot(epoch: u64) -> usize {
 struct Sent {
     activity: Activity,
     on_origin: bool,
-    held: Option<u64>,
+    /// The epoch and the long epoch it was handed in.
+    held: Option<(u64, u64)>,
 }
 
 impl Sent {
     /// Handed to hyper: waits for it to ask for the next part.
     fn hold(&mut self) {
-        let epoch = self.activity.0.epoch.load(Ordering::Relaxed);
-        self.activity.0.held[slot(epoch)].fetch_add(1, Ordering::Relaxed);
-        self.held = Some(epoch);
+        let counts = &self.activity.0;
+        let (epoch, long) = (counts.epoch.load(Ordering::Relaxed), counts.long_epoch.load(Ordering::Relaxed));
+        counts.held[slot(epoch)].fetch_add(1, Ordering::Relaxed);
+        counts.held_long[slot(long)].fetch_add(1, Ordering::Relaxed);
+        self.held = Some((epoch, long));
     }
 
     /// Asked for its next part (or gone).
     fn release(&mut self) {
-        if let Some(epoch) = self.held.take() {
+        if let Some((epoch, long)) = self.held.take() {
             self.activity.0.held[slot(epoch)].fetch_sub(1, Ordering::Relaxed);
+            self.activity.0.held_long[slot(long)].fetch_sub(1, Ordering::Relaxed);
         }
     }
 
@@ -530,7 +557,8 @@ mod tests {
         // A client that stopped reading: the write waits (the send bound's to judge), the
         // answer is never asked for again.
         let answer = activity.sending(Endless);
-        let took = stuck_after(&activity, Duration::from_secs(100), async {
+        // (Not for LONG bounds: see the next test.)
+        let took = stuck_after(&activity, Duration::from_secs(60), async {
             a.write_all(&[0u8; 1024]).await.unwrap();
         })
         .await;
@@ -572,5 +600,23 @@ mod tests {
         }
         assert_eq!(parts, [16 * 1024, 16 * 1024, 8 * 1024]);
         assert!(hyper::body::Body::is_end_stream(&answer));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_behind_a_write_that_waits_for_good_is_stuck_after_the_long_bound() {
+        // A client that reads one answer slowly enough that a write always waits, and
+        // grants another no window: that one is stuck after LONG bounds (80 s to 100 s with
+        // an 8 s bound), not never.
+        let activity = Activity::default();
+        let (a, _b) = tokio::io::duplex(64);
+        let mut a = activity.watch(a);
+        let _never = activity.sending(Endless);
+        let took = stuck_after(&activity, Duration::from_secs(200), async {
+            a.write_all(&[0u8; 1024]).await.unwrap();
+        })
+        .await;
+        let took = took.expect("stuck");
+        let long = Duration::from_secs(8 * LONG);
+        assert!((long..=long + Duration::from_secs(21)).contains(&took), "stuck after {took:?}");
     }
 }
