@@ -287,7 +287,10 @@ where
         () = activity.stuck_for(send_timeout) => {
             tracing::debug!(%origin, %client, "the client took nothing of an answer for proxy.send_timeout: closed");
             conn.as_mut().graceful_shutdown();
-            let _ = tokio::time::timeout(send_timeout, conn).await;
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                () = activity.only_stuck_left(send_timeout) => {}
+            }
         }
     }
 }

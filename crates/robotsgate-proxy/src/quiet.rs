@@ -53,6 +53,8 @@ struct Counts {
     write_waits: AtomicU64,
     /// Whether a write to the client waits now.
     write_waiting: AtomicBool,
+    /// Answers asked for their next part (or done), ever.
+    taken: AtomicU64,
     /// The stuck watcher's count of every [`LONG`] ticks, waits or not.
     long_epoch: AtomicU64,
     /// Answers handed to hyper and not asked for their next part since, by the long epoch
@@ -125,6 +127,34 @@ impl Activity {
             }
             self.0.epoch.store(next, Ordering::Relaxed);
         }
+    }
+
+    /// After [`Activity::stuck_for`]: returns once nothing is left on the connection but
+    /// answers the client takes nothing of (no request waiting for its answer, no
+    /// WebSocket, no answer waiting for its origin, and no answer's part taken for
+    /// `limit`), or after [`LONG`] times `limit` in any case. Until then the connection's
+    /// other streams may go on (HTTP/2: they were told to finish, with a GOAWAY).
+    pub(crate) async fn only_stuck_left(&self, limit: Duration) {
+        let tick = limit / 4 + Duration::from_millis(1);
+        let left = async {
+            let mut taken = self.0.taken.load(Ordering::Relaxed);
+            let mut still = Duration::ZERO;
+            loop {
+                tokio::time::sleep(tick).await;
+                let now = self.0.taken.load(Ordering::Relaxed);
+                let waiting =
+                    self.0.busy.load(Ordering::Relaxed) > 0 || self.0.on_origin.load(Ordering::Relaxed) > 0;
+                if waiting || now != taken {
+                    (taken, still) = (now, Duration::ZERO);
+                    continue;
+                }
+                still += tick;
+                if still >= limit {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(limit.saturating_mul(LONG as u32), left).await;
     }
 
     /// Returns once the connection was quiet (see the module) for `idle`: between
@@ -220,8 +250,10 @@ impl Sent {
     /// Asked for its next part (or gone).
     fn release(&mut self) {
         if let Some((epoch, long)) = self.held.take() {
-            self.activity.0.held[slot(epoch)].fetch_sub(1, Ordering::Relaxed);
-            self.activity.0.held_long[slot(long)].fetch_sub(1, Ordering::Relaxed);
+            let counts = &self.activity.0;
+            counts.held[slot(epoch)].fetch_sub(1, Ordering::Relaxed);
+            counts.held_long[slot(long)].fetch_sub(1, Ordering::Relaxed);
+            counts.taken.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -618,5 +650,39 @@ mod tests {
         let took = took.expect("stuck");
         let long = Duration::from_secs(8 * LONG);
         assert!((long..=long + Duration::from_secs(21)).contains(&took), "stuck after {took:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn after_a_stuck_answer_the_others_may_finish() {
+        use http_body_util::BodyExt as _;
+        let activity = Activity::default();
+        let _stuck = activity.sending(Endless);
+        // Another answer, a part taken every 6 s for a minute, then done: the wait ends
+        // 8 s to 10 s after it (8 s bound).
+        let started = tokio::time::Instant::now();
+        tokio::select! {
+            () = async {
+                let mut other = activity.sending(Endless);
+                for _ in 0..10 {
+                    tokio::time::sleep(Duration::from_secs(6)).await;
+                    other.frame().await.unwrap().unwrap();
+                }
+                drop(other);
+                std::future::pending::<()>().await;
+            } => unreachable!(),
+            () = activity.only_stuck_left(Duration::from_secs(8)) => {}
+        }
+        let took = started.elapsed();
+        assert!((Duration::from_secs(68)..=Duration::from_secs(71)).contains(&took), "after {took:?}");
+        // An answer waiting for its origin (server-sent events) keeps it, up to LONG bounds.
+        let started = tokio::time::Instant::now();
+        tokio::select! {
+            () = async {
+                let mut events = activity.sending(Waits);
+                let _ = events.frame().await;
+            } => unreachable!(),
+            () = activity.only_stuck_left(Duration::from_secs(8)) => {}
+        }
+        assert_eq!(started.elapsed(), Duration::from_secs(8 * LONG));
     }
 }

@@ -364,6 +364,47 @@ async fn a_redirected_robots_file_is_followed_on_the_site_and_fetched_without_a_
     ingress.stop().await;
 }
 
+/// An HTTP/2 connection with one stuck answer (its window used up, never given back) and
+/// another that goes on (events every 200 ms for 6 s, a 1 s bound): the connection is told
+/// to go away, the other answer comes whole, and then the connection is closed (before:
+/// the other answer was cut one bound after the GOAWAY).
+#[tokio::test]
+async fn the_other_streams_of_a_stuck_http2_connection_may_finish() {
+    use http_body_util::BodyExt as _;
+    let site = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/big", Reply::pattern(1024 * 1024)),
+        ("/events", Reply::ok(vec![b'e'; 300]).drip(10, std::time::Duration::from_millis(200))),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_file(dir.path(), &format!("[ingress]\nsend_timeout = \"1s\"\n{NO_VERIFY}"));
+    let ingress = Ingress::start("http", &["--upstream", &site.base(), "--config", &cfg]).await;
+    let request = |path: &str| {
+        http::Request::get(ingress.url(path))
+            .header("user-agent", BROWSER)
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap()
+    };
+    // A 1 KiB window per stream: /big fills it and is never read; /events fits in it.
+    let tcp = tokio::net::TcpStream::connect(ingress.addr).await.unwrap();
+    let (mut h2, conn) = hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+        .initial_stream_window_size(1024)
+        .handshake(hyper_util::rt::TokioIo::new(tcp))
+        .await
+        .unwrap();
+    let driver = tokio::spawn(conn);
+    let big = bounded("the head", h2.send_request(request("/big"))).await.unwrap();
+    let events = bounded("the head", h2.send_request(request("/events"))).await.unwrap();
+    let started = std::time::Instant::now();
+    let got = bounded("the events", events.into_body().collect()).await.expect("whole").to_bytes();
+    assert_eq!(got.len(), 300, "all the events, after {:?}", started.elapsed());
+    bounded("the connection ends", driver).await.unwrap().ok();
+    assert!(started.elapsed() >= std::time::Duration::from_secs(6), "after {:?}", started.elapsed());
+    drop(big);
+    ingress.stop().await;
+}
+
 /// `ingress.hosts`: an upstream that serves a site per host name has a robots.txt per
 /// name; each name given is judged by its own, fetched with that name, and recorded with
 /// it; any other name by the one default copy (before: one copy for every name).

@@ -1071,8 +1071,8 @@ struct Bounds {
 /// that tells HTTP/1.1 from HTTP/2 nor an HTTP/2 connection without a stream whose client
 /// answers the keep-alive pings (one held 578 s with a 2 s timeout). A connection one of
 /// whose answers the client has taken nothing of for `send` (an HTTP/2 client that grants
-/// no flow-control window, see `crate::quiet`) is shut down too, and closed if that
-/// answer still waits after `send` again.
+/// no flow-control window, see `crate::quiet`) is shut down too, and closed once nothing
+/// else goes on over it (its other streams may finish: ten times `send` at most).
 async fn serve<I, S, B>(
     builder: &hyper_util::server::conn::auto::Builder<TokioExecutor>,
     io: I,
@@ -1120,9 +1120,12 @@ async fn serve<I, S, B>(
         }
         () = activity.stuck_for(bounds.send) => {
             tracing::debug!("the client took nothing of an answer for ingress.send_timeout: closed");
-            // HTTP/2: a GOAWAY, so that the other streams may finish.
+            // HTTP/2: a GOAWAY; the other streams may finish (crate::quiet).
             conn.as_mut().graceful_shutdown();
-            let _ = tokio::time::timeout(bounds.send, conn).await;
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                () = activity.only_stuck_left(bounds.send) => {}
+            }
         }
     }
 }
