@@ -369,6 +369,20 @@ impl RobotsLayer {
         self.with_mode(Mode::ReportOnly)
     }
 
+    /// The mode in force (it changes with [`RobotsLayer::reload`]).
+    ///
+    /// ```
+    /// use robotsgate::layer::Mode;
+    ///
+    /// let robots = robotsgate::Robots::builder().agent("ExampleBot").build()?;
+    /// assert_eq!(robots.layer().mode(), Mode::Enforce);
+    /// assert_eq!(robots.layer().report_only().mode(), Mode::ReportOnly);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn mode(&self) -> Mode {
+        self.shared.settings.load().mode
+    }
+
     /// The scheme of requests in origin form (`GET /x` with a `Host` header); http by
     /// default.
     pub fn with_scheme(self, scheme: Scheme) -> RobotsLayer {

@@ -5,12 +5,13 @@
 //! is refused (the TLS alert `access_denied`, and a refusal record saying which name it
 //! gave). A ClientHello that does not read, or does not come whole in time, is refused too;
 //! one without a name (a client connecting to an address) passes, as does one with
-//! encrypted client hello (ECH), whose outer name may be its provider's.
+//! encrypted client hello (ECH), whose outer name may be its provider's. The layer's mode
+//! holds: report-only lets such a tunnel go on (a warning in the log), off reads nothing.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use robotsgate::layer::RobotsLayer;
+use robotsgate::layer::{Mode, RobotsLayer};
 use robotsgate::net::{ClientHello, MAX_CLIENT_HELLO, read_client_hello};
 use robotsgate::{Refusal, RefusalKind};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
@@ -45,8 +46,18 @@ impl HelloCheck {
     where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
+        let mode = self.layer.mode();
+        if mode == Mode::Off {
+            // Nothing is enforced nor recorded.
+            return Ok(first);
+        }
         let (first, verdict) = read_and_judge(io, first, host, self.timeout).await;
         let Err(refusal) = verdict else { return Ok(first) };
+        if mode == Mode::ReportOnly {
+            // Decided, not enforced: said, and the tunnel goes on.
+            tracing::warn!(client = ?self.client, %target, why = %refusal.message(), "report-only: a tunnel that would be refused after its ClientHello goes on");
+            return Ok(first);
+        }
         let facts = robotsgate::audit::RefusalFacts {
             client: self.client,
             user: self.user.as_deref(),

@@ -647,6 +647,35 @@ async fn a_tunnel_whose_tls_client_asks_for_another_host_is_refused() {
     proxy.stop().await;
 }
 
+/// `policy.mode = "report-only"` and `"off"`: a TLS client that asks for another host than
+/// its tunnel's goes through (report-only says so in the proxy's log; neither writes a
+/// refusal record), as every other decision of those modes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tunnel_asking_for_another_host_passes_in_report_only_and_off() {
+    use robotsgate_proxy::config::ModeName;
+    let s = Setup::new();
+    let origin =
+        tls_origin(&s.origin_ca, [("/robots.txt", Reply::ok(ROBOTS)), ("/page", Reply::ok("page"))]).await;
+    for mode in [ModeName::ReportOnly, ModeName::Off] {
+        let mut config = s.config();
+        config.tls.bypass = vec!["bypass.test".parse().unwrap()];
+        config.policy.mode = mode;
+        let proxy = RunningProxy::start(&config).await;
+        let target = format!("bypass.test:{}", origin.port());
+        let (answer, tcp) = connect(proxy.addr, &target).await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+        let tls = handshake(&client_config(s.origin_ca.roots(), &[b"http/1.1"]), "localhost", tcp)
+            .await
+            .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        let got = h1_get(&mut h1(tls).await, &target, "/page").await;
+        assert_eq!(got.status, StatusCode::OK, "{}", got.describe());
+        let records = proxy.records().await;
+        assert!(of_type(&records, "refusal").is_empty(), "{mode:?}: {records:#?}");
+        proxy.stop().await;
+    }
+    assert_eq!(origin.hits("/page"), 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ports_not_listed_are_tunnelled_as_before() {
     let s = Setup::new();
