@@ -415,6 +415,15 @@ where
                 head,
             ));
         }
+        if shared.sites.two_hosts(&req) {
+            let why = "the request names two hosts (its target's and its Host header)";
+            return Ok(own(
+                StatusCode::BAD_REQUEST,
+                crate::RefusalKind::BadRequest.as_str(),
+                why.into(),
+                head,
+            ));
+        }
         let peer = req.extensions().get::<SocketAddr>().map(|a| a.ip());
         let client = client_ip(peer, req.headers(), &config.trusted_proxies, config.forwarded_header);
         // Nearly every request finds a copy in time; the fetch's future is made only when one

@@ -64,6 +64,21 @@ impl Sites {
         Sites { default, named }
     }
 
+    /// Whether `req` names two different hosts (its URI's authority, absolute form or
+    /// HTTP/2, and its `Host`) while host names are given: which one the site judges and
+    /// which one the upstream serves could differ, so such a request is refused (RFC 9113
+    /// §8.3.1 lets a server treat it as malformed).
+    pub(crate) fn two_hosts<B>(&self, req: &Request<B>) -> bool {
+        if self.named.is_empty() {
+            return false;
+        }
+        let (Some(authority), Some(host)) = (req.uri().authority(), req.headers().get(http::header::HOST))
+        else {
+            return false;
+        };
+        host.to_str().map_or(true, |h| key(strip_port(h)) != key(authority.host()))
+    }
+
     /// The site `req` is judged for.
     pub(crate) fn of<B>(&self, req: &Request<B>) -> Site<'_> {
         if !self.named.is_empty()
@@ -149,6 +164,18 @@ mod tests {
         }
         assert_eq!(sites.by_name(Some("BLOG.example.com")).name.map(|n| &**n), Some("blog.example.com"));
         assert!(sites.by_name(Some("nope")).name.is_none());
+    }
+
+    #[test]
+    fn a_request_naming_two_hosts_is_told() {
+        let sites = Sites::new(cache(), vec![HeaderValue::from_static("a.example")], cache);
+        assert!(sites.two_hosts(&req("http://b.example/x", Some("a.example"))));
+        assert!(sites.two_hosts(&req("http://a.example/x", Some("other.example"))));
+        assert!(!sites.two_hosts(&req("http://A.example:8080/x", Some("a.example."))));
+        assert!(!sites.two_hosts(&req("/x", Some("b.example"))), "one host named");
+        assert!(!sites.two_hosts(&req("http://b.example/x", None)));
+        let none = Sites::new(cache(), Vec::new(), cache);
+        assert!(!none.two_hosts(&req("http://b.example/x", Some("a.example"))), "no names given");
     }
 
     #[test]

@@ -4,9 +4,12 @@
 //! from one address (a CDN: domain fronting) under a check made for the first: its tunnel
 //! is refused (the TLS alert `access_denied`, and a refusal record saying which name it
 //! gave). A ClientHello that does not read, or does not come whole in time, is refused too;
-//! one without a name (a client connecting to an address) passes, as does one with
-//! encrypted client hello (ECH), whose outer name may be its provider's. The layer's mode
-//! holds: report-only lets such a tunnel go on (a warning in the log), off reads nothing.
+//! one without a name (a client connecting to an address) passes. Encrypted client hello
+//! (ECH) is held to the same rule: its outer name must be the host (as with clients that
+//! send ECH as GREASE), since the proxy cannot see the inner one. Where TLS is expected
+//! (port 443, a bypassed host), a client that says nothing in time is not let through
+//! unread: the ClientHello is waited for. The layer's mode holds: report-only lets such a
+//! tunnel go on (a warning in the log), off reads nothing.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -29,10 +32,11 @@ pub(crate) struct HelloCheck {
 }
 
 impl HelloCheck {
-    /// Reads the client's first bytes from `io` (after `first`, read already) until its
-    /// ClientHello is whole, and holds its server name to `host`. The bytes read, and
-    /// whether the tunnel may go on: `Err` when it was refused, the alert sent and the
-    /// refusal recorded for `CONNECT target` ([`Transport`] `transport`).
+    /// Reads the client's first bytes from `io` (after `first`, read already; with none,
+    /// the first is waited for up to `first_wait`) until its ClientHello is whole, and
+    /// holds its server name to `host`. The bytes read, and whether the tunnel may go on:
+    /// `Err` when it was refused, the alert sent and the refusal recorded for `CONNECT
+    /// target` ([`Transport`] `transport`).
     ///
     /// [`Transport`]: robotsgate::layer::Transport
     pub(crate) async fn check<IO>(
@@ -42,6 +46,7 @@ impl HelloCheck {
         host: &str,
         target: &str,
         transport: robotsgate::layer::Transport,
+        first_wait: Duration,
     ) -> Result<Vec<u8>, ()>
     where
         IO: AsyncRead + AsyncWrite + Unpin,
@@ -51,7 +56,7 @@ impl HelloCheck {
             // Nothing is enforced nor recorded.
             return Ok(first);
         }
-        let (first, verdict) = read_and_judge(io, first, host, self.timeout).await;
+        let (first, verdict) = read_and_judge(io, first, host, first_wait, self.timeout).await;
         let Err(refusal) = verdict else { return Ok(first) };
         if mode == Mode::ReportOnly {
             // Decided, not enforced: said, and the tunnel goes on.
@@ -76,16 +81,30 @@ impl HelloCheck {
 }
 
 /// Reads until the ClientHello after `first` is whole (or what came is no TLS: passed on
-/// as it is), within `timeout`, and judges its name against `host`.
+/// as it is), within `timeout` of its first byte (waited for `first_wait` when `first` is
+/// empty), and judges its name against `host`.
 async fn read_and_judge<IO>(
     io: &mut IO,
     mut first: Vec<u8>,
     host: &str,
+    first_wait: Duration,
     timeout: Duration,
 ) -> (Vec<u8>, Result<(), Refusal>)
 where
     IO: AsyncRead + Unpin,
 {
+    if first.is_empty() {
+        // A client that waits before it speaks is held to its ClientHello all the same.
+        let mut buf = [0u8; 2048];
+        match tokio::time::timeout(first_wait, io.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => return (first, Ok(())),
+            Ok(Ok(n)) => first.extend_from_slice(&buf[..n]),
+            Err(_) => {
+                let why = "the client sent nothing within proxy.tunnel_idle_timeout";
+                return (first, Err(refused(why.into())));
+            }
+        }
+    }
     let read = async {
         let mut buf = [0u8; 2048];
         loop {
@@ -109,8 +128,6 @@ where
     };
     let verdict = match tokio::time::timeout(timeout, read).await {
         Ok(None) => Ok(()),
-        // Nothing at all in time: a protocol whose server speaks first.
-        Err(_) if first.is_empty() => Ok(()),
         Err(_) => {
             Err(refused("the TLS ClientHello did not come whole within proxy.header_read_timeout".into()))
         }
@@ -124,7 +141,7 @@ fn judge(hello: &ClientHello, host: &str) -> Result<(), Refusal> {
     match hello {
         ClientHello::Incomplete => Ok(()),
         ClientHello::Malformed(why) => Err(refused(format!("the TLS ClientHello does not read: {why}"))),
-        ClientHello::Complete { server_name: None, .. } | ClientHello::Complete { ech: true, .. } => Ok(()),
+        ClientHello::Complete { server_name: None, .. } => Ok(()),
         ClientHello::Complete { server_name: Some(name), .. } if same_host(name, host) => Ok(()),
         ClientHello::Complete { server_name: Some(name), .. } => Err(refused(format!(
             "the TLS client asks for {name:?}, not {host:?}, the host its CONNECT named and was checked for"
@@ -173,7 +190,14 @@ mod tests {
         assert!(judge(&hello(Some("A.Example."), false), "a.example").is_ok());
         assert!(judge(&hello(Some("a.example"), false), "A.EXAMPLE.").is_ok());
         assert!(judge(&hello(None, false), "a.example").is_ok(), "no name: an address");
-        assert!(judge(&hello(Some("public.cdn.example"), true), "a.example").is_ok(), "ECH: the outer name");
+        assert!(
+            judge(&hello(Some("a.example"), true), "a.example").is_ok(),
+            "GREASE ECH: the real name outside"
+        );
+        assert!(
+            judge(&hello(Some("public.cdn.example"), true), "a.example").is_err(),
+            "ECH: the host is not seen"
+        );
         let e = judge(&hello(Some("b.example"), false), "a.example").unwrap_err();
         assert!(
             e.message().contains("\"b.example\"") && e.message().contains("\"a.example\""),
@@ -196,19 +220,35 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn bytes_are_read_until_the_hello_is_whole_and_kept() {
+        let (wait, limit) = (Duration::from_secs(300), Duration::from_secs(5));
         // Not TLS: passed on after its first byte.
         let (mut a, mut b) = tokio::io::duplex(64);
         b.write_all(b"SSH-2.0\r\n").await.unwrap();
-        let (first, verdict) = read_and_judge(&mut a, Vec::new(), "a.example", Duration::from_secs(5)).await;
+        let (first, verdict) = read_and_judge(&mut a, Vec::new(), "a.example", wait, limit).await;
         assert!(verdict.is_ok());
         assert!(first.starts_with(b"S"));
-        // Silent: passed after the timeout. A TLS start that stalls: refused.
+        // A TLS start that stalls: refused after the limit.
         let (mut a, mut b) = tokio::io::duplex(64);
-        let (first, verdict) = read_and_judge(&mut a, Vec::new(), "a.example", Duration::from_secs(5)).await;
-        assert!(verdict.is_ok() && first.is_empty());
         b.write_all(&[0x16, 3, 1, 0, 200, 1]).await.unwrap();
-        let (first, verdict) = read_and_judge(&mut a, Vec::new(), "a.example", Duration::from_secs(5)).await;
+        let started = tokio::time::Instant::now();
+        let (first, verdict) = read_and_judge(&mut a, Vec::new(), "a.example", wait, limit).await;
         assert!(verdict.is_err());
-        assert_eq!(first.len(), 6);
+        assert_eq!((first.len(), started.elapsed()), (6, limit));
+        // Silent for longer than the limit, then another host's ClientHello: still read and
+        // refused (before, the silence let it through unread).
+        let (mut a, mut b) = tokio::io::duplex(64 * 1024);
+        let late = async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            b.write_all(&[0x16, 3, 1, 0, 4, 1, 0, 0, 0]).await.unwrap();
+            b
+        };
+        let (judged, _b) = tokio::join!(read_and_judge(&mut a, Vec::new(), "a.example", wait, limit), late);
+        assert!(judged.1.is_err(), "a ClientHello that does not read, after a minute's silence");
+        // Silent for good: refused after the first wait.
+        let (mut a, _b) = tokio::io::duplex(64);
+        let started = tokio::time::Instant::now();
+        let (first, verdict) = read_and_judge(&mut a, Vec::new(), "a.example", wait, limit).await;
+        assert!(verdict.is_err() && first.is_empty());
+        assert_eq!(started.elapsed(), wait);
     }
 }

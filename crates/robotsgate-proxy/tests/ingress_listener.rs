@@ -440,6 +440,12 @@ async fn each_host_name_given_is_judged_by_its_own_robots_txt() {
     let got =
         curl(&ingress.url("/a-only"), GPTBOT, &["--http2-prior-knowledge", "-H", "Host: a.example"]).await;
     assert_eq!(got.0, 403, "{got:?}");
+    // A request that names two hosts (absolute form, or :authority, and another Host):
+    // 400, never judged by one site and served by the other.
+    let two = ["--request-target", "http://b.example/a-only", "-H", "Host: a.example"];
+    let got = curl(&ingress.url("/a-only"), GPTBOT, &two).await;
+    assert_eq!(got.0, 400, "{got:?}");
+    assert_eq!(site.hits("/a-only"), 1, "only the allowed one, on b.example");
     ingress.stop().await;
     let mut fetched: Vec<_> = site
         .seen_for("/robots.txt")

@@ -73,6 +73,11 @@ fn configuration(args: &IngressArgs) -> anyhow::Result<Config> {
         ic.upstream = up.clone();
     }
     if let Some(robots) = &args.robots {
+        if !ic.hosts.is_empty() {
+            anyhow::bail!(
+                "--robots gives one file for every request; ingress.hosts has each host's robots.txt fetched from the upstream: use one or the other"
+            );
+        }
         ic.robots = robots.clone();
     }
     if let Some(cert) = &args.tls_cert {

@@ -105,7 +105,7 @@ impl Forwarder {
                         Some(check) => {
                             let host = origin.host().to_string();
                             let transport = robotsgate::layer::Transport::Connect;
-                            match check.check(&mut io, Vec::new(), &host, &target, transport).await {
+                            match check.check(&mut io, Vec::new(), &host, &target, transport, idle).await {
                                 Ok(first) => Bytes::from(first),
                                 Err(()) => return,
                             }

@@ -179,7 +179,9 @@ async fn serve_tunnel(
         let check = shared.hello_check(&req);
         let target = req.uri().to_string();
         let host = origin.host().to_string();
-        match check.check(&mut client, first, &host, &target, Transport::ConnectTls).await {
+        // The first bytes came (they were TLS's): `first_wait` is not used.
+        let wait = shared.config.header_read_timeout;
+        match check.check(&mut client, first, &host, &target, Transport::ConnectTls, wait).await {
             Ok(first) => first,
             Err(()) => return,
         }
