@@ -153,11 +153,18 @@ impl Config {
         }
         let mut names = std::collections::HashSet::new();
         for host in &ic.hosts {
-            let name = http::uri::Authority::try_from(host.as_str())
-                .ok()
-                .filter(|a| a.port().is_none() && a.as_str() == a.host() && !a.host().is_empty());
+            // A name as a Host header gives it: no port, no wildcard (it would never match).
+            let name = http::uri::Authority::try_from(host.as_str()).ok().filter(|a| {
+                a.port().is_none()
+                    && a.as_str() == a.host()
+                    && !a.host().is_empty()
+                    && !a.host().contains('*')
+            });
             let Some(name) = name else {
-                return Err(err("ingress.hosts", format!("{host:?} is not a host name (no port, no path)")));
+                return Err(err(
+                    "ingress.hosts",
+                    format!("{host:?} is not a host name (no port, no path, no wildcard: list each name)"),
+                ));
             };
             let key = name.host().strip_suffix('.').unwrap_or(name.host()).to_ascii_lowercase();
             if !names.insert(key) {
@@ -678,7 +685,7 @@ mod tests {
         for hosts in
             [r#"["a.example:80"]"#, r#"["a b"]"#, r#"[""]"#, r#"["a.example/x"]"#, r#"["u@a.example"]"#]
                 .into_iter()
-                .chain([r#"["a.example", "A.Example."]"#])
+                .chain([r#"["*.a.example"]"#, r#"["a.example", "A.Example."]"#])
         {
             let e = Config::parse("a.toml", &format!("[ingress]\nhosts = {hosts}\n")).unwrap_err();
             assert_eq!(e.key.as_deref(), Some("ingress.hosts"), "{hosts}: {e}");
