@@ -447,6 +447,13 @@ async fn each_host_name_given_is_judged_by_its_own_robots_txt() {
     assert_eq!(got.0, 400, "{got:?}");
     assert_eq!(site.hits("/a-only"), 1, "only the allowed one, on b.example");
     ingress.stop().await;
+    // One file for every request (`--robots`) beside the names: refused at the start (the
+    // command line came after the file's checks, and it started).
+    let robots = dir.path().join("robots.txt");
+    std::fs::write(&robots, ROBOTS).unwrap();
+    let said =
+        fails(&["--upstream", &site.base(), "--config", &cfg, "--robots", robots.to_str().unwrap()]).await;
+    assert!(said.contains("--robots") && said.contains("ingress.hosts"), "{said}");
     let mut fetched: Vec<_> = site
         .seen_for("/robots.txt")
         .iter()
