@@ -76,13 +76,13 @@ impl Sites {
         else {
             return false;
         };
-        host.to_str().map_or(true, |h| key(strip_port(h)) != key(authority.host()))
+        header_key(host).is_none_or(|h| h != key(authority.host()))
     }
 
     /// The site `req` is judged for.
     pub(crate) fn of<B>(&self, req: &Request<B>) -> Site<'_> {
         if !self.named.is_empty()
-            && let Some(named) = request_host(req).and_then(|h| self.named.get(key(h).as_str()))
+            && let Some(named) = request_key(req).and_then(|k| self.named.get(k.as_str()))
         {
             return Site { name: Some(&named.name), host: Some(&named.host), cache: &named.cache };
         }
@@ -98,22 +98,20 @@ impl Sites {
     }
 }
 
-/// The host name a request names: its URI's authority (HTTP/2, absolute form), else its
-/// `Host`, without the port.
-fn request_host<B>(req: &Request<B>) -> Option<&str> {
-    if let Some(authority) = req.uri().authority() {
-        return Some(authority.host());
+/// The table's key of the host name a request names: its URI's authority (HTTP/2,
+/// absolute form), else its `Host`, without the port.
+fn request_key<B>(req: &Request<B>) -> Option<String> {
+    match req.uri().authority() {
+        Some(authority) => Some(key(authority.host())),
+        None => header_key(req.headers().get(http::header::HOST)?),
     }
-    let value = req.headers().get(http::header::HOST)?.to_str().ok()?;
-    Some(strip_port(value))
 }
 
-/// `host[:port]` without the port (an IPv6 literal keeps its brackets).
-fn strip_port(value: &str) -> &str {
-    if value.starts_with('[') {
-        return value.find(']').map_or(value, |end| &value[..=end]);
-    }
-    value.split_once(':').map_or(value, |(host, _)| host)
+/// The table's key of a `Host` value (`host[:port]`, read as the `http` crate reads an
+/// authority); `None` when it is not one.
+fn header_key(value: &HeaderValue) -> Option<String> {
+    let authority = http::uri::Authority::try_from(value.as_bytes()).ok()?;
+    Some(key(authority.host()))
 }
 
 /// The table's key of a host name: lower case, without a trailing dot.

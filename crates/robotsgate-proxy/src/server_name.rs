@@ -155,8 +155,10 @@ fn refused(why: String) -> Refusal {
 
 /// Host names compared as DNS does: ignoring ASCII case and a trailing dot.
 fn same_host(a: &str, b: &str) -> bool {
-    let trim = |s: &str| s.strip_suffix('.').unwrap_or(s).to_owned();
-    trim(a).eq_ignore_ascii_case(&trim(b))
+    fn trim(s: &str) -> &str {
+        s.strip_suffix('.').unwrap_or(s)
+    }
+    trim(a).eq_ignore_ascii_case(trim(b))
 }
 
 /// The record-layer version of the client's first TLS record (`first` starts with it),
