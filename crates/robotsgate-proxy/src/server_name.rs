@@ -18,6 +18,7 @@ use robotsgate::layer::{Mode, RobotsLayer};
 use robotsgate::net::{ClientHello, MAX_CLIENT_HELLO, read_client_hello};
 use robotsgate::{Refusal, RefusalKind};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio_util::sync::CancellationToken;
 
 /// What a tunnel's ClientHello check needs besides the tunnel: where refusals are
 /// recorded, for whom, and how long the client has to send its ClientHello. The listener
@@ -29,6 +30,9 @@ pub(crate) struct HelloCheck {
     pub(crate) user: Option<std::sync::Arc<str>>,
     /// `proxy.header_read_timeout`.
     pub(crate) timeout: Duration,
+    /// Cancelled when the proxy starts to shut down: a tunnel still waiting for its
+    /// ClientHello has carried nothing, and is closed then rather than held for the grace.
+    pub(crate) stop: CancellationToken,
 }
 
 impl HelloCheck {
@@ -36,7 +40,8 @@ impl HelloCheck {
     /// the first is waited for up to `first_wait`) until its ClientHello is whole, and
     /// holds its server name to `host`. The bytes read, and whether the tunnel may go on:
     /// `Err` when it was refused, the alert sent and the refusal recorded for `CONNECT
-    /// target` ([`Transport`] `transport`).
+    /// target` ([`Transport`] `transport`), or when the proxy began to shut down before
+    /// the ClientHello was whole (closed, nothing recorded: nothing was asked for).
     ///
     /// [`Transport`]: robotsgate::layer::Transport
     pub(crate) async fn check<IO>(
@@ -56,7 +61,16 @@ impl HelloCheck {
             // Nothing is enforced nor recorded.
             return Ok(first);
         }
-        let (first, verdict) = read_and_judge(io, first, host, first_wait, self.timeout).await;
+        let judged = tokio::select! {
+            judged = read_and_judge(io, first, host, first_wait, self.timeout) => Some(judged),
+            () = self.stop.cancelled() => None,
+        };
+        let Some((first, verdict)) = judged else {
+            // Shutting down: nothing went through this tunnel yet, nor will.
+            tracing::debug!(client = ?self.client, %target, "tunnel closed on shutdown before its ClientHello");
+            let _ = tokio::time::timeout(self.timeout, io.shutdown()).await;
+            return Err(());
+        };
         let Err(refusal) = verdict else { return Ok(first) };
         if mode == Mode::ReportOnly {
             // Decided, not enforced: said, and the tunnel goes on.

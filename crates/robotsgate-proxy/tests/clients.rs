@@ -557,6 +557,112 @@ async fn every_request_line_inside_connect_is_checked_and_a_connect_inside_is_re
     proxy.stop().await;
 }
 
+/// A client that says nothing for longer than `header_read_timeout` and then sends a
+/// request line is read as HTTP, each request checked on its path. Before, its silence
+/// made the tunnel an opaque one, judged on `/` alone (here refused: this origin has no
+/// `https://` robots.txt; where `/` was allowed, the later request reached the origin
+/// unchecked). A tunnel that carries nothing either way for `tunnel_idle_timeout` is
+/// closed and recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_silent_at_first_is_still_read_and_a_silent_tunnel_is_closed() {
+    let dir = temp_dir();
+    let origin = TestOrigin::start([
+        ("/robots.txt", Reply::ok(ROBOTS)),
+        ("/page", Reply::ok("hello")),
+        ("/private/x", Reply::ok("secret")),
+    ])
+    .await;
+    let mut config = test_config(dir.path());
+    config.proxy.header_read_timeout = Dur(Duration::from_millis(300));
+    config.proxy.tunnel_idle_timeout = Dur(Duration::from_secs(2));
+    let proxy = RunningProxy::start(&config).await;
+    let host = origin.authority();
+    let rest = format!(" HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    for (path, status) in [("/page", 200), ("/private/x", 403)] {
+        let (answer, mut tcp) = connect(proxy.addr, &host).await;
+        assert_eq!(answer.status, 200);
+        // Silent for more than header_read_timeout (the behaviour under test, not a wait
+        // for something to happen).
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        bounded("write", tcp.write_all(format!("GET {path}{rest}").as_bytes())).await.unwrap();
+        let got = read_head(&mut tcp).await;
+        assert_eq!(got.status, status, "{path}: {got:?}");
+    }
+    assert_eq!((origin.hits("/page"), origin.hits("/private/x")), (1, 0));
+
+    // Nothing either way: closed after tunnel_idle_timeout, and recorded.
+    let (answer, mut tcp) = connect(proxy.addr, &host).await;
+    assert_eq!(answer.status, 200);
+    let mut rest = Vec::new();
+    bounded("the close", tcp.read_to_end(&mut rest)).await.expect("closed, not reset");
+    assert!(rest.is_empty(), "{rest:?}");
+    let records = proxy.records().await;
+    let refused = of_type(&records, "refusal");
+    assert_eq!(refused.len(), 1, "{records:#?}");
+    let r = &refused[0];
+    assert_eq!(
+        (r["method"].as_str(), r["transport"].as_str(), r["target"].as_str()),
+        (Some("CONNECT"), Some("connect-opaque"), Some(host.as_str())),
+        "{r}"
+    );
+    assert!(r.to_string().contains("carried nothing"), "{r}");
+    proxy.stop().await;
+}
+
+/// A protocol whose server speaks first (SMTP, FTP, SSH's banner): the server's greeting
+/// decides, not a timeout. Before, the client's silence was waited out for
+/// `header_read_timeout` (here a minute, past the test's bound) before the host was
+/// checked and the greeting passed on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_speaks_first_is_tunnelled_without_waiting() {
+    let dir = temp_dir();
+    let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = server.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = server.accept().await {
+            tokio::spawn(async move {
+                tcp.write_all(b"220 greetings\r\n").await?;
+                let mut line = [0u8; 64];
+                let n = tcp.read(&mut line).await?;
+                if &line[..n] == b"QUIT\r\n" {
+                    tcp.write_all(b"221 bye\r\n").await?;
+                }
+                tcp.shutdown().await
+            });
+        }
+    });
+    let mut config = test_config(dir.path());
+    config.proxy.header_read_timeout = Dur(Duration::from_secs(60));
+    // No robots.txt can be fetched from a server that is not HTTP: the host is let through.
+    let overrides = Config::parse(
+        "overrides.toml",
+        "[[policy.overrides]]\nhosts = \"127.0.0.1\"\naction = \"allow\"\nreason = \"a test\"\n",
+    )
+    .unwrap();
+    config.policy.overrides = overrides.policy.overrides;
+    let proxy = RunningProxy::start(&config).await;
+    let target = format!("127.0.0.1:{port}");
+    let (answer, mut tcp) = connect(proxy.addr, &target).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let mut greeting = [0u8; 15];
+    bounded("the greeting", tcp.read_exact(&mut greeting)).await.expect("the greeting");
+    assert_eq!(&greeting, b"220 greetings\r\n");
+    bounded("write", tcp.write_all(b"QUIT\r\n")).await.unwrap();
+    let mut rest = Vec::new();
+    bounded("the end", tcp.read_to_end(&mut rest)).await.unwrap();
+    assert_eq!(rest, b"221 bye\r\n");
+    let records = proxy.records().await;
+    let d = of_type(&records, "decision");
+    assert_eq!(d.len(), 1, "{records:#?}");
+    assert_eq!(
+        (d[0]["transport"].as_str(), d[0]["outcome"].as_str()),
+        (Some("connect-opaque"), Some("allowed")),
+        "{}",
+        d[0]
+    );
+    proxy.stop().await;
+}
+
 /// `GET *` inside a tunnel goes to the origin as `GET /*`, and is checked as `/*` (before,
 /// as `/`: under `Allow: /$` and `Disallow: /` it was allowed, and the origin got `/*`;
 /// found by a review in intercepted tunnels, which serve requests as sniffed ones do).

@@ -214,6 +214,11 @@ impl Forwarder {
         &self.inner.tunnels
     }
 
+    /// `proxy.tunnel_idle_timeout`: how long a tunnel may carry nothing either way.
+    pub(crate) fn tunnel_idle_timeout(&self) -> std::time::Duration {
+        self.inner.tunnel_idle_timeout
+    }
+
     /// The `Via` header value this forwarder adds.
     pub(crate) fn via(&self) -> &HeaderValue {
         &self.inner.via

@@ -65,6 +65,7 @@ impl Shared {
             client: ext.get::<robotsgate::layer::ClientAddr>().map(|c| c.0),
             user: ext.get::<robotsgate::layer::ProxyUser>().map(|u| u.0.clone()),
             timeout: self.config.header_read_timeout,
+            stop: self.stop.clone(),
         }
     }
 

@@ -14,9 +14,11 @@
 //!   of one that stalls): the tunnel is served as an HTTP connection to
 //!   `http://host:port`, each request checked on its path like one sent to the listener
 //!   (better than the host); a `CONNECT` inside is refused (`400`);
-//! - anything else, or nothing at all within `proxy.header_read_timeout` (a protocol whose
+//! - anything else, or the server's bytes before any of the client's (a protocol whose
 //!   server speaks first): the host is checked as before (`/` on `https://host:port`,
-//!   `http://` for port 80) and the bytes are tunnelled.
+//!   `http://` for port 80) and the bytes are tunnelled;
+//! - nothing either way within `proxy.tunnel_idle_timeout`: closed, with a refusal record
+//!   (the client's silence alone never hands a tunnel over unread).
 //!
 //! The audit record's `transport` says which (`connect-tls`, `connect-http`,
 //! `connect-opaque`). A destination the guard refuses, or that cannot be reached, is still
@@ -37,7 +39,7 @@ use crate::prefixed::Prefixed;
 use crate::server_name::{access_denied_alert, hello_record_version};
 use crate::slot::Slot;
 use robotsgate::Refusal;
-use robotsgate::layer::Transport;
+use robotsgate::layer::{Mode, Transport};
 use robotsgate::net::ConnectError;
 use robotsgate::origin::{Origin, Scheme};
 
@@ -150,29 +152,55 @@ async fn serve_tunnel(
     shared: &Arc<Shared>,
 ) {
     let mut first = Vec::with_capacity(64);
-    let read = async {
-        let mut buf = [0u8; 512];
-        loop {
-            if let Some(c) = classify(&first) {
-                return c;
-            }
-            if first.len() >= SNIFF_LIMIT {
-                return Carries::Http;
-            }
-            let room = buf.len().min(SNIFF_LIMIT - first.len());
-            match client.read(&mut buf[..room]).await {
-                Ok(0) | Err(_) => return Carries::Other,
-                Ok(n) => first.extend_from_slice(&buf[..n]),
-            }
-        }
+    let mut buf = [0u8; 512];
+    let mut peeked = [0u8; 1];
+    // Who speaks first: the client (its bytes say what the tunnel carries) or the server
+    // (a protocol whose server speaks first, tunnelled as it is). The client's silence
+    // alone decides nothing: one that waits, then sends a ClientHello or a request line,
+    // is read as such (before, a client silent for `header_read_timeout` had its tunnel
+    // handed over unread, its later bytes judged on `/` alone).
+    let began = tokio::select! {
+        biased;
+        () = shared.stop.cancelled() => Began::Stopped,
+        read = client.read(&mut buf) => match read {
+            Ok(0) | Err(_) => Began::Left,
+            Ok(n) => Began::Client(n),
+        },
+        // Data, the end, or an error: the server has spoken (or gone), not the client.
+        _ = upstream.peek(&mut peeked) => Began::Server,
+        () = tokio::time::sleep(shared.forwarder.tunnel_idle_timeout()) => Began::Silent,
     };
-    // Nothing within the timeout: a protocol whose server speaks first, tunnelled. The
-    // start of a request line that stalls is still HTTP (served as such, the rest of its
-    // head within hyper's own timeout), not a tunnel judged on `/`.
-    let carries = match tokio::time::timeout(shared.config.header_read_timeout, read).await {
-        Ok(c) => c,
-        Err(_) if first.is_empty() => Carries::Other,
-        Err(_) => Carries::Http,
+    let carries = match began {
+        Began::Client(n) => {
+            first.extend_from_slice(&buf[..n]);
+            let read = async {
+                loop {
+                    if let Some(c) = classify(&first) {
+                        return c;
+                    }
+                    if first.len() >= SNIFF_LIMIT {
+                        return Carries::Http;
+                    }
+                    let room = buf.len().min(SNIFF_LIMIT - first.len());
+                    match client.read(&mut buf[..room]).await {
+                        Ok(0) | Err(_) => return Carries::Other,
+                        Ok(n) => first.extend_from_slice(&buf[..n]),
+                    }
+                }
+            };
+            // The start of a request line that stalls is still HTTP (served as such, the
+            // rest of its head within hyper's own timeout), not a tunnel judged on `/`.
+            tokio::time::timeout(shared.config.header_read_timeout, read).await.unwrap_or(Carries::Http)
+        }
+        Began::Server => Carries::Other,
+        Began::Stopped | Began::Left => {
+            tracing::debug!(target = %req.uri(), ?began, "tunnel closed before it carried anything");
+            return;
+        }
+        Began::Silent => match refuse_silent(&req, shared) {
+            Some(()) => return,
+            None => Carries::Other,
+        },
     };
     // A TLS client must ask for the host the tunnel is checked for (crate::server_name).
     let first = if carries == Carries::Tls {
@@ -217,6 +245,53 @@ async fn serve_tunnel(
             .await;
         }
         let _ = client.shutdown().await;
+    }
+}
+
+/// How a sniffed tunnel began.
+#[derive(Debug)]
+enum Began {
+    /// The client sent this many bytes first.
+    Client(usize),
+    /// The server spoke (or closed) first.
+    Server,
+    /// Neither, within `proxy.tunnel_idle_timeout`.
+    Silent,
+    /// The client closed first.
+    Left,
+    /// The proxy began to shut down.
+    Stopped,
+}
+
+/// A tunnel that carried nothing either way within `proxy.tunnel_idle_timeout`: it is not
+/// handed over unread (its client could then send what no check saw), and is closed with
+/// a refusal record, as a silent tunnel to port 443 is. `None` when the mode lets it go on
+/// instead (report-only says so in the log; off says nothing).
+fn refuse_silent(req: &Request<ClientBody>, shared: &Shared) -> Option<()> {
+    let target = req.uri().to_string();
+    match shared.layer.mode() {
+        Mode::Off => None,
+        Mode::ReportOnly => {
+            tracing::warn!(%target, "report-only: a tunnel that carried nothing within proxy.tunnel_idle_timeout goes on unread");
+            None
+        }
+        Mode::Enforce => {
+            let refusal = Refusal::new(
+                robotsgate::RefusalKind::BadRequest,
+                "the tunnel carried nothing either way within proxy.tunnel_idle_timeout",
+            );
+            let ext = req.extensions();
+            let facts = robotsgate::audit::RefusalFacts {
+                client: ext.get::<robotsgate::layer::ClientAddr>().map(|c| c.0),
+                user: ext.get::<robotsgate::layer::ProxyUser>().map(|u| &*u.0),
+                method: Some("CONNECT"),
+                target: Some(&target),
+                transport: Some(Transport::ConnectOpaque.as_str()),
+                ..Default::default()
+            };
+            shared.layer.log_refusal(&refusal, facts);
+            Some(())
+        }
     }
 }
 
