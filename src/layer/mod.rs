@@ -392,14 +392,21 @@ impl RobotsLayer {
     /// Writes the record of an answer its user gave itself before the layer saw the
     /// request (a proxy's `400` for a request it cannot read, `407`, `431`, ...), to the
     /// layer's audit log, with a request id from the layer's series (see
-    /// [`AuditLog::log_refusal`]); nothing without an audit log (or with [`Mode::Off`]).
+    /// [`AuditLog::log_refusal`]) unless `facts` gives one (a tunnel refused after its
+    /// response, keyed by its decision's id: [`Tally::request_id`]); nothing without an
+    /// audit log (or with [`Mode::Off`]).
     pub fn log_refusal(&self, refusal: &Refusal, facts: crate::audit::RefusalFacts<'_>) {
         let Some(audit) = &self.shared.audit else { return };
         if self.shared.settings.load().mode == Mode::Off {
             return;
         }
-        let id = self.shared.ids.next();
         let transport = facts.transport.or(self.shared.transport.map(Transport::as_str));
+        if !facts.request_id.is_empty() {
+            // A refusal of a request whose decision was recorded (a tunnel refused after
+            // its response): keyed by that request's id.
+            return audit.log_refusal(refusal, crate::audit::RefusalFacts { transport, ..facts });
+        }
+        let id = self.shared.ids.next();
         audit
             .log_refusal(refusal, crate::audit::RefusalFacts { request_id: id.as_str(), transport, ..facts });
     }

@@ -155,7 +155,17 @@ pub(super) fn counted<B: Body>(
     let Some(mut outcome) = outcome else { return res.map(RobotsBody::plain) };
     outcome.answer(&res);
     if let Some(tally) = res.extensions().get::<Tally>() {
-        tally.when_closed(move |to, from| outcome.write(to, Some(from), "closed"));
+        tally.set_request_id(outcome.id.as_str());
+        tally.when_over(move |t| match t.refused {
+            // Refused after the response, as a tunnel the layer refuses after its `200`.
+            Some((kind, status)) => {
+                outcome.status = Some(status);
+                outcome.answered_by = Some("robotsgate");
+                outcome.refusal = Some(kind);
+                outcome.write(t.to_client, Some(t.from_client), "client-gone");
+            }
+            None => outcome.write(t.to_client, Some(t.from_client), "closed"),
+        });
         return res.map(RobotsBody::plain);
     }
     let empty = match res.body() {

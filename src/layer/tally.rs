@@ -2,7 +2,7 @@
 //! closes (a connection taken over by an HTTP upgrade, a `CONNECT` tunnel).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The bytes of a connection taken over after its response (a WebSocket upgrade, a
 /// `CONNECT` tunnel), counted both ways until it closes. The service that opens such a
@@ -17,13 +17,27 @@ struct Inner {
     to_client: AtomicU64,
     from_client: AtomicU64,
     state: Mutex<State>,
+    /// The audit record id of the request that opened the exchange (set by the layer when
+    /// the response passes it, before anything goes through).
+    request_id: OnceLock<Box<str>>,
+    /// The kind and status of a refusal made after the response (the tunnel's client broke
+    /// a rule only its first bytes could show).
+    refused: OnceLock<(&'static str, u16)>,
+}
+
+/// What the one waiting for the end is told: bytes to and from the client, and the
+/// refusal said after the response, if any.
+pub(super) struct Totals {
+    pub(super) to_client: u64,
+    pub(super) from_client: u64,
+    pub(super) refused: Option<(&'static str, u16)>,
 }
 
 #[derive(Default)]
 enum State {
     #[default]
     Open,
-    Waiting(Box<dyn FnOnce(u64, u64) + Send>),
+    Waiting(Box<dyn FnOnce(Totals) + Send>),
     Closed,
 }
 
@@ -50,6 +64,43 @@ impl Tally {
         (self.0.to_client.load(Ordering::Relaxed), self.0.from_client.load(Ordering::Relaxed))
     }
 
+    /// The audit record id of the request that opened the exchange: its decision and
+    /// outcome records carry it. Set by [`RobotsLayer`](super::RobotsLayer) when the
+    /// response passes it (with an audit log, and a decision recorded), so known before
+    /// the client can send anything through.
+    ///
+    /// ```
+    /// let tally = robotsgate::layer::Tally::default();
+    /// assert_eq!(tally.request_id(), None);
+    /// ```
+    pub fn request_id(&self) -> Option<&str> {
+        self.0.request_id.get().map(|id| &**id)
+    }
+
+    pub(super) fn set_request_id(&self, id: &str) {
+        let _ = self.0.request_id.set(id.into());
+    }
+
+    /// The exchange was refused after its response: what its client sent first broke a
+    /// rule (a TLS client asking for another host than the tunnel's). The outcome record
+    /// then has the refusal's kind and status, as a tunnel refused after its `200` by the
+    /// layer does; the first refusal said counts.
+    ///
+    /// ```
+    /// use robotsgate::{Refusal, RefusalKind};
+    /// let tally = robotsgate::layer::Tally::default();
+    /// tally.refuse(&Refusal::new(RefusalKind::BadRequest, "SNI names another host"));
+    /// assert_eq!(tally.refused(), Some(("bad-request", 400)));
+    /// ```
+    pub fn refuse(&self, refusal: &crate::Refusal) {
+        let _ = self.0.refused.set((refusal.kind().as_str(), refusal.status().as_u16()));
+    }
+
+    /// The kind and status of the refusal said with [`Tally::refuse`], if any.
+    pub fn refused(&self) -> Option<(&'static str, u16)> {
+        self.0.refused.get().copied()
+    }
+
     /// The exchange is over: whoever waits with [`Tally::when_closed`] is told now.
     pub fn close(&self) {
         let waiting = match self.0.state.lock() {
@@ -57,16 +108,20 @@ impl Tally {
             Err(_) => return,
         };
         if let State::Waiting(f) = waiting {
-            let (to, from) = self.totals();
-            f(to, from);
+            f(self.0.totals());
         }
     }
 
     /// Calls `f` with the totals when the exchange is over (at once if it is already).
     pub fn when_closed(&self, f: impl FnOnce(u64, u64) + Send + 'static) {
-        let closed = match self.0.state.lock() {
+        self.when_over(move |t| f(t.to_client, t.from_client));
+    }
+
+    /// [`Tally::when_closed`], told the refusal too.
+    pub(super) fn when_over(&self, f: impl FnOnce(Totals) + Send + 'static) {
+        match self.0.state.lock() {
             Ok(mut s) => match &*s {
-                State::Closed => true,
+                State::Closed => {}
                 _ => {
                     *s = State::Waiting(Box::new(f));
                     return;
@@ -74,9 +129,16 @@ impl Tally {
             },
             Err(_) => return,
         };
-        if closed {
-            let (to, from) = self.totals();
-            f(to, from);
+        f(self.0.totals());
+    }
+}
+
+impl Inner {
+    fn totals(&self) -> Totals {
+        Totals {
+            to_client: self.to_client.load(Ordering::Relaxed),
+            from_client: self.from_client.load(Ordering::Relaxed),
+            refused: self.refused.get().copied(),
         }
     }
 }
@@ -88,7 +150,7 @@ impl Drop for Inner {
             Err(_) => return,
         };
         if let State::Waiting(f) = waiting {
-            f(*self.to_client.get_mut(), *self.from_client.get_mut());
+            f(self.totals());
         }
     }
 }

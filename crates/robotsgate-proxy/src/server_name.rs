@@ -14,7 +14,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use robotsgate::layer::{Mode, RobotsLayer};
+use robotsgate::layer::{Mode, RobotsLayer, Tally, Transport};
 use robotsgate::net::{ClientHello, MAX_CLIENT_HELLO, read_client_hello};
 use robotsgate::{Refusal, RefusalKind};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
@@ -35,27 +35,37 @@ pub(crate) struct HelloCheck {
     pub(crate) stop: CancellationToken,
 }
 
+/// The tunnel a ClientHello is checked for.
+pub(crate) struct Tunnel<'a> {
+    /// The host its `CONNECT` named, which the ClientHello must ask for.
+    pub(crate) host: &'a str,
+    /// The `CONNECT` target, as a refusal record states it.
+    pub(crate) target: &'a str,
+    /// How it came, as a refusal record states it.
+    pub(crate) transport: Transport,
+    /// For a tunnel decided (and recorded) before its `200`: its tally, by whose request id
+    /// a refusal is recorded, and which is told of the refusal for the tunnel's outcome.
+    pub(crate) tally: Option<&'a Tally>,
+}
+
 impl HelloCheck {
     /// Reads the client's first bytes from `io` (after `first`, read already; with none,
     /// the first is waited for up to `first_wait`) until its ClientHello is whole, and
-    /// holds its server name to `host`. The bytes read, and whether the tunnel may go on:
-    /// `Err` when it was refused, the alert sent and the refusal recorded for `CONNECT
-    /// target` ([`Transport`] `transport`), or when the proxy began to shut down before
-    /// the ClientHello was whole (closed, nothing recorded: nothing was asked for).
-    ///
-    /// [`Transport`]: robotsgate::layer::Transport
+    /// holds its server name to `tunnel.host`. The bytes read, and whether the tunnel may
+    /// go on: `Err` when it was refused, the alert sent and the refusal recorded (see
+    /// [`Tunnel`]), or when the proxy began to shut down before the ClientHello was whole
+    /// (closed, nothing recorded: nothing was asked for).
     pub(crate) async fn check<IO>(
         &self,
         io: &mut IO,
         first: Vec<u8>,
-        host: &str,
-        target: &str,
-        transport: robotsgate::layer::Transport,
+        tunnel: Tunnel<'_>,
         first_wait: Duration,
     ) -> Result<Vec<u8>, ()>
     where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
+        let Tunnel { host, target, transport, tally } = tunnel;
         let mode = self.layer.mode();
         if mode == Mode::Off {
             // Nothing is enforced nor recorded.
@@ -77,13 +87,18 @@ impl HelloCheck {
             tracing::warn!(client = ?self.client, %target, why = %refusal.message(), "report-only: a tunnel that would be refused after its ClientHello goes on");
             return Ok(first);
         }
+        // A tunnel whose CONNECT was decided (and recorded) before its `200`: the refusal
+        // is keyed by that decision, and the tunnel's outcome says it was refused.
+        if let Some(tally) = tally {
+            tally.refuse(&refusal);
+        }
         let facts = robotsgate::audit::RefusalFacts {
+            request_id: tally.and_then(Tally::request_id).unwrap_or_default(),
             client: self.client,
             user: self.user.as_deref(),
             method: Some("CONNECT"),
             target: Some(target),
             transport: Some(transport.as_str()),
-            ..Default::default()
         };
         self.layer.log_refusal(&refusal, facts);
         tracing::debug!(client = ?self.client, %target, why = %refusal.message(), "tunnel refused after its ClientHello");

@@ -627,7 +627,17 @@ async fn a_tunnel_whose_tls_client_asks_for_another_host_is_refused() {
     }
     assert_eq!(origin.hits("/private/x"), 2, "only the tunnels that named their host");
 
-    let records = proxy.records().await;
+    // The refused tunnel's outcome is written as its task ends, after the alert.
+    let records = bounded("the refused tunnel's outcome", async {
+        loop {
+            let records = proxy.records().await;
+            if of_type(&records, "outcome").iter().any(|o| o["refusal"] == "bad-request") {
+                return records;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
     let refusals: Vec<_> = of_type(&records, "refusal");
     for (target, other, transport) in
         [(&bypassed, "localhost", "connect"), (&sniffed, "bypass.test", "connect-tls")]
@@ -644,6 +654,42 @@ async fn a_tunnel_whose_tls_client_asks_for_another_host_is_refused() {
         let text = r.to_string();
         assert!(text.contains(&format!("asks for \\\"{other}\\\"")), "{text}");
     }
+    // The bypassed host's CONNECT was decided (and recorded) before its `200`: its refusal
+    // is keyed by that decision, and its outcome says it was refused. The sniffed port's
+    // was refused before any decision: its refusal is its only record.
+    let id_of = |target: &str| {
+        refusals.iter().find(|r| r["target"] == target).map(|r| r["request_id"].as_str().unwrap().to_owned())
+    };
+    let bypassed_id = id_of(&bypassed).unwrap();
+    let decisions: Vec<_> = of_type(&records, "decision")
+        .into_iter()
+        .filter(|d| d["request_id"] == bypassed_id.as_str())
+        .collect();
+    assert_eq!(decisions.len(), 1, "{records:#?}");
+    assert_eq!(
+        (decisions[0]["method"].as_str(), decisions[0]["outcome"].as_str()),
+        (Some("CONNECT"), Some("allowed"))
+    );
+    let outcomes: Vec<_> = of_type(&records, "outcome")
+        .into_iter()
+        .filter(|o| o["request_id"] == bypassed_id.as_str())
+        .collect();
+    assert_eq!(outcomes.len(), 1, "{records:#?}");
+    let o = outcomes[0];
+    assert_eq!(
+        (
+            o["status"].as_u64(),
+            o["answered_by"].as_str(),
+            o["refusal"].as_str(),
+            o["bytes"].as_u64(),
+            o["end"].as_str()
+        ),
+        (Some(400), Some("robotsgate"), Some("bad-request"), Some(0), Some("client-gone")),
+        "{o}"
+    );
+    let sniffed_id = id_of(&sniffed).unwrap();
+    assert_ne!(sniffed_id, bypassed_id);
+    assert!(records.iter().filter(|r| r["request_id"] == sniffed_id.as_str()).count() == 1, "{records:#?}");
     proxy.stop().await;
 }
 

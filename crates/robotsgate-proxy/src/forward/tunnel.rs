@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 use super::errors::connect_refusal;
 use super::{Forwarder, ProxyBody, boxed};
 use crate::prefixed::Prefixed;
-use crate::server_name::HelloCheck;
+use crate::server_name::{HelloCheck, Tunnel};
 use crate::slot::Slot;
 use robotsgate::layer::Tally;
 use robotsgate::net::ConnectError;
@@ -104,8 +104,13 @@ impl Forwarder {
                     let prefix = match &check {
                         Some(check) => {
                             let host = origin.host().to_string();
-                            let transport = robotsgate::layer::Transport::Connect;
-                            match check.check(&mut io, Vec::new(), &host, &target, transport, idle).await {
+                            let tunnel = Tunnel {
+                                host: &host,
+                                target: &target,
+                                transport: robotsgate::layer::Transport::Connect,
+                                tally: Some(&tally),
+                            };
+                            match check.check(&mut io, Vec::new(), tunnel, idle).await {
                                 Ok(first) => Bytes::from(first),
                                 Err(()) => return,
                             }

@@ -36,7 +36,7 @@ use super::shared::Shared;
 use crate::forward::{PreConnected, ProxyBody, boxed, connect_refusal};
 use crate::intercept;
 use crate::prefixed::Prefixed;
-use crate::server_name::{access_denied_alert, hello_record_version};
+use crate::server_name::{Tunnel, access_denied_alert, hello_record_version};
 use crate::slot::Slot;
 use robotsgate::Refusal;
 use robotsgate::layer::{Mode, Transport};
@@ -209,7 +209,9 @@ async fn serve_tunnel(
         let host = origin.host().to_string();
         // The first bytes came (they were TLS's): `first_wait` is not used.
         let wait = shared.config.header_read_timeout;
-        match check.check(&mut client, first, &host, &target, Transport::ConnectTls, wait).await {
+        // Checked before any decision: the refusal is the tunnel's only record.
+        let tunnel = Tunnel { host: &host, target: &target, transport: Transport::ConnectTls, tally: None };
+        match check.check(&mut client, first, tunnel, wait).await {
             Ok(first) => first,
             Err(()) => return,
         }
