@@ -175,6 +175,7 @@ where
         inside.header_read_timeout,
         inside.send_timeout,
     );
+    let cuts = inside.metrics.as_ref().map(|m| m.cuts()).unwrap_or_default();
     // One request at a time over HTTP/1.x: the tunnel can keep an upstream connection.
     let sticky = Sticky::default();
     // A connection quiet (crate::quiet) for the listener's keep-alive bound is closed, as
@@ -286,6 +287,7 @@ where
         // see crate::quiet).
         () = activity.stuck_for(send_timeout) => {
             tracing::debug!(%origin, %client, "the client took nothing of an answer for proxy.send_timeout: closed");
+            cuts.stuck.inc();
             conn.as_mut().graceful_shutdown();
             tokio::select! {
                 _ = conn.as_mut() => {}

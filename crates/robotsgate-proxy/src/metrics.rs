@@ -81,6 +81,35 @@ struct StatusLabels {
     status: u16,
 }
 
+/// The counters of client connections closed because the client took nothing of what it
+/// was sent for the send timeout (`robotsgate_clients_cut_total`, and the ingress's
+/// `robotsgate_ingress_clients_cut_total`): a write waited that long (`send-timeout`), or
+/// an answer handed to hyper was not asked for (`stuck`: HTTP/2 without window, see
+/// `crate::quiet`). Default: counting nowhere (no metrics).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Cuts {
+    pub(crate) send_timeout: Counter,
+    pub(crate) stuck: Counter,
+}
+
+impl Cuts {
+    /// The family's counters, registered as `name` in `registry`.
+    pub(crate) fn register(registry: &mut Registry, name: &str) -> Cuts {
+        let family = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            name,
+            "Client connections closed because the client took nothing of what it was sent for \
+             the send timeout: a write waited (send-timeout), or an answer was not asked for \
+             (stuck: an HTTP/2 client granting no window)",
+            family.clone(),
+        );
+        // One at a time: the family's read guard must end before the next is made.
+        let send_timeout = family.get_or_create(&ReasonLabels { reason: "send-timeout" }).clone();
+        let stuck = family.get_or_create(&ReasonLabels { reason: "stuck" }).clone();
+        Cuts { send_timeout, stuck }
+    }
+}
+
 /// State read at scrape time.
 pub trait Sources: Send + Sync {
     /// (origins cached, bytes cached, hits, misses, stale hits)
@@ -127,6 +156,7 @@ pub struct Metrics {
     pace_refused: Family<ReasonLabels, Counter>,
     pace_pauses: Family<StatusLabels, Counter>,
     cluster_up: Gauge,
+    cuts: Cuts,
     sources: std::sync::RwLock<Option<Arc<dyn Sources>>>,
     // Last values of the pulled counters, to add only the difference.
     pulled: [AtomicI64; 3],
@@ -176,6 +206,7 @@ impl Metrics {
             pace_refused: Family::default(),
             pace_pauses: Family::default(),
             cluster_up: Gauge::default(),
+            cuts: Cuts::default(),
             sources: std::sync::RwLock::new(None),
             pulled: Default::default(),
         };
@@ -278,7 +309,13 @@ impl Metrics {
                 m.requests.get_or_create(&RequestLabels { transport: arrival.as_str(), protocol }).clone()
             })
         });
-        Metrics { registry, request_counters, ..m }
+        let cuts = Cuts::register(&mut registry, "clients_cut");
+        Metrics { registry, request_counters, cuts, ..m }
+    }
+
+    /// The counters of client connections cut (see [`Cuts`]).
+    pub(crate) fn cuts(&self) -> Cuts {
+        self.cuts.clone()
     }
 
     /// Registers the state read at scrape time.

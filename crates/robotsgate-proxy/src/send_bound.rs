@@ -18,6 +18,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
 use robotsgate::net::Stall;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -31,6 +32,9 @@ pub(crate) struct SendBound<IO> {
     socket: Option<Socket>,
     /// Its unsent bytes when the present wait began.
     unsent: Option<usize>,
+    /// Counts the cut (`robotsgate_clients_cut_total{reason="send-timeout"}`); taken, so
+    /// that the writes failing after it do not count again.
+    cut: Option<Counter>,
 }
 
 #[cfg(unix)]
@@ -41,12 +45,13 @@ type Socket = ();
 impl SendBound<tokio::net::TcpStream> {
     /// `tcp`, each of whose writes may wait `limit` at most unless the client took bytes
     /// meanwhile (see the module).
-    pub(crate) fn tcp(tcp: tokio::net::TcpStream, limit: Duration) -> Self {
+    /// A cut is counted in `cut`.
+    pub(crate) fn tcp(tcp: tokio::net::TcpStream, limit: Duration, cut: Counter) -> Self {
         #[cfg(unix)]
         let socket = Some(std::os::fd::AsRawFd::as_raw_fd(&tcp));
         #[cfg(not(unix))]
         let socket = None;
-        SendBound { io: tcp, stall: Stall::new(limit), socket, unsent: None }
+        SendBound { io: tcp, stall: Stall::new(limit), socket, unsent: None, cut: Some(cut) }
     }
 }
 
@@ -54,7 +59,7 @@ impl<IO> SendBound<IO> {
     /// `io`, each of whose writes may wait `limit` at most.
     #[cfg(test)]
     pub(crate) fn new(io: IO, limit: Duration) -> SendBound<IO> {
-        SendBound { io, stall: Stall::new(limit), socket: None, unsent: None }
+        SendBound { io, stall: Stall::new(limit), socket: None, unsent: None, cut: None }
     }
 
     /// What a write (or flush or shutdown) came to, its wait bounded.
@@ -78,6 +83,9 @@ impl<IO> SendBound<IO> {
                 continue;
             }
             tracing::debug!(after = ?stalled.0, "the client accepted nothing of its answer: closed");
+            if let Some(cut) = self.cut.take() {
+                cut.inc();
+            }
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "the client accepted nothing for send_timeout",
@@ -184,7 +192,8 @@ mod tests {
         socket.set_send_buffer_size(4 << 20).unwrap();
         let (near, far) = tokio::join!(socket.connect(listener.local_addr().unwrap()), listener.accept());
         let (near, (mut far, _)) = (near.unwrap(), far.unwrap());
-        let mut near = SendBound::tcp(near, Duration::from_millis(500));
+        let counted = Counter::default();
+        let mut near = SendBound::tcp(near, Duration::from_millis(500), counted.clone());
         let reading = std::time::Duration::from_millis(2500);
         let reader = tokio::spawn(async move {
             let started = std::time::Instant::now();
@@ -200,5 +209,9 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
         let (_far, stopped) = reader.await.unwrap();
         assert!(cut > stopped, "cut while the client was reading, {:?} before it stopped", stopped - cut);
+        // Counted once, whatever fails after it.
+        assert!(near.write_all(b"more").await.is_err());
+        let _ = near.shutdown().await;
+        assert_eq!(counted.get(), 1);
     }
 }

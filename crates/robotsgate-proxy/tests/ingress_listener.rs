@@ -1132,6 +1132,9 @@ async fn a_client_that_stops_reading_is_closed_after_the_send_timeout() {
     let open = "robotsgate_ingress_open_connections";
     let (_, text) = admin_until(admin, "/metrics", |_, t| sample(t, open) == Some(0.0)).await;
     assert_eq!(sample(&text, open), Some(0.0), "{text}");
+    let cut =
+        |reason: &str| sample(&text, &format!("robotsgate_ingress_clients_cut_total{{reason=\"{reason}\"}}"));
+    assert_eq!((cut("send-timeout"), cut("stuck")), (Some(1.0), Some(0.0)), "{text}");
     drop(tcp);
     ingress.stop().await;
 }
@@ -1183,6 +1186,9 @@ async fn an_http2_client_that_grants_no_window_is_closed_after_the_send_timeout(
     let open = "robotsgate_ingress_open_connections";
     let (_, text) = admin_until(admin, "/metrics", |_, t| sample(t, open) == Some(0.0)).await;
     assert_eq!(sample(&text, open), Some(0.0), "{text}");
+    let cut =
+        |reason: &str| sample(&text, &format!("robotsgate_ingress_clients_cut_total{{reason=\"{reason}\"}}"));
+    assert_eq!((cut("stuck"), cut("send-timeout")), (Some(1.0), Some(0.0)), "{text}");
     drop(res);
 
     // The default window (64 KiB), the answer read a part (a DATA frame, 16 KiB at most)

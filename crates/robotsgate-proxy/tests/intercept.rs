@@ -333,6 +333,7 @@ async fn an_http2_client_inside_a_tunnel_that_grants_no_window_is_closed() {
     bounded("the connection ends", driver).await.unwrap().ok();
     assert!(started.elapsed() >= Duration::from_millis(400), "closed after {:?}", started.elapsed());
     assert!(sender.is_closed());
+    assert_eq!(proxy.metric(r#"robotsgate_clients_cut_total{reason="stuck"}"#), 1.0);
     drop(res);
     proxy.stop().await;
 }

@@ -890,6 +890,9 @@ async fn a_client_that_stops_reading_is_closed_after_the_send_timeout() {
     until("the request reached the origin", || origin.hits("/big") == 1).await;
     // Nothing is read: the proxy gives up on the client.
     until("the client's connection closed", || proxy.metric("robotsgate_open_connections") == 0.0).await;
+    // Counted once, as what it was.
+    assert_eq!(proxy.metric(r#"robotsgate_clients_cut_total{reason="send-timeout"}"#), 1.0);
+    assert_eq!(proxy.metric(r#"robotsgate_clients_cut_total{reason="stuck"}"#), 0.0);
     drop(tcp);
     proxy.stop().await;
 }

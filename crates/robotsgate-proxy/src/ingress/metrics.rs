@@ -25,6 +25,8 @@ use prometheus_client::registry::Registry;
 use robotsgate::audit::{AuditLog, IngressRecordRef};
 use robotsgate::identity::Verifier;
 
+use crate::metrics::Cuts;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DecisionLabels {
     outcome: &'static str,
@@ -147,6 +149,7 @@ pub struct IngressMetrics {
     rdns: Mutex<[Counter; 5]>,
     directories: Gauge,
     verifier: OnceLock<Arc<Verifier>>,
+    cuts: Cuts,
 }
 
 impl std::fmt::Debug for IngressMetrics {
@@ -193,6 +196,7 @@ impl IngressMetrics {
             ),
             directories: Gauge::default(),
             verifier: OnceLock::new(),
+            cuts: Cuts::default(),
         };
         let mut r = Registry::with_prefix("robotsgate_ingress");
         r.register("requests", "Requests received (bots and others), by HTTP version", requests);
@@ -267,7 +271,13 @@ impl IngressMetrics {
             "Web Bot Auth key directories cached",
             m.directories.clone(),
         );
-        IngressMetrics { registry: r, ..m }
+        let cuts = Cuts::register(&mut r, "clients_cut");
+        IngressMetrics { registry: r, cuts, ..m }
+    }
+
+    /// The counters of client connections cut (see [`Cuts`]).
+    pub(crate) fn cuts(&self) -> Cuts {
+        self.cuts.clone()
     }
 
     /// Reads each identity method's figures from `verifier` when scraped.

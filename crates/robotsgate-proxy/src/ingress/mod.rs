@@ -961,7 +961,8 @@ impl Doors {
         // First: dropped last, after what holds parts of its requests.
         let mut kit = h1_server::Kit::take();
         // A client that accepts nothing of its answers for send_timeout is closed.
-        let stream = SendBound::tcp(stream, self.send_timeout);
+        let cuts = self.metrics.cuts();
+        let stream = SendBound::tcp(stream, self.send_timeout, cuts.send_timeout);
         let https = self.tls.is_some();
         let counted = self.metrics.clone();
         // One request, whichever way it was read: the fast path's or hyper's.
@@ -993,7 +994,7 @@ impl Doors {
             front(req.map(|b| Some(Either::Left(b))))
         });
         let (builder, stop, limits) = (&self.builder, &self.stop, self.fast_limits);
-        let hyper = (builder, stop, Bounds { idle: self.idle, send: self.send_timeout });
+        let hyper = (builder, stop, Bounds { idle: self.idle, send: self.send_timeout, stuck: cuts.stuck });
         match &self.tls {
             None => serve_fast_first(hyper, stream, limits, &mut kit, fast, hyper_svc).await,
             Some(acceptor) => {
@@ -1058,10 +1059,12 @@ async fn serve_fast_first<I, C, F, FB, S, B>(
 
 /// How long a connection hyper serves may stay quiet (`idle`), and an answer wait for its
 /// client to take the next part of it (`send`): see [`serve`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Bounds {
     idle: Duration,
     send: Duration,
+    /// Counts a connection closed as stuck.
+    stuck: prometheus_client::metrics::counter::Counter,
 }
 
 /// Serves one connection (HTTP/1.1 with upgrades, or HTTP/2) until it ends, or until
@@ -1120,6 +1123,7 @@ async fn serve<I, S, B>(
         }
         () = activity.stuck_for(bounds.send) => {
             tracing::debug!("the client took nothing of an answer for ingress.send_timeout: closed");
+            bounds.stuck.inc();
             // HTTP/2: a GOAWAY; the other streams may finish (crate::quiet).
             conn.as_mut().graceful_shutdown();
             tokio::select! {

@@ -41,7 +41,7 @@ pub(super) async fn serve_connection(
     // First: dropped last, after the service that holds parts of its requests.
     let mut kit = shared.config.http1_fast_path.then(h1_server::Kit::take);
     // A client that accepts nothing of its answers for send_timeout is closed.
-    let stream = SendBound::tcp(stream, shared.config.send_timeout);
+    let stream = SendBound::tcp(stream, shared.config.send_timeout, shared.cuts.send_timeout.clone());
     let stop = shared.stop.clone();
     let config = shared.config.clone();
     // The robots layer over the forwarder, for this connection's requests.

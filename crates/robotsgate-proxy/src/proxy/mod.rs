@@ -217,6 +217,7 @@ impl Proxy {
             interception: self.interception.clone(),
             auth: self.auth.clone(),
             metrics: self.metrics.clone(),
+            cuts: self.metrics.as_ref().map(|m| m.cuts()).unwrap_or_default(),
             tunnels: self.forwarder.tunnels().clone(),
             stop: stop.clone(),
             via: self.forwarder.via().clone(),

@@ -26,6 +26,9 @@ pub(super) struct Shared {
     pub(super) interception: Option<Interception>,
     pub(super) auth: Option<ProxyAuth>,
     pub(super) metrics: Option<Arc<Metrics>>,
+    /// Client connections cut (`robotsgate_clients_cut_total`; counting nowhere without
+    /// metrics).
+    pub(super) cuts: crate::metrics::Cuts,
     pub(super) tunnels: TaskTracker,
     pub(super) stop: CancellationToken,
     pub(super) via: HeaderValue,
