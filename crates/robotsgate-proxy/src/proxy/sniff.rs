@@ -197,10 +197,8 @@ async fn serve_tunnel(
             tracing::debug!(target = %req.uri(), ?began, "tunnel closed before it carried anything");
             return;
         }
-        Began::Silent => match refuse_silent(&req, shared) {
-            Some(()) => return,
-            None => Carries::Other,
-        },
+        Began::Silent if refused_silent(&req, shared) => return,
+        Began::Silent => Carries::Other,
     };
     // A TLS client must ask for the host the tunnel is checked for (crate::server_name).
     let first = if carries == Carries::Tls {
@@ -267,15 +265,15 @@ enum Began {
 
 /// A tunnel that carried nothing either way within `proxy.tunnel_idle_timeout`: it is not
 /// handed over unread (its client could then send what no check saw), and is closed with
-/// a refusal record, as a silent tunnel to port 443 is. `None` when the mode lets it go on
-/// instead (report-only says so in the log; off says nothing).
-fn refuse_silent(req: &Request<ClientBody>, shared: &Shared) -> Option<()> {
+/// a refusal record, as a silent tunnel to port 443 is: true. False when the mode lets it
+/// go on instead (report-only says so in the log; off says nothing).
+fn refused_silent(req: &Request<ClientBody>, shared: &Shared) -> bool {
     let target = req.uri().to_string();
     match shared.layer.mode() {
-        Mode::Off => None,
+        Mode::Off => false,
         Mode::ReportOnly => {
             tracing::warn!(%target, "report-only: a tunnel that carried nothing within proxy.tunnel_idle_timeout goes on unread");
-            None
+            false
         }
         Mode::Enforce => {
             let refusal = Refusal::new(
@@ -292,7 +290,7 @@ fn refuse_silent(req: &Request<ClientBody>, shared: &Shared) -> Option<()> {
                 ..Default::default()
             };
             shared.layer.log_refusal(&refusal, facts);
-            Some(())
+            true
         }
     }
 }
