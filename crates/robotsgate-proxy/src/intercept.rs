@@ -99,7 +99,11 @@ pub(crate) async fn serve(
     // A TLS connection starts with a handshake record (0x16); anything else is refused
     // with a readable answer instead of a hang.
     let mut first = [0u8; 8];
-    let read = tokio::time::timeout(interception.handshake_timeout, io.read(&mut first)).await;
+    // Shutting down: a tunnel that has sent nothing yet is closed, not waited for.
+    let read = tokio::select! {
+        read = tokio::time::timeout(interception.handshake_timeout, io.read(&mut first)) => read,
+        () = inside.stop.cancelled() => return,
+    };
     let n = match read {
         Ok(Ok(n)) if n > 0 => n,
         _ => return, // closed or silent
@@ -135,7 +139,12 @@ pub(crate) async fn serve(
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
     let io = Prefixed { prefix: bytes::Bytes::copy_from_slice(&first[..n]), inner: io };
-    let tls = match tokio::time::timeout(interception.handshake_timeout, acceptor.accept(io)).await {
+    let handshake = tokio::select! {
+        h = tokio::time::timeout(interception.handshake_timeout, acceptor.accept(io)) => h,
+        // Shutting down: nothing went through yet.
+        () = inside.stop.cancelled() => return,
+    };
+    let tls = match handshake {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
             tracing::debug!(%origin, %client, error = %e, "client TLS handshake failed");
@@ -279,6 +288,9 @@ where
         }
         () = activity.quiet_for(header_read_timeout) => {
             tracing::debug!(%origin, %client, "quiet connection inside a tunnel closed");
+            if activity.answer_unsent() {
+                cuts.quiet.inc();
+            }
             // HTTP/2: a GOAWAY; what a stream still sends may take as long again.
             conn.as_mut().graceful_shutdown();
             let _ = tokio::time::timeout(header_read_timeout, conn).await;

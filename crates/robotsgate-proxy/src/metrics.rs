@@ -82,14 +82,17 @@ struct StatusLabels {
 }
 
 /// The counters of client connections closed because the client took nothing of what it
-/// was sent for the send timeout (`robotsgate_clients_cut_total`, and the ingress's
-/// `robotsgate_ingress_clients_cut_total`): a write waited that long (`send-timeout`), or
-/// an answer handed to hyper was not asked for (`stuck`: HTTP/2 without window, see
-/// `crate::quiet`). Default: counting nowhere (no metrics).
+/// was sent (`robotsgate_clients_cut_total`, and the ingress's
+/// `robotsgate_ingress_clients_cut_total`): a write waited for the send timeout
+/// (`send-timeout`); an answer handed to hyper was not asked for (`stuck`: HTTP/2 without
+/// window, see `crate::quiet`); or nothing moved while an answer was being sent, for the
+/// idle bound of a connection hyper serves (`quiet`: the header read timeout, shorter than
+/// the send timeout by default). Default: counting nowhere (no metrics).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Cuts {
     pub(crate) send_timeout: Counter,
     pub(crate) stuck: Counter,
+    pub(crate) quiet: Counter,
 }
 
 impl Cuts {
@@ -98,15 +101,17 @@ impl Cuts {
         let family = Family::<ReasonLabels, Counter>::default();
         registry.register(
             name,
-            "Client connections closed because the client took nothing of what it was sent for \
-             the send timeout: a write waited (send-timeout), or an answer was not asked for \
-             (stuck: an HTTP/2 client granting no window)",
+            "Client connections closed because the client took nothing of what it was sent: a \
+             write waited for the send timeout (send-timeout), an answer was not asked for \
+             (stuck: an HTTP/2 client granting no window), or nothing moved while an answer was \
+             being sent for the header read timeout (quiet)",
             family.clone(),
         );
         // One at a time: the family's read guard must end before the next is made.
         let send_timeout = family.get_or_create(&ReasonLabels { reason: "send-timeout" }).clone();
         let stuck = family.get_or_create(&ReasonLabels { reason: "stuck" }).clone();
-        Cuts { send_timeout, stuck }
+        let quiet = family.get_or_create(&ReasonLabels { reason: "quiet" }).clone();
+        Cuts { send_timeout, stuck, quiet }
     }
 }
 

@@ -157,6 +157,12 @@ impl Activity {
         let _ = tokio::time::timeout(limit.saturating_mul(LONG as u32), left).await;
     }
 
+    /// Whether an answer is being sent: when the connection was found quiet, its client
+    /// took nothing of it (a cut, counted as such), not an idle keep-alive connection.
+    pub(crate) fn answer_unsent(&self) -> bool {
+        self.0.sending.load(Ordering::Relaxed) > 0
+    }
+
     /// Returns once the connection was quiet (see the module) for `idle`: between
     /// `idle` and half as long again after it became so.
     pub(crate) async fn quiet_for(&self, idle: Duration) {

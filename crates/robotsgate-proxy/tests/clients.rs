@@ -621,6 +621,9 @@ async fn a_server_that_speaks_first_is_tunnelled_without_waiting() {
     tokio::spawn(async move {
         while let Ok((mut tcp, _)) = server.accept().await {
             tokio::spawn(async move {
+                // Greets a moment after the connection, as a server that looks its client up
+                // first does: the client's half-close below reaches the proxy before it.
+                tokio::time::sleep(Duration::from_millis(300)).await;
                 tcp.write_all(b"220 greetings\r\n").await?;
                 let mut line = [0u8; 64];
                 let n = tcp.read(&mut line).await?;
@@ -651,15 +654,26 @@ async fn a_server_that_speaks_first_is_tunnelled_without_waiting() {
     let mut rest = Vec::new();
     bounded("the end", tcp.read_to_end(&mut rest)).await.unwrap();
     assert_eq!(rest, b"221 bye\r\n");
+    drop(tcp);
+    // A client that closes its side at once (a banner grab) still gets the greeting
+    // (before this, it got a close).
+    let (answer, mut tcp) = connect(proxy.addr, &target).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    bounded("half-close", tcp.shutdown()).await.unwrap();
+    let mut all = Vec::new();
+    bounded("the greeting", tcp.read_to_end(&mut all)).await.unwrap();
+    assert_eq!(all, b"220 greetings\r\n");
+    drop(tcp);
     let records = proxy.records().await;
-    let d = of_type(&records, "decision");
-    assert_eq!(d.len(), 1, "{records:#?}");
-    assert_eq!(
-        (d[0]["transport"].as_str(), d[0]["outcome"].as_str()),
-        (Some("connect-opaque"), Some("allowed")),
-        "{}",
-        d[0]
-    );
+    let decisions = of_type(&records, "decision");
+    assert_eq!(decisions.len(), 2, "{records:#?}");
+    for d in decisions {
+        assert_eq!(
+            (d["transport"].as_str(), d["outcome"].as_str()),
+            (Some("connect-opaque"), Some("allowed")),
+            "{d}"
+        );
+    }
     proxy.stop().await;
 }
 

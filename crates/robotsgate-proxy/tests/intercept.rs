@@ -296,6 +296,25 @@ async fn a_quiet_connection_inside_a_tunnel_is_closed() {
     let ended = bounded("the quiet HTTP/2 connection ends", driver).await.unwrap();
     assert!(ended.is_ok(), "closed with a GOAWAY: {ended:?}");
     assert!(sender.is_closed());
+    // Idle connections closed as quiet are not cuts.
+    let cut = |reason: &str| proxy.metric(&format!("robotsgate_clients_cut_total{{reason=\"{reason}\"}}"));
+    assert_eq!((cut("quiet"), cut("send-timeout"), cut("stuck")), (0.0, 0.0, 0.0));
+
+    // A client that asks for a large answer and reads none of it: nothing moves while the
+    // answer is sent, and the connection is closed as quiet (header_read_timeout, before
+    // send_timeout): a cut, counted as such (before, counted nowhere).
+    let big = tls_origin(
+        &s.origin_ca,
+        [("/robots.txt", Reply::ok(ROBOTS)), ("/big", Reply::ok(pattern(32 * 1024 * 1024)))],
+    )
+    .await;
+    let host = format!("localhost:{}", big.port());
+    let mut tls = tunnel(proxy.addr, &host, &s.client(&[b"http/1.1"]), "localhost").await;
+    let request = format!("GET /big HTTP/1.1\r\nHost: {host}\r\n\r\n");
+    bounded("write", tls.write_all(request.as_bytes())).await.unwrap();
+    until("the reader is cut", || cut("quiet") == 1.0).await;
+    assert_eq!((cut("send-timeout"), cut("stuck")), (0.0, 0.0));
+    drop(tls);
     proxy.stop().await;
 }
 
@@ -733,21 +752,34 @@ async fn a_tls_client_that_waits_before_its_client_hello_is_still_held_to_its_ho
 
 /// A tunnel still waiting for its client's first bytes when the proxy begins to shut down
 /// has carried nothing: it is closed then, not held for the whole shutdown grace (here a
-/// minute, past the test's bound). Both places that wait: a bypassed host (TLS expected,
-/// checked before the `200`) and a port that is not intercepted (read after it).
+/// minute, past the test's bound). Every place that waits: a bypassed host (TLS expected,
+/// checked before the `200`), a port that is not intercepted (read after it; also one
+/// whose client sent the start of a line), an intercepted port (its TLS handshake).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tunnel_waiting_for_its_first_bytes_is_closed_on_shutdown() {
     let s = Setup::new();
     let origin = tls_origin(&s.origin_ca, [("/robots.txt", Reply::ok(ROBOTS))]).await;
+    let intercepted = tls_origin(&s.origin_ca, [("/robots.txt", Reply::ok(ROBOTS))]).await;
     let mut config = s.config();
     config.tls.bypass = vec!["bypass.test".parse().unwrap()];
-    config.tls.intercept_ports = vec![1];
+    config.tls.intercept_ports = vec![intercepted.port()];
     config.proxy.shutdown_grace = Dur(Duration::from_secs(60));
+    config.proxy.header_read_timeout = Dur(Duration::from_secs(60));
+    config.tls.handshake_timeout = Dur(Duration::from_secs(60));
     let proxy = RunningProxy::start(&config).await;
     let mut tunnels = Vec::new();
-    for target in [format!("bypass.test:{}", origin.port()), format!("localhost:{}", origin.port())] {
-        let (answer, tcp) = connect(proxy.addr, &target).await;
+    // A bypassed host, a port not intercepted (silent, and with the start of a line), an
+    // intercepted port.
+    let sniffed = format!("localhost:{}", origin.port());
+    for (target, first) in [
+        (format!("bypass.test:{}", origin.port()), ""),
+        (sniffed.clone(), ""),
+        (sniffed, "\r\n"),
+        (format!("localhost:{}", intercepted.port()), ""),
+    ] {
+        let (answer, mut tcp) = connect(proxy.addr, &target).await;
         assert_eq!(answer.status, 200, "{target}: {answer:?}");
+        bounded("write", tcp.write_all(first.as_bytes())).await.unwrap();
         tunnels.push(tcp);
     }
     proxy.stop().await;

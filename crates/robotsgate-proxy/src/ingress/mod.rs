@@ -994,7 +994,11 @@ impl Doors {
             front(req.map(|b| Some(Either::Left(b))))
         });
         let (builder, stop, limits) = (&self.builder, &self.stop, self.fast_limits);
-        let hyper = (builder, stop, Bounds { idle: self.idle, send: self.send_timeout, stuck: cuts.stuck });
+        let hyper = (
+            builder,
+            stop,
+            Bounds { idle: self.idle, send: self.send_timeout, stuck: cuts.stuck, quiet: cuts.quiet },
+        );
         match &self.tls {
             None => serve_fast_first(hyper, stream, limits, &mut kit, fast, hyper_svc).await,
             Some(acceptor) => {
@@ -1063,8 +1067,9 @@ async fn serve_fast_first<I, C, F, FB, S, B>(
 struct Bounds {
     idle: Duration,
     send: Duration,
-    /// Counts a connection closed as stuck.
+    /// Count a connection closed as stuck, or as quiet while an answer was being sent.
     stuck: prometheus_client::metrics::counter::Counter,
+    quiet: prometheus_client::metrics::counter::Counter,
 }
 
 /// Serves one connection (HTTP/1.1 with upgrades, or HTTP/2) until it ends, or until
@@ -1118,6 +1123,9 @@ async fn serve<I, S, B>(
             let _ = conn.await;
         }
         () = activity.quiet_for(bounds.idle) => {
+            if activity.answer_unsent() {
+                bounds.quiet.inc();
+            }
             conn.as_mut().graceful_shutdown();
             let _ = tokio::time::timeout(bounds.idle, conn).await;
         }

@@ -163,12 +163,24 @@ async fn serve_tunnel(
         biased;
         () = shared.stop.cancelled() => Began::Stopped,
         read = client.read(&mut buf) => match read {
-            Ok(0) | Err(_) => Began::Left,
+            Ok(0) => Began::Done,
+            Err(_) => Began::Left,
             Ok(n) => Began::Client(n),
         },
         // Data, the end, or an error: the server has spoken (or gone), not the client.
         _ = upstream.peek(&mut peeked) => Began::Server,
         () = tokio::time::sleep(shared.forwarder.tunnel_idle_timeout()) => Began::Silent,
+    };
+    // A client that closed its side at once (a banner grab: `nc -N`) sends nothing more,
+    // so nothing unread can follow: what the server says is still passed on.
+    let began = match began {
+        Began::Done => tokio::select! {
+            biased;
+            () = shared.stop.cancelled() => Began::Stopped,
+            _ = upstream.peek(&mut peeked) => Began::Server,
+            () = tokio::time::sleep(shared.forwarder.tunnel_idle_timeout()) => Began::Left,
+        },
+        began => began,
     };
     let carries = match began {
         Began::Client(n) => {
@@ -190,10 +202,15 @@ async fn serve_tunnel(
             };
             // The start of a request line that stalls is still HTTP (served as such, the
             // rest of its head within hyper's own timeout), not a tunnel judged on `/`.
-            tokio::time::timeout(shared.config.header_read_timeout, read).await.unwrap_or(Carries::Http)
+            let read = tokio::time::timeout(shared.config.header_read_timeout, read);
+            tokio::select! {
+                carries = read => carries.unwrap_or(Carries::Http),
+                // Shutting down: nothing went through yet.
+                () = shared.stop.cancelled() => return,
+            }
         }
         Began::Server => Carries::Other,
-        Began::Stopped | Began::Left => {
+        Began::Stopped | Began::Left | Began::Done => {
             tracing::debug!(target = %req.uri(), ?began, "tunnel closed before it carried anything");
             return;
         }
@@ -257,7 +274,9 @@ enum Began {
     Server,
     /// Neither, within `proxy.tunnel_idle_timeout`.
     Silent,
-    /// The client closed first.
+    /// The client closed its side before it sent anything.
+    Done,
+    /// The client went (a connection error, or closed with the server silent too).
     Left,
     /// The proxy began to shut down.
     Stopped,
