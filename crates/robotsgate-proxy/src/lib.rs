@@ -15,6 +15,7 @@ pub mod cli;
 pub mod config;
 pub mod forward;
 mod h1_server;
+mod held;
 pub mod identity;
 pub mod ingress;
 pub mod intercept;

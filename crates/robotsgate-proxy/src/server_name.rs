@@ -36,6 +36,7 @@ pub(crate) struct HelloCheck {
 }
 
 /// The tunnel a ClientHello is checked for.
+#[derive(Clone, Copy)]
 pub(crate) struct Tunnel<'a> {
     /// The host its `CONNECT` named, which the ClientHello must ask for.
     pub(crate) host: &'a str,
@@ -49,6 +50,34 @@ pub(crate) struct Tunnel<'a> {
 }
 
 impl HelloCheck {
+    /// Says no to `tunnel` for `refusal`: in enforce mode it is recorded (keyed by the
+    /// tunnel's decision when its tally is given, and its outcome told), and true is
+    /// returned; in report-only mode a warning says it, and the tunnel goes on (false).
+    pub(crate) fn said_no(&self, refusal: &Refusal, tunnel: &Tunnel<'_>) -> bool {
+        let Tunnel { target, transport, tally, .. } = *tunnel;
+        if self.layer.mode() != Mode::Enforce {
+            // Decided, not enforced: said, and the tunnel goes on.
+            tracing::warn!(client = ?self.client, %target, why = %refusal.message(), "report-only: a tunnel that would be refused for its first bytes goes on");
+            return false;
+        }
+        // A tunnel whose CONNECT was decided (and recorded) before its `200`: the refusal
+        // is keyed by that decision, and the tunnel's outcome says it was refused.
+        if let Some(tally) = tally {
+            tally.refuse(refusal);
+        }
+        let facts = robotsgate::audit::RefusalFacts {
+            request_id: tally.and_then(Tally::request_id).unwrap_or_default(),
+            client: self.client,
+            user: self.user.as_deref(),
+            method: Some("CONNECT"),
+            target: Some(target),
+            transport: Some(transport.as_str()),
+        };
+        self.layer.log_refusal(refusal, facts);
+        tracing::debug!(client = ?self.client, %target, why = %refusal.message(), "tunnel refused for its first bytes");
+        true
+    }
+
     /// Reads the client's first bytes from `io` (after `first`, read already; with none,
     /// the first is waited for up to `first_wait`) until its ClientHello is whole, and
     /// holds its server name to `tunnel.host`. The bytes read, and whether the tunnel may
@@ -65,7 +94,7 @@ impl HelloCheck {
     where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
-        let Tunnel { host, target, transport, tally } = tunnel;
+        let Tunnel { host, target, .. } = tunnel;
         let mode = self.layer.mode();
         if mode == Mode::Off {
             // Nothing is enforced nor recorded.
@@ -82,26 +111,9 @@ impl HelloCheck {
             return Err(());
         };
         let Err(refusal) = verdict else { return Ok(first) };
-        if mode == Mode::ReportOnly {
-            // Decided, not enforced: said, and the tunnel goes on.
-            tracing::warn!(client = ?self.client, %target, why = %refusal.message(), "report-only: a tunnel that would be refused after its ClientHello goes on");
+        if !self.said_no(&refusal, &tunnel) {
             return Ok(first);
         }
-        // A tunnel whose CONNECT was decided (and recorded) before its `200`: the refusal
-        // is keyed by that decision, and the tunnel's outcome says it was refused.
-        if let Some(tally) = tally {
-            tally.refuse(&refusal);
-        }
-        let facts = robotsgate::audit::RefusalFacts {
-            request_id: tally.and_then(Tally::request_id).unwrap_or_default(),
-            client: self.client,
-            user: self.user.as_deref(),
-            method: Some("CONNECT"),
-            target: Some(target),
-            transport: Some(transport.as_str()),
-        };
-        self.layer.log_refusal(&refusal, facts);
-        tracing::debug!(client = ?self.client, %target, why = %refusal.message(), "tunnel refused after its ClientHello");
         let alert = access_denied_alert(hello_record_version(&first));
         let _ = tokio::time::timeout(self.timeout, io.write_all(&alert)).await;
         let _ = tokio::time::timeout(self.timeout, io.shutdown()).await;
@@ -163,6 +175,15 @@ where
         Ok(Some(hello)) => judge(&hello, host),
     };
     (first, verdict)
+}
+
+/// What the first bytes of a tunnel, a TLS record, say of `host`: `None` while the
+/// ClientHello is not whole; else whether it may go on (see [`judge`]).
+pub(crate) fn judge_bytes(first: &[u8], host: &str) -> Option<Result<(), Refusal>> {
+    match read_client_hello(first) {
+        ClientHello::Incomplete => None,
+        hello => Some(judge(&hello, host)),
+    }
 }
 
 /// Whether `hello` may go on to `host`.

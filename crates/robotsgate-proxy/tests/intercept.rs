@@ -750,6 +750,91 @@ async fn a_tls_client_that_waits_before_its_client_hello_is_still_held_to_its_ho
     proxy.stop().await;
 }
 
+/// A server that speaks first (a banner), then takes TLS at once, on a port that is not
+/// intercepted: the tunnel is handed over on the server's banner, before the client has
+/// said anything, and the client's first bytes are held until judged. A ClientHello for
+/// another host than the CONNECT's is refused (before, it reached the server: the banner
+/// decided the tunnel was opaque); one for its own host goes through; an HTTP request is
+/// refused (no HTTP server speaks first, and an opaque tunnel would not check its path).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_servers_banner_the_clients_first_bytes_are_still_checked() {
+    let s = Setup::new();
+    let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = server.local_addr().unwrap().port();
+    let acceptor = tokio_rustls::TlsAcceptor::from(s.origin_ca.server_config(&[b"http/1.1"]));
+    let reached = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = reached.clone();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = server.accept().await {
+            let (acceptor, seen) = (acceptor.clone(), seen.clone());
+            tokio::spawn(async move {
+                tcp.write_all(b"220 ready\r\n").await.ok()?;
+                let mut tls = acceptor.accept(tcp).await.ok()?;
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tls.write_all(b"hello over TLS").await.ok()?;
+                tls.shutdown().await.ok()
+            });
+        }
+    });
+    let mut config = s.config();
+    config.tls.intercept_ports = vec![1];
+    // No robots.txt can be fetched from this server: the host is let through.
+    let overrides = Config::parse(
+        "overrides.toml",
+        "[[policy.overrides]]\nhosts = \"localhost\"\naction = \"allow\"\nreason = \"a test\"\n",
+    )
+    .unwrap();
+    config.policy.overrides = overrides.policy.overrides;
+    let proxy = RunningProxy::start(&config).await;
+    let target = format!("localhost:{port}");
+    let roots = || client_config(s.origin_ca.roots(), &[b"http/1.1"]);
+    let banner = |target: String| {
+        let addr = proxy.addr;
+        async move {
+            let (answer, mut tcp) = connect(addr, &target).await;
+            assert_eq!(answer.status, 200, "{answer:?}");
+            let mut banner = [0u8; 11];
+            bounded("the banner", tcp.read_exact(&mut banner)).await.unwrap();
+            assert_eq!(&banner, b"220 ready\r\n");
+            tcp
+        }
+    };
+    // Another host: refused with the alert, and the server never finishes a handshake.
+    let tcp = banner(target.clone()).await;
+    let err = handshake(&roots(), "bypass.test", tcp).await.expect_err("refused");
+    assert!(err.to_string().contains("AccessDenied"), "{err}");
+    // Its own host: through.
+    let tcp = banner(target.clone()).await;
+    let mut tls = handshake(&roots(), "localhost", tcp).await.expect("its own name passes");
+    let mut got = Vec::new();
+    bounded("the server's bytes", tls.read_to_end(&mut got)).await.ok();
+    assert_eq!(got, b"hello over TLS");
+    assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // An HTTP request: refused, the tunnel closed.
+    let mut tcp = banner(target.clone()).await;
+    bounded("write", tcp.write_all(format!("GET /private/x HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes()))
+        .await
+        .unwrap();
+    let mut rest = Vec::new();
+    let _ = bounded("the close", tcp.read_to_end(&mut rest)).await;
+    assert!(rest.is_empty(), "{:?}", String::from_utf8_lossy(&rest));
+
+    drop((tls, tcp));
+    let records = proxy.records().await;
+    let refusals = of_type(&records, "refusal");
+    assert_eq!(refusals.len(), 2, "{records:#?}");
+    assert!(refusals[0].to_string().contains("asks for \\\"bypass.test\\\""), "{}", refusals[0]);
+    assert!(refusals[1].to_string().contains("an HTTP request"), "{}", refusals[1]);
+    for r in refusals {
+        assert_eq!(
+            (r["transport"].as_str(), r["target"].as_str()),
+            (Some("connect-opaque"), Some(target.as_str())),
+            "{r}"
+        );
+    }
+    proxy.stop().await;
+}
+
 /// A tunnel still waiting for its client's first bytes when the proxy begins to shut down
 /// has carried nothing: it is closed then, not held for the whole shutdown grace (here a
 /// minute, past the test's bound). Every place that waits: a bypassed host (TLS expected,

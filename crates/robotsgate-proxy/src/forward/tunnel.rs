@@ -34,8 +34,10 @@ use robotsgate::{Refusal, RefusalKind};
 #[derive(Clone)]
 pub(crate) struct PreConnected(Arc<std::sync::Mutex<Option<(ClientSide, TcpStream)>>>);
 
-/// The client's side of a tunnel: its upgraded connection, the bytes read ahead first.
-pub(crate) type ClientSide = crate::prefixed::Prefixed<TokioIo<hyper::upgrade::Upgraded>>;
+/// The client's side of a tunnel: its upgraded connection, the bytes read ahead first,
+/// and what it sends next held until judged when its server spoke first
+/// ([`Held`](crate::held::Held)).
+pub(crate) type ClientSide = crate::held::Held<crate::prefixed::Prefixed<TokioIo<hyper::upgrade::Upgraded>>>;
 
 impl PreConnected {
     /// The client's side and the open upstream connection.
@@ -117,7 +119,7 @@ impl Forwarder {
                         }
                         None => Bytes::new(),
                     };
-                    Prefixed { prefix, inner: io }
+                    crate::held::Held::open(Prefixed { prefix, inner: io })
                 }
             };
             tokio::select! {

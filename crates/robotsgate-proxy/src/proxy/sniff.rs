@@ -34,6 +34,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::shared::Shared;
 use crate::forward::{PreConnected, ProxyBody, boxed, connect_refusal};
+use crate::held::Held;
 use crate::intercept;
 use crate::prefixed::Prefixed;
 use crate::server_name::{Tunnel, access_denied_alert, hello_record_version};
@@ -246,6 +247,26 @@ async fn serve_tunnel(
         return;
     }
     let transport = if carries == Carries::Tls { Transport::ConnectTls } else { Transport::ConnectOpaque };
+    // The server spoke first: the tunnel is handed over before its client has said
+    // anything, and what it says first is held until judged (crate::held).
+    let client = match began {
+        Began::Server if shared.layer.mode() != Mode::Off => {
+            let check = shared.hello_check(&req);
+            let (host, target) = (origin.host().to_string(), req.uri().to_string());
+            Held::judged_by(
+                client,
+                Box::new(move |first: &[u8]| {
+                    let Err(refusal) = after_server_spoke(first, &host)? else { return Some(Ok(())) };
+                    let tunnel = Tunnel { host: &host, target: &target, transport, tally: None };
+                    if !check.said_no(&refusal, &tunnel) {
+                        return Some(Ok(()));
+                    }
+                    Some(Err((first[0] == 0x16).then(|| access_denied_alert(hello_record_version(first)))))
+                }),
+            )
+        }
+        _ => Held::open(client),
+    };
     req.extensions_mut().insert(transport);
     req.extensions_mut().insert(PreConnected::new(client, upstream));
     let pre = req.extensions().get::<PreConnected>().cloned();
@@ -262,6 +283,27 @@ async fn serve_tunnel(
             .await;
         }
         let _ = client.shutdown().await;
+    }
+}
+
+/// What a client's first bytes say after its server spoke first (the tunnel handed over
+/// as opaque: see crate::held): a ClientHello must ask for `host`, as one sent before the
+/// server spoke must; an HTTP request is refused, since an opaque tunnel would carry it
+/// unchecked per path (no HTTP server speaks first); anything else goes on. `None` while
+/// more bytes could change that.
+fn after_server_spoke(first: &[u8], host: &str) -> Option<Result<(), Refusal>> {
+    let http = || {
+        Refusal::new(
+            robotsgate::RefusalKind::BadRequest,
+            "an HTTP request in a tunnel whose server spoke first: it would not be checked per path",
+        )
+    };
+    match classify(first) {
+        Some(Carries::Tls) => crate::server_name::judge_bytes(first, host),
+        Some(Carries::Http) => Some(Err(http())),
+        Some(Carries::Other) => Some(Ok(())),
+        None if first.len() < SNIFF_LIMIT => None,
+        None => Some(Err(http())),
     }
 }
 
