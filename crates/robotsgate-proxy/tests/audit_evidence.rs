@@ -781,6 +781,82 @@ fn a_rule_cannot_write_the_report_s_outcome_column_and_top_is_at_least_one() {
     assert_eq!(code(&out), 2, "{}", text(&out));
 }
 
+/// robotsgate's own answers without a decision (refusal records: a tunnel whose client
+/// asked for another host, a missing proxy password) have a table of their own, by kind.
+/// Before, they were only a count among "other records", and the refused-origins section
+/// said "No request was refused" of such a log.
+#[test]
+fn the_report_counts_robotsgates_own_answers_by_kind() {
+    let dir = temp_dir();
+    let log = dir.path().join("audit.jsonl");
+    let refusal = |id: &str, kind: &str| {
+        format!(
+            r#"{{"schema_version":8,"type":"refusal","time":"2026-12-07T10:00:00.000Z","request_id":"{id}","client":"127.0.0.1:1","user":null,"method":"CONNECT","target":"a.test:443","transport":"connect","status":400,"refusal":"{kind}","reason":"why"}}"#
+        )
+    };
+    let decision = r#"{"schema_version":1,"type":"decision","time":"2026-12-07T10:00:00.000Z","request_id":"d","outcome":"allowed","reason":"no-rule","origin":"http://a.test","url":"http://a.test/"}"#;
+    let lines = [
+        decision.to_owned(),
+        refusal("r1", "bad-request"),
+        refusal("r2", "bad-request"),
+        refusal("r3", "auth-required"),
+    ];
+    std::fs::write(&log, format!("{}\n", lines.join("\n"))).unwrap();
+    let html = dir.path().join("report.html");
+    let out = robotsgate(&["audit", "report", arg(&log), "--out", arg(&html)]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let doc = scraper::Html::parse_document(&page);
+    assert!(doc.errors.is_empty(), "{:?}", doc.errors);
+    let rows = scraper::Selector::parse("#own-answers tr").unwrap();
+    let rows: Vec<String> =
+        doc.select(&rows).skip(1).map(|r| r.text().collect::<Vec<_>>().join("|")).collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows[0].starts_with("bad-request|2|"), "{rows:?}");
+    assert!(rows[1].starts_with("auth-required|1|"), "{rows:?}");
+    assert!(page.contains("No decision refused a request."), "the allowed decision refused nothing");
+    assert!(!page.contains("No request was refused"));
+    // A log without any: said so.
+    std::fs::write(&log, format!("{decision}\n")).unwrap();
+    let out = robotsgate(&["audit", "report", arg(&log), "--out", arg(&html)]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("None: every request had a decision."), "{page}");
+}
+
+/// `audit explain` of a tunnel refused after its `200` (its ClientHello asked for another
+/// host: a refusal record keyed by the CONNECT's decision) says so under the decision
+/// (before, it showed "outcome: allowed" alone). A refusal of another request is not shown.
+#[test]
+fn explain_shows_a_refusal_made_after_the_decision() {
+    let dir = temp_dir();
+    let log = dir.path().join("audit.jsonl");
+    let decision = r#"{"schema_version":8,"type":"decision","time":"2026-12-07T10:00:00.000Z","request_id":"t1","method":"CONNECT","outcome":"allowed","reason":"no-rule","origin":"https://a.test","url":"https://a.test/","path_visible":false}"#;
+    let refusal = |id: &str, why: &str| {
+        format!(
+            r#"{{"schema_version":8,"type":"refusal","time":"2026-12-07T10:00:01.000Z","request_id":"{id}","method":"CONNECT","target":"a.test:443","transport":"connect","status":400,"refusal":"bad-request","reason":"{why}"}}"#
+        )
+    };
+    let outcome = r#"{"schema_version":8,"type":"outcome","time":"2026-12-07T10:00:01.000Z","request_id":"t1","status":400,"answered_by":"robotsgate","refusal":"bad-request","bytes":0,"bytes_from_client":0,"end":"client-gone","duration_us":9}"#;
+    let lines = [
+        decision.to_owned(),
+        refusal("other", "not this one"),
+        refusal("t1", "the TLS client asks for other.test"),
+        outcome.to_owned(),
+        refusal("t1", "after the outcome: not read"),
+    ];
+    std::fs::write(&log, format!("{}\n", lines.join("\n"))).unwrap();
+    let t = explain(&log, &["t1"]);
+    assert!(t.contains("outcome: allowed"), "{t}");
+    assert!(
+        t.contains(
+            "then refused at 2026-12-07T10:00:01.000Z: the TLS client asks for other.test (bad-request"
+        ),
+        "{t}"
+    );
+    assert!(!t.contains("not this one") && !t.contains("after the outcome"), "{t}");
+}
+
 /// The report reads a log of any size in bounded memory: values of a vocabulary field past
 /// the few hundred robotsgate uses are counted together, and a key is kept to 1 KiB (a
 /// rule may be 500 KiB). Before, every distinct value was a row: a million distinct

@@ -62,11 +62,24 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
             (None, None) => false,
         }
     };
-    // The decision: the one with the id, or the latest on the URL.
+    // The decision: the one with the id, or the latest on the URL. By id, a refusal record
+    // keyed by the same decision (a tunnel refused after its `200`) is looked for too,
+    // until the request's outcome record, written last.
     let mut found: Option<Value> = None;
+    let mut refused_after: Option<Value> = None;
     scan(&paths, |r| {
+        if found.is_some() && args.request_id.is_some() {
+            if r["request_id"].as_str() == args.request_id.as_deref() {
+                match r["type"].as_str() {
+                    Some("refusal") => refused_after = Some(r),
+                    Some("outcome") => return true,
+                    _ => {}
+                }
+            }
+            return false;
+        }
         if want(&r) {
-            let stop = args.request_id.is_some();
+            let stop = args.request_id.is_some() && r["type"] == "ingress";
             found = Some(r);
             return stop;
         }
@@ -103,6 +116,14 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     let truncated = fetch.as_ref().map(|f| f["truncated"].as_bool().unwrap_or(false));
     let mut out = String::new();
     decision_text(&mut out, &d);
+    if let Some(r) = &refused_after {
+        out.push_str(&format!(
+            "  then refused at {}: {} ({}; the client got the TLS alert or a close, not the status)\n",
+            s(&r["time"]),
+            s(&r["reason"]),
+            s(&r["refusal"])
+        ));
+    }
     match &sha {
         None => no_body(&mut out, &d),
         // The hash names the snapshot's file: anything else would name another file.

@@ -185,6 +185,9 @@ struct Stats {
     rotations: u64,
     not_records: u64,
     other_types: BTreeMap<String, u64>,
+    /// Refusal records (robotsgate's own answers without a decision), by kind.
+    own_answers: BTreeMap<String, u64>,
+    own_total: u64,
     /// Ingress records (`robotsgate ingress`): per bot (product token), at most
     /// [`MAX_BOTS`] bots (more are counted together).
     bots: BTreeMap<String, Bot>,
@@ -287,6 +290,8 @@ struct Rec<'a> {
     price: Option<Cow<'a, str>>,
     #[serde(borrow)]
     charged: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    refusal: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -327,6 +332,8 @@ impl Stats {
             rotations: 0,
             not_records: 0,
             other_types: BTreeMap::new(),
+            own_answers: BTreeMap::new(),
+            own_total: 0,
             bots: BTreeMap::new(),
             paid: BTreeMap::new(),
             paid_overflow: 0,
@@ -460,6 +467,10 @@ impl Stats {
                 }
             }
             "payment" => self.payment(r),
+            "refusal" => {
+                self.own_total += 1;
+                count_word(&mut self.own_answers, r.refusal.as_deref().unwrap_or("(no kind)"));
+            }
             other => count_word(&mut self.other_types, other),
         }
     }
@@ -644,6 +655,7 @@ fn render(st: &Stats, v: &Verification, key: Option<&str>, paths: &[PathBuf], to
         totals_section(&mut h, st);
         chart_section(&mut h, st);
         refused_section(&mut h, st, top);
+        own_answers_section(&mut h, st);
         rules_section(&mut h, st, top);
         fetch_section(&mut h, st);
     }
@@ -924,7 +936,7 @@ fn refused_section(h: &mut String, st: &Stats, top: usize) {
     h.push_str("<h2>Origins most often refused</h2>\n");
     let rows = st.refused_origins.top(top);
     if rows.is_empty() {
-        h.push_str("<p class=\"note\">No request was refused.</p>\n");
+        h.push_str("<p class=\"note\">No decision refused a request.</p>\n");
         return;
     }
     let refused: u64 = st.refused_origins.map.values().sum::<u64>() + st.refused_origins.others;
@@ -949,6 +961,29 @@ fn refused_section(h: &mut String, st: &Stats, top: usize) {
             num(st.refused_origins.others)
         );
     }
+}
+
+/// robotsgate's own answers without a decision (refusal records), by kind.
+fn own_answers_section(h: &mut String, st: &Stats) {
+    h.push_str("<h2>Answered by robotsgate without a decision</h2>\n");
+    if st.own_total == 0 {
+        h.push_str("<p class=\"note\">None: every request had a decision.</p>\n");
+        return;
+    }
+    let _ = write!(
+        h,
+        "<p class=\"note\">{} answers robotsgate gave itself, before or without a robots.txt decision \
+         (<code>refusal</code> records): a request it could not read, a missing proxy password, a tunnel whose \
+         client asked for another host than its <code>CONNECT</code>'s, and the like.</p>\n\
+         <table id=\"own-answers\"><tr><th>kind</th><th class=\"n\">answers</th><th class=\"n\">share</th></tr>",
+        num(st.own_total)
+    );
+    let mut kinds: Vec<_> = st.own_answers.iter().collect();
+    kinds.sort_by(|a, b| b.1.cmp(a.1));
+    for (kind, n) in kinds {
+        share_row(h, kind, *n, st.own_total);
+    }
+    h.push_str("</table>\n");
 }
 
 fn rules_section(h: &mut String, st: &Stats, top: usize) {
