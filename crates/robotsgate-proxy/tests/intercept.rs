@@ -820,7 +820,17 @@ async fn after_a_servers_banner_the_clients_first_bytes_are_still_checked() {
     assert!(rest.is_empty(), "{:?}", String::from_utf8_lossy(&rest));
 
     drop((tls, tcp));
-    let records = proxy.records().await;
+    // The refused tunnels' outcomes are written as they end.
+    let records = bounded("the refused tunnels' outcomes", async {
+        loop {
+            let records = proxy.records().await;
+            if of_type(&records, "outcome").iter().filter(|o| o["refusal"] == "bad-request").count() == 2 {
+                return records;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
     let refusals = of_type(&records, "refusal");
     assert_eq!(refusals.len(), 2, "{records:#?}");
     assert!(refusals[0].to_string().contains("asks for \\\"bypass.test\\\""), "{}", refusals[0]);
@@ -831,6 +841,10 @@ async fn after_a_servers_banner_the_clients_first_bytes_are_still_checked() {
             (Some("connect-opaque"), Some(target.as_str())),
             "{r}"
         );
+        // Keyed by the tunnel's decision, made on the server's banner.
+        let id = r["request_id"].as_str().unwrap();
+        let decided = of_type(&records, "decision").into_iter().filter(|d| d["request_id"] == id).count();
+        assert_eq!(decided, 1, "{records:#?}");
     }
     proxy.stop().await;
 }

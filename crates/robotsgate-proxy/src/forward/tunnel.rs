@@ -84,7 +84,8 @@ impl Forwarder {
         };
         let idle = self.inner.tunnel_idle_timeout;
         let shutdown = self.inner.shutdown.clone();
-        let tally = Tally::default();
+        // A sniffed tunnel brings its own, which the judge of its first bytes holds too.
+        let tally = req.extensions_mut().remove::<Tally>().unwrap_or_default();
         let mut res = Response::new(Full::new(Bytes::new()).map_err(|never| match never {}).boxed());
         res.headers_mut().insert(header::VIA, self.inner.via.clone());
         res.extensions_mut().insert(tally.clone());

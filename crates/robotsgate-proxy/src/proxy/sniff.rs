@@ -253,11 +253,15 @@ async fn serve_tunnel(
         Began::Server if shared.layer.mode() != Mode::Off => {
             let check = shared.hello_check(&req);
             let (host, target) = (origin.host().to_string(), req.uri().to_string());
+            // The tunnel's tally (crate::forward::tunnel takes it from the request): a
+            // refusal is keyed by the tunnel's decision, and its outcome told.
+            let tally = robotsgate::layer::Tally::default();
+            req.extensions_mut().insert(tally.clone());
             Held::judged_by(
                 client,
                 Box::new(move |first: &[u8]| {
                     let Err(refusal) = after_server_spoke(first, &host)? else { return Some(Ok(())) };
-                    let tunnel = Tunnel { host: &host, target: &target, transport, tally: None };
+                    let tunnel = Tunnel { host: &host, target: &target, transport, tally: Some(&tally) };
                     if !check.said_no(&refusal, &tunnel) {
                         return Some(Ok(()));
                     }
