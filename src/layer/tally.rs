@@ -18,7 +18,7 @@ struct Inner {
     from_client: AtomicU64,
     state: Mutex<State>,
     /// The audit record id of the request that opened the exchange (set by the layer when
-    /// the response passes it, before anything goes through).
+    /// the response passes it).
     request_id: OnceLock<Box<str>>,
     /// The kind and status of a refusal made after the response (the tunnel's client broke
     /// a rule only its first bytes could show).
@@ -66,8 +66,8 @@ impl Tally {
 
     /// The audit record id of the request that opened the exchange: its decision and
     /// outcome records carry it. Set by [`RobotsLayer`](super::RobotsLayer) when the
-    /// response passes it (with an audit log, and a decision recorded), so known before
-    /// the client can send anything through.
+    /// response passes it (with an audit log, and a decision recorded); `None` before
+    /// that, and without them.
     ///
     /// ```
     /// let tally = robotsgate::layer::Tally::default();

@@ -52,13 +52,19 @@ pub(crate) struct Tunnel<'a> {
 impl HelloCheck {
     /// Says no to `tunnel` for `refusal`: in enforce mode it is recorded (keyed by the
     /// tunnel's decision when its tally is given, and its outcome told), and true is
-    /// returned; in report-only mode a warning says it, and the tunnel goes on (false).
+    /// returned; in report-only mode a warning says it, and the tunnel goes on (false), as
+    /// it does in mode off.
     pub(crate) fn said_no(&self, refusal: &Refusal, tunnel: &Tunnel<'_>) -> bool {
         let Tunnel { target, transport, tally, .. } = *tunnel;
-        if self.layer.mode() != Mode::Enforce {
-            // Decided, not enforced: said, and the tunnel goes on.
-            tracing::warn!(client = ?self.client, %target, why = %refusal.message(), "report-only: a tunnel that would be refused for its first bytes goes on");
-            return false;
+        match self.layer.mode() {
+            Mode::Enforce => {}
+            Mode::ReportOnly => {
+                // Decided, not enforced: said, and the tunnel goes on.
+                tracing::warn!(client = ?self.client, %target, why = %refusal.message(), "report-only: a tunnel that would be refused for its first bytes goes on");
+                return false;
+            }
+            // Nothing is enforced nor recorded.
+            _ => return false,
         }
         // A tunnel whose CONNECT was decided (and recorded) before its `200`: the refusal
         // is keyed by that decision, and the tunnel's outcome says it was refused.
