@@ -13,7 +13,10 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
+use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::prefixed::Prefixed;
 
 /// What a judge says of the first bytes so far: `None` while more could change it;
 /// `Some(Ok(()))` to let them through; `Some(Err(answer))` to refuse, with what to write
@@ -23,31 +26,38 @@ pub(crate) type Verdict = Option<Result<(), Option<[u8; 7]>>>;
 /// Judges a tunnel's first bytes (see the module).
 pub(crate) type Judge = Box<dyn FnMut(&[u8]) -> Verdict + Send>;
 
-/// `inner`, whose first bytes are held until judged ([`Held::judged_by`]), or passed as
-/// they come ([`Held::open`]).
+/// `io`, whose first bytes are held until judged ([`Held::judged_by`]), or passed as they
+/// come ([`Held::open`]). Bytes let through are handed on as `io`'s prefix.
 pub(crate) struct Held<IO> {
-    inner: IO,
+    io: Prefixed<IO>,
     hold: Option<Box<Hold>>,
 }
 
 struct Hold {
     bytes: Vec<u8>,
-    /// Bytes of `bytes` handed on, once they may go.
-    given: Option<usize>,
     /// Refused: every read fails.
     refused: bool,
     judge: Judge,
 }
 
 impl<IO> Held<IO> {
-    /// `inner`, nothing held.
-    pub(crate) fn open(inner: IO) -> Held<IO> {
-        Held { inner, hold: None }
+    /// `io`, nothing held.
+    pub(crate) fn open(io: Prefixed<IO>) -> Held<IO> {
+        Held { io, hold: None }
     }
 
-    /// `inner`, its first bytes held until `judge` lets them through.
-    pub(crate) fn judged_by(inner: IO, judge: Judge) -> Held<IO> {
-        Held { inner, hold: Some(Box::new(Hold { bytes: Vec::new(), given: None, refused: false, judge })) }
+    /// `io`, its first bytes (its prefix's first) held until `judge` lets them through.
+    pub(crate) fn judged_by(io: Prefixed<IO>, judge: Judge) -> Held<IO> {
+        Held { io, hold: Some(Box::new(Hold { bytes: Vec::new(), refused: false, judge })) }
+    }
+
+    /// Lets what was held through: handed on ahead of what `io` still has.
+    fn let_through(&mut self) {
+        let Some(hold) = self.hold.take() else { return };
+        let rest = std::mem::take(&mut self.io.prefix);
+        let mut ahead = hold.bytes;
+        ahead.extend_from_slice(&rest);
+        self.io.prefix = Bytes::from(ahead);
     }
 }
 
@@ -60,43 +70,28 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Held<IO> {
         let this = self.get_mut();
         loop {
             let Some(hold) = &mut this.hold else {
-                return Pin::new(&mut this.inner).poll_read(cx, buf);
+                return Pin::new(&mut this.io).poll_read(cx, buf);
             };
             if hold.refused {
                 return Poll::Ready(Err(refused()));
             }
-            if let Some(given) = hold.given {
-                let rest = &hold.bytes[given..];
-                let n = rest.len().min(buf.remaining());
-                buf.put_slice(&rest[..n]);
-                if given + n == hold.bytes.len() {
-                    this.hold = None;
-                } else {
-                    hold.given = Some(given + n);
-                }
-                return Poll::Ready(Ok(()));
-            }
             let mut room = [0u8; 2048];
             let mut read = ReadBuf::new(&mut room);
-            ready!(Pin::new(&mut this.inner).poll_read(cx, &mut read))?;
+            ready!(Pin::new(&mut this.io).poll_read(cx, &mut read))?;
             if read.filled().is_empty() {
                 // The client closed before a verdict: what it sent goes on, then its end.
-                if hold.bytes.is_empty() {
-                    this.hold = None;
-                } else {
-                    hold.given = Some(0);
-                }
+                this.let_through();
                 continue;
             }
             hold.bytes.extend_from_slice(read.filled());
             match (hold.judge)(&hold.bytes) {
                 None => {}
-                Some(Ok(())) => hold.given = Some(0),
+                Some(Ok(())) => this.let_through(),
                 Some(Err(answer)) => {
                     hold.refused = true;
                     if let Some(answer) = answer {
                         // Once, as far as the socket takes it now: the tunnel ends anyway.
-                        let _ = Pin::new(&mut this.inner).poll_write(cx, &answer);
+                        let _ = Pin::new(&mut this.io).poll_write(cx, &answer);
                     }
                     return Poll::Ready(Err(refused()));
                 }
@@ -107,7 +102,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Held<IO> {
 
 impl<IO: AsyncWrite + Unpin> AsyncWrite for Held<IO> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        Pin::new(&mut self.io).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -115,19 +110,19 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Held<IO> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        self.io.is_write_vectored()
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        Pin::new(&mut self.io).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 
@@ -135,6 +130,10 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Held<IO> {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn plain<IO>(inner: IO) -> Prefixed<IO> {
+        Prefixed { prefix: Bytes::new(), inner }
+    }
 
     /// Lets through what does not start with `b'!'`; refuses what does once it has a
     /// newline, with `NO` as its answer.
@@ -150,7 +149,7 @@ mod tests {
     #[tokio::test]
     async fn first_bytes_are_held_until_judged_then_handed_on_whole() {
         let (near, mut far) = tokio::io::duplex(64);
-        let mut held = Held::judged_by(near, judge());
+        let mut held = Held::judged_by(plain(near), judge());
         far.write_all(b"hello").await.unwrap();
         far.write_all(b" world").await.unwrap();
         drop(far);
@@ -162,7 +161,7 @@ mod tests {
     #[tokio::test]
     async fn refused_bytes_never_come_out_and_the_answer_goes_back() {
         let (near, mut far) = tokio::io::duplex(64);
-        let mut held = Held::judged_by(near, judge());
+        let mut held = Held::judged_by(plain(near), judge());
         far.write_all(b"!no").await.unwrap();
         far.write_all(b"t this\nmore").await.unwrap();
         let mut got = [0u8; 32];
@@ -177,7 +176,7 @@ mod tests {
     #[tokio::test]
     async fn a_client_that_closes_before_a_verdict_has_its_bytes_handed_on() {
         let (near, mut far) = tokio::io::duplex(64);
-        let mut held = Held::judged_by(near, judge());
+        let mut held = Held::judged_by(plain(near), judge());
         far.write_all(b"!half").await.unwrap();
         drop(far);
         let mut got = Vec::new();
@@ -188,14 +187,14 @@ mod tests {
     #[tokio::test]
     async fn writes_pass_while_reads_are_held() {
         let (near, mut far) = tokio::io::duplex(64);
-        let mut held = Held::judged_by(near, judge());
+        let mut held = Held::judged_by(plain(near), judge());
         held.write_all(b"220 hi\r\n").await.unwrap();
         let mut greeting = [0u8; 8];
         far.read_exact(&mut greeting).await.unwrap();
         assert_eq!(&greeting, b"220 hi\r\n");
         // Nothing held when open.
         let (near, mut far) = tokio::io::duplex(64);
-        let mut open = Held::open(near);
+        let mut open = Held::open(plain(near));
         far.write_all(b"!x").await.unwrap();
         let mut two = [0u8; 2];
         open.read_exact(&mut two).await.unwrap();

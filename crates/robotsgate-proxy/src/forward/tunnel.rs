@@ -37,7 +37,7 @@ pub(crate) struct PreConnected(Arc<std::sync::Mutex<Option<(ClientSide, TcpStrea
 /// The client's side of a tunnel: its upgraded connection, the bytes read ahead first,
 /// and what it sends next held until judged when its server spoke first
 /// ([`Held`](crate::held::Held)).
-pub(crate) type ClientSide = crate::held::Held<crate::prefixed::Prefixed<TokioIo<hyper::upgrade::Upgraded>>>;
+pub(crate) type ClientSide = crate::held::Held<TokioIo<hyper::upgrade::Upgraded>>;
 
 impl PreConnected {
     /// The client's side and the open upstream connection.
