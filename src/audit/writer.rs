@@ -3,9 +3,10 @@
 //! `Durability::Buffered` every record, in batches; with `Durability::Synced` it syncs
 //! what requests wrote (one `fdatasync` for all written meanwhile) and releases them. It
 //! reads back what was written (from the page cache: the requests' writes do nothing more
-//! for it) and hashes it into the Merkle tree, writes checkpoints ([`TreeWriter`]),
-//! rotates the file, answers flushes, and on shutdown writes everything, closes the log
-//! with a `close` record, makes a last checkpoint and syncs.
+//! for it; handing it the written buffers instead was measured slower, benches/README.md,
+//! thirty-ninth session) and hashes it into the Merkle tree, writes checkpoints
+//! ([`TreeWriter`]), rotates the file, answers flushes, and on shutdown writes everything,
+//! closes the log with a `close` record, makes a last checkpoint and syncs.
 //!
 //! It is a thread of its own rather than a task: it blocks on the disk (syncs, reading a
 //! file back at start, rotation), and it sleeps while records gather instead of being
