@@ -9,7 +9,9 @@
 #   ROUNDS=3 ...                                   # the targets take their turns ROUNDS times
 #                                                  # (HAProxy, then the binaries, each round
 #                                                  # starting with the next one); from 2
-#                                                  # rounds a summary paired by round follows
+#                                                  # rounds a summary paired by round follows:
+#                                                  # each binary against HAProxy, and each
+#                                                  # binary after the first against the first
 #   ROUNDS=25 REQUESTS=30000 AFTER=0 bash benches/load/perreq.sh BIN   # the gate of issue 32,
 #                                                  # in short runs paired with HAProxy's
 #   RG_AUDIT='durability = "buffered"' ...         # more [audit] lines for every binary
@@ -247,13 +249,13 @@ done
 [ -s "$WORK/logs/haproxy-access.log" ] || die "HAProxy wrote no access log ($WORK/logs/haproxy-access.log)"
 log "HAProxy access log: $(wc -l <"$WORK/logs/haproxy-access.log") lines"
 
-# With ROUNDS >= 2: each binary against HAProxy, paired by round (the two ran one after the
-# other in it), for req/s and for p99: the median of the rounds' ratios, its 95% interval
+# With ROUNDS >= 2: each binary against HAProxy, and each binary after the first against
+# the first, paired by round (the two ran one after the other in it), for req/s and for p99: the median of the rounds' ratios, its 95% interval
 # (distribution-free, from the order statistics; from 6 rounds), and how many rounds were
 # above 1. Short runs (REQUESTS of a few seconds) taken in many rounds pair the targets
 # under nearly the same conditions of a VM whose speed drifts.
 if [ "$ROUNDS" -ge 2 ]; then
-    log "paired by round against HAProxy ($ROUNDS rounds of $REQUESTS requests, c$CONC)"
+    log "paired by round against HAProxy, and against the first binary ($ROUNDS rounds of $REQUESTS requests, c$CONC)"
     python3 - "$WORK/results" "$ROUNDS" "${BINS[@]}" <<'PY'
 import json, math, os, statistics, sys
 results, rounds, bins = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
@@ -278,5 +280,17 @@ for i, b in enumerate(bins):
         above = sum(x > 1 for x in xs)
         print(f"{os.path.basename(b)} vs HAProxy, {what}: median {statistics.median(xs):.3f}x, "
               f"{interval(xs)}, above 1 in {above} of {len(xs)} rounds")
+# Each later binary against the first (a change against its base), paired by round alike.
+for i, b in enumerate(bins[1:], start=1):
+    rps, p99 = [], []
+    for r in range(1, rounds + 1):
+        a = load(f"rg0-{os.path.basename(bins[0])}-{r}")
+        x = load(f"rg{i}-{os.path.basename(b)}-{r}")
+        rps.append(x[0] / a[0])
+        p99.append(x[1] / a[1])
+    for what, xs in (("req/s", sorted(rps)), ("p99", sorted(p99))):
+        above = sum(x > 1 for x in xs)
+        print(f"{os.path.basename(b)} vs {os.path.basename(bins[0])}, {what}: median "
+              f"{statistics.median(xs):.3f}x, {interval(xs)}, above 1 in {above} of {len(xs)} rounds")
 PY
 fi
