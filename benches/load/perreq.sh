@@ -269,28 +269,22 @@ def interval(xs):
     half = 0.98 * math.sqrt(n)  # 1.96 * sqrt(n) / 2
     lo, hi = max(0, math.floor(n / 2 - half)), min(n - 1, math.ceil(n / 2 + half) - 1)
     return f"95% interval {xs[lo]:.3f}-{xs[hi]:.3f}"
-for i, b in enumerate(bins):
+def pair(run, against, label):
+    """Prints run's rounds against against's (run names without their round), paired."""
     rps, p99 = [], []
     for r in range(1, rounds + 1):
-        h = load(f"haproxy-{r}")
-        x = load(f"rg{i}-{os.path.basename(b)}-{r}")
-        rps.append(x[0] / h[0])
-        p99.append(x[1] / h[1])
-    for what, xs in (("req/s", sorted(rps)), ("p99", sorted(p99))):
-        above = sum(x > 1 for x in xs)
-        print(f"{os.path.basename(b)} vs HAProxy, {what}: median {statistics.median(xs):.3f}x, "
-              f"{interval(xs)}, above 1 in {above} of {len(xs)} rounds")
-# Each later binary against the first (a change against its base), paired by round alike.
-for i, b in enumerate(bins[1:], start=1):
-    rps, p99 = [], []
-    for r in range(1, rounds + 1):
-        a = load(f"rg0-{os.path.basename(bins[0])}-{r}")
-        x = load(f"rg{i}-{os.path.basename(b)}-{r}")
+        a, x = load(f"{against}-{r}"), load(f"{run}-{r}")
         rps.append(x[0] / a[0])
         p99.append(x[1] / a[1])
     for what, xs in (("req/s", sorted(rps)), ("p99", sorted(p99))):
         above = sum(x > 1 for x in xs)
-        print(f"{os.path.basename(b)} vs {os.path.basename(bins[0])}, {what}: median "
-              f"{statistics.median(xs):.3f}x, {interval(xs)}, above 1 in {above} of {len(xs)} rounds")
+        print(f"{label}, {what}: median {statistics.median(xs):.3f}x, "
+              f"{interval(xs)}, above 1 in {above} of {len(xs)} rounds")
+names = [f"rg{i}-{os.path.basename(b)}" for i, b in enumerate(bins)]
+for b, name in zip(bins, names):
+    pair(name, "haproxy", f"{os.path.basename(b)} vs HAProxy")
+# Each later binary against the first (a change against its base), paired by round alike.
+for b, name in zip(bins[1:], names[1:]):
+    pair(name, names[0], f"{os.path.basename(b)} vs {os.path.basename(bins[0])}")
 PY
 fi
