@@ -250,9 +250,9 @@ done
 log "HAProxy access log: $(wc -l <"$WORK/logs/haproxy-access.log") lines"
 
 # With ROUNDS >= 2: each binary against HAProxy, and each binary after the first against
-# the first, paired by round (the two ran one after the other in it), for req/s and for p99: the median of the rounds' ratios, its 95% interval
-# (distribution-free, from the order statistics; from 6 rounds), and how many rounds were
-# above 1. Short runs (REQUESTS of a few seconds) taken in many rounds pair the targets
+# the first, paired by round (the two ran one after the other in it), for req/s and for
+# p99: the median of the rounds' ratios, its 95% interval (distribution-free, from the
+# order statistics; from 6 rounds), and how many rounds were above 1. Short runs (REQUESTS of a few seconds) taken in many rounds pair the targets
 # under nearly the same conditions of a VM whose speed drifts.
 if [ "$ROUNDS" -ge 2 ]; then
     log "paired by round against HAProxy, and against the first binary ($ROUNDS rounds of $REQUESTS requests, c$CONC)"
@@ -270,7 +270,7 @@ def interval(xs):
     lo, hi = max(0, math.floor(n / 2 - half)), min(n - 1, math.ceil(n / 2 + half) - 1)
     return f"95% interval {xs[lo]:.3f}-{xs[hi]:.3f}"
 def pair(run, against, label):
-    """Prints run's rounds against against's (run names without their round), paired."""
+    """Prints the rounds of `run` against those of `against` (names without the round)."""
     rps, p99 = [], []
     for r in range(1, rounds + 1):
         a, x = load(f"{against}-{r}"), load(f"{run}-{r}")
